@@ -1,0 +1,1 @@
+//! Owner fences: the coordination Lease and owner annotations with compare-and-swap.

@@ -1,0 +1,1 @@
+//! GHCR credential validation, registry proof and Secret reassertion.

@@ -1,0 +1,120 @@
+//! Test support for flux-handoff (not published).
+//!
+//! 1. [`plane`] finds the one local control plane a test run shares: the one `cargo xtask ci`
+//!    started (`FLUX_HANDOFF_KUBECONFIG`), or — for a bare `cargo nextest run` — the shared one
+//!    of `cargo xtask cluster up --detach`, started on first use under a lock file.
+//! 2. [`TestNs::new`] hands each test an admin [`kube::Client`] and a fresh namespace, so tests
+//!    never see each other's objects.
+//! 3. [`TestNs::service_account_client`] gives a client that authenticates as a ServiceAccount,
+//!    for RBAC tests.
+//! 4. [`fixtures`] builds Flux objects with builders that read like sentences.
+
+pub mod fixtures;
+pub mod plane;
+
+use std::sync::Once;
+
+use anyhow::Context;
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::api::{Api, ObjectMeta, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+/// Installs the ring crypto provider once per process (kube and rustls need exactly one).
+pub fn install_crypto() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// The admin client configuration of the shared control plane.
+pub async fn admin_config() -> anyhow::Result<Config> {
+    install_crypto();
+    let path = plane::kubeconfig()?;
+    let kc = Kubeconfig::read_from(&path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?)
+}
+
+/// One test's namespace on the shared control plane, with an admin client.
+#[derive(Clone)]
+pub struct TestNs {
+    pub client: Client,
+    pub name: String,
+    config: Config,
+}
+
+impl std::fmt::Debug for TestNs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestNs").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+impl TestNs {
+    /// Creates a fresh namespace named `<prefix>-<random>`.
+    pub async fn new(prefix: &str) -> anyhow::Result<Self> {
+        let config = admin_config().await?;
+        let client = Client::try_from(config.clone())?;
+        let name = format!("{prefix}-{}", random_suffix(6));
+        let ns = Namespace {
+            metadata: ObjectMeta { name: Some(name.clone()), ..ObjectMeta::default() },
+            ..Namespace::default()
+        };
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .with_context(|| format!("creating namespace {name}"))?;
+        Ok(Self { client, name, config })
+    }
+
+    /// A typed API for namespaced resources of this test.
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.name)
+    }
+
+    /// Creates ServiceAccount `name` in this namespace and returns a client authenticated as it
+    /// with a short-lived token from the TokenRequest API. It has no permissions until the
+    /// test binds some.
+    pub async fn service_account_client(&self, name: &str) -> anyhow::Result<Client> {
+        let sas: Api<ServiceAccount> = self.api();
+        let sa = ServiceAccount {
+            metadata: ObjectMeta { name: Some(name.to_string()), ..ObjectMeta::default() },
+            ..ServiceAccount::default()
+        };
+        sas.create(&PostParams::default(), &sa).await?;
+        let req = TokenRequest {
+            spec: Some(k8s_openapi::api::authentication::v1::TokenRequestSpec {
+                audiences: Some(vec!["https://kubernetes.default.svc".to_string()]),
+                expiration_seconds: Some(3600),
+                ..Default::default()
+            }),
+            ..TokenRequest::default()
+        };
+        let token = sas
+            .create_token_request(name, &PostParams::default(), &req)
+            .await?
+            .status
+            .context("TokenRequest without status")?
+            .token
+            .context("TokenRequest without token")?;
+        let mut config = self.config.clone();
+        config.auth_info = kube::config::AuthInfo {
+            token: Some(token.into()),
+            ..kube::config::AuthInfo::default()
+        };
+        Ok(Client::try_from(config)?)
+    }
+}
+
+/// A random lowercase alphanumeric suffix for names.
+pub fn random_suffix(len: usize) -> String {
+    use rand::Rng;
+    const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rng();
+    (0..len).map(|_| CHARS[rng.random_range(0..CHARS.len())] as char).collect()
+}
