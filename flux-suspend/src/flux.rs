@@ -1,0 +1,130 @@
+//! Reading Flux objects: the few fields the decisions need, from a `DynamicObject`'s JSON.
+//!
+//! Everything here is pure; the I/O layer hands in what it read.
+
+use serde_json::Value;
+
+/// Annotation that makes a parent Kustomization skip a child it manages (flux-model.md, fact 6).
+pub const RECONCILE_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/reconcile";
+/// Value of [`RECONCILE_ANNOTATION`] that disables apply and prune.
+pub const RECONCILE_DISABLED: &str = "disabled";
+/// Annotation whose change requests a reconcile; its value is copied into
+/// `status.lastHandledReconcileAt` by every finished reconcile (fact 3).
+pub const REQUESTED_AT_ANNOTATION: &str = "reconcile.fluxcd.io/requestedAt";
+/// Labels kustomize-controller puts on what a Kustomization applies.
+pub const PARENT_NAME_LABEL: &str = "kustomize.toolkit.fluxcd.io/name";
+pub const PARENT_NAMESPACE_LABEL: &str = "kustomize.toolkit.fluxcd.io/namespace";
+
+/// One status condition, as Flux writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    pub type_: String,
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+}
+
+/// `metadata.annotations[key]` of an object's JSON.
+#[must_use]
+pub fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.pointer("/metadata/annotations")?.get(key)?.as_str()
+}
+
+/// `metadata.labels[key]` of an object's JSON.
+#[must_use]
+pub fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.pointer("/metadata/labels")?.get(key)?.as_str()
+}
+
+/// `spec.suspend == true`.
+#[must_use]
+pub fn suspended(obj: &Value) -> bool {
+    obj.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true)
+}
+
+/// `status.lastHandledReconcileAt`.
+#[must_use]
+pub fn last_handled(obj: &Value) -> Option<&str> {
+    obj.pointer("/status/lastHandledReconcileAt")?.as_str()
+}
+
+/// `status.conditions`, skipping malformed entries.
+#[must_use]
+pub fn conditions(obj: &Value) -> Vec<Condition> {
+    let text = |c: &Value, k: &str| {
+        c.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    obj.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .filter(|c| c.get("type").and_then(Value::as_str).is_some())
+                .map(|c| Condition {
+                    type_: text(c, "type"),
+                    status: text(c, "status"),
+                    reason: text(c, "reason"),
+                    message: text(c, "message"),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The condition of `type_`, if present.
+#[must_use]
+pub fn condition<'a>(conds: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conds.iter().find(|c| c.type_ == type_)
+}
+
+/// A namespaced name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NamespacedName {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for NamespacedName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// The Kustomization that applied `obj`, from kustomize-controller's labels. The namespace
+/// label defaults to the object's own namespace.
+#[must_use]
+pub fn parent_of(obj: &Value) -> Option<NamespacedName> {
+    let name = label(obj, PARENT_NAME_LABEL)?;
+    let namespace = label(obj, PARENT_NAMESPACE_LABEL)
+        .or_else(|| obj.pointer("/metadata/namespace").and_then(Value::as_str))?;
+    (!name.is_empty() && !namespace.is_empty()).then(|| NamespacedName {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    })
+}
+
+/// `spec.dependsOn` of a Kustomization or `HelmRelease`, namespaces defaulted to `obj`'s.
+#[must_use]
+pub fn depends_on(obj: &Value) -> Vec<NamespacedName> {
+    let own_ns = obj
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    obj.pointer("/spec/dependsOn")
+        .and_then(Value::as_array)
+        .map(|deps| {
+            deps.iter()
+                .filter_map(|d| {
+                    let name = d.get("name")?.as_str()?;
+                    let ns = d.get("namespace").and_then(Value::as_str).unwrap_or(own_ns);
+                    Some(NamespacedName {
+                        namespace: ns.to_string(),
+                        name: name.to_string(),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}

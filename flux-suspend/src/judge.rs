@@ -1,0 +1,210 @@
+//! The stable-pause judge: a pure function of what each pass read.
+//!
+//! A pass *counts* when every member of the chain is readable, has the uid we fenced, carries
+//! our owner value, is `spec.suspend=true`, every member below the top still carries
+//! `kustomize.toolkit.fluxcd.io/reconcile: disabled`, and each resourceVersion equals the one
+//! seen on the previous pass. [`REQUIRED_PASSES`] consecutive counted passes prove the pause.
+//!
+//! Status conditions are deliberately not part of [`Seen`]: a suspended Flux object may carry a
+//! frozen `Reconciling=True` forever (flux-model.md, fact 9), so status is no clock after
+//! suspension and must not block the proof.
+
+use crate::report::{Counter, Counters};
+
+/// Consecutive counted passes that prove the pause.
+pub const REQUIRED_PASSES: u32 = 2;
+
+/// What the proof needs to know about one read of a fenced object — and nothing more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub uid: String,
+    pub resource_version: String,
+    /// The raw owner annotation value, if any.
+    pub owner: Option<String>,
+    /// `spec.suspend == true`.
+    pub suspended: bool,
+    /// `kustomize.toolkit.fluxcd.io/reconcile: disabled` is present.
+    pub reconcile_disabled: bool,
+}
+
+/// One member's read in one pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Read {
+    Seen(Seen),
+    /// The read failed (transport error, 404, 403, ...). Why is not the judge's business.
+    Unreadable,
+}
+
+/// Where a member sits in the chain; decides which counters it feeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// An object above the target (feeds `parent_not_owned`, `parent_changed`).
+    Parent,
+    /// The target itself (feeds `child_not_owned`, `version_changes`).
+    Target,
+}
+
+/// What "still ours" means for one member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub role: Role,
+    /// The uid we fenced; a different uid means deleted and recreated.
+    pub uid: String,
+    /// Our owner value (`holder;epoch`).
+    pub owner: String,
+    /// Whether the member must carry `reconcile: disabled` (every member but the chain's top).
+    pub needs_reconcile_disabled: bool,
+}
+
+impl Member {
+    fn owns(&self, seen: &Seen) -> bool {
+        seen.uid == self.uid
+            && seen.owner.as_deref() == Some(self.owner.as_str())
+            && seen.suspended
+            && (!self.needs_reconcile_disabled || seen.reconcile_disabled)
+    }
+}
+
+/// The judge's answer to one pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Not proven yet; keep observing until the caller's deadline.
+    Pending,
+    /// Proven: the work phase may start.
+    Proven(Proof),
+}
+
+/// Evidence that the chain's pause is stable. Only [`Judge::observe`] can mint one, so a
+/// function that takes `&Proof` cannot be called without a judged proof.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proof {
+    passes: u32,
+    counters: Counters,
+}
+
+impl Proof {
+    /// Consecutive counted passes behind this proof.
+    #[must_use]
+    pub fn passes(&self) -> u32 {
+        self.passes
+    }
+
+    /// The counters as they stood when the pause was proven.
+    #[must_use]
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+}
+
+/// Judges passes over a chain of fenced objects, in chain order (top first).
+#[derive(Debug, Clone)]
+pub struct Judge {
+    members: Vec<Member>,
+    previous: Option<Vec<String>>,
+    streak: u32,
+    counters: Counters,
+}
+
+impl Judge {
+    /// A judge for `members`, in chain order (top first). Without a baseline the first pass
+    /// only records resourceVersions.
+    #[must_use]
+    pub fn new(members: Vec<Member>) -> Self {
+        Self {
+            members,
+            previous: None,
+            streak: 0,
+            counters: Counters::default(),
+        }
+    }
+
+    /// Seeds the resourceVersions a first pass must match (e.g. those read when the
+    /// acknowledgement was seen), so a quiet chain is proven in [`REQUIRED_PASSES`] reads.
+    #[must_use]
+    pub fn with_baseline(mut self, versions: Vec<String>) -> Self {
+        if versions.len() == self.members.len() {
+            self.previous = Some(versions);
+        }
+        self
+    }
+
+    /// The members this judge checks.
+    #[must_use]
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// Counters so far.
+    #[must_use]
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// Judges one pass. `reads` must be in member order; a pass with the wrong number of reads
+    /// counts as unreadable.
+    pub fn observe(&mut self, reads: &[Read]) -> Verdict {
+        self.counters.incr(Counter::Observations);
+        let seen: Option<Vec<&Seen>> = (reads.len() == self.members.len())
+            .then(|| {
+                reads
+                    .iter()
+                    .map(|r| match r {
+                        Read::Seen(s) => Some(s),
+                        Read::Unreadable => None,
+                    })
+                    .collect()
+            })
+            .flatten();
+
+        let mut counted = true;
+        let mut hits: Vec<Counter> = Vec::new();
+        for (i, member) in self.members.iter().enumerate() {
+            let Some(Read::Seen(s)) = reads.get(i) else {
+                continue;
+            };
+            let (not_owned, moved_counter) = match member.role {
+                Role::Target => (Counter::ChildNotOwned, Counter::VersionChanges),
+                Role::Parent => (Counter::ParentNotOwned, Counter::ParentChanged),
+            };
+            if !member.owns(s) {
+                counted = false;
+                hits.push(not_owned);
+            }
+            let moved = self
+                .previous
+                .as_ref()
+                .is_some_and(|prev| prev.get(i).is_some_and(|rv| *rv != s.resource_version));
+            if moved {
+                counted = false;
+                hits.push(moved_counter);
+            }
+        }
+        // Each counter counts passes, not members: at most one per pass.
+        for counter in Counter::ALL {
+            if hits.contains(&counter) {
+                self.counters.incr(counter);
+            }
+        }
+
+        match seen {
+            None => {
+                self.counters.incr(Counter::Unreadable);
+                self.previous = None;
+                self.streak = 0;
+            }
+            Some(seen) => {
+                counted &= self.previous.is_some();
+                self.previous = Some(seen.iter().map(|s| s.resource_version.clone()).collect());
+                self.streak = if counted { self.streak + 1 } else { 0 };
+            }
+        }
+        if self.streak >= REQUIRED_PASSES {
+            Verdict::Proven(Proof {
+                passes: self.streak,
+                counters: self.counters,
+            })
+        } else {
+            Verdict::Pending
+        }
+    }
+}
