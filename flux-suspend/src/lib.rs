@@ -30,9 +30,15 @@
 //! (unchanged resourceVersions), and the retirement strategy proves that no reconcile that began
 //! before the suspend is still running.
 
+pub mod error;
 pub mod flux;
+pub mod io;
 pub mod judge;
+pub mod object;
 pub mod quiesce;
 pub mod readiness;
 pub mod report;
 pub mod retire;
+
+pub use error::SuspendError;
+pub use judge::Proof;

@@ -1,0 +1,66 @@
+//! The crate's error type: each variant names the step that failed.
+
+use std::time::Duration;
+
+use crate::quiesce::Blocker;
+use crate::report::Counters;
+
+/// What broke. Expected outcomes (a pending proof, a refused fence) are values elsewhere;
+/// these are the ends of a phase that could not finish.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SuspendError {
+    /// The stable-pause proof did not settle in time. Display is the redacted timeout line:
+    /// fixed counter names and counts only.
+    #[error("stable pause not proven within {}s: {counters}", waited.as_secs())]
+    ProofTimeout {
+        waited: Duration,
+        counters: Counters,
+    },
+    /// An object did not acknowledge its `requestedAt` nonce in time (its controller may be
+    /// down, or still running a long reconcile that began before the suspend).
+    #[error("{object} did not acknowledge the suspend within {}s", waited.as_secs())]
+    AckTimeout { object: String, waited: Duration },
+    /// The controller restart did not finish in time.
+    #[error(
+        "controller restart not finished within {}s: {old} old pod(s) remain, {ready}/{want} replacement(s) ready",
+        waited.as_secs()
+    )]
+    RestartTimeout {
+        waited: Duration,
+        old: usize,
+        ready: usize,
+        want: usize,
+    },
+    /// The target did not become quiet in time; the blockers explain the pre-existing state.
+    #[error("{object} not quiet within {}s: {}", waited.as_secs(), join(blockers))]
+    QuiesceTimeout {
+        object: String,
+        waited: Duration,
+        blockers: Vec<Blocker>,
+    },
+    /// An object the handoff needs is not there or not what it should be.
+    #[error("{step}: {detail}")]
+    Invalid { step: &'static str, detail: String },
+    /// A Kubernetes API call failed.
+    #[error("{step}")]
+    Kube {
+        step: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+fn join(blockers: &[Blocker]) -> String {
+    blockers
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl SuspendError {
+    pub(crate) fn kube(step: &'static str) -> impl FnOnce(kube::Error) -> Self {
+        move |source| Self::Kube { step, source }
+    }
+}

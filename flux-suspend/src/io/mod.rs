@@ -1,0 +1,48 @@
+//! The thin async layer: reads, asks the pure core, writes. No domain decision lives here.
+
+mod ack;
+mod prove;
+mod quiesce;
+mod restart;
+
+pub use ack::wait_acknowledged;
+pub use prove::{ProofTarget, prove_stable_pause};
+pub use quiesce::wait_quiet;
+pub use restart::{ControllerRef, restart_controller};
+
+use std::time::Duration;
+
+/// How often to read and how long to keep trying. The deadline belongs to the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// Pause between two reads of the same thing.
+    pub interval: Duration,
+    /// Give up after this long.
+    pub timeout: Duration,
+}
+
+impl Timing {
+    #[must_use]
+    pub fn new(interval: Duration, timeout: Duration) -> Self {
+        Self { interval, timeout }
+    }
+}
+
+/// Polls `step` every `timing.interval` until it returns `Some`, or returns `None` once the
+/// next poll would pass the deadline.
+pub(crate) async fn poll<T, F, Fut>(timing: Timing, mut step: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timing.timeout;
+    loop {
+        if let Some(v) = step().await {
+            return Some(v);
+        }
+        if tokio::time::Instant::now() + timing.interval > deadline {
+            return None;
+        }
+        tokio::time::sleep(timing.interval).await;
+    }
+}

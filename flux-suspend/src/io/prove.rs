@@ -1,0 +1,53 @@
+use kube::Client;
+
+use super::{Timing, poll};
+use crate::error::SuspendError;
+use crate::judge::{Judge, Member, Proof, Verdict};
+use crate::object::{ObjectRef, read_for_proof};
+
+/// One fenced object to prove, with what "still ours" means for it.
+#[derive(Debug, Clone)]
+pub struct ProofTarget {
+    pub object: ObjectRef,
+    pub member: Member,
+}
+
+/// Reads every member once per `timing.interval` and asks the judge, until the pause is proven
+/// or the deadline passes.
+///
+/// # Guarantees
+/// - Status conditions are never read: a frozen `Reconciling=True` cannot block the proof.
+/// - Every pass reads every member afresh; any change by another writer resets the proof.
+///
+/// # Errors
+/// [`SuspendError::ProofTimeout`], whose Display is the redacted counter line.
+pub async fn prove_stable_pause(
+    client: &Client,
+    chain: &[ProofTarget],
+    owner_key: &str,
+    baseline: Option<Vec<String>>,
+    timing: Timing,
+) -> Result<Proof, SuspendError> {
+    let mut judge = Judge::new(chain.iter().map(|t| t.member.clone()).collect());
+    if let Some(b) = baseline {
+        judge = judge.with_baseline(b);
+    }
+    let judge = std::cell::RefCell::new(judge);
+    let proven = poll(timing, || async {
+        let reads = futures::future::join_all(
+            chain
+                .iter()
+                .map(|t| read_for_proof(client, &t.object, owner_key)),
+        )
+        .await;
+        match judge.borrow_mut().observe(&reads) {
+            Verdict::Proven(proof) => Some(proof),
+            Verdict::Pending => None,
+        }
+    })
+    .await;
+    proven.ok_or_else(|| SuspendError::ProofTimeout {
+        waited: timing.timeout,
+        counters: judge.borrow().counters(),
+    })
+}

@@ -1,0 +1,38 @@
+use kube::Client;
+
+use super::{Timing, poll};
+use crate::error::SuspendError;
+use crate::flux;
+use crate::object::ObjectRef;
+use crate::quiesce::{Blocker, blockers};
+
+/// Waits until `target` shows no `Reconciling=True` and every `dependsOn` object is Ready.
+///
+/// # Errors
+/// [`SuspendError::QuiesceTimeout`] naming the blockers of the last read — the one place
+/// conditions are printed, because nothing about the target is fenced yet.
+pub async fn wait_quiet(
+    client: &Client,
+    target: &ObjectRef,
+    timing: Timing,
+) -> Result<(), SuspendError> {
+    let last: std::cell::RefCell<Vec<Blocker>> = std::cell::RefCell::default();
+    let quiet = poll(timing, || async {
+        let obj = target.get_json(client).await.ok()?;
+        let mut deps = Vec::new();
+        for dep in flux::depends_on(&obj) {
+            let r = ObjectRef::new(target.resource.clone(), &dep.namespace, &dep.name);
+            deps.push((dep, r.get_json(client).await.ok()));
+        }
+        let found = blockers(&obj, &deps);
+        let quiet = found.is_empty();
+        *last.borrow_mut() = found;
+        quiet.then_some(())
+    })
+    .await;
+    quiet.ok_or_else(|| SuspendError::QuiesceTimeout {
+        object: target.to_string(),
+        waited: timing.timeout,
+        blockers: last.into_inner(),
+    })
+}

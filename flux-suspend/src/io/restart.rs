@@ -1,0 +1,205 @@
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use super::{Timing, poll};
+use crate::error::SuspendError;
+use crate::retire::{PodView, RestartProgress, restart_progress};
+
+/// Pod-template annotation whose change makes a Deployment roll its Pods (`kubectl rollout
+/// restart` sets the same one).
+pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
+
+/// Bounded re-read-and-decide rounds when another writer (e.g. the Deployment controller
+/// updating status) moves the Deployment between our read and our patch.
+const PATCH_ROUNDS: usize = 8;
+
+/// The controller Deployment to restart (flux-model.md: `flux-system/kustomize-controller`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl Default for ControllerRef {
+    fn default() -> Self {
+        Self {
+            namespace: "flux-system".into(),
+            name: "kustomize-controller".into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ControllerRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Deployment {}/{}", self.namespace, self.name)
+    }
+}
+
+/// Rollout-restarts the controller with a CAS patch carrying `token` as the
+/// `restartedAt` value, then waits until every Pod that existed before is gone and the
+/// replacements are Ready.
+///
+/// # Guarantees
+/// - The patch tests the uid and resourceVersion it read; a lost race re-reads and decides
+///   again (bounded), never overwrites.
+/// - A patch whose response was lost is adopted only if the Deployment carries `token`.
+/// - Old Pods still terminating keep the proof pending: a terminating controller may still be
+///   reconciling.
+///
+/// # Errors
+/// [`SuspendError::RestartTimeout`], [`SuspendError::Kube`], [`SuspendError::Invalid`] (no
+/// selector).
+pub async fn restart_controller(
+    client: &Client,
+    controller: &ControllerRef,
+    token: &str,
+    timing: Timing,
+) -> Result<(), SuspendError> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &controller.namespace);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &controller.namespace);
+    let deploy = deployments
+        .get(&controller.name)
+        .await
+        .map_err(SuspendError::kube("reading the controller Deployment"))?;
+    let selector = selector(&deploy).ok_or_else(|| SuspendError::Invalid {
+        step: "reading the controller Deployment",
+        detail: format!("{controller} has no matchLabels selector"),
+    })?;
+    let want = deploy.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let want = usize::try_from(want).unwrap_or(1);
+    let lp = ListParams::default().labels(&selector);
+    let before: BTreeSet<String> = pods
+        .list(&lp)
+        .await
+        .map_err(SuspendError::kube("listing the controller Pods"))?
+        .items
+        .iter()
+        .filter_map(|p| p.metadata.uid.clone())
+        .collect();
+
+    patch_restarted_at(&deployments, controller, deploy, token).await?;
+
+    let last = std::cell::Cell::new(RestartProgress::Pending {
+        old: before.len(),
+        ready: 0,
+        want,
+    });
+    let done = poll(timing, || async {
+        let found = pods.list(&lp).await.ok()?;
+        let views: Vec<PodView> = found
+            .items
+            .iter()
+            .filter_map(|p| serde_json::to_value(p).ok())
+            .filter_map(|v| PodView::from_json(&v))
+            .collect();
+        let progress = restart_progress(&before, &views, want);
+        last.set(progress);
+        (progress == RestartProgress::Done).then_some(())
+    })
+    .await;
+    match (done, last.get()) {
+        (Some(()), _) | (None, RestartProgress::Done) => Ok(()),
+        (None, RestartProgress::Pending { old, ready, want }) => {
+            Err(SuspendError::RestartTimeout {
+                waited: timing.timeout,
+                old,
+                ready,
+                want,
+            })
+        }
+    }
+}
+
+fn selector(deploy: &Deployment) -> Option<String> {
+    let labels = deploy.spec.as_ref()?.selector.match_labels.as_ref()?;
+    (!labels.is_empty()).then(|| {
+        labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    })
+}
+
+fn restarted_at(deploy: &Deployment) -> Option<&str> {
+    deploy
+        .spec
+        .as_ref()?
+        .template
+        .metadata
+        .as_ref()?
+        .annotations
+        .as_ref()?
+        .get(RESTARTED_AT)
+        .map(String::as_str)
+}
+
+async fn patch_restarted_at(
+    api: &Api<Deployment>,
+    controller: &ControllerRef,
+    mut deploy: Deployment,
+    token: &str,
+) -> Result<(), SuspendError> {
+    for _ in 0..PATCH_ROUNDS {
+        if restarted_at(&deploy) == Some(token) {
+            return Ok(()); // an earlier attempt landed (lost response adopted by its token)
+        }
+        let has_annotations = deploy
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.metadata.as_ref())
+            .is_some_and(|m| m.annotations.is_some());
+        let mut ops = vec![
+            json!({ "op": "test", "path": "/metadata/uid", "value": deploy.metadata.uid }),
+            json!({ "op": "test", "path": "/metadata/resourceVersion",
+                    "value": deploy.metadata.resource_version }),
+        ];
+        if !has_annotations {
+            ops.push(
+                json!({ "op": "add", "path": "/spec/template/metadata/annotations", "value": {} }),
+            );
+        }
+        ops.push(json!({
+            "op": "add",
+            "path": "/spec/template/metadata/annotations/kubectl.kubernetes.io~1restartedAt",
+            "value": token,
+        }));
+        let patch: json_patch::Patch =
+            serde_json::from_value(Value::Array(ops)).map_err(|e| SuspendError::Invalid {
+                step: "building the restart patch",
+                detail: e.to_string(),
+            })?;
+        match api
+            .patch(
+                &controller.name,
+                &PatchParams::default(),
+                &Patch::Json::<()>(patch),
+            )
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 422 => {}
+            Err(kube::Error::Api(s)) => {
+                return Err(SuspendError::Kube {
+                    step: "patching the controller Deployment",
+                    source: kube::Error::Api(s),
+                });
+            }
+            // Transport error: the outcome is unknown; the re-read below decides.
+            Err(e) => tracing::warn!(error = %e, "restart patch outcome unknown; re-reading"),
+        }
+        deploy = api
+            .get(&controller.name)
+            .await
+            .map_err(SuspendError::kube("re-reading the controller Deployment"))?;
+    }
+    Err(SuspendError::Invalid {
+        step: "patching the controller Deployment",
+        detail: format!("{controller} kept changing under us ({PATCH_ROUNDS} rounds)"),
+    })
+}
