@@ -1,0 +1,39 @@
+//! The annotation keys a fence writes.
+
+/// Default annotation prefix.
+pub const DEFAULT_PREFIX: &str = "flux-handoff.io";
+
+/// The keys of the owner, prior and reason annotations under one prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnnotationKeys {
+    /// `<prefix>/owner`: `holder;epoch`.
+    pub owner: String,
+    /// `<prefix>/prior`: compact JSON recording the fence time and each mark's prior value.
+    pub prior: String,
+    /// `<prefix>/reason`: free text from the caller.
+    pub reason: String,
+}
+
+impl AnnotationKeys {
+    /// Keys under `prefix` (a DNS subdomain such as `flux-handoff.io`).
+    #[must_use]
+    pub fn with_prefix(prefix: &str) -> Self {
+        Self {
+            owner: format!("{prefix}/owner"),
+            prior: format!("{prefix}/prior"),
+            reason: format!("{prefix}/reason"),
+        }
+    }
+
+    /// Whether `key` is one of the three keys the fence itself manages.
+    #[must_use]
+    pub fn is_own(&self, key: &str) -> bool {
+        key == self.owner || key == self.prior || key == self.reason
+    }
+}
+
+impl Default for AnnotationKeys {
+    fn default() -> Self {
+        Self::with_prefix(DEFAULT_PREFIX)
+    }
+}

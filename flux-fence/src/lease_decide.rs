@@ -1,0 +1,345 @@
+//! The pure decision core of the coordination Lease: acquire only when free, renew only while
+//! ours at our epoch, recover only with evidence, release only while ours.
+
+use std::fmt;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease as KubeLease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::ObjectMeta;
+
+use crate::{Epoch, FenceError, Holder};
+
+/// Where the Lease lives and how long it lasts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseConfig {
+    /// Namespace (default `flux-system`).
+    pub namespace: String,
+    /// Name (default `flux-handoff`).
+    pub name: String,
+    /// `leaseDurationSeconds` (whole seconds, at least 1; default 60 s).
+    pub duration: Duration,
+    /// Heartbeat interval; keep it well below `duration` (default 15 s).
+    pub renew_every: Duration,
+}
+
+impl Default for LeaseConfig {
+    fn default() -> Self {
+        Self {
+            namespace: "flux-system".into(),
+            name: "flux-handoff".into(),
+            duration: Duration::from_mins(1),
+            renew_every: Duration::from_secs(15),
+        }
+    }
+}
+
+impl LeaseConfig {
+    /// `leaseDurationSeconds` as the API wants it (rounded up, at least 1).
+    #[must_use]
+    pub fn duration_seconds(&self) -> i32 {
+        let secs = self.duration.as_secs() + u64::from(self.duration.subsec_nanos() > 0);
+        i32::try_from(secs.max(1)).unwrap_or(i32::MAX)
+    }
+}
+
+/// The answer of [`decide_lease_acquire`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum LeaseDecision {
+    /// The Lease does not exist: create this one (epoch 1).
+    Create(Box<KubeLease>),
+    /// The Lease has no holder: update it to this (carries the read resourceVersion).
+    Take(Box<KubeLease>),
+    /// It already names our holder (e.g. after a lost response): it is ours at `epoch`.
+    Ours {
+        /// The epoch read.
+        epoch: Epoch,
+    },
+    /// Someone else holds it. `expired` says whether it looks expired by our clock; that is
+    /// never a reason to take it (see [`decide_recover`]).
+    Held {
+        /// The holder found.
+        holder: String,
+        /// Whether `renewTime + leaseDurationSeconds` lies in the past.
+        expired: bool,
+    },
+}
+
+/// Why a Lease counts as lost. Sticky once seen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LossReason {
+    /// The Lease was deleted.
+    Deleted,
+    /// Another holder (or none) is recorded.
+    HolderChanged {
+        /// The holder found.
+        holder: Option<String>,
+    },
+    /// Our holder at another epoch (the Lease changed hands in between).
+    EpochChanged,
+    /// We did not renew within the lease duration, so another party may have recovered it.
+    Stale,
+}
+
+impl fmt::Display for LossReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Deleted => f.write_str("the Lease was deleted"),
+            Self::HolderChanged { holder: Some(h) } => write!(f, "the Lease is held by {h}"),
+            Self::HolderChanged { holder: None } => f.write_str("the Lease has no holder"),
+            Self::EpochChanged => f.write_str("the Lease changed hands"),
+            Self::Stale => f.write_str("not renewed within the lease duration"),
+        }
+    }
+}
+
+/// The answer of [`decide_renew`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum RenewDecision {
+    /// Update to this (carries the read resourceVersion).
+    Renew(Box<KubeLease>),
+    /// It is not ours any more.
+    Lost(LossReason),
+}
+
+/// Evidence, supplied by the caller, that a holder is gone (e.g. its CI run has finished).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GoneHolder {
+    /// The holder that is gone; must equal the Lease's holder.
+    pub holder: String,
+    /// What proves it, for the log (e.g. `GitHub run 123 attempt 1 completed`).
+    pub evidence: String,
+}
+
+/// The answer of [`decide_recover`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum RecoverDecision {
+    /// Update to this (our holder, epoch + 1; carries the read resourceVersion).
+    Take(Box<KubeLease>),
+    /// Do not write.
+    Refuse(RecoverRefusal),
+}
+
+/// Why a recovery does not write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecoverRefusal {
+    /// There is no Lease.
+    Missing,
+    /// The Lease has no holder: acquire it normally.
+    Free,
+    /// The Lease holder is not the one the evidence names.
+    OtherHolder {
+        /// The holder found.
+        holder: String,
+    },
+    /// The holder named by the evidence still renews within the duration.
+    NotExpired {
+        /// The holder found.
+        holder: String,
+    },
+}
+
+/// The answer of [`decide_lease_release`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum LeaseReleaseDecision {
+    /// Update to this (no holder; carries the read resourceVersion).
+    Update(Box<KubeLease>),
+    /// The Lease is gone.
+    Gone,
+    /// The Lease is not ours at our epoch.
+    NotOurs {
+        /// The holder found.
+        holder: Option<String>,
+    },
+}
+
+/// Decides an acquire on the Lease as read (`None`: not found).
+///
+/// # Errors
+/// [`FenceError::Malformed`] for a negative `leaseTransitions`.
+pub fn decide_lease_acquire(
+    read: Option<&KubeLease>,
+    cfg: &LeaseConfig,
+    holder: &Holder,
+    now: Timestamp,
+) -> Result<LeaseDecision, FenceError> {
+    let Some(lease) = read else {
+        let lease = KubeLease {
+            metadata: ObjectMeta {
+                name: Some(cfg.name.clone()),
+                namespace: Some(cfg.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(held_spec(&LeaseSpec::default(), cfg, holder, 1, now)),
+        };
+        return Ok(LeaseDecision::Create(Box::new(lease)));
+    };
+    let spec = lease.spec.clone().unwrap_or_default();
+    let epoch = transitions(&spec)?;
+    match spec.holder_identity.as_deref().filter(|h| !h.is_empty()) {
+        Some(h) if h == holder.as_str() => Ok(LeaseDecision::Ours {
+            epoch: Epoch(epoch),
+        }),
+        Some(h) => Ok(LeaseDecision::Held {
+            holder: h.to_string(),
+            expired: is_expired(&spec, now),
+        }),
+        None => {
+            let mut next = lease.clone();
+            next.spec = Some(held_spec(&spec, cfg, holder, epoch + 1, now));
+            Ok(LeaseDecision::Take(Box::new(next)))
+        }
+    }
+}
+
+/// Decides a renewal of our Lease at `epoch`.
+#[must_use]
+pub fn decide_renew(
+    read: Option<&KubeLease>,
+    holder: &Holder,
+    epoch: Epoch,
+    now: Timestamp,
+) -> RenewDecision {
+    match ours(read, holder, epoch) {
+        Err(reason) => RenewDecision::Lost(reason),
+        Ok(lease) => {
+            let mut next = lease.clone();
+            let spec = next.spec.get_or_insert_with(LeaseSpec::default);
+            spec.renew_time = Some(MicroTime(now));
+            RenewDecision::Renew(Box::new(next))
+        }
+    }
+}
+
+/// Whether a holder that last renewed at `last_renewed` must count its Lease as lost.
+#[must_use]
+pub fn is_stale(last_renewed: Timestamp, now: Timestamp, duration: Duration) -> bool {
+    let d = SignedDuration::try_from(duration).unwrap_or(SignedDuration::MAX);
+    now.duration_since(last_renewed) >= d
+}
+
+/// Whether the Lease looks expired: `renewTime` (or `acquireTime`) plus the duration lies at or
+/// before `now`. A Lease without either time counts as expired.
+#[must_use]
+pub fn is_expired(spec: &LeaseSpec, now: Timestamp) -> bool {
+    let Some(MicroTime(last)) = spec.renew_time.as_ref().or(spec.acquire_time.as_ref()) else {
+        return true;
+    };
+    let secs = u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0);
+    is_stale(*last, now, Duration::from_secs(secs))
+}
+
+/// Decides an explicit recovery of a Lease held by a holder the caller proved gone.
+///
+/// # Guarantees
+/// Takes the Lease only if its holder is exactly `gone.holder` *and* it looks expired by our
+/// clock, with an update carrying the read resourceVersion.
+///
+/// # Errors
+/// [`FenceError::Malformed`] for a negative `leaseTransitions`.
+pub fn decide_recover(
+    read: Option<&KubeLease>,
+    cfg: &LeaseConfig,
+    holder: &Holder,
+    gone: &GoneHolder,
+    now: Timestamp,
+) -> Result<RecoverDecision, FenceError> {
+    let Some(lease) = read else {
+        return Ok(RecoverDecision::Refuse(RecoverRefusal::Missing));
+    };
+    let spec = lease.spec.clone().unwrap_or_default();
+    let epoch = transitions(&spec)?;
+    let refuse = |r| Ok(RecoverDecision::Refuse(r));
+    match spec.holder_identity.as_deref().filter(|h| !h.is_empty()) {
+        None => refuse(RecoverRefusal::Free),
+        Some(h) if h != gone.holder => refuse(RecoverRefusal::OtherHolder { holder: h.into() }),
+        Some(h) if !is_expired(&spec, now) => {
+            refuse(RecoverRefusal::NotExpired { holder: h.into() })
+        }
+        Some(_) => {
+            let mut next = lease.clone();
+            next.spec = Some(held_spec(&spec, cfg, holder, epoch + 1, now));
+            Ok(RecoverDecision::Take(Box::new(next)))
+        }
+    }
+}
+
+/// Decides a release of our Lease at `epoch`.
+#[must_use]
+pub fn decide_lease_release(
+    read: Option<&KubeLease>,
+    holder: &Holder,
+    epoch: Epoch,
+) -> LeaseReleaseDecision {
+    match ours(read, holder, epoch) {
+        Err(LossReason::Deleted) => LeaseReleaseDecision::Gone,
+        Err(LossReason::HolderChanged { holder }) => LeaseReleaseDecision::NotOurs { holder },
+        Err(_) => LeaseReleaseDecision::NotOurs {
+            holder: read.and_then(|l| l.spec.as_ref()?.holder_identity.clone()),
+        },
+        Ok(lease) => {
+            let mut next = lease.clone();
+            let spec = next.spec.get_or_insert_with(LeaseSpec::default);
+            spec.holder_identity = None;
+            LeaseReleaseDecision::Update(Box::new(next))
+        }
+    }
+}
+
+/// The epoch recorded in a Lease (`leaseTransitions`, absent = 0).
+///
+/// # Errors
+/// [`FenceError::Malformed`] for a negative value.
+pub fn transitions(spec: &LeaseSpec) -> Result<u64, FenceError> {
+    let t = spec.lease_transitions.unwrap_or(0);
+    u64::try_from(t).map_err(|_| FenceError::malformed("leaseTransitions", &t.to_string()))
+}
+
+fn ours<'a>(
+    read: Option<&'a KubeLease>,
+    holder: &Holder,
+    epoch: Epoch,
+) -> Result<&'a KubeLease, LossReason> {
+    let lease = read.ok_or(LossReason::Deleted)?;
+    let spec = lease.spec.as_ref();
+    let found = spec
+        .and_then(|s| s.holder_identity.clone())
+        .filter(|h| !h.is_empty());
+    if found.as_deref() != Some(holder.as_str()) {
+        return Err(LossReason::HolderChanged { holder: found });
+    }
+    let t = spec
+        .map(transitions)
+        .transpose()
+        .ok()
+        .flatten()
+        .unwrap_or(0);
+    if t != epoch.0 {
+        return Err(LossReason::EpochChanged);
+    }
+    Ok(lease)
+}
+
+fn held_spec(
+    old: &LeaseSpec,
+    cfg: &LeaseConfig,
+    holder: &Holder,
+    epoch: u64,
+    now: Timestamp,
+) -> LeaseSpec {
+    LeaseSpec {
+        holder_identity: Some(holder.to_string()),
+        lease_duration_seconds: Some(cfg.duration_seconds()),
+        acquire_time: Some(MicroTime(now)),
+        renew_time: Some(MicroTime(now)),
+        lease_transitions: Some(i32::try_from(epoch).unwrap_or(i32::MAX)),
+        ..old.clone()
+    }
+}
