@@ -10,6 +10,7 @@
 //! 4. [`fixtures`] builds Flux objects with builders that read like sentences.
 
 pub mod fixtures;
+pub mod model;
 pub mod plane;
 
 use std::sync::Once;

@@ -1,0 +1,532 @@
+//! A model of Flux's kustomize-controller (and its Deployment) that runs against a real
+//! kube-apiserver, following `flux-model.md` fact by fact.
+//!
+//! ```no_run
+//! # async fn demo(client: kube::Client) -> anyhow::Result<()> {
+//! use testkit::model::{FluxModel, ModelConfig, Phase};
+//!
+//! let model = FluxModel::start(client, ModelConfig::namespaced("team-a"));
+//! model.hang_at("apps", Phase::Build);
+//! // ... patch `apps` (suspend + requestedAt) ...
+//! model.wait_hanging("apps").await?;
+//! model.release("apps");
+//! model.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Flow of one reconcile (one object, never two at once)
+//! 1. A list+watch of Kustomizations queues an object when it is new, when
+//!    `metadata.generation` or the `reconcile.fluxcd.io/requestedAt` annotation changed, when
+//!    its `spec.interval` timer fires, or when a test bumps its source revision. Nothing else
+//!    queues it (fact 1). An event during a reconcile marks the key dirty: exactly one more run
+//!    follows (fact 2).
+//! 2. The reconcile GETs the object. That read is the base of every status write and the source
+//!    of the `requestedAt` value the finalisation records.
+//! 3. Deletion: the finalizer `finalizers.fluxcd.io` is removed. First sight: the finalizer is
+//!    added and the run requeues (as the real controller does).
+//! 4. `spec.suspend: true`: finalisation only (fact 4).
+//! 5. Working path (fact 5): phases fetch, build, apply, health. Each phase writes a new
+//!    `Reconciling` message (the first also `Ready=Unknown`), does its opening work (apply
+//!    reads the children from the parent's Git manifests), emits [`ModelEvent::Phase`], fires
+//!    armed touches, restarts if armed, hangs if armed, waits its duration, fails if armed, and
+//!    does its closing work (apply: server-side apply of the children it read, skipping
+//!    `reconcile: disabled` ones — facts 6 and 7). The end is `Ready=True` with
+//!    `lastAppliedRevision`, or `Ready=False`.
+//! 6. The deferred finalisation runs on every path (fact 3): `status.lastHandledReconcileAt`,
+//!    `Ready=True` removes `Reconciling` and sets `observedGeneration`; `Ready=False` keeps
+//!    `Reconciling` with reason `ProgressingWithRetry`; nothing changed, nothing written.
+//!
+//! Status writes follow fluxcd/pkg `runtime/patch` (`SerialPatcher`): each write is relative
+//! to the previous write of the same run (the first to the object as read); changed conditions
+//! are merged into a fresh GET and patched with a resourceVersion lock (retried on 409, as the
+//! helper does), every other status field is a JSON merge patch with no precondition.
+//!
+//! # Caveats
+//! - Reconciles read the API server directly, never a stale informer cache.
+//! - Requeue timers keep the latest deadline per key (client-go keeps the earliest).
+//! - `ModelHandle::restart` is "kill -9": in-flight reconciles are aborted wherever they are;
+//!   a request already on the wire may still land.
+
+mod apply;
+mod controller;
+pub mod deployment;
+mod events;
+mod knobs;
+mod patcher;
+mod reconcile;
+pub mod seed;
+pub mod status;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+pub use deployment::DeploymentConfig;
+pub use events::{ModelEvent, Outcome};
+pub use knobs::{BUMP_ANNOTATION, COMPETING_WRITER, Touch};
+pub use seed::{SeededTree, seed_tree};
+
+use crate::fixtures::kustomization_resource;
+use events::EventLog;
+use knobs::{ArmedTouch, Knobs};
+
+/// Field manager of everything the model writes as kustomize-controller.
+pub const FIELD_MANAGER: &str = "kustomize-controller";
+/// Finalizer kustomize-controller puts on Kustomizations.
+pub const FINALIZER: &str = "finalizers.fluxcd.io";
+/// Annotation that excludes an object from a parent's apply and prune (fact 6).
+pub const RECONCILE_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/reconcile";
+/// Label naming the parent Kustomization of an applied object.
+pub const PARENT_NAME_LABEL: &str = "kustomize.toolkit.fluxcd.io/name";
+/// Label naming the parent Kustomization's namespace.
+pub const PARENT_NAMESPACE_LABEL: &str = "kustomize.toolkit.fluxcd.io/namespace";
+
+/// A working-path phase (flux-model.md fact 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Phase {
+    Fetch,
+    Build,
+    Apply,
+    Health,
+}
+
+impl Phase {
+    /// The phases in the order a reconcile runs them.
+    pub const ALL: [Phase; 4] = [Phase::Fetch, Phase::Build, Phase::Apply, Phase::Health];
+}
+
+/// How the model runs.
+#[derive(Debug, Clone)]
+pub struct ModelConfig {
+    /// Namespace whose Kustomizations the model reconciles; `None` watches all namespaces.
+    pub namespace: Option<String>,
+    /// Default duration of each phase (per-phase overrides: [`ModelHandle::set_phase_duration`]).
+    pub phase_duration: Duration,
+    /// Source revision every object applies until a test bumps it.
+    pub default_revision: String,
+    /// Add the `finalizers.fluxcd.io` finalizer on first sight, as Flux does.
+    pub add_finalizer: bool,
+    /// Parent key (`namespace/name` or a bare name in the configured namespace) -> the child
+    /// Kustomization manifests of its Git path.
+    pub git: Vec<(String, Vec<Value>)>,
+    /// Play the controller Deployment too.
+    pub deployment: Option<DeploymentConfig>,
+    /// Bound of every `wait_*` hook.
+    pub wait_timeout: Duration,
+}
+
+impl ModelConfig {
+    /// Reconcile Kustomizations in `namespace`, with short phases and no Deployment.
+    #[must_use]
+    pub fn namespaced(namespace: &str) -> Self {
+        Self {
+            namespace: Some(namespace.to_string()),
+            ..Self::all_namespaces()
+        }
+    }
+
+    /// Reconcile Kustomizations in every namespace.
+    #[must_use]
+    pub fn all_namespaces() -> Self {
+        Self {
+            namespace: None,
+            phase_duration: Duration::from_millis(20),
+            default_revision: "main@sha1:0000000000000000000000000000000000000001".into(),
+            add_finalizer: true,
+            git: Vec::new(),
+            deployment: None,
+            wait_timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// Declares the child manifests of `parent`'s Git path.
+    #[must_use]
+    pub fn with_git(mut self, parent: &str, children: Vec<Value>) -> Self {
+        self.git.push((parent.to_string(), children));
+        self
+    }
+
+    /// Plays the controller Deployment as configured.
+    #[must_use]
+    pub fn with_deployment(mut self, deployment: DeploymentConfig) -> Self {
+        self.deployment = Some(deployment);
+        self
+    }
+}
+
+/// Entry point: [`FluxModel::start`].
+#[derive(Debug)]
+pub struct FluxModel;
+
+impl FluxModel {
+    /// Starts the model's controller loop (and the Deployment model when configured) on the
+    /// current tokio runtime.
+    ///
+    /// # Guarantees
+    /// Every fact of flux-model.md 1–10 holds for the objects it watches; nothing outside the
+    /// watched namespace is written except children a parent's Git manifests name and the
+    /// configured Deployment and its Pods.
+    ///
+    /// # Caveats
+    /// The loop keeps running until [`ModelHandle::shutdown`] or the handle is dropped. API
+    /// errors are reported as [`Outcome::Error`] events, never panics.
+    #[must_use]
+    pub fn start(client: Client, config: ModelConfig) -> ModelHandle {
+        let mut knobs = Knobs::default();
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let inner = Arc::new(Inner {
+            client,
+            config,
+            knobs: Mutex::new(Knobs::default()),
+            events: EventLog::new(),
+            runs: AtomicU64::new(0),
+            restarts: AtomicU64::new(0),
+            process: Mutex::new(Process { task: None, tx }),
+            restart_lock: tokio::sync::Mutex::new(()),
+            deployment_task: Mutex::new(None),
+        });
+        for (parent, children) in &inner.config.git {
+            knobs.git.insert(inner.key(parent), children.clone());
+        }
+        *inner.knobs.lock().expect("knobs lock") = knobs;
+        inner.spawn_process();
+        if let Some(dep) = inner.config.deployment.clone() {
+            let task = tokio::spawn(deployment::run(inner.clone(), dep));
+            *inner.deployment_task.lock().expect("deployment lock") = Some(task);
+        }
+        ModelHandle { inner }
+    }
+}
+
+/// Controls and observes a running model. Dropping it stops the model.
+#[derive(Debug)]
+pub struct ModelHandle {
+    inner: Arc<Inner>,
+}
+
+impl ModelHandle {
+    /// Everything the model did so far, in order.
+    #[must_use]
+    pub fn events(&self) -> Vec<ModelEvent> {
+        self.inner.events.snapshot()
+    }
+
+    /// A position in the event log: pass it to [`Self::wait_for`] to see only later events.
+    #[must_use]
+    pub fn mark(&self) -> usize {
+        self.inner.events.len()
+    }
+
+    /// Waits (bounded by `wait_timeout`) for the first event after `since` matching `pred`.
+    pub async fn wait_for(
+        &self,
+        since: usize,
+        pred: impl FnMut(&ModelEvent) -> bool,
+    ) -> anyhow::Result<ModelEvent> {
+        let (_, e) = self
+            .inner
+            .events
+            .wait_for(since, self.inner.config.wait_timeout, pred)
+            .await?;
+        Ok(e)
+    }
+
+    /// Waits for a reconcile of `name` that finished after `since`; returns its outcome.
+    pub async fn wait_finished(&self, name: &str, since: usize) -> anyhow::Result<Outcome> {
+        let key = self.inner.key(name);
+        match self
+            .wait_for(
+                since,
+                |e| matches!(e, ModelEvent::Finished { key: k, .. } if *k == key),
+            )
+            .await?
+        {
+            ModelEvent::Finished { outcome, .. } => Ok(outcome),
+            _ => unreachable!("the predicate only matches Finished"),
+        }
+    }
+
+    /// Waits until a reconcile of `name` that finished after `since` ended settled
+    /// (`Succeeded`, `Failed` or `Suspended`), skipping the finalizer-adding first run.
+    pub async fn wait_settled(&self, name: &str, since: usize) -> anyhow::Result<Outcome> {
+        let key = self.inner.key(name);
+        match self
+            .wait_for(since, |e| {
+                matches!(e, ModelEvent::Finished { key: k, outcome, .. } if *k == key
+                    && matches!(outcome, Outcome::Succeeded | Outcome::Failed | Outcome::Suspended))
+            })
+            .await?
+        {
+            ModelEvent::Finished { outcome, .. } => Ok(outcome),
+            _ => unreachable!("the predicate only matches Finished"),
+        }
+    }
+
+    /// Waits until a reconcile of `name` reached `phase` after `since` (its status write done).
+    pub async fn wait_phase(
+        &self,
+        name: &str,
+        phase: Phase,
+        since: usize,
+    ) -> anyhow::Result<ModelEvent> {
+        let key = self.inner.key(name);
+        self.wait_for(
+            since,
+            |e| matches!(e, ModelEvent::Phase { key: k, phase: p, .. } if *k == key && *p == phase),
+        )
+        .await
+    }
+
+    /// Waits until a reconcile of `name` is parked at the phase armed by [`Self::hang_at`].
+    pub async fn wait_hanging(&self, name: &str) -> anyhow::Result<ModelEvent> {
+        let key = self.inner.key(name);
+        self.wait_for(
+            0,
+            |e| matches!(e, ModelEvent::Hanging { key: k, .. } if *k == key),
+        )
+        .await
+    }
+
+    /// The number of reconciles of `name` that started so far.
+    #[must_use]
+    pub fn reconcile_count(&self, name: &str) -> usize {
+        let key = self.inner.key(name);
+        self.events()
+            .iter()
+            .filter(|e| matches!(e, ModelEvent::Started { key: k, .. } if *k == key))
+            .count()
+    }
+
+    /// Sets how long `phase` takes in every later reconcile.
+    pub fn set_phase_duration(&self, phase: Phase, duration: Duration) {
+        self.inner.knobs().durations.insert(phase, duration);
+    }
+
+    /// Every reconcile of `name` that reaches `phase` parks there until [`Self::release`].
+    pub fn hang_at(&self, name: &str, phase: Phase) {
+        let (tx, _) = tokio::sync::watch::channel(false);
+        self.inner
+            .knobs()
+            .hangs
+            .insert(self.inner.key(name), (phase, tx));
+    }
+
+    /// Releases reconciles of `name` parked by [`Self::hang_at`] and disarms the hang.
+    pub fn release(&self, name: &str) {
+        if let Some((_, tx)) = self.inner.knobs().hangs.remove(&self.inner.key(name)) {
+            tx.send_replace(true);
+        }
+    }
+
+    /// Every reconcile of `name` fails at `phase` (`Ready=False`) until [`Self::heal`].
+    pub fn fail_at(&self, name: &str, phase: Phase) {
+        self.inner
+            .knobs()
+            .failing
+            .insert(self.inner.key(name), phase);
+    }
+
+    /// Stops the failures armed by [`Self::fail_at`].
+    pub fn heal(&self, name: &str) {
+        self.inner.knobs().failing.remove(&self.inner.key(name));
+    }
+
+    /// The next reconcile of `name` that reaches `phase` restarts the controller (one shot).
+    pub fn restart_at(&self, name: &str, phase: Phase) {
+        self.inner
+            .knobs()
+            .restart_at
+            .insert(self.inner.key(name), phase);
+    }
+
+    /// When the next reconcile of `trigger` reaches `phase`, the competing writer applies
+    /// `touch` to `target` (one shot), before any armed hang.
+    pub fn touch_at(&self, trigger: &str, phase: Phase, target: &str, touch: Touch) {
+        let armed = ArmedTouch {
+            trigger: self.inner.key(trigger),
+            phase,
+            target: self.inner.key(target),
+            touch,
+        };
+        self.inner.knobs().touches.push(armed);
+    }
+
+    /// The competing writer applies `touch` to `target` now.
+    pub async fn touch_now(&self, target: &str, touch: &Touch) -> anyhow::Result<()> {
+        self.inner.touch(&self.inner.key(target), touch).await
+    }
+
+    /// Replaces the child manifests of `parent`'s Git path.
+    pub fn set_git(&self, parent: &str, children: Vec<Value>) {
+        self.inner
+            .knobs()
+            .git
+            .insert(self.inner.key(parent), children);
+    }
+
+    /// Bumps the source revision of `name` and queues it, as a new artifact would; returns the
+    /// new revision.
+    #[must_use]
+    pub fn bump_source_revision(&self, name: &str) -> String {
+        let key = self.inner.key(name);
+        let revision = format!(
+            "main@sha1:{:040x}",
+            self.inner.runs.load(Ordering::SeqCst) + 2
+        );
+        self.inner
+            .knobs()
+            .revisions
+            .insert(key.clone(), revision.clone());
+        self.inner.enqueue(key);
+        revision
+    }
+
+    /// Kills the controller process (every in-flight reconcile, wherever it is) and starts a
+    /// fresh one, which lists and reconciles everything again.
+    pub async fn restart(&self) {
+        self.inner.clone().restart().await;
+    }
+
+    /// Stops the model; in-flight reconciles are aborted.
+    pub async fn shutdown(self) {
+        let task = self.inner.process.lock().expect("process lock").task.take();
+        if let Some(t) = task {
+            t.abort();
+            let _ = t.await;
+        }
+        let dep = self
+            .inner
+            .deployment_task
+            .lock()
+            .expect("deployment lock")
+            .take();
+        if let Some(t) = dep {
+            t.abort();
+            let _ = t.await;
+        }
+    }
+}
+
+impl Drop for ModelHandle {
+    fn drop(&mut self) {
+        if let Some(t) = self.inner.process.lock().expect("process lock").task.take() {
+            t.abort();
+        }
+        if let Some(t) = self
+            .inner
+            .deployment_task
+            .lock()
+            .expect("deployment lock")
+            .take()
+        {
+            t.abort();
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Process {
+    task: Option<JoinHandle<()>>,
+    tx: mpsc::UnboundedSender<String>,
+}
+
+pub(crate) struct Inner {
+    client: Client,
+    config: ModelConfig,
+    knobs: Mutex<Knobs>,
+    events: EventLog,
+    runs: AtomicU64,
+    restarts: AtomicU64,
+    process: Mutex<Process>,
+    restart_lock: tokio::sync::Mutex<()>,
+    deployment_task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Inner {
+    fn knobs(&self) -> std::sync::MutexGuard<'_, Knobs> {
+        self.knobs.lock().expect("knobs lock")
+    }
+
+    /// `namespace/name` for a bare name in the configured namespace; keys pass through.
+    fn key(&self, name: &str) -> String {
+        if name.contains('/') {
+            name.to_string()
+        } else {
+            format!(
+                "{}/{name}",
+                self.config.namespace.as_deref().unwrap_or("default")
+            )
+        }
+    }
+
+    fn kustomizations(&self, namespace: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), namespace, &kustomization_resource())
+    }
+
+    fn enqueue(&self, key: String) {
+        let _ = self.process.lock().expect("process lock").tx.send(key);
+    }
+
+    fn spawn_process(self: &Arc<Self>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(controller::run(self.clone(), rx));
+        let mut process = self.process.lock().expect("process lock");
+        process.task = Some(task);
+        process.tx = tx;
+    }
+
+    async fn restart(self: Arc<Self>) {
+        let _serial = self.restart_lock.lock().await;
+        let old = self.process.lock().expect("process lock").task.take();
+        if let Some(t) = old {
+            t.abort();
+            let _ = t.await;
+        }
+        let count = self.restarts.fetch_add(1, Ordering::SeqCst) + 1;
+        self.events.push(ModelEvent::Restarted { count });
+        self.spawn_process();
+    }
+
+    async fn touch(&self, key: &str, touch: &Touch) -> anyhow::Result<()> {
+        let (ns, name) = split_key(key);
+        let body = match touch {
+            Touch::Annotate { key, value } => {
+                json!({ "metadata": { "annotations": { key: value } } })
+            }
+            Touch::SetSuspend(s) => json!({ "spec": { "suspend": s } }),
+            Touch::BumpResourceVersion => json!({ "metadata": { "annotations": {
+                BUMP_ANNOTATION: crate::random_suffix(8) } } }),
+        };
+        let pp = PatchParams {
+            field_manager: Some(COMPETING_WRITER.into()),
+            ..PatchParams::default()
+        };
+        self.kustomizations(ns)
+            .patch(name, &pp, &Patch::Merge(body))
+            .await?;
+        self.events.push(ModelEvent::Touched {
+            target: key.to_string(),
+        });
+        Ok(())
+    }
+}
+
+/// Splits `namespace/name`.
+pub(crate) fn split_key(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("default", key))
+}

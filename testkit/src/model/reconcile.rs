@@ -1,0 +1,390 @@
+//! One reconcile of one Kustomization: read, deletion/finalizer, suspended early return,
+//! working path with phases, and the deferred finalisation on every path.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use kube::api::{DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use super::apply::{ChildPlan, apply_children, read_children};
+use super::events::{ModelEvent, Outcome};
+use super::patcher::StatusPatcher;
+use super::status::{
+    HEALTHY, Mark, PROGRESSING, READY, RECONCILING, REQUESTED_AT, finalize_status, now_rfc3339,
+    parse_go_duration, set_condition,
+};
+use super::{FIELD_MANAGER, FINALIZER, Inner, Phase, split_key};
+
+/// What the work queue does with the key afterwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Requeue {
+    No,
+    Now,
+    After(Duration),
+}
+
+/// Back-off after an API error, as a rate-limited requeue.
+const ERROR_BACKOFF: Duration = Duration::from_secs(1);
+
+/// What the reconcile read at its start; the finalisation uses exactly this.
+struct Read {
+    key: String,
+    run: u64,
+    generation: i64,
+    requested_at: Option<String>,
+}
+
+/// A failure of the working path: `Ready=False` with this reason and message.
+struct Failure {
+    reason: &'static str,
+    message: String,
+}
+
+pub(crate) async fn reconcile(inner: &Arc<Inner>, key: &str) -> Requeue {
+    let (ns, name) = split_key(key);
+    let api = inner.kustomizations(ns);
+    let run = inner.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    let obj = match api.get_opt(name).await {
+        Ok(Some(o)) => o,
+        Ok(None) => {
+            inner.events.push(ModelEvent::Finished {
+                key: key.into(),
+                run,
+                outcome: Outcome::Gone,
+            });
+            return Requeue::No;
+        }
+        Err(e) => return finished_with_error(inner, key, run, &e.into()),
+    };
+    let read = Read {
+        key: key.to_string(),
+        run,
+        generation: obj.metadata.generation.unwrap_or(0),
+        requested_at: obj
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(REQUESTED_AT))
+            .cloned(),
+    };
+    let suspended = obj.data["spec"]["suspend"].as_bool().unwrap_or(false);
+    inner.events.push(ModelEvent::Started {
+        key: key.into(),
+        run,
+        generation: read.generation,
+        requested_at: read.requested_at.clone(),
+        suspended,
+    });
+    let mut patcher = StatusPatcher::new(api.clone(), &obj);
+    let mut status = patcher.baseline().clone();
+    let finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
+
+    if obj.metadata.deletion_timestamp.is_some() {
+        let rest: Vec<String> = finalizers.into_iter().filter(|f| f != FINALIZER).collect();
+        let pp = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        let body = json!({ "metadata": { "finalizers": rest } });
+        return match api.patch(name, &pp, &Patch::Merge(body)).await {
+            Ok(_) | Err(kube::Error::Api(_)) => {
+                inner.events.push(ModelEvent::Finished {
+                    key: key.into(),
+                    run,
+                    outcome: Outcome::Deleted,
+                });
+                Requeue::No
+            }
+            Err(e) => finished_with_error(inner, key, run, &e.into()),
+        };
+    }
+
+    if inner.config.add_finalizer && !finalizers.iter().any(|f| f == FINALIZER) {
+        let mut all = finalizers;
+        all.push(FINALIZER.into());
+        let pp = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        let body = json!({ "metadata": { "finalizers": all } });
+        if let Err(e) = api.patch(name, &pp, &Patch::Merge(body)).await {
+            return finished_with_error(inner, key, run, &e.into());
+        }
+        return finish(
+            inner,
+            &read,
+            &mut patcher,
+            status,
+            Outcome::FinalizerAdded,
+            Requeue::Now,
+        )
+        .await;
+    }
+
+    if suspended {
+        return finish(
+            inner,
+            &read,
+            &mut patcher,
+            status,
+            Outcome::Suspended,
+            Requeue::No,
+        )
+        .await;
+    }
+
+    let interval = obj.data["spec"]["interval"]
+        .as_str()
+        .and_then(parse_go_duration)
+        .unwrap_or(Duration::from_mins(10));
+    let retry = obj.data["spec"]["retryInterval"]
+        .as_str()
+        .and_then(parse_go_duration)
+        .unwrap_or(interval);
+    match working(inner, &read, &obj, &mut patcher, &mut status).await {
+        Ok(()) => {
+            finish(
+                inner,
+                &read,
+                &mut patcher,
+                status,
+                Outcome::Succeeded,
+                Requeue::After(interval),
+            )
+            .await
+        }
+        Err(f) => {
+            let now = now_rfc3339();
+            let mark = Mark {
+                type_: READY,
+                status: "False",
+                reason: f.reason,
+                message: &f.message,
+            };
+            set_condition(&mut status, mark, read.generation, &now);
+            finish(
+                inner,
+                &read,
+                &mut patcher,
+                status,
+                Outcome::Failed,
+                Requeue::After(retry),
+            )
+            .await
+        }
+    }
+}
+
+/// The deferred finalisation (fact 3) and the Finished event.
+async fn finish(
+    inner: &Arc<Inner>,
+    read: &Read,
+    patcher: &mut StatusPatcher,
+    mut status: Value,
+    outcome: Outcome,
+    requeue: Requeue,
+) -> Requeue {
+    finalize_status(&mut status, read.requested_at.as_deref(), read.generation);
+    match patcher.write(&status).await {
+        Ok(()) => {
+            inner.events.push(ModelEvent::Finished {
+                key: read.key.clone(),
+                run: read.run,
+                outcome,
+            });
+            requeue
+        }
+        Err(e) => finished_with_error(inner, &read.key, read.run, &e),
+    }
+}
+
+fn finished_with_error(inner: &Inner, key: &str, run: u64, e: &anyhow::Error) -> Requeue {
+    let outcome = Outcome::Error(format!("{e:#}"));
+    inner.events.push(ModelEvent::Finished {
+        key: key.into(),
+        run,
+        outcome,
+    });
+    Requeue::After(ERROR_BACKOFF)
+}
+
+async fn working(
+    inner: &Arc<Inner>,
+    read: &Read,
+    obj: &DynamicObject,
+    patcher: &mut StatusPatcher,
+    status: &mut Value,
+) -> Result<(), Failure> {
+    let revision = inner
+        .knobs()
+        .revisions
+        .get(&read.key)
+        .cloned()
+        .unwrap_or_else(|| inner.config.default_revision.clone());
+    let timeout = obj.data["spec"]["timeout"]
+        .as_str()
+        .or_else(|| obj.data["spec"]["interval"].as_str())
+        .unwrap_or("10m")
+        .to_string();
+    let api_failure = |e: anyhow::Error| Failure {
+        reason: "ReconciliationFailed",
+        message: format!("{e:#}"),
+    };
+    for phase in Phase::ALL {
+        let now = now_rfc3339();
+        let gen_ = read.generation;
+        let msg =
+            |verb: &str| format!("{verb} for revision {revision} with a timeout of {timeout}");
+        match phase {
+            Phase::Fetch => {
+                let ready = Mark {
+                    type_: READY,
+                    status: "Unknown",
+                    reason: PROGRESSING,
+                    message: "Reconciliation in progress",
+                };
+                set_condition(status, ready, gen_, &now);
+                let m = msg("Fetching manifests");
+                set_condition(status, reconciling(&m), gen_, &now);
+            }
+            Phase::Build => {
+                status["lastAttemptedRevision"] = json!(revision);
+                let m = msg("Building manifests");
+                set_condition(status, reconciling(&m), gen_, &now);
+            }
+            Phase::Apply => {
+                let m = msg("Applying manifests");
+                set_condition(status, reconciling(&m), gen_, &now);
+            }
+            Phase::Health => {
+                let m = msg("Running health checks");
+                set_condition(status, reconciling(&m), gen_, &now);
+                let healthy = Mark {
+                    type_: HEALTHY,
+                    status: "Unknown",
+                    reason: PROGRESSING,
+                    message: &m,
+                };
+                set_condition(status, healthy, gen_, &now);
+            }
+        }
+        patcher.write(status).await.map_err(api_failure)?;
+        let children: Vec<ChildPlan> = if phase == Phase::Apply {
+            read_children(inner, &read.key).await.map_err(api_failure)?
+        } else {
+            Vec::new()
+        };
+        inner.events.push(ModelEvent::Phase {
+            key: read.key.clone(),
+            run: read.run,
+            phase,
+            resource_version: patcher.resource_version.clone(),
+        });
+        knob_points(inner, read, phase).await;
+        let (duration, failing) = {
+            let k = inner.knobs();
+            let d = k
+                .durations
+                .get(&phase)
+                .copied()
+                .unwrap_or(inner.config.phase_duration);
+            (d, k.failing.get(&read.key) == Some(&phase))
+        };
+        tokio::time::sleep(duration).await;
+        if failing {
+            if phase == Phase::Health {
+                let m = Mark {
+                    type_: HEALTHY,
+                    status: "False",
+                    reason: "HealthCheckFailed",
+                    message: "health check failed (model knob)",
+                };
+                set_condition(status, m, gen_, &now_rfc3339());
+            }
+            return Err(Failure {
+                reason: failure_reason(phase),
+                message: format!("{phase:?} failed (model knob)"),
+            });
+        }
+        match phase {
+            Phase::Apply => apply_children(inner, &read.key, children)
+                .await
+                .map_err(api_failure)?,
+            Phase::Health => {
+                let m = Mark {
+                    type_: HEALTHY,
+                    status: "True",
+                    reason: "Succeeded",
+                    message: "Health check passed",
+                };
+                set_condition(status, m, gen_, &now_rfc3339());
+                patcher.write(status).await.map_err(api_failure)?;
+            }
+            Phase::Fetch | Phase::Build => {}
+        }
+    }
+    let message = format!("Applied revision: {revision}");
+    let m = Mark {
+        type_: READY,
+        status: "True",
+        reason: "ReconciliationSucceeded",
+        message: &message,
+    };
+    set_condition(status, m, read.generation, &now_rfc3339());
+    status["lastAppliedRevision"] = json!(revision);
+    Ok(())
+}
+
+/// Touches, restart and hang armed for this phase, in that order.
+async fn knob_points(inner: &Arc<Inner>, read: &Read, phase: Phase) {
+    let touches = inner.knobs().take_touches(&read.key, phase);
+    for t in touches {
+        if let Err(e) = inner.touch(&t.target, &t.touch).await {
+            tracing::warn!(error = %e, target = %t.target, "competing writer failed");
+        }
+    }
+    let restart = {
+        let mut k = inner.knobs();
+        if k.restart_at.get(&read.key) == Some(&phase) {
+            k.restart_at.remove(&read.key);
+            true
+        } else {
+            false
+        }
+    };
+    if restart {
+        // The restart aborts this very task; park until it does.
+        tokio::spawn(inner.clone().restart());
+        std::future::pending::<()>().await;
+    }
+    let gate = inner.knobs().hang(&read.key, phase);
+    if let Some(mut rx) = gate {
+        inner.events.push(ModelEvent::Hanging {
+            key: read.key.clone(),
+            run: read.run,
+            phase,
+        });
+        // A dropped sender (hang replaced) also releases.
+        let _ = rx.wait_for(|released| *released).await;
+    }
+}
+
+fn reconciling(message: &str) -> Mark<'_> {
+    Mark {
+        type_: RECONCILING,
+        status: "True",
+        reason: PROGRESSING,
+        message,
+    }
+}
+
+fn failure_reason(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Fetch => "ArtifactFailed",
+        Phase::Build => "BuildFailed",
+        Phase::Apply => "ReconciliationFailed",
+        Phase::Health => "HealthCheckFailed",
+    }
+}
