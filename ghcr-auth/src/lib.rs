@@ -1,1 +1,13 @@
 //! GHCR credential validation, registry proof and Secret reassertion.
+//!
+//! (crate docs are completed below)
+
+pub mod credential;
+pub mod error;
+pub mod mask;
+pub mod plan;
+pub mod reassert;
+
+pub use credential::{CredentialFormat, CredentialSource, DockerConfig, RegistryAuth};
+pub use error::{CredentialProblem, GhcrError};
+pub use mask::{MaskCommands, Redactor};

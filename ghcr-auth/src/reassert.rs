@@ -1,0 +1,447 @@
+//! The thin I/O layer of reassertion: read each Secret, ask [`plan`](crate::plan::plan), send the
+//! one CAS write, read it back.
+
+use std::fmt;
+use std::future::Future;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::Client;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use tracing::{info, warn};
+
+use crate::credential::DockerConfig;
+use crate::error::{BoxError, GhcrError};
+use crate::plan::{
+    Drift, Refusal, SecretPlan, SecretTarget, TargetRole, holds, order_targets, plan,
+};
+
+/// A check run before every write, e.g. "assert the handoff Lease is still ours". One method,
+/// implemented for async closures `Fn() -> impl Future<Output = Result<(), BoxError>>`.
+pub trait WriteGate: Send + Sync {
+    /// `Ok` to allow the next write; `Err` stops the reassertion before it writes.
+    fn check(&self) -> BoxFuture<'_, Result<(), BoxError>>;
+}
+
+impl<F, Fut> WriteGate for F
+where
+    F: Fn() -> Fut + Send + Sync,
+    Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+{
+    fn check(&self) -> BoxFuture<'_, Result<(), BoxError>> {
+        Box::pin(self())
+    }
+}
+
+/// A gate that always allows (for callers without a Lease, and tests).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoGate;
+
+impl WriteGate for NoGate {
+    fn check(&self) -> BoxFuture<'_, Result<(), BoxError>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// Which consumer namespaces get the Secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Consumers {
+    /// These namespaces, in this order.
+    Namespaces(Vec<String>),
+    /// Every namespace matching this label selector (sorted by name; terminating ones skipped).
+    Selector(String),
+}
+
+/// What to reassert: the consumer Secrets (all named `secret_name`) and the root Secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetSpec {
+    /// The Secret's name in every consumer namespace.
+    pub secret_name: String,
+    /// The consumer namespaces.
+    pub consumers: Consumers,
+    /// The Secret Flux itself pulls with, e.g. `flux-system/ghcr-auth`; written last.
+    pub root: Option<SecretTarget>,
+}
+
+/// What happened to one Secret. Every variant but the first four means "not done".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretOutcome {
+    /// Created, and read back holding the credential.
+    Created {
+        /// resourceVersion after the write.
+        resource_version: String,
+    },
+    /// Patched (CAS), and read back holding the credential.
+    Updated {
+        /// Why it was written.
+        drift: Drift,
+        /// resourceVersion after the write.
+        resource_version: String,
+    },
+    /// Already held the credential; nothing written.
+    Unchanged {
+        /// resourceVersion read.
+        resource_version: String,
+    },
+    /// The write's response was lost, and a re-read shows exactly the intended content.
+    Adopted {
+        /// resourceVersion re-read.
+        resource_version: String,
+    },
+    /// Someone else changed (or created) it between our read and our write (409/422). Nothing
+    /// was overwritten; re-run to decide again on a fresh read.
+    Moved,
+    /// The API server refused the verb for our identity (403).
+    Forbidden {
+        /// The verb that was refused.
+        verb: &'static str,
+    },
+    /// The namespace does not exist.
+    NamespaceMissing,
+    /// Not written by policy.
+    Refused(Refusal),
+    /// Written, but the read-back did not show the credential (someone wrote after us, or the
+    /// object was replaced).
+    ReadBackDiffers,
+    /// Not attempted because an earlier target did not succeed.
+    NotAttempted,
+}
+
+impl SecretOutcome {
+    /// Whether the Secret now holds the credential.
+    #[must_use]
+    pub fn is_ok(&self) -> bool {
+        matches!(
+            self,
+            Self::Created { .. }
+                | Self::Updated { .. }
+                | Self::Unchanged { .. }
+                | Self::Adopted { .. }
+        )
+    }
+}
+
+/// The result of one reassertion, in write order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReassertReport {
+    /// Each target with its role and outcome.
+    pub results: Vec<(TargetRole, SecretTarget, SecretOutcome)>,
+}
+
+impl ReassertReport {
+    /// Whether every target holds the credential.
+    #[must_use]
+    pub fn is_complete(&self) -> bool {
+        self.results.iter().all(|(_, _, o)| o.is_ok())
+    }
+
+    /// How many Secrets were written (created, updated or adopted).
+    #[must_use]
+    pub fn writes(&self) -> usize {
+        self.results
+            .iter()
+            .filter(|(_, _, o)| {
+                matches!(
+                    o,
+                    SecretOutcome::Created { .. }
+                        | SecretOutcome::Updated { .. }
+                        | SecretOutcome::Adopted { .. }
+                )
+            })
+            .count()
+    }
+}
+
+impl fmt::Display for ReassertReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (role, target, outcome) in &self.results {
+            let word = match outcome {
+                SecretOutcome::Created { .. } => "created",
+                SecretOutcome::Updated { .. } => "updated",
+                SecretOutcome::Unchanged { .. } => "unchanged",
+                SecretOutcome::Adopted { .. } => "adopted",
+                SecretOutcome::Moved => "moved (changed by another writer; not overwritten)",
+                SecretOutcome::Forbidden { verb } => {
+                    writeln!(f, "{role:?} {target}: forbidden to {verb}")?;
+                    continue;
+                }
+                SecretOutcome::NamespaceMissing => "namespace missing",
+                SecretOutcome::Refused(Refusal::Immutable) => "refused (immutable)",
+                SecretOutcome::Refused(Refusal::WrongType { .. }) => "refused (wrong type)",
+                SecretOutcome::ReadBackDiffers => "read-back differs",
+                SecretOutcome::NotAttempted => "not attempted",
+            };
+            writeln!(f, "{role:?} {target}: {word}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Reasserts a credential into Secrets.
+pub struct Reasserter {
+    client: Client,
+    gate: Box<dyn WriteGate>,
+}
+
+impl fmt::Debug for Reasserter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reasserter").finish_non_exhaustive()
+    }
+}
+
+impl Reasserter {
+    /// A reasserter without a gate.
+    #[must_use]
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            gate: Box::new(NoGate),
+        }
+    }
+
+    /// Runs `gate` before every write (e.g. a Lease assertion).
+    #[must_use]
+    pub fn with_gate(mut self, gate: impl WriteGate + 'static) -> Self {
+        self.gate = Box::new(gate);
+        self
+    }
+
+    /// Resolves `spec` into ordered targets: consumers first, root last.
+    ///
+    /// # Errors
+    /// [`GhcrError::Kube`] when namespaces cannot be listed.
+    pub async fn resolve(
+        &self,
+        spec: &TargetSpec,
+    ) -> Result<Vec<(TargetRole, SecretTarget)>, GhcrError> {
+        let namespaces = match &spec.consumers {
+            Consumers::Namespaces(list) => list.clone(),
+            Consumers::Selector(selector) => {
+                let list = Api::<Namespace>::all(self.client.clone())
+                    .list(&ListParams::default().labels(selector))
+                    .await
+                    .map_err(|source| GhcrError::Kube {
+                        verb: "listing",
+                        what: format!("namespaces matching `{selector}`"),
+                        source,
+                    })?;
+                let mut names: Vec<String> = list
+                    .items
+                    .into_iter()
+                    .filter(|ns| {
+                        ns.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Terminating")
+                    })
+                    .filter_map(|ns| ns.metadata.name)
+                    .collect();
+                names.sort();
+                names
+            }
+        };
+        let consumers: Vec<SecretTarget> = namespaces
+            .into_iter()
+            .map(|ns| SecretTarget::new(ns, &spec.secret_name))
+            .collect();
+        Ok(order_targets(&consumers, spec.root.as_ref()))
+    }
+
+    /// Reasserts `config` into every target of `spec`, consumers first and the root last.
+    ///
+    /// # Guarantees
+    /// - Every write is a CAS on what was read (create-if-absent, or a JSON Patch testing uid,
+    ///   resourceVersion and type); a lost race is [`SecretOutcome::Moved`], never an overwrite
+    ///   and never retried here.
+    /// - A Secret already holding the credential (normalised comparison) is not written.
+    /// - Every write is read back and compared without printing it.
+    /// - The gate runs before every write; stops at the first target that does not succeed and
+    ///   reports the rest as [`SecretOutcome::NotAttempted`], so the root is written only after
+    ///   every consumer holds the credential.
+    /// - No Secret data reaches logs, errors or the report.
+    ///
+    /// # Errors
+    /// Listing namespaces, reading a Secret, an unexpected API error, or the gate failing.
+    ///
+    /// # Caveats
+    /// Concurrent reasserters with different credentials will see each other as `Moved` or
+    /// `ReadBackDiffers`; serialise them with the handoff Lease (pass its assertion as gate).
+    pub async fn reassert(
+        &self,
+        config: &DockerConfig,
+        spec: &TargetSpec,
+    ) -> Result<ReassertReport, GhcrError> {
+        let targets = self.resolve(spec).await?;
+        self.reassert_ordered(config, targets).await
+    }
+
+    /// [`Reasserter::reassert`] for an explicit, already ordered target list.
+    ///
+    /// # Errors
+    /// As [`Reasserter::reassert`].
+    pub async fn reassert_ordered(
+        &self,
+        config: &DockerConfig,
+        targets: Vec<(TargetRole, SecretTarget)>,
+    ) -> Result<ReassertReport, GhcrError> {
+        let mut results = Vec::with_capacity(targets.len());
+        let mut failed = false;
+        for (role, target) in targets {
+            let outcome = if failed {
+                SecretOutcome::NotAttempted
+            } else {
+                self.reassert_one(config, &target).await?
+            };
+            failed |= !outcome.is_ok();
+            info!(role = ?role, target = %target, outcome = outcome_word(&outcome), "secret reassertion");
+            results.push((role, target, outcome));
+        }
+        Ok(ReassertReport { results })
+    }
+
+    /// Reasserts into one Secret: read, plan, gate, one CAS write, read back.
+    ///
+    /// # Errors
+    /// As [`Reasserter::reassert`].
+    pub async fn reassert_one(
+        &self,
+        config: &DockerConfig,
+        target: &SecretTarget,
+    ) -> Result<SecretOutcome, GhcrError> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &target.namespace);
+        let observed = match api.get_opt(&target.name).await {
+            Ok(o) => o,
+            Err(e) => return classify_read(e, target),
+        };
+        let decided = plan(target, config, observed.as_ref());
+        let (write, drift) = match decided {
+            SecretPlan::Unchanged { resource_version } => {
+                return Ok(SecretOutcome::Unchanged { resource_version });
+            }
+            SecretPlan::Refuse(r) => return Ok(SecretOutcome::Refused(r)),
+            SecretPlan::Create(secret) => (Write::Create(secret), None),
+            SecretPlan::Replace { drift, patch } => (Write::Patch(patch), Some(drift)),
+        };
+        self.gate.check().await.map_err(|source| GhcrError::Gate {
+            namespace: target.namespace.clone(),
+            name: target.name.clone(),
+            source,
+        })?;
+        let result = match &write {
+            Write::Create(secret) => api.create(&PostParams::default(), secret).await,
+            Write::Patch(patch) => {
+                api.patch(
+                    &target.name,
+                    &PatchParams::default(),
+                    &Patch::Json::<()>(patch.clone()),
+                )
+                .await
+            }
+        };
+        let verb = match write {
+            Write::Create(_) => "create",
+            Write::Patch(_) => "patch",
+        };
+        let written = match result {
+            Ok(s) => s,
+            Err(kube::Error::Api(status)) => {
+                return match status.code {
+                    409 | 422 => Ok(SecretOutcome::Moved),
+                    403 => Ok(SecretOutcome::Forbidden { verb }),
+                    404 if verb == "create" => Ok(SecretOutcome::NamespaceMissing),
+                    404 => Ok(SecretOutcome::Moved),
+                    _ => Err(GhcrError::Kube {
+                        verb: "writing",
+                        what: format!("Secret {target}"),
+                        source: kube::Error::Api(status),
+                    }),
+                };
+            }
+            Err(lost) => {
+                warn!(target = %target, "secret write response lost; re-reading to decide");
+                return self.resolve_lost(config, target, lost).await;
+            }
+        };
+        self.read_back(config, target, &written, drift).await
+    }
+
+    /// Resolves a write whose response was lost: adopt only if a re-read shows exactly the
+    /// intended content, otherwise return the original transport error.
+    ///
+    /// # Errors
+    /// The lost write's error when the re-read does not show the credential, or the re-read's.
+    pub async fn resolve_lost(
+        &self,
+        config: &DockerConfig,
+        target: &SecretTarget,
+        lost: kube::Error,
+    ) -> Result<SecretOutcome, GhcrError> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &target.namespace);
+        match api.get_opt(&target.name).await {
+            Ok(Some(s)) if holds(&s, config) => Ok(SecretOutcome::Adopted {
+                resource_version: s.metadata.resource_version.unwrap_or_default(),
+            }),
+            _ => Err(GhcrError::Kube {
+                verb: "writing",
+                what: format!("Secret {target}"),
+                source: lost,
+            }),
+        }
+    }
+
+    async fn read_back(
+        &self,
+        config: &DockerConfig,
+        target: &SecretTarget,
+        written: &Secret,
+        drift: Option<Drift>,
+    ) -> Result<SecretOutcome, GhcrError> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &target.namespace);
+        let back = match api.get_opt(&target.name).await {
+            Ok(b) => b,
+            Err(e) => return classify_read(e, target),
+        };
+        let same_object = back.as_ref().map(|b| &b.metadata.uid) == Some(&written.metadata.uid);
+        let Some(back) = back.filter(|b| same_object && holds(b, config)) else {
+            return Ok(SecretOutcome::ReadBackDiffers);
+        };
+        let resource_version = back.metadata.resource_version.unwrap_or_default();
+        Ok(match drift {
+            None => SecretOutcome::Created { resource_version },
+            Some(drift) => SecretOutcome::Updated {
+                drift,
+                resource_version,
+            },
+        })
+    }
+}
+
+enum Write {
+    Create(Box<Secret>),
+    Patch(json_patch::Patch),
+}
+
+fn classify_read(e: kube::Error, target: &SecretTarget) -> Result<SecretOutcome, GhcrError> {
+    match e {
+        kube::Error::Api(status) if status.code == 403 => {
+            Ok(SecretOutcome::Forbidden { verb: "get" })
+        }
+        source => Err(GhcrError::Kube {
+            verb: "reading",
+            what: format!("Secret {target}"),
+            source,
+        }),
+    }
+}
+
+fn outcome_word(o: &SecretOutcome) -> &'static str {
+    match o {
+        SecretOutcome::Created { .. } => "created",
+        SecretOutcome::Updated { .. } => "updated",
+        SecretOutcome::Unchanged { .. } => "unchanged",
+        SecretOutcome::Adopted { .. } => "adopted",
+        SecretOutcome::Moved => "moved",
+        SecretOutcome::Forbidden { .. } => "forbidden",
+        SecretOutcome::NamespaceMissing => "namespace-missing",
+        SecretOutcome::Refused(_) => "refused",
+        SecretOutcome::ReadBackDiffers => "read-back-differs",
+        SecretOutcome::NotAttempted => "not-attempted",
+    }
+}
