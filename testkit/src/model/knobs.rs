@@ -37,8 +37,9 @@ pub(crate) struct ArmedTouch {
 #[derive(Debug, Default)]
 pub(crate) struct Knobs {
     pub durations: HashMap<Phase, Duration>,
-    /// key -> (phase, released flag). A reconcile entering the phase waits until released.
-    pub hangs: HashMap<String, (Phase, watch::Sender<bool>)>,
+    /// key -> (phase, released flag, event-log length when armed). A reconcile entering the
+    /// phase waits until released.
+    pub hangs: HashMap<String, (Phase, watch::Sender<bool>, usize)>,
     /// key -> phase at which every reconcile fails until healed.
     pub failing: HashMap<String, Phase>,
     /// key -> phase at which the next reconcile restarts the controller (one shot).
@@ -64,7 +65,7 @@ impl Knobs {
     pub(crate) fn hang(&self, key: &str, phase: Phase) -> Option<watch::Receiver<bool>> {
         self.hangs
             .get(key)
-            .filter(|(p, _)| *p == phase)
-            .map(|(_, tx)| tx.subscribe())
+            .filter(|(p, _, _)| *p == phase)
+            .map(|(_, tx, _)| tx.subscribe())
     }
 }
