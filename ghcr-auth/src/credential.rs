@@ -3,17 +3,16 @@
 use std::collections::BTreeMap;
 use std::collections::HashSet;
 use std::fmt;
-use std::path::PathBuf;
 
 use base64::Engine as _;
 use base64::alphabet;
 use base64::engine::DecodePaddingMode;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
 use secrecy::{ExposeSecret, SecretString};
-use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use crate::error::{CredentialProblem, GhcrError};
+pub use crate::input::{CredentialFormat, CredentialSource};
 
 /// The key of a `kubernetes.io/dockerconfigjson` Secret that holds the Docker config.
 pub const SECRET_KEY: &str = ".dockerconfigjson";
@@ -21,90 +20,6 @@ pub const SECRET_KEY: &str = ".dockerconfigjson";
 pub const SECRET_TYPE: &str = "kubernetes.io/dockerconfigjson";
 /// The registry of GitHub's container registry.
 pub const GHCR: &str = "ghcr.io";
-
-/// Where the credential comes from. There is deliberately no argv variant: command lines are
-/// visible to every process on the machine and end up in shell history and CI logs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CredentialSource {
-    /// An environment variable, by name.
-    Env(String),
-    /// A file, by path.
-    File(PathBuf),
-    /// Standard input, read to the end.
-    Stdin,
-}
-
-/// How the credential text is to be understood.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CredentialFormat {
-    /// A whole Docker config (`{"auths": {...}}`).
-    DockerConfig,
-    /// A bare token (e.g. a GitHub token) for one registry and username.
-    Token {
-        /// Registry host, e.g. `ghcr.io`.
-        registry: String,
-        /// The username to pair with the token.
-        username: String,
-    },
-}
-
-impl CredentialSource {
-    /// Reads the raw credential text.
-    ///
-    /// # Errors
-    /// [`GhcrError::CredentialMissing`] when the variable is unset or the text is blank,
-    /// [`GhcrError::ReadCredential`] when the file or stdin cannot be read.
-    pub fn read(&self) -> Result<SecretString, GhcrError> {
-        let text = match self {
-            Self::Env(name) => match std::env::var(name) {
-                Ok(v) => v,
-                Err(std::env::VarError::NotPresent) => {
-                    return Err(GhcrError::CredentialMissing {
-                        from: self.describe(),
-                    });
-                }
-                Err(std::env::VarError::NotUnicode(_)) => {
-                    return Err(GhcrError::ReadCredential {
-                        from: self.describe(),
-                        source: std::io::Error::new(
-                            std::io::ErrorKind::InvalidData,
-                            "the value is not UTF-8",
-                        ),
-                    });
-                }
-            },
-            Self::File(path) => {
-                std::fs::read_to_string(path).map_err(|source| GhcrError::ReadCredential {
-                    from: self.describe(),
-                    source,
-                })?
-            }
-            Self::Stdin => std::io::read_to_string(std::io::stdin()).map_err(|source| {
-                GhcrError::ReadCredential {
-                    from: self.describe(),
-                    source,
-                }
-            })?,
-        };
-        let text = SecretString::from(text);
-        if text.expose_secret().trim().is_empty() {
-            return Err(GhcrError::CredentialMissing {
-                from: self.describe(),
-            });
-        }
-        Ok(text)
-    }
-
-    /// Where this source reads from, for messages (never the content).
-    #[must_use]
-    pub fn describe(&self) -> String {
-        match self {
-            Self::Env(name) => format!("environment variable {name}"),
-            Self::File(path) => format!("file {}", path.display()),
-            Self::Stdin => "standard input".to_string(),
-        }
-    }
-}
 
 /// One registry's credential. Debug never shows the password.
 #[derive(Clone)]
@@ -225,7 +140,7 @@ impl DockerConfig {
             line: e.line(),
             column: e.column(),
         })?;
-        serde_json::from_str::<NoDuplicateKeys>(text)
+        serde_json::from_str::<crate::json_keys::NoDuplicateKeys>(text)
             .map_err(|_| CredentialProblem::DuplicateKey)?;
         let Value::Object(top) = value else {
             return Err(CredentialProblem::Shape(
@@ -505,57 +420,3 @@ fn plain_label(key: &str) -> String {
     }
 }
 
-/// Walks any JSON document and fails on an object that repeats a key (`serde_json::Value`
-/// would silently keep the last one).
-struct NoDuplicateKeys;
-
-impl<'de> Deserialize<'de> for NoDuplicateKeys {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(NoDuplicateKeysVisitor)
-    }
-}
-
-struct NoDuplicateKeysVisitor;
-
-impl<'de> Visitor<'de> for NoDuplicateKeysVisitor {
-    type Value = NoDuplicateKeys;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut keys = HashSet::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if !keys.insert(key) {
-                return Err(serde::de::Error::custom("duplicate key"));
-            }
-            map.next_value::<NoDuplicateKeys>()?;
-        }
-        Ok(NoDuplicateKeys)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<NoDuplicateKeys>()?.is_some() {}
-        Ok(NoDuplicateKeys)
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(NoDuplicateKeys)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(NoDuplicateKeys)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(NoDuplicateKeys)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(NoDuplicateKeys)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(NoDuplicateKeys)
-    }
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(NoDuplicateKeys)
-    }
-}

@@ -4,6 +4,8 @@
 
 pub mod credential;
 pub mod error;
+pub mod input;
+mod json_keys;
 pub mod mask;
 pub mod plan;
 pub mod reassert;
