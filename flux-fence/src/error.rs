@@ -61,6 +61,12 @@ pub enum FenceError {
         /// Why the Lease counts as lost.
         reason: LossReason,
     },
+    /// Another party moved the object on every attempt.
+    #[error("{what}: contended on every attempt")]
+    Contended {
+        /// The step.
+        what: &'static str,
+    },
     /// A value could not be encoded or decoded as JSON.
     #[error("encoding {what}")]
     Json {

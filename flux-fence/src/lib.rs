@@ -1,10 +1,97 @@
 //! Owner fences: the coordination Lease and owner annotations with compare-and-swap.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use flux_fence::{
+//!     AcquireOutcome, AnnotationKeys, Fencer, Holder, Lease, LeaseAcquire, LeaseConfig, Mark,
+//!     ObjectRef, Restore, SystemClock,
+//! };
+//! use kube::api::{ApiResource, GroupVersionKind};
+//! use serde_json::json;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = kube::Client::try_default().await?;
+//! // 1. The Lease: acquired only when free; a heartbeat renews it.
+//! let lease = match Lease::acquire(client.clone(), LeaseConfig::default(), Holder::generate(),
+//!                                  Arc::new(SystemClock)).await? {
+//!     LeaseAcquire::Acquired(guard) => guard,
+//!     LeaseAcquire::Held { holder, .. } => return Err(format!("held by {holder}").into()),
+//!     other => return Err(format!("{other:?}").into()),
+//! };
+//! // 2. Fence an object: one CAS patch, asserting the Lease first.
+//! let fencer = Fencer::new(client, AnnotationKeys::default(), lease.owner())
+//!     .with_lease(lease.handle());
+//! let kustomizations = ApiResource::from_gvk_with_plural(
+//!     &GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization"),
+//!     "kustomizations",
+//! );
+//! let target = ObjectRef::new(kustomizations, "flux-system", "infrastructure");
+//! let marks = vec![
+//!     Mark::field("/spec/suspend", json!(true)).exclusive(),
+//!     Mark::annotation("reconcile.fluxcd.io/requestedAt", "nonce-1").restore(Restore::IfUnchanged),
+//! ];
+//! let guard = match fencer.acquire(&target, marks, Some("GHCR credential rotation")).await? {
+//!     AcquireOutcome::Acquired(guard) => guard,
+//!     AcquireOutcome::Refused { holder } => return Err(format!("fenced by {holder}").into()),
+//!     other => return Err(format!("{other:?}").into()),
+//! };
+//! // 3. Work, proving the fence before each step.
+//! assert!(fencer.prove(&guard).await?);
+//! // 4. Release (restores every prior value), then the Lease.
+//! fencer.release(guard).await?;
+//! lease.release().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Flow
+//!
+//! 1. **Holder.** [`Holder::generate`] names the transaction (`gh<run>.<attempt>-<random>` in
+//!    GitHub Actions, `local-<host>-<pid>-<random>` elsewhere).
+//! 2. **Lease.** [`Lease::acquire`] takes the coordination Lease (default
+//!    `flux-system/flux-handoff`) only when it has no holder: create if absent, else update
+//!    carrying the read resourceVersion. The epoch ([`Epoch`], the fencing token) is
+//!    `leaseTransitions`, incremented on each change of hands. A held Lease is never taken over
+//!    because it looks expired; [`Lease::recover`] does that, only with caller evidence that
+//!    the holder is gone, and still as a CAS. A heartbeat renews it; [`LeaseGuard::assert`]
+//!    renews and reads back before a protected mutation; loss is sticky.
+//! 3. **Fence.** [`Fencer::acquire`] reads the object, asks [`decide_acquire`], and sends ONE
+//!    JSON Patch: `test` uid and resourceVersion, create the annotations map if absent, add
+//!    `<prefix>/owner` = `holder;epoch`, `<prefix>/prior` (compact JSON: the fence time and
+//!    each [`Mark`]'s prior value), optional `<prefix>/reason`, and the marks. Another owner is
+//!    refused as a value ([`AcquireOutcome::Refused`]). 409/422 re-read and decide again.
+//! 4. **Lost responses.** A write with unknown outcome is resolved by a re-read
+//!    ([`Fencer::resolve_lost_acquire`], pure core [`adopt`]): adopted only when the object
+//!    shows exactly the post-state; anything else fails closed and keeps an unconfirmed guard.
+//! 5. **Prove.** [`Fencer::prove`] re-reads: same uid and our owner value.
+//! 6. **Release.** [`Fencer::release`] consumes the guard and sends ONE JSON Patch: `test` uid
+//!    and owner, `test` each mark still holds its value, restore priors (replace or remove),
+//!    remove the fence annotations ([`decide_release`]). Any process can release a fence left
+//!    behind, from the annotations alone ([`Fencer::adopt_recorded`]).
+//! 7. **Discover.** [`discover::discover`] lists the Lease and every fenced object with holder,
+//!    epoch, age and the exact CAS release patch.
+//! 8. **Events.** Acquire and release record `HandoffFenced` / `HandoffReleased` Events on the
+//!    object; failing to record one is logged, never fatal.
+//!
+//! # Guarantees
+//!
+//! - Every write is a CAS on what was read (JSON Patch `test`, or resourceVersion on update);
+//!   a lost race is a value, never an overwrite.
+//! - A release never applies to an object whose owner is not ours, nor to a recreated object.
+//! - The decisions are pure functions ([`decide`], [`lease_decide`]); the I/O layer only reads,
+//!   asks, writes.
+//! - No secrets are handled here; the reason text is caller-supplied and must not contain any.
 
+mod api;
 mod clock;
 pub mod decide;
+pub mod discover;
 mod error;
+mod events;
+mod fence;
 mod holder;
 mod keys;
+mod lease;
 pub mod lease_decide;
 mod mark;
 pub mod pointer;
@@ -15,7 +102,15 @@ pub use decide::{
     decide_acquire, decide_release, held_from_annotations,
 };
 pub use error::FenceError;
+pub use events::{COMPONENT, REASON_FENCED, REASON_RELEASED};
+pub use fence::{
+    AcquireOutcome, Applied, FenceGuard, Fencer, Kept, LostAcquire, MAX_ATTEMPTS, ObjectRef,
+    ReleaseOutcome,
+};
 pub use holder::{Epoch, HOLDER_MAX_LEN, Holder, OwnerValue};
 pub use keys::{AnnotationKeys, DEFAULT_PREFIX};
-pub use lease_decide::{GoneHolder, LeaseConfig, LossReason};
+pub use lease::{
+    LEASE_ATTEMPTS, Lease, LeaseAcquire, LeaseGuard, LeaseHandle, LeaseRecover, LeaseRelease,
+};
+pub use lease_decide::{GoneHolder, LeaseConfig, LossReason, RecoverRefusal};
 pub use mark::{Mark, MarkAt, PriorRecord, RecordedMark, Restore};

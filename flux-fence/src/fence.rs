@@ -1,0 +1,705 @@
+//! The thin async layer of owner fences: read, ask [`crate::decide`], write one CAS patch.
+
+use std::sync::Arc;
+
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use serde_json::Value;
+
+use crate::api::{Failure, classify, error, resource_name};
+use crate::decide::{
+    AcquireDecision, AcquirePlan, Adoption, Held, Refusal, ReleaseDecision, Unclear, adopt,
+    annotation, decide_acquire, decide_release, held_from_annotations,
+};
+use crate::events::{self, EventKind};
+use crate::lease::LeaseHandle;
+use crate::{AnnotationKeys, Clock, FenceError, Mark, MarkAt, OwnerValue, SystemClock};
+
+/// How many read-decide-write rounds an acquire or release makes before it reports contention.
+pub const MAX_ATTEMPTS: usize = 4;
+
+/// Any namespaced object with an annotations map.
+#[derive(Debug, Clone)]
+pub struct ObjectRef {
+    /// Its API resource (group, version, kind, plural).
+    pub resource: ApiResource,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl ObjectRef {
+    /// `resource` object `namespace/name`.
+    #[must_use]
+    pub fn new(
+        resource: ApiResource,
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+    ) -> Self {
+        Self {
+            resource,
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    pub(crate) fn target(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    pub(crate) fn resource_name(&self) -> String {
+        resource_name(&self.resource)
+    }
+}
+
+impl PartialEq for ObjectRef {
+    fn eq(&self, other: &Self) -> bool {
+        let (a, b) = (&self.resource, &other.resource);
+        (
+            &a.group,
+            &a.version,
+            &a.kind,
+            &a.plural,
+            &self.namespace,
+            &self.name,
+        ) == (
+            &b.group,
+            &b.version,
+            &b.kind,
+            &b.plural,
+            &other.namespace,
+            &other.name,
+        )
+    }
+}
+
+impl std::fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}/{}", self.resource.kind, self.namespace, self.name)
+    }
+}
+
+/// Proof of a fence this process holds. `release` consumes it; dropping it without a release
+/// logs an error (no I/O happens in `Drop`; the fence stays on the object and fence discovery
+/// lists it).
+#[derive(Debug)]
+pub struct FenceGuard {
+    object: ObjectRef,
+    held: Held,
+    reason: Option<String>,
+    resource_version: Option<String>,
+    confirmed: bool,
+    armed: bool,
+}
+
+impl FenceGuard {
+    fn new(
+        object: ObjectRef,
+        held: Held,
+        reason: Option<String>,
+        rv: Option<String>,
+        confirmed: bool,
+    ) -> Self {
+        Self {
+            object,
+            held,
+            reason,
+            resource_version: rv,
+            confirmed,
+            armed: true,
+        }
+    }
+
+    /// The fenced object.
+    #[must_use]
+    pub fn object(&self) -> &ObjectRef {
+        &self.object
+    }
+
+    /// The uid, owner value and marks (with priors) of the fence.
+    #[must_use]
+    pub fn held(&self) -> &Held {
+        &self.held
+    }
+
+    /// The uid the object had when it was fenced.
+    #[must_use]
+    pub fn uid(&self) -> &str {
+        &self.held.uid
+    }
+
+    /// Our owner value.
+    #[must_use]
+    pub fn owner(&self) -> &OwnerValue {
+        &self.held.owner
+    }
+
+    /// The resourceVersion right after the fence was written (or adopted); `None` when the
+    /// outcome of the write is unknown.
+    #[must_use]
+    pub fn resource_version(&self) -> Option<&str> {
+        self.resource_version.as_deref()
+    }
+
+    /// `false` for a guard from an unresolved lost response: the fence may or may not be on
+    /// the object. A release is still safe (it is a CAS on our owner value).
+    #[must_use]
+    pub fn is_confirmed(&self) -> bool {
+        self.confirmed
+    }
+
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for FenceGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            tracing::error!(
+                object = %self.object,
+                owner = %self.held.owner,
+                uid = %self.held.uid,
+                confirmed = self.confirmed,
+                "fence guard dropped without release: the fence stays on the object until \
+                 released (fence discovery lists it)"
+            );
+        }
+    }
+}
+
+/// The outcome of [`Fencer::acquire`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AcquireOutcome {
+    /// Fenced (or our identical fence was already there).
+    Acquired(FenceGuard),
+    /// Another owner is present; `holder` is its owner annotation value as read.
+    Refused {
+        /// The owner annotation value found.
+        holder: String,
+    },
+    /// Our owner value is present with other marks; nothing was written.
+    OursDiffers,
+    /// An exclusive mark was already set by someone else; nothing was written.
+    AlreadyMarked {
+        /// The mark.
+        at: MarkAt,
+    },
+    /// The object does not exist.
+    NotFound,
+    /// Another writer moved the object on every attempt ([`MAX_ATTEMPTS`]).
+    Contended,
+    /// A response was lost and the re-read could not confirm the outcome. The guard is kept
+    /// (unconfirmed) so cleanup can release with a CAS.
+    Ambiguous {
+        /// The guard-equivalent of the unconfirmed fence.
+        guard: FenceGuard,
+        /// What the re-read showed.
+        why: Unclear,
+    },
+}
+
+/// The outcome of one acquire write ([`Fencer::apply_acquire`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Applied {
+    /// The patch applied (or a lost response was adopted).
+    Acquired(FenceGuard),
+    /// A `test` failed (422) or a precondition conflicted (409): re-read and decide again.
+    Moved,
+    /// 404 on write.
+    Gone,
+    /// Lost response, unresolved (see [`AcquireOutcome::Ambiguous`]).
+    Ambiguous {
+        /// The guard-equivalent.
+        guard: FenceGuard,
+        /// What the re-read showed.
+        why: Unclear,
+    },
+}
+
+/// The outcome of [`Fencer::resolve_lost_acquire`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum LostAcquire {
+    /// The object shows exactly our post-state: adopted.
+    Adopted(FenceGuard),
+    /// The object is unchanged since the plan's read: the write did not land.
+    NotApplied,
+    /// Anything else; fails closed, keeping the guard-equivalent.
+    Unresolved {
+        /// The guard-equivalent (unconfirmed).
+        guard: FenceGuard,
+        /// What the re-read showed.
+        why: Unclear,
+    },
+}
+
+/// The outcome of [`Fencer::release`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ReleaseOutcome {
+    /// Released; marks restored.
+    Released {
+        /// The resourceVersion after the release (`None` if adopted after a lost response).
+        resource_version: Option<String>,
+    },
+    /// The object is gone.
+    Gone,
+    /// The object was deleted and recreated: the new object was not touched.
+    Recreated,
+    /// The owner annotation is not ours (any more); nothing was written.
+    NotOurs {
+        /// The owner annotation value found.
+        holder: Option<String>,
+    },
+    /// Not released; the guard comes back so the caller can report or retry.
+    Kept {
+        /// The guard, still armed.
+        guard: Box<FenceGuard>,
+        /// Why.
+        why: Kept,
+    },
+}
+
+/// Why a release kept the fence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Kept {
+    /// Another writer changed a [`crate::Restore::Exact`] mark.
+    MarkMoved {
+        /// The mark.
+        at: MarkAt,
+    },
+    /// The object moved on every attempt.
+    Contended,
+    /// The response was lost and the re-read still shows our fence.
+    Unknown,
+}
+
+/// Takes and releases owner fences for one owner value.
+#[derive(Clone)]
+pub struct Fencer {
+    client: Client,
+    keys: AnnotationKeys,
+    owner: OwnerValue,
+    clock: Arc<dyn Clock>,
+    lease: Option<LeaseHandle>,
+    events: bool,
+}
+
+impl std::fmt::Debug for Fencer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fencer")
+            .field("keys", &self.keys)
+            .field("owner", &self.owner)
+            .field("lease", &self.lease.as_ref().map(LeaseHandle::epoch))
+            .field("events", &self.events)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Fencer {
+    /// A fencer writing `owner` under `keys`, with the system clock, Events on, no Lease.
+    #[must_use]
+    pub fn new(client: Client, keys: AnnotationKeys, owner: OwnerValue) -> Self {
+        Self {
+            client,
+            keys,
+            owner,
+            clock: Arc::new(SystemClock),
+            lease: None,
+            events: true,
+        }
+    }
+
+    /// Uses `clock` for the fence timestamp (the `since` of the prior annotation).
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Asserts this Lease (renew and read back) before every acquire write.
+    #[must_use]
+    pub fn with_lease(mut self, lease: LeaseHandle) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// Turns Event recording on or off.
+    #[must_use]
+    pub fn with_events(mut self, on: bool) -> Self {
+        self.events = on;
+        self
+    }
+
+    /// The owner value this fencer writes.
+    #[must_use]
+    pub fn owner(&self) -> &OwnerValue {
+        &self.owner
+    }
+
+    /// The annotation keys.
+    #[must_use]
+    pub fn keys(&self) -> &AnnotationKeys {
+        &self.keys
+    }
+
+    /// Fences `obj`: one CAS patch adding the owner, prior and reason annotations and `marks`.
+    ///
+    /// # Guarantees
+    /// - Every write tests the uid and resourceVersion just read; a 409/422 re-reads and
+    ///   decides again (at most [`MAX_ATTEMPTS`] rounds), never retries blindly.
+    /// - An object with another owner is never written ([`AcquireOutcome::Refused`]).
+    /// - A lost response is resolved by a re-read: adopted only on exactly our post-state,
+    ///   else [`AcquireOutcome::Ambiguous`] keeps the guard-equivalent.
+    /// - With [`Fencer::with_lease`], the Lease is asserted before each write.
+    ///
+    /// # Errors
+    /// [`FenceError::Forbidden`] naming verb and resource on 403, [`FenceError::LeaseLost`],
+    /// invalid marks or reason, and other API failures.
+    ///
+    /// # Caveats
+    /// `reason` is stored in an annotation and an Event: never pass secrets.
+    pub async fn acquire(
+        &self,
+        obj: &ObjectRef,
+        marks: Vec<Mark>,
+        reason: Option<&str>,
+    ) -> Result<AcquireOutcome, FenceError> {
+        for _ in 0..MAX_ATTEMPTS {
+            let plan = match self.plan_acquire(obj, &marks, reason).await? {
+                AcquireDecision::Patch(plan) => plan,
+                AcquireDecision::NotFound => return Ok(AcquireOutcome::NotFound),
+                AcquireDecision::Refuse(r) => return Ok(refused(r)),
+                AcquireDecision::AlreadyOurs {
+                    held,
+                    resource_version,
+                } => {
+                    let guard = FenceGuard::new(
+                        obj.clone(),
+                        held,
+                        reason.map(str::to_string),
+                        Some(resource_version),
+                        true,
+                    );
+                    return Ok(AcquireOutcome::Acquired(guard));
+                }
+            };
+            match self.apply_acquire(obj, plan, reason).await? {
+                Applied::Acquired(guard) => return Ok(AcquireOutcome::Acquired(guard)),
+                Applied::Moved => {}
+                Applied::Gone => return Ok(AcquireOutcome::NotFound),
+                Applied::Ambiguous { guard, why } => {
+                    return Ok(AcquireOutcome::Ambiguous { guard, why });
+                }
+            }
+        }
+        Ok(AcquireOutcome::Contended)
+    }
+
+    /// Reads `obj` and decides an acquire (no write).
+    ///
+    /// # Errors
+    /// As [`Fencer::acquire`].
+    pub async fn plan_acquire(
+        &self,
+        obj: &ObjectRef,
+        marks: &[Mark],
+        reason: Option<&str>,
+    ) -> Result<AcquireDecision, FenceError> {
+        let read = self.read(obj).await?;
+        decide_acquire(
+            read.as_ref(),
+            &self.keys,
+            &self.owner,
+            marks,
+            reason,
+            self.clock.now(),
+        )
+    }
+
+    /// Sends one planned acquire patch and classifies the answer. A lost response is resolved
+    /// with [`Fencer::resolve_lost_acquire`].
+    ///
+    /// # Errors
+    /// As [`Fencer::acquire`].
+    pub async fn apply_acquire(
+        &self,
+        obj: &ObjectRef,
+        plan: AcquirePlan,
+        reason: Option<&str>,
+    ) -> Result<Applied, FenceError> {
+        if let Some(lease) = &self.lease {
+            lease.assert().await?;
+        }
+        let reason = reason.map(str::to_string);
+        match self
+            .api(obj)
+            .patch(
+                &obj.name,
+                &PatchParams::default(),
+                &Patch::Json::<()>(plan.patch.clone()),
+            )
+            .await
+        {
+            Ok(written) => {
+                let rv = written.metadata.resource_version.clone();
+                tracing::info!(object = %obj, owner = %self.owner, "fenced");
+                if self.events {
+                    let msg = events::message("fenced by", &self.owner, reason.as_deref());
+                    events::record(&self.client, obj, &plan.held.uid, EventKind::Fenced, &msg)
+                        .await;
+                }
+                Ok(Applied::Acquired(FenceGuard::new(
+                    obj.clone(),
+                    plan.held,
+                    reason,
+                    rv,
+                    true,
+                )))
+            }
+            Err(e) => match classify(&e) {
+                Failure::Conflict | Failure::Invalid => Ok(Applied::Moved),
+                Failure::NotFound => Ok(Applied::Gone),
+                Failure::Unknown => {
+                    tracing::warn!(object = %obj, error = %e, "acquire response lost; re-reading");
+                    Ok(
+                        match self
+                            .resolve_lost_acquire(obj, plan, reason.as_deref())
+                            .await?
+                        {
+                            LostAcquire::Adopted(guard) => Applied::Acquired(guard),
+                            LostAcquire::NotApplied => Applied::Moved,
+                            LostAcquire::Unresolved { guard, why } => {
+                                Applied::Ambiguous { guard, why }
+                            }
+                        },
+                    )
+                }
+                Failure::Forbidden | Failure::Other => {
+                    Err(error("patch", obj.resource_name(), obj.target(), e))
+                }
+            },
+        }
+    }
+
+    /// Resolves an acquire write whose response was lost: re-reads `obj` and adopts only if it
+    /// shows exactly the post-state of `plan`.
+    ///
+    /// # Errors
+    /// A failed re-read.
+    pub async fn resolve_lost_acquire(
+        &self,
+        obj: &ObjectRef,
+        plan: AcquirePlan,
+        reason: Option<&str>,
+    ) -> Result<LostAcquire, FenceError> {
+        let read = self.read(obj).await?;
+        let reason = reason.map(str::to_string);
+        Ok(match adopt(read.as_ref(), &self.keys, &plan) {
+            Adoption::Adopt { resource_version } => {
+                tracing::info!(object = %obj, owner = %self.owner, "adopted fence after lost response");
+                LostAcquire::Adopted(FenceGuard::new(
+                    obj.clone(),
+                    plan.held,
+                    reason,
+                    Some(resource_version),
+                    true,
+                ))
+            }
+            Adoption::NotApplied => LostAcquire::NotApplied,
+            Adoption::Unclear(why) => {
+                tracing::error!(object = %obj, owner = %self.owner, ?why, "fence outcome unknown; keeping it for cleanup");
+                LostAcquire::Unresolved {
+                    guard: FenceGuard::new(obj.clone(), plan.held, reason, None, false),
+                    why,
+                }
+            }
+        })
+    }
+
+    /// Releases the fence: one CAS patch restoring every mark's prior value and removing the
+    /// owner, prior and reason annotations.
+    ///
+    /// # Guarantees
+    /// - The patch tests the uid and our owner value, and each restored mark's marked value;
+    ///   it never writes an object that is not ours, nor a recreated one.
+    /// - [`crate::Restore::IfUnchanged`] marks changed by another writer keep that writer's
+    ///   value; a changed [`crate::Restore::Exact`] mark keeps the whole fence
+    ///   ([`ReleaseOutcome::Kept`]).
+    /// - Does not assert the Lease: cleanup after a lost Lease still releases what is
+    ///   provably ours.
+    ///
+    /// # Errors
+    /// [`FenceError::Forbidden`] on 403 and other API failures (the guard is then dropped and
+    /// logged; fence discovery still lists the fence).
+    pub async fn release(&self, guard: FenceGuard) -> Result<ReleaseOutcome, FenceError> {
+        let obj = guard.object.clone();
+        for _ in 0..MAX_ATTEMPTS {
+            let read = self.read(&obj).await?;
+            let patch = match decide_release(read.as_ref(), &self.keys, &guard.held)? {
+                ReleaseDecision::Patch(p) => p,
+                ReleaseDecision::Gone => return Ok(done(guard, ReleaseOutcome::Gone)),
+                ReleaseDecision::Recreated => return Ok(done(guard, ReleaseOutcome::Recreated)),
+                ReleaseDecision::NotOurs { holder } => {
+                    return Ok(done(guard, ReleaseOutcome::NotOurs { holder }));
+                }
+                ReleaseDecision::MarkMoved { at } => {
+                    return Ok(ReleaseOutcome::Kept {
+                        guard,
+                        why: Kept::MarkMoved { at },
+                    });
+                }
+            };
+            match self
+                .api(&obj)
+                .patch(
+                    &obj.name,
+                    &PatchParams::default(),
+                    &Patch::Json::<()>(patch),
+                )
+                .await
+            {
+                Ok(written) => {
+                    tracing::info!(object = %obj, owner = %self.owner, "fence released");
+                    if self.events {
+                        let msg = events::message(
+                            "released by",
+                            &guard.held.owner,
+                            guard.reason.as_deref(),
+                        );
+                        events::record(
+                            &self.client,
+                            &obj,
+                            &guard.held.uid,
+                            EventKind::Released,
+                            &msg,
+                        )
+                        .await;
+                    }
+                    let rv = written.metadata.resource_version.clone();
+                    return Ok(done(
+                        guard,
+                        ReleaseOutcome::Released {
+                            resource_version: rv,
+                        },
+                    ));
+                }
+                Err(e) => match classify(&e) {
+                    Failure::Conflict | Failure::Invalid | Failure::NotFound => {}
+                    Failure::Unknown => {
+                        tracing::warn!(object = %obj, error = %e, "release response lost; re-reading");
+                        let read = self.read(&obj).await?;
+                        return Ok(
+                            match decide_release(read.as_ref(), &self.keys, &guard.held)? {
+                                ReleaseDecision::Gone => done(guard, ReleaseOutcome::Gone),
+                                ReleaseDecision::Recreated => {
+                                    done(guard, ReleaseOutcome::Recreated)
+                                }
+                                ReleaseDecision::NotOurs { holder: None } => done(
+                                    guard,
+                                    ReleaseOutcome::Released {
+                                        resource_version: None,
+                                    },
+                                ),
+                                ReleaseDecision::NotOurs { holder } => {
+                                    done(guard, ReleaseOutcome::NotOurs { holder })
+                                }
+                                _ => ReleaseOutcome::Kept {
+                                    guard,
+                                    why: Kept::Unknown,
+                                },
+                            },
+                        );
+                    }
+                    Failure::Forbidden | Failure::Other => {
+                        return Err(error("patch", obj.resource_name(), obj.target(), e));
+                    }
+                },
+            }
+        }
+        Ok(ReleaseOutcome::Kept {
+            guard,
+            why: Kept::Contended,
+        })
+    }
+
+    /// Takes over the release of a fence found on the cluster (e.g. left by a crashed run, as
+    /// `fences release` does): reads `obj` and, if its owner annotation equals `owner`, builds
+    /// a guard from the recorded prior annotation. `None` when the object is gone or not fenced
+    /// by `owner`.
+    ///
+    /// # Errors
+    /// A failed read, or [`FenceError::Malformed`] when the prior annotation does not parse.
+    pub async fn adopt_recorded(
+        &self,
+        obj: &ObjectRef,
+        owner: &OwnerValue,
+    ) -> Result<Option<FenceGuard>, FenceError> {
+        let Some(read) = self.read(obj).await? else {
+            return Ok(None);
+        };
+        if annotation(&read, &self.keys.owner) != Some(owner.to_string().as_str()) {
+            return Ok(None);
+        }
+        let (held, _) = held_from_annotations(&read, &self.keys)?;
+        let reason = annotation(&read, &self.keys.reason).map(str::to_string);
+        let rv = read
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        Ok(Some(FenceGuard::new(obj.clone(), held, reason, rv, true)))
+    }
+
+    /// Re-reads the object: is the fence still ours (same uid, our owner value)?
+    ///
+    /// # Errors
+    /// A failed read (404 is `Ok(false)`).
+    pub async fn prove(&self, guard: &FenceGuard) -> Result<bool, FenceError> {
+        let read = self.read(&guard.object).await?;
+        Ok(read.is_some_and(|o| {
+            o.pointer("/metadata/uid").and_then(Value::as_str) == Some(guard.uid())
+                && annotation(&o, &self.keys.owner) == Some(guard.owner().to_string().as_str())
+        }))
+    }
+
+    /// Reads `obj` as JSON (`None` on 404).
+    ///
+    /// # Errors
+    /// [`FenceError::Forbidden`] or another API failure.
+    pub async fn read(&self, obj: &ObjectRef) -> Result<Option<Value>, FenceError> {
+        let got = self
+            .api(obj)
+            .get_opt(&obj.name)
+            .await
+            .map_err(|e| error("get", obj.resource_name(), obj.target(), e))?;
+        got.map(|o| {
+            serde_json::to_value(o).map_err(|source| FenceError::Json {
+                what: "object",
+                source,
+            })
+        })
+        .transpose()
+    }
+
+    fn api(&self, obj: &ObjectRef) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), &obj.namespace, &obj.resource)
+    }
+}
+
+fn refused(r: Refusal) -> AcquireOutcome {
+    match r {
+        Refusal::Owned { holder } => AcquireOutcome::Refused { holder },
+        Refusal::OursDiffers => AcquireOutcome::OursDiffers,
+        Refusal::AlreadyMarked { at } => AcquireOutcome::AlreadyMarked { at },
+    }
+}
+
+fn done(guard: FenceGuard, outcome: ReleaseOutcome) -> ReleaseOutcome {
+    guard.disarm();
+    outcome
+}

@@ -1,0 +1,428 @@
+//! The thin async layer of the coordination Lease: read, ask [`crate::lease_decide`], write
+//! with the read resourceVersion; a heartbeat task; sticky loss.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use k8s_openapi::api::coordination::v1::Lease as KubeLease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Api, PostParams};
+use tokio::task::JoinHandle;
+
+use crate::api::{Failure, classify, error};
+use crate::lease_decide::{
+    LeaseDecision, LeaseReleaseDecision, RecoverDecision, RecoverRefusal, RenewDecision,
+    decide_lease_acquire, decide_lease_release, decide_recover, decide_renew, is_stale,
+    transitions,
+};
+use crate::{Clock, Epoch, FenceError, GoneHolder, Holder, LeaseConfig, LossReason, OwnerValue};
+
+/// How many read-decide-write rounds a Lease call makes before it reports contention.
+pub const LEASE_ATTEMPTS: usize = 4;
+
+const RESOURCE: &str = "leases.coordination.k8s.io";
+
+/// Entry points for the coordination Lease.
+#[derive(Debug, Clone, Copy)]
+pub struct Lease;
+
+/// The outcome of [`Lease::acquire`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum LeaseAcquire {
+    /// Ours; a heartbeat task renews it.
+    Acquired(LeaseGuard),
+    /// Someone else holds it. `expired` is informational only: it is never taken over here.
+    Held {
+        /// The holder found.
+        holder: String,
+        /// Whether it looks expired by our clock.
+        expired: bool,
+    },
+    /// Another party moved it on every attempt.
+    Contended,
+}
+
+/// The outcome of [`Lease::recover`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum LeaseRecover {
+    /// Taken over from the gone holder, at a new epoch.
+    Recovered(LeaseGuard),
+    /// Not taken.
+    Refused(RecoverRefusal),
+    /// Another party moved it on every attempt.
+    Contended,
+}
+
+/// The outcome of [`LeaseGuard::release`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeaseRelease {
+    /// The holder was cleared.
+    Released,
+    /// The Lease is gone.
+    Gone,
+    /// The Lease is not ours at our epoch; nothing was written.
+    NotOurs {
+        /// The holder found.
+        holder: Option<String>,
+    },
+    /// Another party moved it on every attempt.
+    Contended,
+}
+
+impl Lease {
+    /// Acquires the Lease only if it is free: creates it if absent (epoch 1), or updates a
+    /// Lease without holder carrying the read resourceVersion (epoch = `leaseTransitions` + 1).
+    ///
+    /// # Guarantees
+    /// Never takes over a held Lease, however expired it looks ([`Lease::recover`] does that,
+    /// with evidence). A heartbeat task renews every `cfg.renew_every` until release or drop.
+    ///
+    /// # Errors
+    /// [`FenceError::Forbidden`] naming the verb on 403; other API failures.
+    pub async fn acquire(
+        client: Client,
+        cfg: LeaseConfig,
+        holder: Holder,
+        clock: Arc<dyn Clock>,
+    ) -> Result<LeaseAcquire, FenceError> {
+        let api: Api<KubeLease> = Api::namespaced(client.clone(), &cfg.namespace);
+        let target = format!("{}/{}", cfg.namespace, cfg.name);
+        for _ in 0..LEASE_ATTEMPTS {
+            let read = api
+                .get_opt(&cfg.name)
+                .await
+                .map_err(|e| error("get", RESOURCE.into(), target.clone(), e))?;
+            let now = clock.now();
+            let written = match decide_lease_acquire(read.as_ref(), &cfg, &holder, now)? {
+                LeaseDecision::Held { holder, expired } => {
+                    return Ok(LeaseAcquire::Held { holder, expired });
+                }
+                LeaseDecision::Ours { epoch } => {
+                    let renewed = read.as_ref().and_then(renew_time).unwrap_or(now);
+                    let guard = LeaseGuard::start(client, cfg, holder, epoch, clock, renewed);
+                    return Ok(LeaseAcquire::Acquired(guard));
+                }
+                LeaseDecision::Create(lease) => {
+                    (api.create(&PostParams::default(), &lease).await, "create")
+                }
+                LeaseDecision::Take(lease) => (
+                    api.replace(&cfg.name, &PostParams::default(), &lease).await,
+                    "update",
+                ),
+            };
+            match written {
+                (Ok(lease), _) => {
+                    let epoch = Epoch(transitions(&lease.spec.unwrap_or_default())?);
+                    tracing::info!(lease = %target, %holder, %epoch, "lease acquired");
+                    return Ok(LeaseAcquire::Acquired(LeaseGuard::start(
+                        client, cfg, holder, epoch, clock, now,
+                    )));
+                }
+                (Err(e), verb) => match classify(&e) {
+                    // Lost the race, or the response was lost: re-read and decide again.
+                    Failure::Conflict | Failure::Unknown | Failure::NotFound => {}
+                    _ => return Err(error(verb, RESOURCE.into(), target, e)),
+                },
+            }
+        }
+        Ok(LeaseAcquire::Contended)
+    }
+
+    /// Takes over a Lease whose holder the caller proved gone.
+    ///
+    /// # Guarantees
+    /// Writes only if the Lease names exactly `gone.holder` and looks expired by `clock`, as an
+    /// update carrying the read resourceVersion; the epoch grows by one, so every fence of the
+    /// gone holder carries an older epoch.
+    ///
+    /// # Errors
+    /// As [`Lease::acquire`].
+    pub async fn recover(
+        client: Client,
+        cfg: LeaseConfig,
+        holder: Holder,
+        clock: Arc<dyn Clock>,
+        gone: GoneHolder,
+    ) -> Result<LeaseRecover, FenceError> {
+        let api: Api<KubeLease> = Api::namespaced(client.clone(), &cfg.namespace);
+        let target = format!("{}/{}", cfg.namespace, cfg.name);
+        for _ in 0..LEASE_ATTEMPTS {
+            let read = api
+                .get_opt(&cfg.name)
+                .await
+                .map_err(|e| error("get", RESOURCE.into(), target.clone(), e))?;
+            let now = clock.now();
+            let lease = match decide_recover(read.as_ref(), &cfg, &holder, &gone, now)? {
+                RecoverDecision::Refuse(r) => return Ok(LeaseRecover::Refused(r)),
+                RecoverDecision::Take(lease) => lease,
+            };
+            match api.replace(&cfg.name, &PostParams::default(), &lease).await {
+                Ok(lease) => {
+                    let epoch = Epoch(transitions(&lease.spec.unwrap_or_default())?);
+                    tracing::warn!(lease = %target, gone = %gone.holder, evidence = %gone.evidence, %holder, %epoch, "lease recovered");
+                    return Ok(LeaseRecover::Recovered(LeaseGuard::start(
+                        client, cfg, holder, epoch, clock, now,
+                    )));
+                }
+                Err(e) => match classify(&e) {
+                    Failure::Conflict | Failure::Unknown => {}
+                    _ => return Err(error("update", RESOURCE.into(), target, e)),
+                },
+            }
+        }
+        Ok(LeaseRecover::Contended)
+    }
+}
+
+/// A cheap, clonable handle to a held Lease: `assert` it before a protected mutation.
+#[derive(Debug, Clone)]
+pub struct LeaseHandle(Arc<Shared>);
+
+#[derive(Debug)]
+struct Shared {
+    api: Api<KubeLease>,
+    cfg: LeaseConfig,
+    holder: Holder,
+    epoch: Epoch,
+    clock: Arc<dyn Clock>,
+    /// Serialises renewals (heartbeat and assert), holding the last successful renewal time.
+    renewal: tokio::sync::Mutex<Timestamp>,
+    lost: Mutex<Option<LossReason>>,
+}
+
+impl LeaseHandle {
+    /// Renews the Lease and reads back our holder at our epoch.
+    ///
+    /// # Guarantees
+    /// `Ok` means the server recorded us as holder at our epoch just now. Loss is sticky: once
+    /// lost (another holder, another epoch, deleted, or not renewed within the duration by our
+    /// clock), every later call returns [`FenceError::LeaseLost`].
+    ///
+    /// # Errors
+    /// [`FenceError::LeaseLost`]; an API failure (the Lease is not marked lost for it, but a
+    /// renewal failing for longer than the duration is).
+    pub async fn assert(&self) -> Result<(), FenceError> {
+        let s = &self.0;
+        self.check_lost()?;
+        let mut last = s.renewal.lock().await;
+        self.check_lost()?;
+        let target = format!("{}/{}", s.cfg.namespace, s.cfg.name);
+        for _ in 0..LEASE_ATTEMPTS {
+            let now = s.clock.now();
+            if is_stale(*last, now, s.cfg.duration) {
+                return Err(self.mark_lost(LossReason::Stale));
+            }
+            let read = s
+                .api
+                .get_opt(&s.cfg.name)
+                .await
+                .map_err(|e| error("get", RESOURCE.into(), target.clone(), e))?;
+            let lease = match decide_renew(read.as_ref(), &s.holder, s.epoch, now) {
+                RenewDecision::Lost(reason) => return Err(self.mark_lost(reason)),
+                RenewDecision::Renew(lease) => lease,
+            };
+            match s
+                .api
+                .replace(&s.cfg.name, &PostParams::default(), &lease)
+                .await
+            {
+                Ok(written) => {
+                    // Read back: the server's answer must name us at our epoch.
+                    if let RenewDecision::Lost(reason) =
+                        decide_renew(Some(&written), &s.holder, s.epoch, now)
+                    {
+                        return Err(self.mark_lost(reason));
+                    }
+                    *last = now;
+                    return Ok(());
+                }
+                Err(e) => match classify(&e) {
+                    Failure::Conflict | Failure::Unknown => {}
+                    Failure::NotFound => return Err(self.mark_lost(LossReason::Deleted)),
+                    _ => return Err(error("update", RESOURCE.into(), target, e)),
+                },
+            }
+        }
+        Err(FenceError::Contended {
+            what: "lease renewal",
+        })
+    }
+
+    /// The epoch this holder holds.
+    #[must_use]
+    pub fn epoch(&self) -> Epoch {
+        self.0.epoch
+    }
+
+    /// The holder.
+    #[must_use]
+    pub fn holder(&self) -> &Holder {
+        &self.0.holder
+    }
+
+    /// `holder;epoch`, the value fences carry.
+    #[must_use]
+    pub fn owner(&self) -> OwnerValue {
+        OwnerValue::new(self.0.holder.clone(), self.0.epoch)
+    }
+
+    /// Why the Lease was lost, once it was.
+    #[must_use]
+    pub fn lost(&self) -> Option<LossReason> {
+        self.0
+            .lost
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn check_lost(&self) -> Result<(), FenceError> {
+        self.lost()
+            .map_or(Ok(()), |reason| Err(FenceError::LeaseLost { reason }))
+    }
+
+    fn mark_lost(&self, reason: LossReason) -> FenceError {
+        let mut lost = self.0.lost.lock().unwrap_or_else(PoisonError::into_inner);
+        let reason = lost.get_or_insert(reason).clone();
+        tracing::error!(lease = %self.0.cfg.name, holder = %self.0.holder, %reason, "lease lost");
+        FenceError::LeaseLost { reason }
+    }
+}
+
+/// The held Lease. `release` consumes it; dropping it stops the heartbeat and logs an error
+/// (the Lease then expires by itself but is never taken over without `recover`).
+#[derive(Debug)]
+pub struct LeaseGuard {
+    handle: LeaseHandle,
+    heartbeat: JoinHandle<()>,
+    released: bool,
+}
+
+impl LeaseGuard {
+    fn start(
+        client: Client,
+        cfg: LeaseConfig,
+        holder: Holder,
+        epoch: Epoch,
+        clock: Arc<dyn Clock>,
+        renewed: Timestamp,
+    ) -> Self {
+        let api = Api::namespaced(client, &cfg.namespace);
+        let every = cfg.renew_every;
+        let shared = Shared {
+            api,
+            cfg,
+            holder,
+            epoch,
+            clock,
+            renewal: tokio::sync::Mutex::new(renewed),
+            lost: Mutex::new(None),
+        };
+        let handle = LeaseHandle(Arc::new(shared));
+        let beat = handle.clone();
+        let heartbeat = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                match beat.assert().await {
+                    Ok(()) => tracing::debug!(holder = %beat.holder(), "lease renewed"),
+                    Err(FenceError::LeaseLost { .. }) => break,
+                    Err(e) => tracing::warn!(error = %e, "lease renewal failed; retrying"),
+                }
+            }
+        });
+        Self {
+            handle,
+            heartbeat,
+            released: false,
+        }
+    }
+
+    /// See [`LeaseHandle::assert`].
+    ///
+    /// # Errors
+    /// As [`LeaseHandle::assert`].
+    pub async fn assert(&self) -> Result<(), FenceError> {
+        self.handle.assert().await
+    }
+
+    /// The epoch (fencing token) of this holder.
+    #[must_use]
+    pub fn epoch(&self) -> Epoch {
+        self.handle.epoch()
+    }
+
+    /// `holder;epoch`.
+    #[must_use]
+    pub fn owner(&self) -> OwnerValue {
+        self.handle.owner()
+    }
+
+    /// A clonable handle for asserting from elsewhere (e.g. [`crate::Fencer::with_lease`]).
+    #[must_use]
+    pub fn handle(&self) -> LeaseHandle {
+        self.handle.clone()
+    }
+
+    /// Stops the heartbeat and clears the holder, only if the Lease is still ours at our
+    /// epoch (update carrying the read resourceVersion).
+    ///
+    /// # Errors
+    /// An API failure.
+    pub async fn release(mut self) -> Result<LeaseRelease, FenceError> {
+        self.heartbeat.abort();
+        self.released = true;
+        let s = &self.handle.0;
+        let _renewal = s.renewal.lock().await;
+        let target = format!("{}/{}", s.cfg.namespace, s.cfg.name);
+        for _ in 0..LEASE_ATTEMPTS {
+            let read = s
+                .api
+                .get_opt(&s.cfg.name)
+                .await
+                .map_err(|e| error("get", RESOURCE.into(), target.clone(), e))?;
+            let lease = match decide_lease_release(read.as_ref(), &s.holder, s.epoch) {
+                LeaseReleaseDecision::Gone => return Ok(LeaseRelease::Gone),
+                LeaseReleaseDecision::NotOurs { holder } => {
+                    return Ok(LeaseRelease::NotOurs { holder });
+                }
+                LeaseReleaseDecision::Update(lease) => lease,
+            };
+            match s
+                .api
+                .replace(&s.cfg.name, &PostParams::default(), &lease)
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(lease = %target, holder = %s.holder, "lease released");
+                    return Ok(LeaseRelease::Released);
+                }
+                Err(e) => match classify(&e) {
+                    Failure::Conflict | Failure::Unknown => {}
+                    _ => return Err(error("update", RESOURCE.into(), target, e)),
+                },
+            }
+        }
+        Ok(LeaseRelease::Contended)
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        self.heartbeat.abort();
+        if !self.released {
+            tracing::error!(holder = %self.handle.holder(), epoch = %self.handle.epoch(), "lease guard dropped without release");
+        }
+    }
+}
+
+fn renew_time(lease: &KubeLease) -> Option<Timestamp> {
+    let spec = lease.spec.as_ref()?;
+    spec.renew_time
+        .as_ref()
+        .or(spec.acquire_time.as_ref())
+        .map(|MicroTime(t)| *t)
+}

@@ -1,0 +1,383 @@
+//! Tier 1: decision tables of the pure fence core over (owner absent / ours / foreign /
+//! malformed) x (uid same / changed) x (suspend state), and properties of the patches it
+//! produces, applied with the `json-patch` crate.
+
+use flux_fence::{
+    AcquireDecision, AcquirePlan, Adoption, AnnotationKeys, Epoch, Held, Mark, MarkAt, OwnerValue,
+    Refusal, ReleaseDecision, Restore, Unclear, adopt, decide_acquire, decide_release,
+    held_from_annotations,
+};
+use k8s_openapi::jiff::Timestamp;
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
+
+fn keys() -> AnnotationKeys {
+    AnnotationKeys::default()
+}
+
+fn ours() -> OwnerValue {
+    OwnerValue::new("gh1.1-aaaaaa".parse().unwrap(), Epoch(3))
+}
+
+fn now() -> Timestamp {
+    "2026-11-30T12:00:00Z".parse().unwrap()
+}
+
+fn object(suspend: bool, annotations: Option<Value>) -> Value {
+    let mut metadata =
+        json!({ "name": "apps", "namespace": "ns", "uid": "uid-1", "resourceVersion": "10" });
+    if let Some(a) = annotations {
+        metadata["annotations"] = a;
+    }
+    json!({
+        "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
+        "kind": "Kustomization",
+        "metadata": metadata,
+        "spec": { "interval": "10m", "suspend": suspend },
+    })
+}
+
+fn flux_marks() -> Vec<Mark> {
+    vec![
+        Mark::field("/spec/suspend", json!(true)).exclusive(),
+        Mark::annotation(REQUESTED_AT, "nonce-1").restore(Restore::IfUnchanged),
+    ]
+}
+
+fn plan(obj: &Value, marks: &[Mark]) -> AcquirePlan {
+    match decide_acquire(Some(obj), &keys(), &ours(), marks, Some("rotation"), now()).unwrap() {
+        AcquireDecision::Patch(p) => p,
+        other => panic!("expected a patch, got {other:?}"),
+    }
+}
+
+/// Applies `plan` like the server would (and moves resourceVersion on).
+fn applied(obj: &Value, plan: &AcquirePlan) -> Value {
+    let mut out = obj.clone();
+    json_patch::patch(&mut out, &plan.patch).unwrap();
+    out["metadata"]["resourceVersion"] = json!("11");
+    out
+}
+
+fn release_patch(obj: &Value, held: &Held) -> json_patch::Patch {
+    match decide_release(Some(obj), &keys(), held).unwrap() {
+        ReleaseDecision::Patch(p) => p,
+        other => panic!("expected a patch, got {other:?}"),
+    }
+}
+
+#[test]
+fn acquire_on_unowned_object_tests_uid_and_version_first_and_records_priors() {
+    let obj = object(false, Some(json!({ "keep": "me" })));
+    let plan = plan(&obj, &flux_marks());
+    let ops = serde_json::to_value(&plan.patch).unwrap();
+    assert_eq!(
+        ops[0],
+        json!({ "op": "test", "path": "/metadata/uid", "value": "uid-1" })
+    );
+    assert_eq!(
+        ops[1],
+        json!({ "op": "test", "path": "/metadata/resourceVersion", "value": "10" })
+    );
+    assert!(
+        ops.as_array()
+            .unwrap()
+            .iter()
+            .all(|op| op["path"] != "/metadata/annotations")
+    );
+
+    let after = applied(&obj, &plan);
+    let a = &after["metadata"]["annotations"];
+    assert_eq!(a["flux-handoff.io/owner"], "gh1.1-aaaaaa;3");
+    assert_eq!(a["flux-handoff.io/reason"], "rotation");
+    assert_eq!(a[REQUESTED_AT], "nonce-1");
+    assert_eq!(a["keep"], "me");
+    assert_eq!(after["spec"]["suspend"], json!(true));
+    let (held, since) = held_from_annotations(&after, &keys()).unwrap();
+    assert_eq!(since, now());
+    assert_eq!(held, plan.held);
+    assert_eq!(held.marks[0].prior, Some(json!(false)));
+    assert_eq!(held.marks[1].prior, None);
+}
+
+#[test]
+fn acquire_creates_the_annotations_map_when_absent() {
+    let obj = object(false, None);
+    let plan = plan(&obj, &flux_marks());
+    let ops = serde_json::to_value(&plan.patch).unwrap();
+    assert_eq!(
+        ops[2],
+        json!({ "op": "add", "path": "/metadata/annotations", "value": {} })
+    );
+    let after = applied(&obj, &plan);
+    assert_eq!(
+        after["metadata"]["annotations"]["flux-handoff.io/owner"],
+        "gh1.1-aaaaaa;3"
+    );
+}
+
+#[test]
+fn acquire_refuses_foreign_owner_naming_it() {
+    let obj = object(
+        true,
+        Some(json!({ "flux-handoff.io/owner": "gh9.1-zzzzzz;8" })),
+    );
+    let d = decide_acquire(Some(&obj), &keys(), &ours(), &flux_marks(), None, now()).unwrap();
+    assert_eq!(
+        d,
+        AcquireDecision::Refuse(Refusal::Owned {
+            holder: "gh9.1-zzzzzz;8".into()
+        })
+    );
+}
+
+#[test]
+fn acquire_refuses_malformed_owner_as_foreign_without_panicking() {
+    let obj = object(
+        false,
+        Some(json!({ "flux-handoff.io/owner": ";;garbage\u{1}" })),
+    );
+    let d = decide_acquire(Some(&obj), &keys(), &ours(), &flux_marks(), None, now()).unwrap();
+    assert_eq!(
+        d,
+        AcquireDecision::Refuse(Refusal::Owned {
+            holder: ";;garbage\u{1}".into()
+        })
+    );
+}
+
+#[test]
+fn acquire_refuses_our_own_holder_at_an_older_epoch() {
+    let obj = object(
+        false,
+        Some(json!({ "flux-handoff.io/owner": "gh1.1-aaaaaa;2" })),
+    );
+    let d = decide_acquire(Some(&obj), &keys(), &ours(), &flux_marks(), None, now()).unwrap();
+    assert!(
+        matches!(d, AcquireDecision::Refuse(Refusal::Owned { .. })),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn acquire_refuses_exclusive_mark_already_set_by_someone_else() {
+    let obj = object(true, None);
+    let d = decide_acquire(Some(&obj), &keys(), &ours(), &flux_marks(), None, now()).unwrap();
+    assert_eq!(
+        d,
+        AcquireDecision::Refuse(Refusal::AlreadyMarked {
+            at: MarkAt::Field("/spec/suspend".into())
+        })
+    );
+}
+
+#[test]
+fn acquire_of_non_exclusive_mark_already_set_records_it_as_prior() {
+    let obj = object(true, None);
+    let marks = [Mark::field("/spec/suspend", json!(true))];
+    let plan = plan(&obj, &marks);
+    assert_eq!(plan.held.marks[0].prior, Some(json!(true)));
+}
+
+#[test]
+fn acquire_adopts_our_own_complete_fence_without_writing() {
+    let obj = object(false, None);
+    let after = applied(&obj, &plan(&obj, &flux_marks()));
+    let d = decide_acquire(Some(&after), &keys(), &ours(), &flux_marks(), None, now()).unwrap();
+    assert!(
+        matches!(d, AcquireDecision::AlreadyOurs { ref resource_version, .. } if resource_version == "11"),
+        "{d:?}"
+    );
+    // Same owner but other marks: refused, never silently re-fenced.
+    let other = [Mark::field("/spec/suspend", json!(true))];
+    let d = decide_acquire(Some(&after), &keys(), &ours(), &other, None, now()).unwrap();
+    assert_eq!(d, AcquireDecision::Refuse(Refusal::OursDiffers));
+}
+
+#[test]
+fn acquire_of_missing_object_is_not_found_and_bad_input_is_an_error() {
+    let d = decide_acquire(None, &keys(), &ours(), &flux_marks(), None, now()).unwrap();
+    assert_eq!(d, AcquireDecision::NotFound);
+    let obj = object(false, None);
+    let deep = [Mark::field("/spec/missing/deep", json!(1))];
+    assert!(decide_acquire(Some(&obj), &keys(), &ours(), &deep, None, now()).is_err());
+    let bad = Some("line\nbreak");
+    assert!(decide_acquire(Some(&obj), &keys(), &ours(), &[], bad, now()).is_err());
+}
+
+#[test]
+fn release_restores_the_exact_pre_fence_object() {
+    for (suspend, annotations) in [
+        (false, None),
+        (false, Some(json!({ "keep": "me", REQUESTED_AT: "old" }))),
+    ] {
+        let before = object(suspend, annotations);
+        let plan = plan(&before, &flux_marks());
+        let mut after = applied(&before, &plan);
+        let release = release_patch(&after, &plan.held);
+        json_patch::patch(&mut after, &release).unwrap();
+        after["metadata"]["resourceVersion"] = json!("10");
+        if before["metadata"].get("annotations").is_none() {
+            assert_eq!(after["metadata"]["annotations"], json!({}));
+            after["metadata"]
+                .as_object_mut()
+                .unwrap()
+                .remove("annotations");
+        }
+        assert_eq!(after, before);
+    }
+}
+
+#[test]
+fn release_of_recreated_gone_or_foreign_object_writes_nothing() {
+    let before = object(false, None);
+    let plan = plan(&before, &flux_marks());
+    let mut after = applied(&before, &plan);
+    let k = keys();
+    assert_eq!(
+        decide_release(None, &k, &plan.held).unwrap(),
+        ReleaseDecision::Gone
+    );
+    let mut recreated = after.clone();
+    recreated["metadata"]["uid"] = json!("uid-2");
+    assert_eq!(
+        decide_release(Some(&recreated), &k, &plan.held).unwrap(),
+        ReleaseDecision::Recreated
+    );
+    after["metadata"]["annotations"]["flux-handoff.io/owner"] = json!("gh9.1-zzzzzz;8");
+    assert_eq!(
+        decide_release(Some(&after), &k, &plan.held).unwrap(),
+        ReleaseDecision::NotOurs {
+            holder: Some("gh9.1-zzzzzz;8".into())
+        }
+    );
+}
+
+#[test]
+fn release_refuses_when_an_exact_mark_was_changed_by_another_writer() {
+    let before = object(false, None);
+    let plan = plan(&before, &flux_marks());
+    let mut after = applied(&before, &plan);
+    after["spec"]["suspend"] = json!(false);
+    assert_eq!(
+        decide_release(Some(&after), &keys(), &plan.held).unwrap(),
+        ReleaseDecision::MarkMoved {
+            at: MarkAt::Field("/spec/suspend".into())
+        }
+    );
+}
+
+#[test]
+fn release_leaves_another_writers_value_of_an_if_unchanged_mark() {
+    let before = object(false, None);
+    let plan = plan(&before, &flux_marks());
+    let mut after = applied(&before, &plan);
+    after["metadata"]["annotations"][REQUESTED_AT] = json!("someone-else");
+    let patch = release_patch(&after, &plan.held);
+    json_patch::patch(&mut after, &patch).unwrap();
+    assert_eq!(
+        after["metadata"]["annotations"],
+        json!({ REQUESTED_AT: "someone-else" })
+    );
+    assert_eq!(after["spec"]["suspend"], json!(false));
+}
+
+#[test]
+fn adoption_requires_exactly_the_post_state() {
+    let before = object(false, None);
+    let plan = plan(&before, &flux_marks());
+    let k = keys();
+    let after = applied(&before, &plan);
+    assert_eq!(
+        adopt(Some(&after), &k, &plan),
+        Adoption::Adopt {
+            resource_version: "11".into()
+        }
+    );
+    assert_eq!(adopt(Some(&before), &k, &plan), Adoption::NotApplied);
+    assert_eq!(adopt(None, &k, &plan), Adoption::Unclear(Unclear::Gone));
+    let mut recreated = after.clone();
+    recreated["metadata"]["uid"] = json!("uid-2");
+    assert_eq!(
+        adopt(Some(&recreated), &k, &plan),
+        Adoption::Unclear(Unclear::Recreated)
+    );
+    let mut unsuspended = after.clone();
+    unsuspended["spec"]["suspend"] = json!(false);
+    assert_eq!(
+        adopt(Some(&unsuspended), &k, &plan),
+        Adoption::Unclear(Unclear::Differs)
+    );
+    let mut moved = before.clone();
+    moved["metadata"]["resourceVersion"] = json!("12");
+    assert_eq!(
+        adopt(Some(&moved), &k, &plan),
+        Adoption::Unclear(Unclear::Differs)
+    );
+}
+
+fn annotations_strategy()
+-> impl Strategy<Value = Option<std::collections::BTreeMap<String, String>>> {
+    proptest::option::of(proptest::collection::btree_map(
+        "[a-z./~-]{1,12}",
+        ".{0,8}",
+        0..4,
+    ))
+}
+
+proptest! {
+    #[test]
+    fn release_patch_never_applies_to_an_object_not_ours(
+        foreign in proptest::option::of("[a-z0-9;.-]{0,20}"),
+        suspend in any::<bool>(),
+        extra in annotations_strategy(),
+    ) {
+        let before = object(false, None);
+        let plan = plan(&before, &flux_marks());
+        let after = applied(&before, &plan);
+        let patch = release_patch(&after, &plan.held);
+
+        let present = extra.is_some() || foreign.is_some();
+        let mut annotations = serde_json::to_value(extra.unwrap_or_default()).unwrap();
+        annotations.as_object_mut().unwrap().remove("flux-handoff.io/owner");
+        if let Some(f) = &foreign {
+            prop_assume!(f != "gh1.1-aaaaaa;3");
+            annotations["flux-handoff.io/owner"] = json!(f);
+        }
+        let mut other = object(suspend, present.then_some(annotations));
+        let untouched = other.clone();
+        prop_assert!(json_patch::patch(&mut other, &patch).is_err());
+        prop_assert_eq!(other, untouched);
+    }
+
+    #[test]
+    fn acquire_then_release_round_trips_any_prior_state(
+        suspend in any::<bool>(),
+        extra in annotations_strategy(),
+        value in ".{0,10}",
+    ) {
+        let annotations = extra.map(|m| {
+            let mut v = serde_json::to_value(m).unwrap();
+            v.as_object_mut().unwrap().retain(|k, _| !k.starts_with("flux-handoff.io/"));
+            v
+        });
+        let before = object(suspend, annotations);
+        let marks = [
+            Mark::field("/spec/suspend", json!(true)),
+            Mark::annotation("kustomize.toolkit.fluxcd.io/reconcile", "disabled"),
+            Mark::annotation("x/y~z", value).restore(Restore::IfUnchanged),
+            Mark::field("/spec/new~1field", json!({ "n": 1 })),
+        ];
+        let plan = plan(&before, &marks);
+        let mut after = applied(&before, &plan);
+        let patch = release_patch(&after, &plan.held);
+        json_patch::patch(&mut after, &patch).unwrap();
+        after["metadata"]["resourceVersion"] = json!("10");
+        if before["metadata"].get("annotations").is_none() {
+            after["metadata"].as_object_mut().unwrap().remove("annotations");
+        }
+        prop_assert_eq!(after, before);
+    }
+}
