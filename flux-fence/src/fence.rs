@@ -550,7 +550,7 @@ impl Fencer {
                 }
                 ReleaseDecision::MarkMoved { at } => {
                     return Ok(ReleaseOutcome::Kept {
-                        guard,
+                        guard: Box::new(guard),
                         why: Kept::MarkMoved { at },
                     });
                 }
@@ -610,7 +610,7 @@ impl Fencer {
                                     done(guard, ReleaseOutcome::NotOurs { holder })
                                 }
                                 _ => ReleaseOutcome::Kept {
-                                    guard,
+                                    guard: Box::new(guard),
                                     why: Kept::Unknown,
                                 },
                             },
@@ -623,7 +623,7 @@ impl Fencer {
             }
         }
         Ok(ReleaseOutcome::Kept {
-            guard,
+            guard: Box::new(guard),
             why: Kept::Contended,
         })
     }
