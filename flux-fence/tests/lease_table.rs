@@ -1,0 +1,248 @@
+//! Tier 1: decision tables of the pure Lease core, with an injected clock.
+
+use std::time::Duration;
+
+use flux_fence::lease_decide::{
+    LeaseDecision, LeaseReleaseDecision, RecoverDecision, RenewDecision, decide_lease_acquire,
+    decide_lease_release, decide_recover, decide_renew, is_expired, is_stale,
+};
+use flux_fence::{
+    Clock, Epoch, GoneHolder, Holder, LeaseConfig, LossReason, ManualClock, RecoverRefusal,
+};
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::ObjectMeta;
+
+fn t0() -> Timestamp {
+    "2026-11-30T12:00:00Z".parse().unwrap()
+}
+
+fn me() -> Holder {
+    "gh1.1-aaaaaa".parse().unwrap()
+}
+
+fn cfg() -> LeaseConfig {
+    LeaseConfig {
+        duration: Duration::from_secs(30),
+        ..LeaseConfig::default()
+    }
+}
+
+fn lease(holder: Option<&str>, transitions: i32, renewed: Timestamp) -> Lease {
+    Lease {
+        metadata: ObjectMeta {
+            name: Some("flux-handoff".into()),
+            namespace: Some("flux-system".into()),
+            resource_version: Some("42".into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: holder.map(str::to_string),
+            lease_duration_seconds: Some(30),
+            lease_transitions: Some(transitions),
+            acquire_time: Some(MicroTime(renewed)),
+            renew_time: Some(MicroTime(renewed)),
+            ..LeaseSpec::default()
+        }),
+    }
+}
+
+#[test]
+fn absent_lease_is_created_at_epoch_one_with_our_holder() {
+    let LeaseDecision::Create(l) = decide_lease_acquire(None, &cfg(), &me(), t0()).unwrap() else {
+        panic!("expected create");
+    };
+    let spec = l.spec.unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some("gh1.1-aaaaaa"));
+    assert_eq!(spec.lease_transitions, Some(1));
+    assert_eq!(spec.lease_duration_seconds, Some(30));
+    assert_eq!(l.metadata.name.as_deref(), Some("flux-handoff"));
+}
+
+#[test]
+fn free_lease_is_taken_with_the_read_version_and_next_epoch() {
+    let read = lease(None, 4, t0());
+    let LeaseDecision::Take(l) = decide_lease_acquire(Some(&read), &cfg(), &me(), t0()).unwrap()
+    else {
+        panic!("expected take");
+    };
+    assert_eq!(l.metadata.resource_version.as_deref(), Some("42"));
+    assert_eq!(l.spec.unwrap().lease_transitions, Some(5));
+    // An empty holder string counts as free too.
+    let empty = lease(Some(""), 4, t0());
+    assert!(matches!(
+        decide_lease_acquire(Some(&empty), &cfg(), &me(), t0()).unwrap(),
+        LeaseDecision::Take(_)
+    ));
+}
+
+#[test]
+fn held_lease_is_never_taken_even_long_expired() {
+    let clock = ManualClock::new(t0());
+    let read = lease(Some("gh9.1-zzzzzz"), 2, t0());
+    assert_eq!(
+        decide_lease_acquire(Some(&read), &cfg(), &me(), clock.now()).unwrap(),
+        LeaseDecision::Held {
+            holder: "gh9.1-zzzzzz".into(),
+            expired: false
+        }
+    );
+    clock.advance(Duration::from_secs(86_400));
+    assert_eq!(
+        decide_lease_acquire(Some(&read), &cfg(), &me(), clock.now()).unwrap(),
+        LeaseDecision::Held {
+            holder: "gh9.1-zzzzzz".into(),
+            expired: true
+        }
+    );
+}
+
+#[test]
+fn lease_already_naming_us_is_adopted_at_its_epoch() {
+    let read = lease(Some("gh1.1-aaaaaa"), 7, t0());
+    assert_eq!(
+        decide_lease_acquire(Some(&read), &cfg(), &me(), t0()).unwrap(),
+        LeaseDecision::Ours { epoch: Epoch(7) }
+    );
+}
+
+#[test]
+fn negative_transitions_are_malformed_not_a_panic() {
+    let read = lease(None, -1, t0());
+    assert!(decide_lease_acquire(Some(&read), &cfg(), &me(), t0()).is_err());
+}
+
+#[test]
+fn renewal_only_while_ours_at_our_epoch() {
+    let later = t0().checked_add(jiff_secs(10)).unwrap();
+    let RenewDecision::Renew(l) = decide_renew(
+        Some(&lease(Some("gh1.1-aaaaaa"), 3, t0())),
+        &me(),
+        Epoch(3),
+        later,
+    ) else {
+        panic!("expected renew");
+    };
+    assert_eq!(l.spec.unwrap().renew_time, Some(MicroTime(later)));
+    assert_eq!(
+        decide_renew(None, &me(), Epoch(3), later),
+        RenewDecision::Lost(LossReason::Deleted)
+    );
+    assert_eq!(
+        decide_renew(
+            Some(&lease(Some("gh9.1-zzzzzz"), 4, t0())),
+            &me(),
+            Epoch(3),
+            later
+        ),
+        RenewDecision::Lost(LossReason::HolderChanged {
+            holder: Some("gh9.1-zzzzzz".into())
+        })
+    );
+    assert_eq!(
+        decide_renew(
+            Some(&lease(Some("gh1.1-aaaaaa"), 5, t0())),
+            &me(),
+            Epoch(3),
+            later
+        ),
+        RenewDecision::Lost(LossReason::EpochChanged)
+    );
+}
+
+#[test]
+fn staleness_and_expiry_follow_the_injected_clock() {
+    let clock = ManualClock::new(t0());
+    let d = Duration::from_secs(30);
+    assert!(!is_stale(t0(), clock.now(), d));
+    clock.advance(Duration::from_secs(29));
+    assert!(!is_stale(t0(), clock.now(), d));
+    assert!(!is_expired(
+        lease(Some("x"), 1, t0()).spec.as_ref().unwrap(),
+        clock.now()
+    ));
+    clock.advance(Duration::from_secs(1));
+    assert!(is_stale(t0(), clock.now(), d));
+    assert!(is_expired(
+        lease(Some("x"), 1, t0()).spec.as_ref().unwrap(),
+        clock.now()
+    ));
+    assert!(is_expired(&LeaseSpec::default(), clock.now()));
+}
+
+#[test]
+fn recovery_needs_the_named_holder_and_expiry() {
+    let clock = ManualClock::new(t0());
+    let read = lease(Some("gh9.1-zzzzzz"), 2, t0());
+    let gone = GoneHolder {
+        holder: "gh9.1-zzzzzz".into(),
+        evidence: "run 9 completed".into(),
+    };
+    let wrong = GoneHolder {
+        holder: "gh8.1-yyyyyy".into(),
+        evidence: "run 8 completed".into(),
+    };
+    let decide = |g: &GoneHolder, l: Option<&Lease>| {
+        decide_recover(l, &cfg(), &me(), g, clock.now()).unwrap()
+    };
+    assert_eq!(
+        decide(&gone, Some(&read)),
+        RecoverDecision::Refuse(RecoverRefusal::NotExpired {
+            holder: "gh9.1-zzzzzz".into()
+        })
+    );
+    clock.advance(Duration::from_secs(31));
+    assert_eq!(
+        decide(&wrong, Some(&read)),
+        RecoverDecision::Refuse(RecoverRefusal::OtherHolder {
+            holder: "gh9.1-zzzzzz".into()
+        })
+    );
+    assert_eq!(
+        decide(&gone, None),
+        RecoverDecision::Refuse(RecoverRefusal::Missing)
+    );
+    assert_eq!(
+        decide(&gone, Some(&lease(None, 2, t0()))),
+        RecoverDecision::Refuse(RecoverRefusal::Free)
+    );
+    let RecoverDecision::Take(l) = decide(&gone, Some(&read)) else {
+        panic!("expected take")
+    };
+    assert_eq!(l.metadata.resource_version.as_deref(), Some("42"));
+    let spec = l.spec.unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some("gh1.1-aaaaaa"));
+    assert_eq!(spec.lease_transitions, Some(3));
+}
+
+#[test]
+fn release_clears_the_holder_only_while_ours() {
+    let LeaseReleaseDecision::Update(l) =
+        decide_lease_release(Some(&lease(Some("gh1.1-aaaaaa"), 3, t0())), &me(), Epoch(3))
+    else {
+        panic!("expected update");
+    };
+    let spec = l.spec.unwrap();
+    assert_eq!(spec.holder_identity, None);
+    assert_eq!(spec.lease_transitions, Some(3));
+    assert_eq!(l.metadata.resource_version.as_deref(), Some("42"));
+    assert_eq!(
+        decide_lease_release(None, &me(), Epoch(3)),
+        LeaseReleaseDecision::Gone
+    );
+    assert_eq!(
+        decide_lease_release(Some(&lease(Some("gh9.1-zzzzzz"), 4, t0())), &me(), Epoch(3)),
+        LeaseReleaseDecision::NotOurs {
+            holder: Some("gh9.1-zzzzzz".into())
+        }
+    );
+    assert!(matches!(
+        decide_lease_release(Some(&lease(Some("gh1.1-aaaaaa"), 4, t0())), &me(), Epoch(3)),
+        LeaseReleaseDecision::NotOurs { .. }
+    ));
+}
+
+fn jiff_secs(s: i64) -> k8s_openapi::jiff::SignedDuration {
+    k8s_openapi::jiff::SignedDuration::from_secs(s)
+}
