@@ -419,4 +419,3 @@ fn plain_label(key: &str) -> String {
         "<not shown>".to_string()
     }
 }
-

@@ -4,11 +4,13 @@
 
 pub mod credential;
 pub mod error;
+pub mod image;
 pub mod input;
 mod json_keys;
 pub mod mask;
 pub mod plan;
 pub mod reassert;
+pub mod registry;
 
 pub use credential::{CredentialFormat, CredentialSource, DockerConfig, RegistryAuth};
 pub use error::{CredentialProblem, GhcrError};
