@@ -42,6 +42,13 @@ pub enum SuspendError {
     /// An object the handoff needs is not there or not what it should be.
     #[error("{step}: {detail}")]
     Invalid { step: &'static str, detail: String },
+    /// A fence operation failed.
+    #[error("{step}")]
+    Fence {
+        step: &'static str,
+        #[source]
+        source: flux_fence::FenceError,
+    },
     /// A Kubernetes API call failed.
     #[error("{step}")]
     Kube {

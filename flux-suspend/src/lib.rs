@@ -32,6 +32,7 @@
 
 pub mod error;
 pub mod flux;
+pub mod handoff;
 pub mod io;
 pub mod judge;
 pub mod object;
@@ -39,6 +40,8 @@ pub mod quiesce;
 pub mod readiness;
 pub mod report;
 pub mod retire;
+pub mod steps;
 
 pub use error::SuspendError;
+pub use handoff::{Chain, Handoff, PauseOptions, PauseOutcome, ResumeReport};
 pub use judge::Proof;

@@ -1,60 +1,12 @@
-//! A reference to one Flux (or any) object, and reading it as the judge needs it.
+//! Objects of the chain ([`flux_fence::ObjectRef`]) and reading them as the judge needs them.
 
+use flux_fence::ObjectRef;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::Value;
 
 use crate::flux;
 use crate::judge::{Read, Seen};
-
-/// A namespaced object of a given kind.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObjectRef {
-    pub resource: ApiResource,
-    pub namespace: String,
-    pub name: String,
-}
-
-impl ObjectRef {
-    /// A Flux Kustomization (`kustomize.toolkit.fluxcd.io/v1`).
-    #[must_use]
-    pub fn kustomization(namespace: &str, name: &str) -> Self {
-        Self::new(kustomization_resource(), namespace, name)
-    }
-
-    /// A Flux `HelmRelease` (`helm.toolkit.fluxcd.io/v2`).
-    #[must_use]
-    pub fn helm_release(namespace: &str, name: &str) -> Self {
-        Self::new(helmrelease_resource(), namespace, name)
-    }
-
-    #[must_use]
-    pub fn new(resource: ApiResource, namespace: &str, name: &str) -> Self {
-        Self {
-            resource,
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-        }
-    }
-
-    /// The dynamic API for this object's kind and namespace.
-    #[must_use]
-    pub fn api(&self, client: &Client) -> Api<DynamicObject> {
-        Api::namespaced_with(client.clone(), &self.namespace, &self.resource)
-    }
-
-    /// Reads the object as JSON.
-    pub async fn get_json(&self, client: &Client) -> Result<Value, kube::Error> {
-        let obj = self.api(client).get(&self.name).await?;
-        serde_json::to_value(&obj).map_err(kube::Error::SerdeError)
-    }
-}
-
-impl std::fmt::Display for ObjectRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}/{}", self.resource.kind, self.namespace, self.name)
-    }
-}
 
 /// `kustomize.toolkit.fluxcd.io/v1` Kustomization.
 #[must_use]
@@ -72,6 +24,30 @@ pub fn helmrelease_resource() -> ApiResource {
         &GroupVersionKind::gvk("helm.toolkit.fluxcd.io", "v2", "HelmRelease"),
         "helmreleases",
     )
+}
+
+/// A Kustomization `namespace/name`.
+#[must_use]
+pub fn kustomization(namespace: &str, name: &str) -> ObjectRef {
+    ObjectRef::new(kustomization_resource(), namespace, name)
+}
+
+/// A `HelmRelease` `namespace/name`.
+#[must_use]
+pub fn helm_release(namespace: &str, name: &str) -> ObjectRef {
+    ObjectRef::new(helmrelease_resource(), namespace, name)
+}
+
+/// The dynamic API for `obj`'s kind and namespace.
+#[must_use]
+pub fn api(client: &Client, obj: &ObjectRef) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), &obj.namespace, &obj.resource)
+}
+
+/// Reads `obj` as JSON.
+pub async fn get_json(client: &Client, obj: &ObjectRef) -> Result<Value, kube::Error> {
+    let got = api(client, obj).get(&obj.name).await?;
+    serde_json::to_value(&got).map_err(kube::Error::SerdeError)
 }
 
 /// Reduces a read object to what the judge looks at. Status is deliberately not read.
@@ -95,7 +71,7 @@ pub fn seen(obj: &Value, owner_key: &str) -> Seen {
 
 /// Reads one object for a proof pass; any failure is `Unreadable` (the judge counts it).
 pub async fn read_for_proof(client: &Client, obj: &ObjectRef, owner_key: &str) -> Read {
-    match obj.get_json(client).await {
+    match get_json(client, obj).await {
         Ok(v) => Read::Seen(seen(&v, owner_key)),
         Err(e) => {
             tracing::debug!(object = %obj, error = %e, "proof read failed");

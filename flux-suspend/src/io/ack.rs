@@ -3,8 +3,9 @@ use serde_json::Value;
 
 use super::{Timing, poll};
 use crate::error::SuspendError;
-use crate::object::ObjectRef;
+use crate::object::get_json;
 use crate::retire::acknowledged;
+use flux_fence::ObjectRef;
 
 /// Waits until `object` acknowledges `nonce` (`status.lastHandledReconcileAt == nonce`) and
 /// returns the object as read then.
@@ -22,7 +23,7 @@ pub async fn wait_acknowledged(
     timing: Timing,
 ) -> Result<Value, SuspendError> {
     poll(timing, || async {
-        match object.get_json(client).await {
+        match get_json(client, object).await {
             Ok(v) if acknowledged(&v, nonce) => Some(v),
             Ok(_) => None,
             Err(e) => {

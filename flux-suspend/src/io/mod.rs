@@ -30,7 +30,7 @@ impl Timing {
 
 /// Polls `step` every `timing.interval` until it returns `Some`, or returns `None` once the
 /// next poll would pass the deadline.
-pub(crate) async fn poll<T, F, Fut>(timing: Timing, mut step: F) -> Option<T>
+pub async fn poll<T, F, Fut>(timing: Timing, mut step: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,

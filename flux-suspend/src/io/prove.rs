@@ -3,7 +3,8 @@ use kube::Client;
 use super::{Timing, poll};
 use crate::error::SuspendError;
 use crate::judge::{Judge, Member, Proof, Verdict};
-use crate::object::{ObjectRef, read_for_proof};
+use crate::object::read_for_proof;
+use flux_fence::ObjectRef;
 
 /// One fenced object to prove, with what "still ours" means for it.
 #[derive(Debug, Clone)]

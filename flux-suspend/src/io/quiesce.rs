@@ -3,8 +3,9 @@ use kube::Client;
 use super::{Timing, poll};
 use crate::error::SuspendError;
 use crate::flux;
-use crate::object::ObjectRef;
+use crate::object::get_json;
 use crate::quiesce::{Blocker, blockers};
+use flux_fence::ObjectRef;
 
 /// Waits until `target` shows no `Reconciling=True` and every `dependsOn` object is Ready.
 ///
@@ -18,11 +19,11 @@ pub async fn wait_quiet(
 ) -> Result<(), SuspendError> {
     let last: std::cell::RefCell<Vec<Blocker>> = std::cell::RefCell::default();
     let quiet = poll(timing, || async {
-        let obj = target.get_json(client).await.ok()?;
+        let obj = get_json(client, target).await.ok()?;
         let mut deps = Vec::new();
         for dep in flux::depends_on(&obj) {
             let r = ObjectRef::new(target.resource.clone(), &dep.namespace, &dep.name);
-            deps.push((dep, r.get_json(client).await.ok()));
+            deps.push((dep, get_json(client, &r).await.ok()));
         }
         let found = blockers(&obj, &deps);
         let quiet = found.is_empty();

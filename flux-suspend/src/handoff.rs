@@ -1,0 +1,519 @@
+//! The pause and the resume of a handoff: the I/O that walks [`crate::steps::pause_steps`].
+
+use flux_fence::{
+    AcquireOutcome, FenceGuard, Fencer, Mark, MarkAt, ObjectRef, ReleaseOutcome, Restore,
+};
+use kube::Client;
+use kube::api::{Patch, PatchParams};
+use serde_json::{Value, json};
+
+use crate::error::SuspendError;
+use crate::flux::{RECONCILE_ANNOTATION, RECONCILE_DISABLED, REQUESTED_AT_ANNOTATION};
+use crate::io::{self, ControllerRef, ProofTarget, Timing};
+use crate::judge::{Member, Proof, Role};
+use crate::object;
+use crate::readiness::{Readiness, readiness};
+use crate::retire::Strategy;
+use crate::steps::{Step, pause_steps};
+
+/// A target and the Flux object that applies it (`None`: a top-level object).
+#[derive(Debug, Clone)]
+pub struct Chain {
+    pub parent: Option<ObjectRef>,
+    pub target: ObjectRef,
+}
+
+/// How to pause.
+#[derive(Debug, Clone)]
+pub struct PauseOptions {
+    pub strategy: Strategy,
+    /// Wait for targets to be quiet before fencing them (implied by [`Strategy::None`]).
+    pub quiesce: bool,
+    /// The controller Deployment [`Strategy::Restart`] restarts.
+    pub controller: ControllerRef,
+    /// Interval and budget of each bounded wait.
+    pub timing: Timing,
+    /// Why; recorded on each fenced object (annotation and Event). Never a secret.
+    pub reason: Option<String>,
+}
+
+/// The end of a pause that did not break.
+#[derive(Debug)]
+pub enum PauseOutcome {
+    /// The pause is proven; the work may start.
+    Proven(Proof),
+    /// Someone else holds a member of the chain; nothing of that member was changed.
+    Refused { object: String, why: String },
+}
+
+/// What a resume released.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ResumeReport {
+    /// Objects released, in release order.
+    pub released: Vec<String>,
+    /// Objects that were no longer ours (gone, recreated, or another owner): not touched.
+    pub not_ours: Vec<String>,
+}
+
+/// A fence held by this handoff, with the nonce its acquire wrote.
+#[derive(Debug)]
+struct Held {
+    guard: FenceGuard,
+    nonce: Option<String>,
+}
+
+/// One handoff: the fences it holds, parents and targets, and how to release them.
+///
+/// # Guarantees
+/// - Fences are taken top-down (parents, then targets) and released bottom-up; a parent is
+///   never released while one of its targets is still held.
+/// - Everything this handoff fenced stays listed in it until released, including fences whose
+///   write had an unknown outcome — so cleanup can act on every exit path.
+pub struct Handoff {
+    client: Client,
+    fencer: Fencer,
+    parents: Vec<Held>,
+    targets: Vec<Held>,
+}
+
+impl std::fmt::Debug for Handoff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handoff")
+            .field("fencer", &self.fencer)
+            .field("held", &self.held_objects())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Handoff {
+    /// A handoff writing with `fencer` (which should carry the Lease, so every write asserts it).
+    #[must_use]
+    pub fn new(client: Client, fencer: Fencer) -> Self {
+        Self {
+            client,
+            fencer,
+            parents: Vec::new(),
+            targets: Vec::new(),
+        }
+    }
+
+    /// Takes over fences found on the cluster (e.g. for `resume --holder`). Guards whose marks
+    /// include `reconcile: disabled` are targets (released first); the rest are parents.
+    #[must_use]
+    pub fn adopt(client: Client, fencer: Fencer, guards: Vec<FenceGuard>) -> Self {
+        let mut h = Self::new(client, fencer);
+        for guard in guards {
+            let is_target = guard.held().marks.iter().any(|m| {
+                m.at == MarkAt::Annotation(RECONCILE_ANNOTATION.into())
+                    && m.value == json!(RECONCILE_DISABLED)
+            });
+            let held = Held { guard, nonce: None };
+            if is_target {
+                h.targets.push(held);
+            } else {
+                h.parents.push(held);
+            }
+        }
+        h
+    }
+
+    /// Whether any fence is held.
+    #[must_use]
+    pub fn holds_anything(&self) -> bool {
+        !self.parents.is_empty() || !self.targets.is_empty()
+    }
+
+    /// The objects held, targets first (release order).
+    #[must_use]
+    pub fn held_objects(&self) -> Vec<String> {
+        self.targets
+            .iter()
+            .chain(&self.parents)
+            .map(|h| h.guard.object().to_string())
+            .collect()
+    }
+
+    /// Pauses the chains: fence, retire in-flight executions, prove. `progress` is told each
+    /// finished step.
+    ///
+    /// # Guarantees
+    /// - Every write is a CAS ([`Fencer::acquire`]); with a Lease on the fencer it is asserted
+    ///   before each write.
+    /// - No target is fenced while a parent execution that began before the parent was fenced
+    ///   may still run (ack: the parent's acknowledgement; restart: re-fence after the restart;
+    ///   none: the parent read quiet before its fence — the weakest).
+    /// - The proof never reads status conditions.
+    ///
+    /// # Errors
+    /// Timeouts of each wait ([`SuspendError::ProofTimeout`] carries only counters), API and
+    /// fence failures. What was fenced before the error stays held: call [`Handoff::resume`].
+    pub async fn pause(
+        &mut self,
+        chains: &[Chain],
+        opts: &PauseOptions,
+        progress: &mut (dyn FnMut(Step) + Send),
+    ) -> Result<PauseOutcome, SuspendError> {
+        let mut parents: Vec<ObjectRef> = Vec::new();
+        let mut targets: Vec<ObjectRef> = Vec::new();
+        for c in chains {
+            if let Some(p) = &c.parent
+                && !parents.contains(p)
+            {
+                parents.push(p.clone());
+            }
+            if !targets.contains(&c.target) {
+                targets.push(c.target.clone());
+            }
+        }
+        if let Some(both) = targets.iter().find(|t| parents.contains(t)) {
+            return Err(SuspendError::Invalid {
+                step: "planning the pause",
+                detail: format!("{both} is both a target and a parent"),
+            });
+        }
+        let timing = opts.timing;
+        for step in pause_steps(opts.strategy, opts.quiesce, !parents.is_empty()) {
+            match step {
+                Step::QuiesceParents => {
+                    for p in &parents {
+                        io::wait_quiet(&self.client, p, timing).await?;
+                    }
+                }
+                Step::FenceParents => {
+                    for p in &parents {
+                        if let Some(refused) = self.fence(p, false, opts).await? {
+                            return Ok(refused);
+                        }
+                    }
+                }
+                Step::AwaitParentAcks => self.await_acks(false, timing).await?,
+                Step::QuiesceTargets => {
+                    for t in &targets {
+                        io::wait_quiet(&self.client, t, timing).await?;
+                    }
+                }
+                Step::FenceTargets => {
+                    for t in &targets {
+                        if let Some(refused) = self.fence(t, true, opts).await? {
+                            return Ok(refused);
+                        }
+                    }
+                }
+                Step::AwaitTargetAcks => self.await_acks(true, timing).await?,
+                Step::RestartController => {
+                    let token = flux_fence::Holder::generate().to_string();
+                    io::restart_controller(&self.client, &opts.controller, &token, timing).await?;
+                }
+                Step::RefenceReverted => {
+                    for h in self.parents.iter().chain(&self.targets) {
+                        refence(&self.client, &h.guard, self.fencer.keys().owner.as_str()).await?;
+                    }
+                }
+                Step::Prove => {
+                    let proof = io::prove_stable_pause(
+                        &self.client,
+                        &self.proof_chain(),
+                        &self.fencer.keys().owner,
+                        None,
+                        timing,
+                    )
+                    .await?;
+                    progress(step);
+                    return Ok(PauseOutcome::Proven(proof));
+                }
+            }
+            progress(step);
+        }
+        unreachable!("pause_steps always ends with Prove")
+    }
+
+    /// Releases every fence held, targets first (last fenced first), then parents — but no
+    /// parent while a target is still held. Optionally waits until each released object is
+    /// Ready for its current generation.
+    ///
+    /// # Errors
+    /// [`SuspendError::Invalid`] when something could not be released (it stays held here and
+    /// on the cluster, where fence discovery lists it); API failures.
+    pub async fn resume(
+        &mut self,
+        wait_ready: Option<Timing>,
+    ) -> Result<ResumeReport, SuspendError> {
+        let mut report = ResumeReport::default();
+        let mut released = Vec::new();
+        for level in [true, false] {
+            loop {
+                let list = if level {
+                    &mut self.targets
+                } else {
+                    &mut self.parents
+                };
+                let Some(held) = list.pop() else { break };
+                let name = held.guard.object().to_string();
+                let object = held.guard.object().clone();
+                let uid = held.guard.uid().to_string();
+                match self.fencer.release(held.guard).await {
+                    Ok(ReleaseOutcome::Released { .. }) => {
+                        report.released.push(name);
+                        released.push((object, uid));
+                    }
+                    Ok(ReleaseOutcome::Kept { guard, why }) => {
+                        let list = if level {
+                            &mut self.targets
+                        } else {
+                            &mut self.parents
+                        };
+                        list.push(Held {
+                            guard: *guard,
+                            nonce: held.nonce,
+                        });
+                        return Err(SuspendError::Invalid {
+                            step: "releasing",
+                            detail: format!("{name} kept: {why:?}"),
+                        });
+                    }
+                    Ok(_) => report.not_ours.push(name),
+                    Err(source) => {
+                        return Err(SuspendError::Fence {
+                            step: "releasing",
+                            source,
+                        });
+                    }
+                }
+            }
+        }
+        if let Some(timing) = wait_ready {
+            for (obj, uid) in &released {
+                wait_ready_after_resume(&self.client, obj, uid, timing).await?;
+            }
+        }
+        Ok(report)
+    }
+
+    async fn fence(
+        &mut self,
+        obj: &ObjectRef,
+        is_target: bool,
+        opts: &PauseOptions,
+    ) -> Result<Option<PauseOutcome>, SuspendError> {
+        let nonce = new_nonce();
+        let mut marks = vec![
+            Mark::field("/spec/suspend", json!(true)).exclusive(),
+            Mark::annotation(REQUESTED_AT_ANNOTATION, nonce.clone()).restore(Restore::IfUnchanged),
+        ];
+        if is_target {
+            marks.push(Mark::annotation(RECONCILE_ANNOTATION, RECONCILE_DISABLED));
+        }
+        let outcome = self
+            .fencer
+            .acquire(obj, marks, opts.reason.as_deref())
+            .await
+            .map_err(|source| SuspendError::Fence {
+                step: "fencing",
+                source,
+            })?;
+        let refused = |why: String| {
+            Ok(Some(PauseOutcome::Refused {
+                object: obj.to_string(),
+                why,
+            }))
+        };
+        let guard = match outcome {
+            AcquireOutcome::Acquired(guard) => guard,
+            AcquireOutcome::Refused { holder } => return refused(format!("fenced by {holder}")),
+            AcquireOutcome::AlreadyMarked { at } => {
+                return refused(format!("{at} already set by someone else"));
+            }
+            AcquireOutcome::OursDiffers => {
+                return refused("already fenced by this holder with other marks".into());
+            }
+            AcquireOutcome::NotFound => {
+                return Err(SuspendError::Invalid {
+                    step: "fencing",
+                    detail: format!("{obj} not found"),
+                });
+            }
+            AcquireOutcome::Ambiguous { guard, why } => {
+                // Keep it, so cleanup releases it with a CAS if it turns out to be ours.
+                self.push(
+                    is_target,
+                    Held {
+                        guard,
+                        nonce: Some(nonce),
+                    },
+                );
+                return Err(SuspendError::Invalid {
+                    step: "fencing",
+                    detail: format!("{obj}: response lost and the re-read is unclear ({why:?})"),
+                });
+            }
+            AcquireOutcome::Contended => {
+                return Err(SuspendError::Invalid {
+                    step: "fencing",
+                    detail: format!("{obj} changed on every attempt"),
+                });
+            }
+            other => {
+                return Err(SuspendError::Invalid {
+                    step: "fencing",
+                    detail: format!("{obj}: {other:?}"),
+                });
+            }
+        };
+        self.push(
+            is_target,
+            Held {
+                guard,
+                nonce: Some(nonce),
+            },
+        );
+        Ok(None)
+    }
+
+    fn push(&mut self, is_target: bool, held: Held) {
+        if is_target {
+            self.targets.push(held);
+        } else {
+            self.parents.push(held);
+        }
+    }
+
+    async fn await_acks(&self, targets: bool, timing: Timing) -> Result<(), SuspendError> {
+        let list = if targets {
+            &self.targets
+        } else {
+            &self.parents
+        };
+        for h in list {
+            if let Some(nonce) = &h.nonce {
+                io::wait_acknowledged(&self.client, h.guard.object(), nonce, timing).await?;
+            }
+        }
+        Ok(())
+    }
+
+    fn proof_chain(&self) -> Vec<ProofTarget> {
+        let owner = self.fencer.owner().to_string();
+        let member = |h: &Held, role: Role, needs_rd: bool| ProofTarget {
+            object: h.guard.object().clone(),
+            member: Member {
+                role,
+                uid: h.guard.uid().to_string(),
+                owner: owner.clone(),
+                needs_reconcile_disabled: needs_rd,
+            },
+        };
+        self.parents
+            .iter()
+            .map(|h| member(h, Role::Parent, false))
+            .chain(self.targets.iter().map(|h| member(h, Role::Target, true)))
+            .collect()
+    }
+}
+
+impl Drop for Handoff {
+    fn drop(&mut self) {
+        if self.holds_anything() {
+            tracing::error!(
+                held = ?self.held_objects(),
+                "handoff dropped while holding fences: `flux-handoff fences` lists them"
+            );
+        }
+    }
+}
+
+/// A fresh `requestedAt` value: an RFC 3339 timestamp, as `flux reconcile` writes.
+#[must_use]
+pub fn new_nonce() -> String {
+    k8s_openapi::jiff::Timestamp::now().to_string()
+}
+
+/// Puts back any exact mark a pre-restart parent execution reverted, with a CAS on the read
+/// object that also tests it is still ours.
+async fn refence(client: &Client, guard: &FenceGuard, owner_key: &str) -> Result<(), SuspendError> {
+    let obj = object::get_json(client, guard.object())
+        .await
+        .map_err(SuspendError::kube(
+            "re-reading a fenced object after the restart",
+        ))?;
+    let owner = guard.owner().to_string();
+    if obj.pointer("/metadata/uid").and_then(Value::as_str) != Some(guard.uid())
+        || crate::flux::annotation(&obj, owner_key) != Some(owner.as_str())
+    {
+        return Ok(()); // not ours any more: the proof will say so (not_owned)
+    }
+    let reverted: Vec<_> = guard
+        .held()
+        .marks
+        .iter()
+        .filter(|m| m.restore == Restore::Exact && obj.pointer(&m.at.pointer()) != Some(&m.value))
+        .collect();
+    if reverted.is_empty() {
+        return Ok(());
+    }
+    tracing::warn!(object = %guard.object(), "a mark was reverted before the restart; re-fencing");
+    let mut ops = vec![
+        json!({ "op": "test", "path": "/metadata/uid", "value": guard.uid() }),
+        json!({ "op": "test", "path": "/metadata/resourceVersion",
+                "value": obj.pointer("/metadata/resourceVersion") }),
+        json!({ "op": "test", "path": flux_fence::pointer::annotation(owner_key), "value": owner }),
+    ];
+    ops.extend(
+        reverted
+            .iter()
+            .map(|m| json!({ "op": "add", "path": m.at.pointer(), "value": m.value })),
+    );
+    let patch: json_patch::Patch =
+        serde_json::from_value(Value::Array(ops)).map_err(|e| SuspendError::Invalid {
+            step: "building the re-fence patch",
+            detail: e.to_string(),
+        })?;
+    object::api(client, guard.object())
+        .patch(
+            &guard.object().name,
+            &PatchParams::default(),
+            &Patch::Json::<()>(patch),
+        )
+        .await
+        .map_err(SuspendError::kube("re-fencing a reverted object"))?;
+    Ok(())
+}
+
+/// Requests a reconcile of a released object (uid precondition) and waits until it is Ready
+/// for its current generation with that request handled.
+async fn wait_ready_after_resume(
+    client: &Client,
+    obj: &ObjectRef,
+    uid: &str,
+    timing: Timing,
+) -> Result<(), SuspendError> {
+    let nonce = new_nonce();
+    let patch =
+        json!({ "metadata": { "uid": uid, "annotations": { REQUESTED_AT_ANNOTATION: nonce } } });
+    object::api(client, obj)
+        .patch(&obj.name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(SuspendError::kube("requesting a reconcile after resume"))?;
+    let last = std::sync::Mutex::new(Readiness::Pending);
+    let ready = io::poll(timing, || async {
+        let v = object::get_json(client, obj).await.ok()?;
+        let r = readiness(&v, Some(&nonce));
+        let done = r == Readiness::Ready;
+        *last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = r;
+        done.then_some(())
+    })
+    .await;
+    match ready {
+        Some(()) => Ok(()),
+        None => Err(SuspendError::Invalid {
+            step: "waiting for Ready after resume",
+            detail: format!(
+                "{obj} not Ready within {}s ({:?})",
+                timing.timeout.as_secs(),
+                last.into_inner()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+            ),
+        }),
+    }
+}

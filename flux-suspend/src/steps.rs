@@ -1,0 +1,133 @@
+//! The order of a pause, decided from the strategy alone (pure).
+//!
+//! Protocol phases 3–7: fence top-down; before the target is fenced, no parent execution that
+//! began before the parent was fenced may still be running; retire in-flight executions; prove.
+
+use crate::retire::Strategy;
+
+/// One step of a pause, applied to every object of its level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// `none`: wait until the parents read quiet *before* fencing them (status is still a
+    /// clock while they are not suspended).
+    QuiesceParents,
+    /// Owner fence + `spec.suspend=true` + `requestedAt` nonce on each parent.
+    FenceParents,
+    /// `ack`: wait until each parent acknowledged its nonce — no pre-fence parent execution is
+    /// still running, so none can re-apply a target over its fence.
+    AwaitParentAcks,
+    /// Wait until each target shows no `Reconciling=True` (strategy `none`, or `--quiesce`).
+    QuiesceTargets,
+    /// Owner fence + `spec.suspend=true` + `reconcile: disabled` + nonce on each target.
+    FenceTargets,
+    /// `ack`: wait until each target acknowledged its nonce.
+    AwaitTargetAcks,
+    /// `restart`: rollout-restart the controller and wait until every old Pod is gone.
+    RestartController,
+    /// `restart`: a pre-restart parent execution may have re-applied a target's Git state;
+    /// put back any mark it reverted (CAS), so the proof starts over on a fenced target.
+    RefenceReverted,
+    /// Two consecutive stable passes.
+    Prove,
+}
+
+/// The steps of a pause, in order.
+#[must_use]
+pub fn pause_steps(strategy: Strategy, quiesce: bool, has_parents: bool) -> Vec<Step> {
+    let mut steps = Vec::new();
+    if has_parents {
+        if strategy == Strategy::None {
+            steps.push(Step::QuiesceParents);
+        }
+        steps.push(Step::FenceParents);
+        if strategy == Strategy::Ack {
+            steps.push(Step::AwaitParentAcks);
+        }
+    }
+    if quiesce || strategy == Strategy::None {
+        steps.push(Step::QuiesceTargets);
+    }
+    steps.push(Step::FenceTargets);
+    match strategy {
+        Strategy::Ack => steps.push(Step::AwaitTargetAcks),
+        Strategy::Restart => {
+            steps.push(Step::RestartController);
+            steps.push(Step::RefenceReverted);
+        }
+        Strategy::None => {}
+    }
+    steps.push(Step::Prove);
+    steps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Step::*;
+    use super::*;
+
+    #[test]
+    fn ack_waits_for_the_parent_before_fencing_the_target() {
+        assert_eq!(
+            pause_steps(Strategy::Ack, false, true),
+            [
+                FenceParents,
+                AwaitParentAcks,
+                FenceTargets,
+                AwaitTargetAcks,
+                Prove
+            ]
+        );
+    }
+
+    #[test]
+    fn ack_does_not_quiesce_unless_asked() {
+        assert!(!pause_steps(Strategy::Ack, false, true).contains(&QuiesceTargets));
+        assert_eq!(
+            pause_steps(Strategy::Ack, true, true),
+            [
+                FenceParents,
+                AwaitParentAcks,
+                QuiesceTargets,
+                FenceTargets,
+                AwaitTargetAcks,
+                Prove
+            ]
+        );
+    }
+
+    #[test]
+    fn restart_fences_both_restarts_once_then_refences() {
+        assert_eq!(
+            pause_steps(Strategy::Restart, false, true),
+            [
+                FenceParents,
+                FenceTargets,
+                RestartController,
+                RefenceReverted,
+                Prove
+            ]
+        );
+    }
+
+    #[test]
+    fn none_quiesces_parents_before_fencing_and_targets_always() {
+        assert_eq!(
+            pause_steps(Strategy::None, false, true),
+            [
+                QuiesceParents,
+                FenceParents,
+                QuiesceTargets,
+                FenceTargets,
+                Prove
+            ]
+        );
+    }
+
+    #[test]
+    fn top_level_target_has_no_parent_steps() {
+        assert_eq!(
+            pause_steps(Strategy::Ack, false, false),
+            [FenceTargets, AwaitTargetAcks, Prove]
+        );
+    }
+}
