@@ -186,10 +186,15 @@ async fn play(
             .and_then(|l| l.get(TEMPLATE_HASH_LABEL))
             .cloned()
     };
-    let current = live
+    let current_pods: Vec<&&Pod> = live
         .iter()
         .filter(|p| hash_of(p).as_deref() == Some(hash.as_str()))
-        .count();
+        .collect();
+    let current = current_pods.len();
+    for p in current_pods.iter().filter(|p| !pod_ready(p)) {
+        // A Pod whose Ready write was lost (model killed in between) is made Ready now.
+        mark_ready(&pods, p).await?;
+    }
     let old: Vec<String> = live
         .iter()
         .filter(|p| hash_of(p).as_deref() != Some(hash.as_str()))
@@ -202,41 +207,64 @@ async fn play(
         create_ready_pod(&pods, &template, &hash, cfg).await?;
     }
     if !old.is_empty() {
-        let grace = u32::try_from(cfg.termination_grace.as_secs())
-            .unwrap_or(u32::MAX)
-            .max(1);
-        for name in &old {
-            let dp = DeleteParams {
-                grace_period_seconds: Some(grace),
-                ..DeleteParams::default()
-            };
-            let _ = pods.delete(name, &dp).await;
-        }
-        // The old process dies with its Pod: every in-flight reconcile is killed.
-        inner.clone().restart().await;
-        let restarted_at = template["metadata"]["annotations"][RESTARTED_AT]
-            .as_str()
-            .unwrap_or_default();
-        inner.events.push(ModelEvent::RolledOut {
-            restarted_at: restarted_at.to_string(),
-        });
-        let (pods2, wait) = (pods.clone(), cfg.termination_grace);
-        finishers.spawn(async move {
-            tokio::time::sleep(wait).await;
-            for name in old {
-                let _ = pods2
-                    .delete(
-                        &name,
-                        &DeleteParams {
-                            grace_period_seconds: Some(0),
-                            ..DeleteParams::default()
-                        },
-                    )
-                    .await;
-            }
-        });
+        terminate_old(inner, cfg, &pods, &template, old, finishers).await;
     }
     let ready = i32::try_from(current + missing).unwrap_or(i32::MAX);
+    write_status(inner, cfg, dep, ready).await
+}
+
+/// Deletes the old Pods with their grace period, restarts the controller loop (the old process
+/// dies with its Pod), and confirms termination after the grace period.
+async fn terminate_old(
+    inner: &Arc<Inner>,
+    cfg: &DeploymentConfig,
+    pods: &Api<Pod>,
+    template: &Value,
+    old: Vec<String>,
+    finishers: &mut JoinSet<()>,
+) {
+    let grace = u32::try_from(cfg.termination_grace.as_secs())
+        .unwrap_or(u32::MAX)
+        .max(1);
+    for name in &old {
+        let dp = DeleteParams {
+            grace_period_seconds: Some(grace),
+            ..DeleteParams::default()
+        };
+        let _ = pods.delete(name, &dp).await;
+    }
+    // The old process dies with its Pod: every in-flight reconcile is killed.
+    inner.clone().restart().await;
+    let restarted_at = template["metadata"]["annotations"][RESTARTED_AT]
+        .as_str()
+        .unwrap_or_default();
+    inner.events.push(ModelEvent::RolledOut {
+        restarted_at: restarted_at.to_string(),
+    });
+    let (pods2, wait) = (pods.clone(), cfg.termination_grace);
+    finishers.spawn(async move {
+        tokio::time::sleep(wait).await;
+        for name in old {
+            let _ = pods2
+                .delete(
+                    &name,
+                    &DeleteParams {
+                        grace_period_seconds: Some(0),
+                        ..DeleteParams::default()
+                    },
+                )
+                .await;
+        }
+    });
+}
+
+/// Writes the Deployment status when it differs from what the server holds.
+async fn write_status(
+    inner: &Arc<Inner>,
+    cfg: &DeploymentConfig,
+    dep: &Deployment,
+    ready: i32,
+) -> anyhow::Result<()> {
     let status = json!({
         "observedGeneration": dep.metadata.generation,
         "replicas": ready,
@@ -291,19 +319,42 @@ async fn create_ready_pod(
         "spec": spec,
     }))?;
     let created = pods.create(&PostParams::default(), &pod).await?;
-    let name = created.metadata.name.unwrap_or_default();
+    mark_ready(pods, &created).await
+}
+
+fn pod_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// What a kubelet reports once the container runs: Running and Ready.
+async fn mark_ready(pods: &Api<Pod>, pod: &Pod) -> anyhow::Result<()> {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
     let now = now_rfc3339();
     let cond = |t: &str| json!({ "type": t, "status": "True", "lastTransitionTime": now });
+    let containers: Vec<Value> = pod
+        .spec
+        .as_ref()
+        .map(|s| {
+            s.containers.iter().map(|c| json!({
+            "name": c.name, "image": c.image, "imageID": "", "ready": true, "started": true,
+            "restartCount": 0, "state": { "running": { "startedAt": now } },
+        })).collect()
+        })
+        .unwrap_or_default();
     let status = json!({ "status": {
         "phase": "Running",
         "startTime": now,
         "conditions": [cond("PodScheduled"), cond("Initialized"), cond("ContainersReady"), cond("Ready")],
+        "containerStatuses": containers,
     }});
     let pp = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..PatchParams::default()
     };
-    pods.patch_status(&name, &pp, &Patch::Merge(status)).await?;
+    pods.patch_status(name, &pp, &Patch::Merge(status)).await?;
     Ok(())
 }
 

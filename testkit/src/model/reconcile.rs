@@ -49,26 +49,17 @@ pub(crate) async fn reconcile(inner: &Arc<Inner>, key: &str) -> Requeue {
     let obj = match api.get_opt(name).await {
         Ok(Some(o)) => o,
         Ok(None) => {
+            let outcome = Outcome::Gone;
             inner.events.push(ModelEvent::Finished {
                 key: key.into(),
                 run,
-                outcome: Outcome::Gone,
+                outcome,
             });
             return Requeue::No;
         }
         Err(e) => return finished_with_error(inner, key, run, &e.into()),
     };
-    let read = Read {
-        key: key.to_string(),
-        run,
-        generation: obj.metadata.generation.unwrap_or(0),
-        requested_at: obj
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(REQUESTED_AT))
-            .cloned(),
-    };
+    let read = Read::of(&obj, key, run);
     let suspended = obj.data["spec"]["suspend"].as_bool().unwrap_or(false);
     inner.events.push(ModelEvent::Started {
         key: key.into(),
@@ -78,63 +69,73 @@ pub(crate) async fn reconcile(inner: &Arc<Inner>, key: &str) -> Requeue {
         suspended,
     });
     let mut patcher = StatusPatcher::new(api.clone(), &obj);
-    let mut status = patcher.baseline().clone();
+    let status = patcher.baseline().clone();
     let finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
 
     if obj.metadata.deletion_timestamp.is_some() {
         let rest: Vec<String> = finalizers.into_iter().filter(|f| f != FINALIZER).collect();
-        let pp = PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..PatchParams::default()
-        };
-        let body = json!({ "metadata": { "finalizers": rest } });
-        return match api.patch(name, &pp, &Patch::Merge(body)).await {
-            Ok(_) | Err(kube::Error::Api(_)) => {
+        return match set_finalizers(&api, name, &rest).await {
+            Ok(()) | Err(kube::Error::Api(_)) => {
+                let outcome = Outcome::Deleted;
                 inner.events.push(ModelEvent::Finished {
                     key: key.into(),
                     run,
-                    outcome: Outcome::Deleted,
+                    outcome,
                 });
                 Requeue::No
             }
             Err(e) => finished_with_error(inner, key, run, &e.into()),
         };
     }
-
     if inner.config.add_finalizer && !finalizers.iter().any(|f| f == FINALIZER) {
         let mut all = finalizers;
         all.push(FINALIZER.into());
-        let pp = PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..PatchParams::default()
-        };
-        let body = json!({ "metadata": { "finalizers": all } });
-        if let Err(e) = api.patch(name, &pp, &Patch::Merge(body)).await {
+        if let Err(e) = set_finalizers(&api, name, &all).await {
             return finished_with_error(inner, key, run, &e.into());
         }
-        return finish(
-            inner,
-            &read,
-            &mut patcher,
-            status,
-            Outcome::FinalizerAdded,
-            Requeue::Now,
-        )
-        .await;
+        let (outcome, requeue) = (Outcome::FinalizerAdded, Requeue::Now);
+        return finish(inner, &read, &mut patcher, status, outcome, requeue).await;
     }
-
     if suspended {
-        return finish(
-            inner,
-            &read,
-            &mut patcher,
-            status,
-            Outcome::Suspended,
-            Requeue::No,
-        )
-        .await;
+        let (outcome, requeue) = (Outcome::Suspended, Requeue::No);
+        return finish(inner, &read, &mut patcher, status, outcome, requeue).await;
     }
+    work_and_finish(inner, &read, &obj, patcher, status).await
+}
 
+impl Read {
+    fn of(obj: &DynamicObject, key: &str, run: u64) -> Self {
+        let annotations = obj.metadata.annotations.as_ref();
+        Self {
+            key: key.to_string(),
+            run,
+            generation: obj.metadata.generation.unwrap_or(0),
+            requested_at: annotations.and_then(|a| a.get(REQUESTED_AT)).cloned(),
+        }
+    }
+}
+
+async fn set_finalizers(
+    api: &kube::Api<DynamicObject>,
+    name: &str,
+    finalizers: &[String],
+) -> Result<(), kube::Error> {
+    let pp = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    let body = json!({ "metadata": { "finalizers": finalizers } });
+    api.patch(name, &pp, &Patch::Merge(body)).await.map(drop)
+}
+
+/// The working path, then the finalisation.
+async fn work_and_finish(
+    inner: &Arc<Inner>,
+    read: &Read,
+    obj: &DynamicObject,
+    mut patcher: StatusPatcher,
+    mut status: Value,
+) -> Requeue {
     let interval = obj.data["spec"]["interval"]
         .as_str()
         .and_then(parse_go_duration)
@@ -143,11 +144,11 @@ pub(crate) async fn reconcile(inner: &Arc<Inner>, key: &str) -> Requeue {
         .as_str()
         .and_then(parse_go_duration)
         .unwrap_or(interval);
-    match working(inner, &read, &obj, &mut patcher, &mut status).await {
+    match working(inner, read, obj, &mut patcher, &mut status).await {
         Ok(()) => {
             finish(
                 inner,
-                &read,
+                read,
                 &mut patcher,
                 status,
                 Outcome::Succeeded,
@@ -166,7 +167,7 @@ pub(crate) async fn reconcile(inner: &Arc<Inner>, key: &str) -> Requeue {
             set_condition(&mut status, mark, read.generation, &now);
             finish(
                 inner,
-                &read,
+                read,
                 &mut patcher,
                 status,
                 Outcome::Failed,
@@ -233,43 +234,8 @@ async fn working(
         message: format!("{e:#}"),
     };
     for phase in Phase::ALL {
-        let now = now_rfc3339();
         let gen_ = read.generation;
-        let msg =
-            |verb: &str| format!("{verb} for revision {revision} with a timeout of {timeout}");
-        match phase {
-            Phase::Fetch => {
-                let ready = Mark {
-                    type_: READY,
-                    status: "Unknown",
-                    reason: PROGRESSING,
-                    message: "Reconciliation in progress",
-                };
-                set_condition(status, ready, gen_, &now);
-                let m = msg("Fetching manifests");
-                set_condition(status, reconciling(&m), gen_, &now);
-            }
-            Phase::Build => {
-                status["lastAttemptedRevision"] = json!(revision);
-                let m = msg("Building manifests");
-                set_condition(status, reconciling(&m), gen_, &now);
-            }
-            Phase::Apply => {
-                let m = msg("Applying manifests");
-                set_condition(status, reconciling(&m), gen_, &now);
-            }
-            Phase::Health => {
-                let m = msg("Running health checks");
-                set_condition(status, reconciling(&m), gen_, &now);
-                let healthy = Mark {
-                    type_: HEALTHY,
-                    status: "Unknown",
-                    reason: PROGRESSING,
-                    message: &m,
-                };
-                set_condition(status, healthy, gen_, &now);
-            }
-        }
+        mark_phase(status, phase, &revision, &timeout, gen_);
         patcher.write(status).await.map_err(api_failure)?;
         let children: Vec<ChildPlan> = if phase == Phase::Apply {
             read_children(inner, &read.key).await.map_err(api_failure)?
@@ -368,6 +334,42 @@ async fn knob_points(inner: &Arc<Inner>, read: &Read, phase: Phase) {
         });
         // A dropped sender (hang replaced) also releases.
         let _ = rx.wait_for(|released| *released).await;
+    }
+}
+
+/// The status a phase announces: a new `Reconciling` message (fetch also `Ready=Unknown`,
+/// build `lastAttemptedRevision`, health `Healthy=Unknown`), as kustomize-controller writes them.
+fn mark_phase(status: &mut Value, phase: Phase, revision: &str, timeout: &str, gen_: i64) {
+    let now = now_rfc3339();
+    let verb = match phase {
+        Phase::Fetch => "Fetching manifests",
+        Phase::Build => "Building manifests",
+        Phase::Apply => "Applying manifests",
+        Phase::Health => "Running health checks",
+    };
+    let m = format!("{verb} for revision {revision} with a timeout of {timeout}");
+    if phase == Phase::Fetch {
+        let message = "Reconciliation in progress";
+        let ready = Mark {
+            type_: READY,
+            status: "Unknown",
+            reason: PROGRESSING,
+            message,
+        };
+        set_condition(status, ready, gen_, &now);
+    }
+    if phase == Phase::Build {
+        status["lastAttemptedRevision"] = json!(revision);
+    }
+    set_condition(status, reconciling(&m), gen_, &now);
+    if phase == Phase::Health {
+        let healthy = Mark {
+            type_: HEALTHY,
+            status: "Unknown",
+            reason: PROGRESSING,
+            message: &m,
+        };
+        set_condition(status, healthy, gen_, &now);
     }
 }
 

@@ -1,0 +1,161 @@
+//! `flux-model`: runs the Flux controller model against a control plane, for people and the
+//! demo.
+//!
+//! ```text
+//! flux-model [--kubeconfig PATH] [--namespace NS]... [--all-namespaces] [--seed]
+//!            [--phase-ms N] [--quiet]
+//! ```
+//!
+//! 1. Connects with `--kubeconfig` (else `KUBECONFIG` / in-cluster inference).
+//! 2. With `--seed`, creates each namespace if missing and seeds the tree there (a
+//!    `flux-system` parent applying `infrastructure` and `apps`, the controller Deployment,
+//!    consumer namespaces); the model then plays that Deployment too.
+//! 3. Starts one model per `--namespace` (default `flux-system`), or one for all namespaces.
+//! 4. Prints exactly one `model ready ...` line on stdout, then one line per model event on
+//!    stderr (unless `--quiet`), until SIGINT or SIGTERM.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ObjectMeta, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use testkit::model::seed::PARENT;
+use testkit::model::{FluxModel, ModelConfig, ModelHandle, seed_tree};
+
+/// How often new model events are printed.
+const EVENT_PRINT_INTERVAL: Duration = Duration::from_millis(200);
+
+#[derive(Debug, Default)]
+struct Args {
+    kubeconfig: Option<String>,
+    namespaces: Vec<String>,
+    all_namespaces: bool,
+    seed: bool,
+    phase_ms: Option<u64>,
+    quiet: bool,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut args = Args::default();
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut value = |name: &str| it.next().with_context(|| format!("{name} needs a value"));
+        match a.as_str() {
+            "--kubeconfig" => args.kubeconfig = Some(value("--kubeconfig")?),
+            "--namespace" | "-n" => args.namespaces.push(value("--namespace")?),
+            "--all-namespaces" | "-A" => args.all_namespaces = true,
+            "--seed" => args.seed = true,
+            "--phase-ms" => args.phase_ms = Some(value("--phase-ms")?.parse()?),
+            "--quiet" | "-q" => args.quiet = true,
+            "--help" | "-h" => {
+                println!(
+                    "flux-model [--kubeconfig PATH] [--namespace NS]... [--all-namespaces] \
+                     [--seed] [--phase-ms N] [--quiet]"
+                );
+                std::process::exit(0);
+            }
+            other => bail!("unknown argument {other}"),
+        }
+    }
+    if args.namespaces.is_empty() {
+        args.namespaces.push("flux-system".into());
+    }
+    Ok(args)
+}
+
+async fn client(args: &Args) -> anyhow::Result<Client> {
+    testkit::install_crypto();
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path).with_context(|| format!("reading {path}"))?;
+            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
+        }
+        None => Config::infer().await?,
+    };
+    Ok(Client::try_from(config)?)
+}
+
+async fn ensure_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    match Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("creating namespace {name}")),
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = parse_args()?;
+    let client = client(&args).await?;
+    let mut configs: Vec<ModelConfig> = Vec::new();
+    let mut all = ModelConfig::all_namespaces();
+    for ns in &args.namespaces {
+        let config = if args.seed {
+            ensure_namespace(&client, ns).await?;
+            let tree = seed_tree(&client, ns)
+                .await
+                .with_context(|| format!("seeding {ns}"))?;
+            all = all.with_git(&format!("{ns}/{PARENT}"), tree.git.clone());
+            tree.model_config()
+        } else {
+            ModelConfig::namespaced(ns)
+        };
+        configs.push(config);
+    }
+    if args.all_namespaces {
+        configs = vec![all];
+    }
+    let models: Vec<ModelHandle> = configs
+        .into_iter()
+        .map(|mut c| {
+            if let Some(ms) = args.phase_ms {
+                c.phase_duration = Duration::from_millis(ms);
+            }
+            FluxModel::start(client.clone(), c)
+        })
+        .collect();
+    let scope = if args.all_namespaces {
+        "*".to_string()
+    } else {
+        args.namespaces.join(",")
+    };
+    println!("model ready namespaces={scope} seeded={}", args.seed);
+
+    let mut printed = vec![0usize; models.len()];
+    let mut tick = tokio::time::interval(EVENT_PRINT_INTERVAL);
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break,
+            _ = term.recv() => break,
+            _ = tick.tick() => {
+                if args.quiet {
+                    continue;
+                }
+                for (m, seen) in models.iter().zip(printed.iter_mut()) {
+                    let events = m.events();
+                    for e in &events[*seen..] {
+                        eprintln!("{e:?}");
+                    }
+                    *seen = events.len();
+                }
+            }
+        }
+    }
+    for m in models {
+        m.shutdown().await;
+    }
+    Ok(())
+}
