@@ -652,3 +652,65 @@ async fn fact_10_observed_generation_lags_while_unhealthy_and_suspended() {
         ("True", "ProgressingWithRetry")
     );
 }
+
+#[tokio::test]
+async fn fact_1_competing_writer_annotation_and_resource_version_bump_queue_nothing() {
+    let s = setup("model-f1w").await;
+    let ns = s.api.namespace().unwrap().to_string();
+    create(&s, &kustomization("apps").build(&ns)).await;
+    s.model.wait_settled("apps", 0).await.unwrap();
+    let before = s.api.get("apps").await.unwrap();
+
+    let note = Touch::Annotate {
+        key: "example.com/note".into(),
+        value: "x".into(),
+    };
+    s.model.touch_at("apps", Phase::Fetch, "apps", note);
+    s.model
+        .touch_at("apps", Phase::Health, "apps", Touch::BumpResourceVersion);
+    let m = s.model.mark();
+    request(&s, "apps", "one").await;
+    assert_eq!(
+        s.model.wait_run_seeing("apps", "one", m).await.unwrap(),
+        Outcome::Succeeded
+    );
+    let touched = s.model.events()[m..]
+        .iter()
+        .filter(|e| matches!(e, ModelEvent::Touched { .. }))
+        .count();
+    assert_eq!(touched, 2);
+    let before_final = s.model.mark();
+    request(&s, "apps", "final").await;
+    s.model
+        .wait_run_seeing("apps", "final", before_final)
+        .await
+        .unwrap();
+
+    let held = s.api.get("apps").await.unwrap();
+    let annotations = held.metadata.annotations.clone().unwrap();
+    assert_eq!(annotations["example.com/note"], "x");
+    assert!(annotations.contains_key(testkit::model::BUMP_ANNOTATION));
+    assert_eq!(held.metadata.generation, before.metadata.generation);
+    let runs: Vec<Option<String>> = starts(&s.model, &ns, "apps", m)
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect();
+    assert_eq!(
+        runs,
+        vec![Some("one".to_string()), Some("final".to_string())]
+    );
+    // The writes were the competing writer's: its field manager owns the annotations.
+    let managers: Vec<String> = held
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|e| e.manager)
+        .collect();
+    assert!(
+        managers
+            .iter()
+            .any(|m| m == testkit::model::COMPETING_WRITER),
+        "{managers:?}"
+    );
+}
