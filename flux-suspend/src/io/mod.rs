@@ -46,3 +46,9 @@ where
         tokio::time::sleep(timing.interval).await;
     }
 }
+
+/// Locks a mutex that no holder can poison in a way that matters here (the data is a plain
+/// value overwritten on each poll).
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,6 +1,6 @@
 use kube::Client;
 
-use super::{Timing, poll};
+use super::{Timing, lock, poll};
 use crate::error::SuspendError;
 use crate::judge::{Judge, Member, Proof, Verdict};
 use crate::object::read_for_proof;
@@ -33,7 +33,7 @@ pub async fn prove_stable_pause(
     if let Some(b) = baseline {
         judge = judge.with_baseline(b);
     }
-    let judge = std::cell::RefCell::new(judge);
+    let judge = std::sync::Mutex::new(judge);
     let proven = poll(timing, || async {
         let reads = futures::future::join_all(
             chain
@@ -41,7 +41,7 @@ pub async fn prove_stable_pause(
                 .map(|t| read_for_proof(client, &t.object, owner_key)),
         )
         .await;
-        match judge.borrow_mut().observe(&reads) {
+        match lock(&judge).observe(&reads) {
             Verdict::Proven(proof) => Some(proof),
             Verdict::Pending => None,
         }
@@ -49,6 +49,6 @@ pub async fn prove_stable_pause(
     .await;
     proven.ok_or_else(|| SuspendError::ProofTimeout {
         waited: timing.timeout,
-        counters: judge.borrow().counters(),
+        counters: lock(&judge).counters(),
     })
 }

@@ -1,6 +1,6 @@
 use kube::Client;
 
-use super::{Timing, poll};
+use super::{Timing, lock, poll};
 use crate::error::SuspendError;
 use crate::flux;
 use crate::object::get_json;
@@ -17,7 +17,7 @@ pub async fn wait_quiet(
     target: &ObjectRef,
     timing: Timing,
 ) -> Result<(), SuspendError> {
-    let last: std::cell::RefCell<Vec<Blocker>> = std::cell::RefCell::default();
+    let last: std::sync::Mutex<Vec<Blocker>> = std::sync::Mutex::default();
     let quiet = poll(timing, || async {
         let obj = get_json(client, target).await.ok()?;
         let mut deps = Vec::new();
@@ -27,13 +27,13 @@ pub async fn wait_quiet(
         }
         let found = blockers(&obj, &deps);
         let quiet = found.is_empty();
-        *last.borrow_mut() = found;
+        *lock(&last) = found;
         quiet.then_some(())
     })
     .await;
     quiet.ok_or_else(|| SuspendError::QuiesceTimeout {
         object: target.to_string(),
         waited: timing.timeout,
-        blockers: last.into_inner(),
+        blockers: std::mem::take(&mut *lock(&last)),
     })
 }

@@ -6,7 +6,7 @@ use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::{Timing, poll};
+use super::{Timing, lock, poll};
 use crate::error::SuspendError;
 use crate::retire::{PodView, RestartProgress, restart_progress};
 
@@ -84,7 +84,7 @@ pub async fn restart_controller(
 
     patch_restarted_at(&deployments, controller, deploy, token).await?;
 
-    let last = std::cell::Cell::new(RestartProgress::Pending {
+    let last = std::sync::Mutex::new(RestartProgress::Pending {
         old: before.len(),
         ready: 0,
         want,
@@ -98,11 +98,12 @@ pub async fn restart_controller(
             .filter_map(|v| PodView::from_json(&v))
             .collect();
         let progress = restart_progress(&before, &views, want);
-        last.set(progress);
+        *lock(&last) = progress;
         (progress == RestartProgress::Done).then_some(())
     })
     .await;
-    match (done, last.get()) {
+    let last = *lock(&last);
+    match (done, last) {
         (Some(()), _) | (None, RestartProgress::Done) => Ok(()),
         (None, RestartProgress::Pending { old, ready, want }) => {
             Err(SuspendError::RestartTimeout {
