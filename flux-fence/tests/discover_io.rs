@@ -19,6 +19,10 @@ use testkit::TestNs;
 use testkit::fixtures::kustomization_resource;
 
 #[tokio::test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario told start to end reads best in one piece"
+)]
 async fn discovery_lists_fences_in_several_namespaces_with_age_and_a_working_release_patch() {
     let (n1, n2, n3) = (
         TestNs::new("disc-a").await.unwrap(),

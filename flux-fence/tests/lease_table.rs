@@ -88,7 +88,7 @@ fn held_lease_is_never_taken_even_long_expired() {
             expired: false
         }
     );
-    clock.advance(Duration::from_secs(86_400));
+    clock.advance(Duration::from_hours(24));
     assert_eq!(
         decide_lease_acquire(Some(&read), &cfg(), &me(), clock.now()).unwrap(),
         LeaseDecision::Held {
