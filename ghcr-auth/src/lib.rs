@@ -11,6 +11,7 @@ pub mod mask;
 pub mod plan;
 pub mod reassert;
 pub mod registry;
+pub mod source;
 
 pub use credential::{CredentialFormat, CredentialSource, DockerConfig, RegistryAuth};
 pub use error::{CredentialProblem, GhcrError};

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod registry;
+pub mod source_model;
 pub mod stub;
 
 /// Installs the ring provider (reqwest is built without one) once per process.
