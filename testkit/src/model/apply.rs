@@ -23,6 +23,9 @@ const TAKEN_OVER: [(&str, &str); 4] = [
     (FIELD_MANAGER, "Update"),
 ];
 
+/// Attempts of the managedFields takeover when other writers keep moving the child.
+const TAKEOVER_ATTEMPTS: usize = 5;
+
 /// A child manifest with the child as the parent read it at the start of its apply phase.
 #[derive(Debug)]
 pub(crate) struct ChildPlan {
@@ -92,9 +95,7 @@ pub(crate) async fn apply_children(
             continue;
         }
         let api = inner.kustomizations(ns);
-        if let Some(current) = api.get_opt(name).await? {
-            take_over_fields(&api, name, &current).await?;
-        }
+        take_over_fields(&api, name).await?;
         let pp = PatchParams::apply(FIELD_MANAGER).force();
         api.patch(name, &pp, &Patch::Apply(&plan.manifest)).await?;
         inner.events.push(ModelEvent::ChildApplied {
@@ -106,37 +107,40 @@ pub(crate) async fn apply_children(
 }
 
 /// Moves the fields of the [`TAKEN_OVER`] managers to `kustomize-controller` (Apply), so the
-/// next apply owns them and drops those Git no longer declares. Guarded by the resourceVersion
-/// just read; a lost race skips the takeover (the apply still happens).
-async fn take_over_fields(
-    api: &kube::Api<DynamicObject>,
-    name: &str,
-    current: &DynamicObject,
-) -> anyhow::Result<()> {
-    let Some(entries) = current.metadata.managed_fields.as_ref() else {
-        return Ok(());
-    };
-    let raw: Vec<Value> = entries
-        .iter()
-        .map(serde_json::to_value)
-        .collect::<Result<_, _>>()?;
-    let Some(merged) = merged_managed_fields(&raw) else {
-        return Ok(());
-    };
-    let patch = json!([
-        { "op": "test", "path": "/metadata/resourceVersion", "value": current.metadata.resource_version },
-        { "op": "replace", "path": "/metadata/managedFields", "value": merged },
-    ]);
-    let patch = Patch::Json::<()>(serde_json::from_value(patch)?);
-    let pp = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..PatchParams::default()
-    };
-    match api.patch(name, &pp, &patch).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 422 => Ok(()),
-        Err(e) => Err(e.into()),
+/// next apply owns them and drops those Git no longer declares. Each attempt is guarded by the
+/// resourceVersion it read; a lost race re-reads and decides again.
+async fn take_over_fields(api: &kube::Api<DynamicObject>, name: &str) -> anyhow::Result<()> {
+    for _ in 0..TAKEOVER_ATTEMPTS {
+        let Some(current) = api.get_opt(name).await? else {
+            return Ok(());
+        };
+        let Some(entries) = current.metadata.managed_fields.as_ref() else {
+            return Ok(());
+        };
+        let raw: Vec<Value> = entries
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<Result<_, _>>()?;
+        let Some(merged) = merged_managed_fields(&raw) else {
+            return Ok(());
+        };
+        let patch = json!([
+            { "op": "test", "path": "/metadata/resourceVersion",
+              "value": current.metadata.resource_version },
+            { "op": "replace", "path": "/metadata/managedFields", "value": merged },
+        ]);
+        let patch = Patch::Json::<()>(serde_json::from_value(patch)?);
+        let pp = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        match api.patch(name, &pp, &patch).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 422 => {}
+            Err(e) => return Err(e.into()),
+        }
     }
+    anyhow::bail!("taking over field managers of {name}: lost the race {TAKEOVER_ATTEMPTS} times")
 }
 
 /// The managedFields with every taken-over main-resource entry merged into the

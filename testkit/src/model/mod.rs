@@ -144,7 +144,7 @@ impl ModelConfig {
             add_finalizer: true,
             git: Vec::new(),
             deployment: None,
-            wait_timeout: Duration::from_secs(30),
+            wait_timeout: Duration::from_mins(1),
         }
     }
 
