@@ -1,4 +1,4 @@
-//! Duplicate-key detection for JSON (serde_json keeps the last of two equal keys silently).
+//! Duplicate-key detection for JSON (`serde_json` keeps the last of two equal keys silently).
 
 use std::collections::HashSet;
 use std::fmt;

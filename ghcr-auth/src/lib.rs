@@ -1,6 +1,80 @@
-//! GHCR credential validation, registry proof and Secret reassertion.
+//! GHCR credential validation, registry proof and Secret reassertion for flux-handoff.
 //!
-//! (crate docs are completed below)
+//! ```no_run
+//! use std::time::Duration;
+//! use ghcr_auth::image::ImageRef;
+//! use ghcr_auth::plan::SecretTarget;
+//! use ghcr_auth::reassert::{Consumers, Reasserter, TargetSpec};
+//! use ghcr_auth::registry::{ProverOptions, RegistryProver};
+//! use ghcr_auth::source::{SourceProof, SourceRef, prove_source};
+//! use ghcr_auth::{CredentialFormat, CredentialSource, DockerConfig, mask};
+//!
+//! # async fn run(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! // 1. Read (never from argv) and validate; mask before any output in GitHub Actions.
+//! let config = DockerConfig::load(
+//!     &CredentialSource::Env("GHCR_TOKEN".into()),
+//!     &CredentialFormat::Token { registry: "ghcr.io".into(), username: "ci-bot".into() },
+//! )?;
+//! mask::mask_in_github_actions(&config, &mut std::io::stdout())?;
+//!
+//! // 2. Prove it against the registry before touching the cluster.
+//! let image: ImageRef = "ghcr.io/acme/app:1.4.2".parse()?;
+//! let outcome = RegistryProver::new(ProverOptions::default())?.prove(&config, &image).await?;
+//! if !outcome.is_proven() {
+//!     eprintln!("registry refused the credential: {outcome}");
+//!     std::process::exit(4);
+//! }
+//!
+//! // 3. Reassert it: consumer namespaces first, Flux's own Secret last, each write a CAS.
+//! let spec = TargetSpec {
+//!     secret_name: "ghcr-pull".into(),
+//!     consumers: Consumers::Selector("ghcr-pull=enabled".into()),
+//!     root: Some(SecretTarget::new("flux-system", "ghcr-auth")),
+//! };
+//! let report = Reasserter::new(client.clone()).reassert(&config, &spec).await?;
+//! print!("{report}");
+//!
+//! // 4. Prove Flux itself pulls with it.
+//! let source = SourceRef::oci_repository("flux-system", "apps");
+//! let proof = prove_source(&client, &source, Duration::from_secs(120), Duration::from_secs(2)).await?;
+//! assert!(matches!(proof, SourceProof::Ready { .. }));
+//! # Ok(()) }
+//! ```
+//!
+//! # Flow
+//!
+//! 1. **Read** the credential from an environment variable, a file or stdin
+//!    ([`CredentialSource`]; there is no argv variant) as a Docker config or a bare token, and
+//!    **validate** it ([`DockerConfig::parse`]): one `auths` entry per registry, `auth`
+//!    consistent with username/password, no repeated keys, no control characters. It lives as
+//!    `SecretString`s; Debug shows registries only.
+//! 2. **Mask** it in GitHub Actions, and only there ([`mask::mask_in_github_actions`]): the
+//!    token, its base64 forms and the whole config, before any other output. [`Redactor`]
+//!    scrubs text from elsewhere as defence in depth.
+//! 3. **Prove** it against the registry ([`registry::RegistryProver`]): an anonymous manifest
+//!    request draws the challenge; Basic auth or the Bearer token exchange; a manifest fetch
+//!    that must return 200. 401, 403 and 404 come back as distinct values (GHCR answers 404 for
+//!    unauthorised reads). No cluster call happens before this.
+//! 4. **Plan** each Secret ([`plan::plan`], pure): create if absent, nothing if it already
+//!    holds the credential (normalised comparison), else a JSON Patch that `test`s uid,
+//!    resourceVersion and type; refuse Secrets of another type or immutable ones.
+//! 5. **Reassert** ([`reassert::Reasserter`]): consumers first, the root Secret last; a
+//!    caller gate (the handoff Lease assertion) before every write; one CAS write; read-back
+//!    and compare. A lost race is [`reassert::SecretOutcome::Moved`], never an overwrite.
+//! 6. **Prove Flux pulls** ([`source::prove_source`]): request a reconcile of the source with a
+//!    fresh `requestedAt` nonce and wait for `Ready=True` acknowledging that nonce.
+//!
+//! # Guarantees
+//!
+//! - No credential material reaches Debug, Display, errors, logs, annotations or Events; a leak
+//!   test renders every output of a full run and checks every form.
+//! - Every cluster write is a compare-and-swap on what was read; expected outcomes are values,
+//!   `Err` means something broke.
+//!
+//! # Caveats
+//!
+//! Install a rustls crypto provider (ring) at process start: the registry client is built
+//! without one, like kube.
 
 pub mod credential;
 pub mod error;

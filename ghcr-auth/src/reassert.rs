@@ -343,10 +343,10 @@ impl Reasserter {
             Ok(s) => s,
             Err(kube::Error::Api(status)) => {
                 return match status.code {
-                    409 | 422 => Ok(SecretOutcome::Moved),
-                    403 => Ok(SecretOutcome::Forbidden { verb }),
                     404 if verb == "create" => Ok(SecretOutcome::NamespaceMissing),
-                    404 => Ok(SecretOutcome::Moved),
+                    // 404 on a patch: deleted since our read, also someone else's move.
+                    404 | 409 | 422 => Ok(SecretOutcome::Moved),
+                    403 => Ok(SecretOutcome::Forbidden { verb }),
                     _ => Err(GhcrError::Kube {
                         verb: "writing",
                         what: format!("Secret {target}"),

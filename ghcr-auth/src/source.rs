@@ -1,4 +1,4 @@
-//! Flux source proof: ask a Flux source (OCIRepository, HelmRepository) to reconcile with a
+//! Flux source proof: ask a Flux source (`OCIRepository`, `HelmRepository`) to reconcile with a
 //! fresh `reconcile.fluxcd.io/requestedAt` nonce and wait until it acknowledges that nonce with
 //! `Ready=True` — proof that Flux itself can pull with the reasserted credential.
 

@@ -6,6 +6,7 @@
 
 mod support;
 
+use std::fmt::Write as _;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
@@ -42,13 +43,14 @@ fn chain(e: &dyn std::error::Error) -> String {
     let mut out = format!("{e} | {e:?}");
     let mut cur = e.source();
     while let Some(s) = cur {
-        out.push_str(&format!(" | {s} | {s:?}"));
+        let _ = write!(out, " | {s} | {s:?}");
         cur = s.source();
     }
     out
 }
 
 #[tokio::test]
+#[allow(clippy::too_many_lines)] // one run through every path, read top to bottom
 async fn no_form_of_any_credential_reaches_logs_outputs_errors_or_the_cluster() {
     let logs = Buffer::default();
     let writer = logs.clone();

@@ -27,7 +27,7 @@ use testkit::TestNs;
 const DEADLINE: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(100);
 
-fn obj(status: serde_json::Value, suspend: bool) -> DynamicObject {
+fn obj(status: &serde_json::Value, suspend: bool) -> DynamicObject {
     let mut o: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "source.toolkit.fluxcd.io/v1",
         "kind": "OCIRepository",
@@ -47,7 +47,7 @@ fn ready(status: &str, reason: &str, generation: i64) -> serde_json::Value {
 #[test]
 fn unacknowledged_nonce_is_pending_even_when_ready() {
     let o = obj(
-        json!({ "lastHandledReconcileAt": "old", "conditions": [ready("True", "Succeeded", 3)] }),
+        &json!({ "lastHandledReconcileAt": "old", "conditions": [ready("True", "Succeeded", 3)] }),
         false,
     );
     assert_eq!(judge_source(&o, "new"), SourceVerdict::Pending);
@@ -56,7 +56,7 @@ fn unacknowledged_nonce_is_pending_even_when_ready() {
 #[test]
 fn acknowledged_ready_true_is_ready_with_revision() {
     let o = obj(
-        json!({ "lastHandledReconcileAt": "n", "conditions": [ready("True", "Succeeded", 3)], "artifact": { "revision": "v1@sha256:ab" } }),
+        &json!({ "lastHandledReconcileAt": "n", "conditions": [ready("True", "Succeeded", 3)], "artifact": { "revision": "v1@sha256:ab" } }),
         false,
     );
     assert_eq!(
@@ -70,7 +70,7 @@ fn acknowledged_ready_true_is_ready_with_revision() {
 #[test]
 fn acknowledged_ready_false_reports_reason_never_message() {
     let o = obj(
-        json!({ "lastHandledReconcileAt": "n", "conditions": [ready("False", "AuthenticationFailed", 3)] }),
+        &json!({ "lastHandledReconcileAt": "n", "conditions": [ready("False", "AuthenticationFailed", 3)] }),
         false,
     );
     let v = judge_source(&o, "n");
@@ -82,7 +82,7 @@ fn acknowledged_ready_false_reports_reason_never_message() {
     );
     assert!(!format!("{v:?}").contains("secret message"));
     let o = obj(
-        json!({ "lastHandledReconcileAt": "n", "conditions": [ready("False", "token ghp_x leaked here", 3)] }),
+        &json!({ "lastHandledReconcileAt": "n", "conditions": [ready("False", "token ghp_x leaked here", 3)] }),
         false,
     );
     assert_eq!(
@@ -96,7 +96,7 @@ fn acknowledged_ready_false_reports_reason_never_message() {
 #[test]
 fn ready_from_an_older_generation_is_pending() {
     let o = obj(
-        json!({ "lastHandledReconcileAt": "n", "conditions": [ready("True", "Succeeded", 2)] }),
+        &json!({ "lastHandledReconcileAt": "n", "conditions": [ready("True", "Succeeded", 2)] }),
         false,
     );
     assert_eq!(judge_source(&o, "n"), SourceVerdict::Pending);
@@ -105,7 +105,7 @@ fn ready_from_an_older_generation_is_pending() {
 #[test]
 fn suspended_source_proves_nothing() {
     let o = obj(
-        json!({ "lastHandledReconcileAt": "n", "conditions": [ready("True", "Succeeded", 3)] }),
+        &json!({ "lastHandledReconcileAt": "n", "conditions": [ready("True", "Succeeded", 3)] }),
         true,
     );
     assert_eq!(judge_source(&o, "n"), SourceVerdict::Suspended);
@@ -113,7 +113,7 @@ fn suspended_source_proves_nothing() {
 
 #[test]
 fn request_patch_pins_uid_and_version_and_creates_annotations() {
-    let o = obj(json!({}), false);
+    let o = obj(&json!({}), false);
     let ops = serde_json::to_value(request_patch(&o, "n1")).unwrap();
     assert_eq!(
         ops[0],

@@ -108,10 +108,10 @@ impl LocalRegistry {
             if self.child.try_wait()?.is_some() {
                 return Ok(false);
             }
-            if let Ok(r) = http.get(format!("http://{}/v2/", self.host)).send().await {
-                if r.status().as_u16() == 401 {
-                    return Ok(true);
-                }
+            if let Ok(r) = http.get(format!("http://{}/v2/", self.host)).send().await
+                && r.status().as_u16() == 401
+            {
+                return Ok(true);
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -1,4 +1,4 @@
-//! A test-only model of Flux source-controller for OCIRepository (flux-model.md,
+//! A test-only model of Flux source-controller for `OCIRepository` (`flux-model.md`,
 //! "source-controller"): on each reconcile it reads `spec.secretRef` (a dockerconfigjson
 //! Secret), really pulls the manifest from the registry with it (using this crate's prover),
 //! and finalises status like Flux: `lastHandledReconcileAt` = the `requestedAt` nonce, `Ready`
@@ -34,7 +34,7 @@ pub fn oci_repository_resource() -> ApiResource {
     testkit::fixtures::ocirepository_resource()
 }
 
-/// An OCIRepository pointing at `image` with pull Secret `secret`.
+/// An `OCIRepository` pointing at `image` with pull Secret `secret`.
 pub fn oci_repository(name: &str, ns: &str, url: &str, tag: &str, secret: &str) -> DynamicObject {
     serde_json::from_value(json!({
         "apiVersion": "source.toolkit.fluxcd.io/v1",
@@ -52,7 +52,7 @@ pub fn oci_repository(name: &str, ns: &str, url: &str, tag: &str, secret: &str) 
 }
 
 impl SourceModel {
-    /// Starts reconciling every OCIRepository in `ns`.
+    /// Starts reconciling every `OCIRepository` in `ns`.
     pub fn start(client: Client, ns: &str) -> Self {
         let ns = ns.to_string();
         let task = tokio::spawn(async move {

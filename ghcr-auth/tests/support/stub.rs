@@ -1,6 +1,7 @@
 //! A tiny scripted registry speaking the Bearer token flow (as GHCR does) on loopback, for the
 //! paths the htpasswd registry cannot show: token exchange, 403, untrusted realms.
 
+use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
@@ -155,7 +156,7 @@ fn respond(status: u16, headers: &[(&str, &str)], body: &str) -> String {
         body.len()
     );
     for (k, v) in headers {
-        out.push_str(&format!("{k}: {v}\r\n"));
+        let _ = write!(out, "{k}: {v}\r\n");
     }
     out.push_str("\r\n");
     out.push_str(body);
