@@ -89,11 +89,13 @@ pub mod discover;
 mod error;
 mod events;
 mod fence;
+mod guard;
 mod holder;
 mod keys;
 mod lease;
 pub mod lease_decide;
 mod mark;
+mod outcome;
 pub mod pointer;
 
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -103,10 +105,8 @@ pub use decide::{
 };
 pub use error::FenceError;
 pub use events::{COMPONENT, REASON_FENCED, REASON_RELEASED};
-pub use fence::{
-    AcquireOutcome, Applied, FenceGuard, Fencer, Kept, LostAcquire, MAX_ATTEMPTS, ObjectRef,
-    ReleaseOutcome,
-};
+pub use fence::{Fencer, MAX_ATTEMPTS};
+pub use guard::{FenceGuard, ObjectRef};
 pub use holder::{Epoch, HOLDER_MAX_LEN, Holder, OwnerValue};
 pub use keys::{AnnotationKeys, DEFAULT_PREFIX};
 pub use lease::{
@@ -114,3 +114,4 @@ pub use lease::{
 };
 pub use lease_decide::{GoneHolder, LeaseConfig, LossReason, RecoverRefusal};
 pub use mark::{Mark, MarkAt, PriorRecord, RecordedMark, Restore};
+pub use outcome::{AcquireOutcome, Applied, Kept, LostAcquire, ReleaseOutcome};
