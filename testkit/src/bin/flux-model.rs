@@ -10,7 +10,8 @@
 //! 2. With `--seed`, creates each namespace if missing and seeds the tree there (a
 //!    `flux-system` parent applying `infrastructure` and `apps`, the controller Deployment,
 //!    consumer namespaces); the model then plays that Deployment too.
-//! 3. Starts one model per `--namespace` (default `flux-system`), or one for all namespaces.
+//! 3. Starts one model per `--namespace` (default `flux-system`), or with `--all-namespaces`
+//!    one model for every namespace (playing the Deployment of the first seeded namespace).
 //! 4. Prints exactly one `model ready ...` line on stdout, then one line per model event on
 //!    stderr (unless `--quiet`), until SIGINT or SIGTERM.
 
@@ -115,6 +116,10 @@ async fn main() -> anyhow::Result<()> {
         configs.push(config);
     }
     if args.all_namespaces {
+        // One model for every namespace; it plays the Deployment of the first seeded namespace.
+        if let Some(dep) = configs.first().and_then(|c| c.deployment.clone()) {
+            all = all.with_deployment(dep);
+        }
         configs = vec![all];
     }
     let models: Vec<ModelHandle> = configs

@@ -3,14 +3,23 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::events::{ModelEvent, Outcome};
 use super::knobs::{ArmedTouch, Touch};
 use super::{Inner, Phase};
-use std::sync::Arc;
 
 /// Controls and observes a running model. Dropping it stops the model.
+///
+/// Names are bare object names in the configured namespace, or `namespace/name` keys (needed
+/// for a model watching all namespaces). Every `wait_*` hook scans the event log from a mark
+/// (see [`Self::mark`]), so an event that happened before the wait began is still seen.
+///
+/// # Errors
+/// Every `wait_*` hook fails when the awaited event does not come within
+/// [`super::ModelConfig::wait_timeout`]; knobs never fail.
 #[derive(Debug)]
 pub struct ModelHandle {
     pub(super) inner: Arc<Inner>,
