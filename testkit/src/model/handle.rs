@@ -247,7 +247,7 @@ impl ModelHandle {
 
     /// Stops the model; in-flight reconciles are aborted.
     pub async fn shutdown(self) {
-        let task = self.inner.process.lock().expect("process lock").task.take();
+        let task = self.inner.stop();
         if let Some(t) = task {
             t.abort();
             let _ = t.await;
@@ -267,7 +267,7 @@ impl ModelHandle {
 
 impl Drop for ModelHandle {
     fn drop(&mut self) {
-        if let Some(t) = self.inner.process.lock().expect("process lock").task.take() {
+        if let Some(t) = self.inner.stop() {
             t.abort();
         }
         if let Some(t) = self

@@ -59,7 +59,7 @@ mod reconcile;
 pub mod seed;
 pub mod status;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -190,6 +190,7 @@ impl FluxModel {
             events: EventLog::new(),
             runs: AtomicU64::new(0),
             restarts: AtomicU64::new(0),
+            stopped: AtomicBool::new(false),
             process: Mutex::new(Process { task: None, tx }),
             restart_lock: tokio::sync::Mutex::new(()),
             deployment_task: Mutex::new(None),
@@ -220,6 +221,8 @@ pub(crate) struct Inner {
     events: EventLog,
     runs: AtomicU64,
     restarts: AtomicU64,
+    /// Set by shutdown/drop: a restart still in flight must not start a new process.
+    stopped: AtomicBool,
     process: Mutex<Process>,
     restart_lock: tokio::sync::Mutex<()>,
     deployment_task: Mutex<Option<JoinHandle<()>>>,
@@ -259,11 +262,21 @@ impl Inner {
     }
 
     fn spawn_process(self: &Arc<Self>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(controller::run(self.clone(), rx));
+        // `stopped` is checked and set under the process lock, so no process outlives a stop.
         let mut process = self.process.lock().expect("process lock");
-        process.task = Some(task);
+        if self.stopped.load(Ordering::SeqCst) {
+            return;
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        process.task = Some(tokio::spawn(controller::run(self.clone(), rx)));
         process.tx = tx;
+    }
+
+    /// Marks the model stopped and takes its process task (under the process lock).
+    fn stop(&self) -> Option<JoinHandle<()>> {
+        let mut process = self.process.lock().expect("process lock");
+        self.stopped.store(true, Ordering::SeqCst);
+        process.task.take()
     }
 
     async fn restart(self: Arc<Self>) {
@@ -272,6 +285,9 @@ impl Inner {
         if let Some(t) = old {
             t.abort();
             let _ = t.await;
+        }
+        if self.stopped.load(Ordering::SeqCst) {
+            return;
         }
         let count = self.restarts.fetch_add(1, Ordering::SeqCst) + 1;
         self.events.push(ModelEvent::Restarted { count });
