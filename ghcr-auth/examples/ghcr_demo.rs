@@ -66,7 +66,10 @@ fn parse_args() -> anyhow::Result<Args> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    tracing_subscriber::fmt().with_env_filter("info").with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter("info")
+        .with_writer(std::io::stderr)
+        .init();
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
@@ -88,9 +91,15 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (source, format) = match (&args.token_env, &args.username, &args.registry) {
         (Some(env), Some(user), Some(reg)) => (
             CredentialSource::Env(env.clone()),
-            CredentialFormat::Token { registry: reg.clone(), username: user.clone() },
+            CredentialFormat::Token {
+                registry: reg.clone(),
+                username: user.clone(),
+            },
         ),
-        _ => (CredentialSource::Env("GHCR_DOCKER_CONFIG".into()), CredentialFormat::DockerConfig),
+        _ => (
+            CredentialSource::Env("GHCR_DOCKER_CONFIG".into()),
+            CredentialFormat::DockerConfig,
+        ),
     };
     let config = match DockerConfig::load(&source, &format) {
         Ok(c) => c,
@@ -129,5 +138,9 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let report = Reasserter::new(client).reassert(&config, &spec).await?;
     print!("{report}");
-    Ok(if report.is_complete() { ExitCode::SUCCESS } else { ExitCode::from(5) })
+    Ok(if report.is_complete() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(5)
+    })
 }

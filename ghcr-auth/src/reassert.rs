@@ -1,4 +1,4 @@
-//! The thin I/O layer of reassertion: read each Secret, ask [`plan`](crate::plan::plan), send the
+//! The thin I/O layer of reassertion: read each Secret, ask [`plan()`](crate::plan::plan), send the
 //! one CAS write, read it back.
 
 use std::fmt;
