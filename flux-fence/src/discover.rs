@@ -116,6 +116,10 @@ pub struct FoundLease {
 ///
 /// # Errors
 /// [`FenceError::Forbidden`] naming `list` and the resource; other API failures.
+///
+/// # Caveats
+/// Annotations are not selectable server-side, so every object of each kind is listed and
+/// filtered here. Ages come from the fencing process's clock.
 pub async fn discover(
     client: &Client,
     keys: &AnnotationKeys,

@@ -42,6 +42,20 @@ pub enum FenceError {
         #[source]
         source: Box<kube::Error>,
     },
+    /// The server rejected a write as invalid (422) while the object had not moved: the
+    /// request itself is wrong (e.g. an annotation key the server does not accept).
+    #[error("server rejected {verb} of {resource} {target}")]
+    Rejected {
+        /// The verb.
+        verb: &'static str,
+        /// The resource, as `plural.group`.
+        resource: String,
+        /// `namespace/name`.
+        target: String,
+        /// The server's answer.
+        #[source]
+        source: Box<kube::Error>,
+    },
     /// An API call failed for another reason (transport, server error, unexpected status).
     #[error("{verb} {resource} {target}")]
     Api {

@@ -204,7 +204,14 @@ impl Fencer {
                 )))
             }
             Err(e) => match classify(&e) {
-                Failure::Conflict | Failure::Invalid => Ok(Applied::Moved),
+                Failure::Conflict => Ok(Applied::Moved),
+                Failure::Invalid => {
+                    if self.moved_since(obj, &plan.read_resource_version).await? {
+                        Ok(Applied::Moved)
+                    } else {
+                        Err(rejected(obj, e))
+                    }
+                }
                 Failure::NotFound => Ok(Applied::Gone),
                 Failure::Unknown => {
                     tracing::warn!(object = %obj, error = %e, "acquire response lost; re-reading");
@@ -282,6 +289,12 @@ impl Fencer {
         let obj = guard.object.clone();
         for _ in 0..MAX_ATTEMPTS {
             let read = self.read(&obj).await?;
+            let read_rv = read
+                .as_ref()
+                .and_then(|o| o.pointer("/metadata/resourceVersion"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
             let patch = match decide_release(read.as_ref(), &self.keys, &guard.held)? {
                 ReleaseDecision::Patch(p) => p,
                 ReleaseDecision::Gone => return Ok(done(guard, ReleaseOutcome::Gone)),
@@ -331,7 +344,12 @@ impl Fencer {
                     ));
                 }
                 Err(e) => match classify(&e) {
-                    Failure::Conflict | Failure::Invalid | Failure::NotFound => {}
+                    Failure::Conflict | Failure::NotFound => {}
+                    Failure::Invalid => {
+                        if !self.moved_since(&obj, &read_rv).await? {
+                            return Err(rejected(&obj, e));
+                        }
+                    }
                     Failure::Unknown => {
                         tracing::warn!(object = %obj, error = %e, "release response lost; re-reading");
                         let read = self.read(&obj).await?;
@@ -427,6 +445,17 @@ impl Fencer {
         .transpose()
     }
 
+    /// Whether `obj` is gone or has another resourceVersion than `read_rv`. After a 422 this
+    /// tells a lost race (moved: re-read and decide again) from an invalid request (not moved).
+    async fn moved_since(&self, obj: &ObjectRef, read_rv: &str) -> Result<bool, FenceError> {
+        let read = self.read(obj).await?;
+        Ok(read
+            .as_ref()
+            .and_then(|o| o.pointer("/metadata/resourceVersion"))
+            .and_then(Value::as_str)
+            != Some(read_rv))
+    }
+
     fn api(&self, obj: &ObjectRef) -> Api<DynamicObject> {
         Api::namespaced_with(self.client.clone(), &obj.namespace, &obj.resource)
     }
@@ -437,6 +466,15 @@ fn refused(r: Refusal) -> AcquireOutcome {
         Refusal::Owned { holder } => AcquireOutcome::Refused { holder },
         Refusal::OursDiffers => AcquireOutcome::OursDiffers,
         Refusal::AlreadyMarked { at } => AcquireOutcome::AlreadyMarked { at },
+    }
+}
+
+fn rejected(obj: &ObjectRef, e: kube::Error) -> FenceError {
+    FenceError::Rejected {
+        verb: "patch",
+        resource: obj.resource_name(),
+        target: obj.target(),
+        source: Box::new(e),
     }
 }
 

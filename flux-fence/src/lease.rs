@@ -83,6 +83,10 @@ impl Lease {
     ///
     /// # Errors
     /// [`FenceError::Forbidden`] naming the verb on 403; other API failures.
+    ///
+    /// # Caveats
+    /// Expiry is judged by the caller's clock against the server-recorded `renewTime`; clock
+    /// skew between holders only matters for [`Lease::recover`], which also needs evidence.
     pub async fn acquire(
         client: Client,
         cfg: LeaseConfig,
@@ -370,13 +374,24 @@ impl LeaseGuard {
     /// Stops the heartbeat and clears the holder, only if the Lease is still ours at our
     /// epoch (update carrying the read resourceVersion).
     ///
+    /// # Guarantees
+    /// After this call every [`LeaseHandle::assert`] fails with [`LossReason::Released`].
+    ///
     /// # Errors
     /// An API failure.
+    ///
+    /// # Caveats
+    /// Release fences before the Lease: fences carry the epoch, not a liveness check.
     pub async fn release(mut self) -> Result<LeaseRelease, FenceError> {
         self.heartbeat.abort();
         self.released = true;
         let s = &self.handle.0;
         let _renewal = s.renewal.lock().await;
+        // From here on no handle asserts successfully, whatever the release's outcome.
+        s.lost
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert(LossReason::Released);
         let target = format!("{}/{}", s.cfg.namespace, s.cfg.name);
         for _ in 0..LEASE_ATTEMPTS {
             let read = s

@@ -82,6 +82,8 @@ pub enum LossReason {
     EpochChanged,
     /// We did not renew within the lease duration, so another party may have recovered it.
     Stale,
+    /// We released it.
+    Released,
 }
 
 impl fmt::Display for LossReason {
@@ -92,6 +94,7 @@ impl fmt::Display for LossReason {
             Self::HolderChanged { holder: None } => f.write_str("the Lease has no holder"),
             Self::EpochChanged => f.write_str("the Lease changed hands"),
             Self::Stale => f.write_str("not renewed within the lease duration"),
+            Self::Released => f.write_str("the Lease was released"),
         }
     }
 }
