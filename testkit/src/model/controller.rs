@@ -14,7 +14,6 @@ use tokio::task::{AbortHandle, JoinSet};
 use super::Inner;
 use super::reconcile::{Requeue, reconcile};
 use super::status::REQUESTED_AT;
-use crate::fixtures::kustomization_resource;
 
 /// Pause before relisting after a watch error.
 const RELIST_BACKOFF: Duration = Duration::from_secs(1);
@@ -116,8 +115,8 @@ pub(crate) async fn run(inner: Arc<Inner>, mut commands: mpsc::UnboundedReceiver
 /// List then watch, relisting on any error; every object version becomes a [`Change`].
 async fn watch(inner: Arc<Inner>, tx: mpsc::UnboundedSender<Change>) {
     let api: Api<DynamicObject> = match inner.config.namespace.as_deref() {
-        Some(ns) => Api::namespaced_with(inner.client.clone(), ns, &kustomization_resource()),
-        None => Api::all_with(inner.client.clone(), &kustomization_resource()),
+        Some(ns) => Api::namespaced_with(inner.client.clone(), ns, &inner.resource()),
+        None => Api::all_with(inner.client.clone(), &inner.resource()),
     };
     loop {
         let list = match api.list(&ListParams::default()).await {

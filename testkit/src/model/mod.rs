@@ -42,6 +42,10 @@
 //! are merged into a fresh GET and patched with a resourceVersion lock (retried on 409, as the
 //! helper does), every other status field is a JSON merge patch with no precondition.
 //!
+//! [`Controller::Helm`] plays helm-controller on HelmReleases with the same queue, phases and
+//! finalisation (flux-model.md "helm-controller"); it has no children and does not model a
+//! release left `pending-upgrade`.
+//!
 //! # Caveats
 //! - Reconciles read the API server directly, never a stale informer cache.
 //! - Requeue timers keep the latest deadline per key (client-go keeps the earliest).
@@ -104,9 +108,23 @@ impl Phase {
     pub const ALL: [Phase; 4] = [Phase::Fetch, Phase::Build, Phase::Apply, Phase::Health];
 }
 
+/// Which Flux controller the model plays. One model plays one controller; run two models for
+/// Kustomizations and HelmReleases side by side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Controller {
+    /// kustomize-controller reconciling `Kustomization`s (facts 1–10, parents apply children).
+    #[default]
+    Kustomize,
+    /// helm-controller reconciling `HelmRelease`s: the same queue, phases (fetch chart, render,
+    /// upgrade, health) and deferred finalisation with `lastHandledReconcileAt`; no children.
+    Helm,
+}
+
 /// How the model runs.
 #[derive(Debug, Clone)]
 pub struct ModelConfig {
+    /// The controller played (default kustomize-controller).
+    pub controller: Controller,
     /// Namespace whose Kustomizations the model reconciles; `None` watches all namespaces.
     pub namespace: Option<String>,
     /// Default duration of each phase (per-phase overrides: [`ModelHandle::set_phase_duration`]).
@@ -138,6 +156,7 @@ impl ModelConfig {
     #[must_use]
     pub fn all_namespaces() -> Self {
         Self {
+            controller: Controller::Kustomize,
             namespace: None,
             phase_duration: Duration::from_millis(20),
             default_revision: "main@sha1:0000000000000000000000000000000000000001".into(),
@@ -152,6 +171,13 @@ impl ModelConfig {
     #[must_use]
     pub fn with_git(mut self, parent: &str, children: Vec<Value>) -> Self {
         self.git.push((parent.to_string(), children));
+        self
+    }
+
+    /// Plays helm-controller (HelmReleases) instead of kustomize-controller.
+    #[must_use]
+    pub fn helm(mut self) -> Self {
+        self.controller = Controller::Helm;
         self
     }
 
@@ -257,6 +283,18 @@ impl Inner {
         Api::namespaced_with(self.client.clone(), namespace, &kustomization_resource())
     }
 
+    /// The API of the kind this model reconciles.
+    fn resource(&self) -> kube::api::ApiResource {
+        match self.config.controller {
+            Controller::Kustomize => kustomization_resource(),
+            Controller::Helm => crate::fixtures::helmrelease_resource(),
+        }
+    }
+
+    fn objects(&self, namespace: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), namespace, &self.resource())
+    }
+
     fn enqueue(&self, key: String) {
         let _ = self.process.lock().expect("process lock").tx.send(key);
     }
@@ -308,7 +346,7 @@ impl Inner {
             field_manager: Some(COMPETING_WRITER.into()),
             ..PatchParams::default()
         };
-        self.kustomizations(ns)
+        self.objects(ns)
             .patch(name, &pp, &Patch::Merge(body))
             .await?;
         self.events.push(ModelEvent::Touched {

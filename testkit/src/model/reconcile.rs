@@ -15,7 +15,7 @@ use super::status::{
     HEALTHY, Mark, PROGRESSING, READY, RECONCILING, REQUESTED_AT, finalize_status, now_rfc3339,
     parse_go_duration, set_condition,
 };
-use super::{FIELD_MANAGER, FINALIZER, Inner, Phase, split_key};
+use super::{Controller, FIELD_MANAGER, FINALIZER, Inner, Phase, split_key};
 
 /// What the work queue does with the key afterwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +44,7 @@ struct Failure {
 
 pub(crate) async fn reconcile(inner: &Arc<Inner>, key: &str) -> Requeue {
     let (ns, name) = split_key(key);
-    let api = inner.kustomizations(ns);
+    let api = inner.objects(ns);
     let run = inner.runs.fetch_add(1, Ordering::SeqCst) + 1;
     let obj = match api.get_opt(name).await {
         Ok(Some(o)) => o,
@@ -235,9 +235,17 @@ async fn working(
     };
     for phase in Phase::ALL {
         let gen_ = read.generation;
-        mark_phase(status, phase, &revision, &timeout, gen_);
+        mark_phase(
+            status,
+            inner.config.controller,
+            phase,
+            &revision,
+            &timeout,
+            gen_,
+        );
         patcher.write(status).await.map_err(api_failure)?;
-        let children: Vec<ChildPlan> = if phase == Phase::Apply {
+        let parent = inner.config.controller == Controller::Kustomize;
+        let children: Vec<ChildPlan> = if phase == Phase::Apply && parent {
             read_children(inner, &read.key).await.map_err(api_failure)?
         } else {
             Vec::new()
@@ -291,15 +299,26 @@ async fn working(
             Phase::Fetch | Phase::Build => {}
         }
     }
-    let message = format!("Applied revision: {revision}");
+    let (reason, message) = match inner.config.controller {
+        Controller::Kustomize => (
+            "ReconciliationSucceeded",
+            format!("Applied revision: {revision}"),
+        ),
+        Controller::Helm => (
+            "UpgradeSucceeded",
+            format!("Helm upgrade succeeded for revision {revision}"),
+        ),
+    };
     let m = Mark {
         type_: READY,
         status: "True",
-        reason: "ReconciliationSucceeded",
+        reason,
         message: &message,
     };
     set_condition(status, m, read.generation, &now_rfc3339());
-    status["lastAppliedRevision"] = json!(revision);
+    if inner.config.controller == Controller::Kustomize {
+        status["lastAppliedRevision"] = json!(revision);
+    }
     Ok(())
 }
 
@@ -339,13 +358,23 @@ async fn knob_points(inner: &Arc<Inner>, read: &Read, phase: Phase) {
 
 /// The status a phase announces: a new `Reconciling` message (fetch also `Ready=Unknown`,
 /// build `lastAttemptedRevision`, health `Healthy=Unknown`), as kustomize-controller writes them.
-fn mark_phase(status: &mut Value, phase: Phase, revision: &str, timeout: &str, gen_: i64) {
+fn mark_phase(
+    status: &mut Value,
+    controller: Controller,
+    phase: Phase,
+    revision: &str,
+    timeout: &str,
+    gen_: i64,
+) {
     let now = now_rfc3339();
-    let verb = match phase {
-        Phase::Fetch => "Fetching manifests",
-        Phase::Build => "Building manifests",
-        Phase::Apply => "Applying manifests",
-        Phase::Health => "Running health checks",
+    let verb = match (controller, phase) {
+        (Controller::Kustomize, Phase::Fetch) => "Fetching manifests",
+        (Controller::Kustomize, Phase::Build) => "Building manifests",
+        (Controller::Kustomize, Phase::Apply) => "Applying manifests",
+        (Controller::Helm, Phase::Fetch) => "Fetching chart",
+        (Controller::Helm, Phase::Build) => "Rendering release",
+        (Controller::Helm, Phase::Apply) => "Running 'upgrade' action",
+        (_, Phase::Health) => "Running health checks",
     };
     let m = format!("{verb} for revision {revision} with a timeout of {timeout}");
     if phase == Phase::Fetch {
