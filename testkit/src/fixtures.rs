@@ -5,6 +5,7 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::{Value, json};
 
 /// API resource of Flux Kustomizations (`kustomize.toolkit.fluxcd.io/v1`).
+#[must_use]
 pub fn kustomization_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization"),
@@ -12,7 +13,8 @@ pub fn kustomization_resource() -> ApiResource {
     )
 }
 
-/// API resource of Flux HelmReleases (`helm.toolkit.fluxcd.io/v2`).
+/// API resource of Flux `HelmReleases` (`helm.toolkit.fluxcd.io/v2`).
+#[must_use]
 pub fn helmrelease_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("helm.toolkit.fluxcd.io", "v2", "HelmRelease"),
@@ -20,7 +22,8 @@ pub fn helmrelease_resource() -> ApiResource {
     )
 }
 
-/// API resource of Flux OCIRepositories (`source.toolkit.fluxcd.io/v1`).
+/// API resource of Flux `OCIRepositories` (`source.toolkit.fluxcd.io/v1`).
+#[must_use]
 pub fn ocirepository_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("source.toolkit.fluxcd.io", "v1", "OCIRepository"),
@@ -29,6 +32,7 @@ pub fn ocirepository_resource() -> ApiResource {
 }
 
 /// Starts a Kustomization fixture.
+#[must_use]
 pub fn kustomization(name: &str) -> Kustomization {
     Kustomization {
         name: name.to_string(),
@@ -52,8 +56,10 @@ impl Kustomization {
     /// kustomize-controller labels what it applies.
     #[must_use]
     pub fn managed_by(mut self, parent: &str, ns: &str) -> Self {
-        self.labels.insert("kustomize.toolkit.fluxcd.io/name".into(), json!(parent));
-        self.labels.insert("kustomize.toolkit.fluxcd.io/namespace".into(), json!(ns));
+        self.labels
+            .insert("kustomize.toolkit.fluxcd.io/name".into(), json!(parent));
+        self.labels
+            .insert("kustomize.toolkit.fluxcd.io/namespace".into(), json!(ns));
         self
     }
 
@@ -70,6 +76,7 @@ impl Kustomization {
     }
 
     /// The object to create in namespace `ns`.
+    #[must_use]
     pub fn build(&self, ns: &str) -> DynamicObject {
         let mut metadata = json!({ "name": self.name, "namespace": ns });
         if !self.labels.is_empty() {

@@ -5,7 +5,7 @@
 //!    of `cargo xtask cluster up --detach`, started on first use under a lock file.
 //! 2. [`TestNs::new`] hands each test an admin [`kube::Client`] and a fresh namespace, so tests
 //!    never see each other's objects.
-//! 3. [`TestNs::service_account_client`] gives a client that authenticates as a ServiceAccount,
+//! 3. [`TestNs::service_account_client`] gives a client that authenticates as a `ServiceAccount`,
 //!    for RBAC tests.
 //! 4. [`fixtures`] builds Flux objects with builders that read like sentences.
 
@@ -48,7 +48,9 @@ pub struct TestNs {
 
 impl std::fmt::Debug for TestNs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TestNs").field("name", &self.name).finish_non_exhaustive()
+        f.debug_struct("TestNs")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -59,14 +61,21 @@ impl TestNs {
         let client = Client::try_from(config.clone())?;
         let name = format!("{prefix}-{}", random_suffix(6));
         let ns = Namespace {
-            metadata: ObjectMeta { name: Some(name.clone()), ..ObjectMeta::default() },
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                ..ObjectMeta::default()
+            },
             ..Namespace::default()
         };
         Api::<Namespace>::all(client.clone())
             .create(&PostParams::default(), &ns)
             .await
             .with_context(|| format!("creating namespace {name}"))?;
-        Ok(Self { client, name, config })
+        Ok(Self {
+            client,
+            name,
+            config,
+        })
     }
 
     /// A typed API for namespaced resources of this test.
@@ -78,13 +87,16 @@ impl TestNs {
         Api::namespaced(self.client.clone(), &self.name)
     }
 
-    /// Creates ServiceAccount `name` in this namespace and returns a client authenticated as it
-    /// with a short-lived token from the TokenRequest API. It has no permissions until the
+    /// Creates `ServiceAccount` `name` in this namespace and returns a client authenticated as it
+    /// with a short-lived token from the `TokenRequest` API. It has no permissions until the
     /// test binds some.
     pub async fn service_account_client(&self, name: &str) -> anyhow::Result<Client> {
         let sas: Api<ServiceAccount> = self.api();
         let sa = ServiceAccount {
-            metadata: ObjectMeta { name: Some(name.to_string()), ..ObjectMeta::default() },
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                ..ObjectMeta::default()
+            },
             ..ServiceAccount::default()
         };
         sas.create(&PostParams::default(), &sa).await?;
@@ -113,9 +125,12 @@ impl TestNs {
 }
 
 /// A random lowercase alphanumeric suffix for names.
+#[must_use]
 pub fn random_suffix(len: usize) -> String {
     use rand::Rng;
     const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
     let mut rng = rand::rng();
-    (0..len).map(|_| CHARS[rng.random_range(0..CHARS.len())] as char).collect()
+    (0..len)
+        .map(|_| CHARS[rng.random_range(0..CHARS.len())] as char)
+        .collect()
 }

@@ -8,7 +8,10 @@ mod restart;
 pub use ack::wait_acknowledged;
 pub use prove::{ProofTarget, prove_stable_pause};
 pub use quiesce::wait_quiet;
-pub use restart::{ControllerRef, restart_controller};
+pub use restart::{
+    ControllerRef, RESTARTED_AT, RestartSnapshot, execute_restart, restart_controller,
+    snapshot_controller,
+};
 
 use std::time::Duration;
 

@@ -40,9 +40,67 @@ impl std::fmt::Display for ControllerRef {
     }
 }
 
+/// What a restart needs to know from before it: the Deployment as read and the UIDs of the
+/// Pods that existed then.
+#[derive(Debug, Clone)]
+pub struct RestartSnapshot {
+    deployment: Deployment,
+    selector: String,
+    before: BTreeSet<String>,
+    want: usize,
+}
+
+impl RestartSnapshot {
+    /// UIDs of the Pods that existed before the restart.
+    #[must_use]
+    pub fn pods_before(&self) -> &BTreeSet<String> {
+        &self.before
+    }
+}
+
+/// Reads the controller Deployment and its current Pods.
+///
+/// # Errors
+/// [`SuspendError::Kube`], [`SuspendError::Invalid`] (no selector).
+pub async fn snapshot_controller(
+    client: &Client,
+    controller: &ControllerRef,
+) -> Result<RestartSnapshot, SuspendError> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &controller.namespace);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &controller.namespace);
+    let deployment = deployments
+        .get(&controller.name)
+        .await
+        .map_err(SuspendError::kube("reading the controller Deployment"))?;
+    let selector = selector(&deployment).ok_or_else(|| SuspendError::Invalid {
+        step: "reading the controller Deployment",
+        detail: format!("{controller} has no matchLabels selector"),
+    })?;
+    let want = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.replicas)
+        .unwrap_or(1);
+    let want = usize::try_from(want).unwrap_or(1);
+    let before = pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(SuspendError::kube("listing the controller Pods"))?
+        .items
+        .iter()
+        .filter_map(|p| p.metadata.uid.clone())
+        .collect();
+    Ok(RestartSnapshot {
+        deployment,
+        selector,
+        before,
+        want,
+    })
+}
+
 /// Rollout-restarts the controller with a CAS patch carrying `token` as the
 /// `restartedAt` value, then waits until every Pod that existed before is gone and the
-/// replacements are Ready.
+/// replacements are Ready: [`snapshot_controller`], then [`execute_restart`].
 ///
 /// # Guarantees
 /// - The patch tests the uid and resourceVersion it read; a lost race re-reads and decides
@@ -54,36 +112,44 @@ impl std::fmt::Display for ControllerRef {
 /// # Errors
 /// [`SuspendError::RestartTimeout`], [`SuspendError::Kube`], [`SuspendError::Invalid`] (no
 /// selector).
+///
+/// # Caveats
+/// Use a fresh `token` per restart. A Deployment that already carries `token` at the first read
+/// (e.g. a run that crashed after its patch) counts the Pods of that rollout as old, so the
+/// wait fails closed with a timeout.
 pub async fn restart_controller(
     client: &Client,
     controller: &ControllerRef,
     token: &str,
     timing: Timing,
 ) -> Result<(), SuspendError> {
+    let snapshot = snapshot_controller(client, controller).await?;
+    execute_restart(client, controller, snapshot, token, timing).await
+}
+
+/// Patches `restartedAt` to `token` (CAS on the snapshot's read, adopting a lost response by
+/// its token) and waits until every Pod of the snapshot is gone and the replacements are Ready.
+///
+/// # Errors
+/// As [`restart_controller`].
+pub async fn execute_restart(
+    client: &Client,
+    controller: &ControllerRef,
+    snapshot: RestartSnapshot,
+    token: &str,
+    timing: Timing,
+) -> Result<(), SuspendError> {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &controller.namespace);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &controller.namespace);
-    let deploy = deployments
-        .get(&controller.name)
-        .await
-        .map_err(SuspendError::kube("reading the controller Deployment"))?;
-    let selector = selector(&deploy).ok_or_else(|| SuspendError::Invalid {
-        step: "reading the controller Deployment",
-        detail: format!("{controller} has no matchLabels selector"),
-    })?;
-    let want = deploy.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-    let want = usize::try_from(want).unwrap_or(1);
+    let RestartSnapshot {
+        deployment,
+        selector,
+        before,
+        want,
+    } = snapshot;
+    patch_restarted_at(&deployments, controller, deployment, token).await?;
+
     let lp = ListParams::default().labels(&selector);
-    let before: BTreeSet<String> = pods
-        .list(&lp)
-        .await
-        .map_err(SuspendError::kube("listing the controller Pods"))?
-        .items
-        .iter()
-        .filter_map(|p| p.metadata.uid.clone())
-        .collect();
-
-    patch_restarted_at(&deployments, controller, deploy, token).await?;
-
     let last = std::sync::Mutex::new(RestartProgress::Pending {
         old: before.len(),
         ready: 0,
