@@ -75,7 +75,11 @@ fn running(state: &Path) -> Option<String> {
 }
 
 fn read_pid(state: &Path) -> Option<u32> {
-    fs::read_to_string(state.join("pid")).ok()?.trim().parse().ok()
+    fs::read_to_string(state.join("pid"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 fn clean(state: &Path) -> anyhow::Result<()> {
@@ -106,11 +110,17 @@ fn wait_ready(child: &mut Child, state: &Path) -> anyhow::Result<String> {
             return Ok(line.to_string());
         }
         if let Some(status) = child.try_wait()? {
-            bail!("the launcher exited ({status}) before it was ready:\n{}", tail(state));
+            bail!(
+                "the launcher exited ({status}) before it was ready:\n{}",
+                tail(state)
+            );
         }
         if start.elapsed() > READY_TIMEOUT {
             let _ = child.kill();
-            bail!("the launcher was not ready within {READY_TIMEOUT:?}:\n{}", tail(state));
+            bail!(
+                "the launcher was not ready within {READY_TIMEOUT:?}:\n{}",
+                tail(state)
+            );
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -159,7 +169,12 @@ impl Private {
             .find_map(|w| w.strip_prefix("kubeconfig="))
             .map(PathBuf::from)
             .context("ready line without kubeconfig=")?;
-        Ok(Self { child, stdin, state: state.to_path_buf(), kubeconfig })
+        Ok(Self {
+            child,
+            stdin,
+            state: state.to_path_buf(),
+            kubeconfig,
+        })
     }
 
     pub fn stop(mut self) -> anyhow::Result<()> {

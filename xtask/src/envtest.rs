@@ -55,7 +55,8 @@ fn source_key() -> anyhow::Result<u64> {
         .map(|e| e.path())
         .filter(|p| {
             p.extension().is_some_and(|x| x == "go")
-                || p.file_name().is_some_and(|n| n == "go.mod" || n == "go.sum")
+                || p.file_name()
+                    .is_some_and(|n| n == "go.mod" || n == "go.sum")
         })
         .collect();
     files.sort();

@@ -58,7 +58,14 @@ fn ci() -> anyhow::Result<()> {
     run("cargo", &["fmt", "--all", "--check"], &root)?;
     run(
         "cargo",
-        &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"],
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
         &root,
     )?;
     if !proc::succeeds("cargo", &["nextest", "--version"], &root) {
