@@ -15,7 +15,7 @@ use anyhow::{Context, bail};
 
 use crate::{envtest, paths, proc};
 
-const READY_TIMEOUT: Duration = Duration::from_secs(180);
+const READY_TIMEOUT: Duration = Duration::from_mins(3);
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `cargo xtask cluster up [--detach]`.
