@@ -42,7 +42,7 @@
 //! are merged into a fresh GET and patched with a resourceVersion lock (retried on 409, as the
 //! helper does), every other status field is a JSON merge patch with no precondition.
 //!
-//! [`Controller::Helm`] plays helm-controller on HelmReleases with the same queue, phases and
+//! [`Controller::Helm`] plays helm-controller on `HelmRelease`s with the same queue, phases and
 //! finalisation (flux-model.md "helm-controller"); it has no children and does not model a
 //! release left `pending-upgrade`.
 //!
@@ -109,7 +109,7 @@ impl Phase {
 }
 
 /// Which Flux controller the model plays. One model plays one controller; run two models for
-/// Kustomizations and HelmReleases side by side.
+/// `Kustomization`s and `HelmRelease`s side by side.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Controller {
     /// kustomize-controller reconciling `Kustomization`s (facts 1–10, parents apply children).
@@ -174,7 +174,7 @@ impl ModelConfig {
         self
     }
 
-    /// Plays helm-controller (HelmReleases) instead of kustomize-controller.
+    /// Plays helm-controller (`HelmRelease`s) instead of kustomize-controller.
     #[must_use]
     pub fn helm(mut self) -> Self {
         self.controller = Controller::Helm;

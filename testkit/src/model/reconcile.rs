@@ -299,7 +299,13 @@ async fn working(
             Phase::Fetch | Phase::Build => {}
         }
     }
-    let (reason, message) = match inner.config.controller {
+    mark_succeeded(status, inner.config.controller, &revision, read.generation);
+    Ok(())
+}
+
+/// The end of a working path: `Ready=True` (and `lastAppliedRevision` for Kustomizations).
+fn mark_succeeded(status: &mut Value, controller: Controller, revision: &str, gen_: i64) {
+    let (reason, message) = match controller {
         Controller::Kustomize => (
             "ReconciliationSucceeded",
             format!("Applied revision: {revision}"),
@@ -315,11 +321,10 @@ async fn working(
         reason,
         message: &message,
     };
-    set_condition(status, m, read.generation, &now_rfc3339());
-    if inner.config.controller == Controller::Kustomize {
+    set_condition(status, m, gen_, &now_rfc3339());
+    if controller == Controller::Kustomize {
         status["lastAppliedRevision"] = json!(revision);
     }
-    Ok(())
 }
 
 /// Touches, restart and hang armed for this phase, in that order.
