@@ -352,28 +352,7 @@ impl Fencer {
                     }
                     Failure::Unknown => {
                         tracing::warn!(object = %obj, error = %e, "release response lost; re-reading");
-                        let read = self.read(&obj).await?;
-                        return Ok(
-                            match decide_release(read.as_ref(), &self.keys, &guard.held)? {
-                                ReleaseDecision::Gone => done(guard, ReleaseOutcome::Gone),
-                                ReleaseDecision::Recreated => {
-                                    done(guard, ReleaseOutcome::Recreated)
-                                }
-                                ReleaseDecision::NotOurs { holder: None } => done(
-                                    guard,
-                                    ReleaseOutcome::Released {
-                                        resource_version: None,
-                                    },
-                                ),
-                                ReleaseDecision::NotOurs { holder } => {
-                                    done(guard, ReleaseOutcome::NotOurs { holder })
-                                }
-                                _ => ReleaseOutcome::Kept {
-                                    guard: Box::new(guard),
-                                    why: Kept::Unknown,
-                                },
-                            },
-                        );
+                        return self.resolve_lost_release(guard).await;
                     }
                     Failure::Forbidden | Failure::Other => {
                         return Err(error("patch", obj.resource_name(), obj.target(), e));
@@ -443,6 +422,31 @@ impl Fencer {
             })
         })
         .transpose()
+    }
+
+    /// A release whose response was lost: re-read and judge. No owner annotation any more
+    /// counts as released (ours was the only write testing our owner); still ours is kept.
+    async fn resolve_lost_release(&self, guard: FenceGuard) -> Result<ReleaseOutcome, FenceError> {
+        let read = self.read(&guard.object).await?;
+        Ok(
+            match decide_release(read.as_ref(), &self.keys, &guard.held)? {
+                ReleaseDecision::Gone => done(guard, ReleaseOutcome::Gone),
+                ReleaseDecision::Recreated => done(guard, ReleaseOutcome::Recreated),
+                ReleaseDecision::NotOurs { holder: None } => done(
+                    guard,
+                    ReleaseOutcome::Released {
+                        resource_version: None,
+                    },
+                ),
+                ReleaseDecision::NotOurs { holder } => {
+                    done(guard, ReleaseOutcome::NotOurs { holder })
+                }
+                _ => ReleaseOutcome::Kept {
+                    guard: Box::new(guard),
+                    why: Kept::Unknown,
+                },
+            },
+        )
     }
 
     /// Whether `obj` is gone or has another resourceVersion than `read_rv`. After a 422 this

@@ -3,7 +3,7 @@
 use crate::decide::Unclear;
 use crate::{FenceGuard, MarkAt};
 
-/// The outcome of [`Fencer::acquire`].
+/// The outcome of [`crate::Fencer::acquire`].
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum AcquireOutcome {
@@ -35,7 +35,7 @@ pub enum AcquireOutcome {
     },
 }
 
-/// The outcome of one acquire write ([`Fencer::apply_acquire`]).
+/// The outcome of one acquire write ([`crate::Fencer::apply_acquire`]).
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Applied {
@@ -54,7 +54,7 @@ pub enum Applied {
     },
 }
 
-/// The outcome of [`Fencer::resolve_lost_acquire`].
+/// The outcome of [`crate::Fencer::resolve_lost_acquire`].
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum LostAcquire {
@@ -71,7 +71,7 @@ pub enum LostAcquire {
     },
 }
 
-/// The outcome of [`Fencer::release`].
+/// The outcome of [`crate::Fencer::release`].
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum ReleaseOutcome {
