@@ -54,7 +54,7 @@ async fn restart_strategy_pauses_and_replaces_every_controller_pod() {
     let mut steps = Vec::new();
     let out = h
         .pause(&w.chain(), &w.opts(Strategy::Restart), &mut |s| {
-            steps.push(s)
+            steps.push(s);
         })
         .await
         .unwrap();
@@ -122,7 +122,7 @@ async fn restart_ambiguous_patch_is_adopted_by_its_token() {
         .unwrap()
         .metadata
         .generation;
-    let timing = Timing::new(Duration::from_millis(100), Duration::from_secs(60));
+    let timing = Timing::new(Duration::from_millis(100), Duration::from_mins(1));
     execute_restart(
         &w.ns.client,
         &controller(&w),

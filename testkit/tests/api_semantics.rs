@@ -23,11 +23,17 @@ fn status_code(err: &kube::Error) -> Option<u16> {
 
 async fn configmap(ns: &TestNs, name: &str) -> ConfigMap {
     let cm = ConfigMap {
-        metadata: ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() },
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
         data: Some([("k".to_string(), "v".to_string())].into()),
         ..ConfigMap::default()
     };
-    ns.api().create(&PostParams::default(), &cm).await.expect("create ConfigMap")
+    ns.api()
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("create ConfigMap")
 }
 
 #[tokio::test]
@@ -68,7 +74,10 @@ async fn json_patch_with_failing_test_op_is_422_and_changes_nothing() {
         .unwrap_err();
     assert_eq!(status_code(&err), Some(422), "{err}");
     let after = cms.get("target").await.unwrap();
-    assert_eq!(after.metadata.resource_version, before.metadata.resource_version);
+    assert_eq!(
+        after.metadata.resource_version,
+        before.metadata.resource_version
+    );
     assert_eq!(after.data.unwrap()["k"], "v");
 }
 
@@ -102,13 +111,21 @@ async fn update_with_stale_resource_version_is_409_and_changes_nothing() {
     // Another writer moves the object on.
     let mut fresh = stale.clone();
     fresh.data = Some([("k".to_string(), "other-writer".to_string())].into());
-    cms.replace("target", &PostParams::default(), &fresh).await.unwrap();
+    cms.replace("target", &PostParams::default(), &fresh)
+        .await
+        .unwrap();
 
     let mut ours = stale;
     ours.data = Some([("k".to_string(), "ours".to_string())].into());
-    let err = cms.replace("target", &PostParams::default(), &ours).await.unwrap_err();
+    let err = cms
+        .replace("target", &PostParams::default(), &ours)
+        .await
+        .unwrap_err();
     assert_eq!(status_code(&err), Some(409), "{err}");
-    assert_eq!(cms.get("target").await.unwrap().data.unwrap()["k"], "other-writer");
+    assert_eq!(
+        cms.get("target").await.unwrap().data.unwrap()["k"],
+        "other-writer"
+    );
 }
 
 #[tokio::test]
@@ -116,8 +133,13 @@ async fn status_write_keeps_spec_and_generation_and_spec_change_bumps_generation
     let ns = TestNs::new("status").await.unwrap();
     let api: Api<DynamicObject> =
         Api::namespaced_with(ns.client.clone(), &ns.name, &kustomization_resource());
-    let created =
-        api.create(&PostParams::default(), &kustomization("apps").build(&ns.name)).await.unwrap();
+    let created = api
+        .create(
+            &PostParams::default(),
+            &kustomization("apps").build(&ns.name),
+        )
+        .await
+        .unwrap();
     let gen0 = created.metadata.generation.unwrap();
 
     // A status write through the status subresource: spec and generation stay.
@@ -142,8 +164,15 @@ async fn status_write_keeps_spec_and_generation_and_spec_change_bumps_generation
     let after_status = api.get("apps").await.unwrap();
     assert_eq!(after_status.metadata.generation, Some(gen0));
     assert_eq!(after_status.data["spec"]["suspend"], json!(false));
-    assert_eq!(after_status.data["status"]["conditions"][0]["type"], json!("Reconciling"));
-    assert!(after_status.data["status"].get("lastHandledReconcileAt").is_none());
+    assert_eq!(
+        after_status.data["status"]["conditions"][0]["type"],
+        json!("Reconciling")
+    );
+    assert!(
+        after_status.data["status"]
+            .get("lastHandledReconcileAt")
+            .is_none()
+    );
 
     // An annotation change does not bump generation; a spec change does.
     api.patch(
@@ -153,13 +182,23 @@ async fn status_write_keeps_spec_and_generation_and_spec_change_bumps_generation
     )
     .await
     .unwrap();
-    assert_eq!(api.get("apps").await.unwrap().metadata.generation, Some(gen0));
-    api.patch("apps", &PatchParams::default(), &Patch::Merge(json!({ "spec": { "suspend": true } })))
-        .await
-        .unwrap();
+    assert_eq!(
+        api.get("apps").await.unwrap().metadata.generation,
+        Some(gen0)
+    );
+    api.patch(
+        "apps",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": { "suspend": true } })),
+    )
+    .await
+    .unwrap();
     let after_spec = api.get("apps").await.unwrap();
     assert_eq!(after_spec.metadata.generation, Some(gen0 + 1));
-    assert_eq!(after_spec.data["status"]["conditions"][0]["type"], json!("Reconciling"));
+    assert_eq!(
+        after_spec.data["status"]["conditions"][0]["type"],
+        json!("Reconciling")
+    );
 }
 
 #[tokio::test]
@@ -178,7 +217,10 @@ async fn annotation_keys_with_slash_need_tilde_one_escaping() {
     .await
     .unwrap();
     let held = cms.get("target").await.unwrap();
-    assert_eq!(held.metadata.annotations.unwrap()["flux-handoff.io/owner"], "h;1");
+    assert_eq!(
+        held.metadata.annotations.unwrap()["flux-handoff.io/owner"],
+        "h;1"
+    );
 
     // Unescaped, the `/` is a path separator: the pointer names a missing parent and the
     // server refuses the patch without changing anything.
@@ -194,7 +236,10 @@ async fn annotation_keys_with_slash_need_tilde_one_escaping() {
         .unwrap_err();
     assert!(matches!(status_code(&err), Some(422 | 500)), "{err}");
     let after = cms.get("target").await.unwrap();
-    assert_eq!(after.metadata.resource_version, held.metadata.resource_version);
+    assert_eq!(
+        after.metadata.resource_version,
+        held.metadata.resource_version
+    );
 }
 
 #[tokio::test]
@@ -202,7 +247,10 @@ async fn service_account_with_narrow_role_is_forbidden_outside_it() {
     let ns = TestNs::new("rbac").await.unwrap();
     configmap(&ns, "target").await;
     let role = Role {
-        metadata: ObjectMeta { name: Some("read-configmaps".into()), ..ObjectMeta::default() },
+        metadata: ObjectMeta {
+            name: Some("read-configmaps".into()),
+            ..ObjectMeta::default()
+        },
         rules: Some(vec![PolicyRule {
             api_groups: Some(vec![String::new()]),
             resources: Some(vec!["configmaps".into()]),
@@ -210,9 +258,15 @@ async fn service_account_with_narrow_role_is_forbidden_outside_it() {
             ..PolicyRule::default()
         }]),
     };
-    ns.api::<Role>().create(&PostParams::default(), &role).await.unwrap();
+    ns.api::<Role>()
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
     let binding = RoleBinding {
-        metadata: ObjectMeta { name: Some("read-configmaps".into()), ..ObjectMeta::default() },
+        metadata: ObjectMeta {
+            name: Some("read-configmaps".into()),
+            ..ObjectMeta::default()
+        },
         role_ref: RoleRef {
             api_group: Some("rbac.authorization.k8s.io".into()),
             kind: "Role".into(),
@@ -225,21 +279,42 @@ async fn service_account_with_narrow_role_is_forbidden_outside_it() {
             ..Subject::default()
         }]),
     };
-    ns.api::<RoleBinding>().create(&PostParams::default(), &binding).await.unwrap();
+    ns.api::<RoleBinding>()
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
 
     let narrow = ns.service_account_client("narrow").await.unwrap();
     let as_narrow: Api<ConfigMap> = Api::namespaced(narrow.clone(), &ns.name);
     // Inside the role: allowed.
-    assert_eq!(as_narrow.get("target").await.unwrap().data.unwrap()["k"], "v");
+    assert_eq!(
+        as_narrow.get("target").await.unwrap().data.unwrap()["k"],
+        "v"
+    );
     // Outside it (patch): forbidden, and nothing changed.
     let err = as_narrow
-        .patch("target", &PatchParams::default(), &Patch::Merge(json!({ "data": { "k": "x" } })))
+        .patch(
+            "target",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "data": { "k": "x" } })),
+        )
         .await
         .unwrap_err();
     assert_eq!(status_code(&err), Some(403), "{err}");
-    assert_eq!(ns.api::<ConfigMap>().get("target").await.unwrap().data.unwrap()["k"], "v");
+    assert_eq!(
+        ns.api::<ConfigMap>()
+            .get("target")
+            .await
+            .unwrap()
+            .data
+            .unwrap()["k"],
+        "v"
+    );
     // Another namespace: forbidden too.
     let other: Api<ConfigMap> = Api::namespaced(narrow, "default");
-    let err = other.list(&Default::default()).await.unwrap_err();
+    let err = other
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap_err();
     assert_eq!(status_code(&err), Some(403), "{err}");
 }
