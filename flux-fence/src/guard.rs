@@ -137,6 +137,13 @@ impl FenceGuard {
         self.confirmed
     }
 
+    /// Deliberately leaves the fence on the object and forgets the guard without the
+    /// dropped-guard error (e.g. `flux-handoff pause`, whose fences a later `resume --holder`
+    /// adopts with [`crate::Fencer::adopt_recorded`]).
+    pub fn leave_in_place(self) {
+        self.disarm();
+    }
+
     pub(crate) fn disarm(mut self) {
         self.armed = false;
     }

@@ -371,6 +371,21 @@ impl LeaseGuard {
         self.handle.clone()
     }
 
+    /// Stops the heartbeat and deliberately leaves the Lease held by our holder (e.g.
+    /// `flux-handoff pause`). It is not renewed any more; [`Lease::acquire`] with the same
+    /// holder adopts it again (a later `resume --holder`), and nobody else takes it over
+    /// without [`Lease::recover`].
+    pub fn leave_held(mut self) {
+        self.heartbeat.abort();
+        self.released = true;
+        self.handle
+            .0
+            .lost
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert(LossReason::Released);
+    }
+
     /// Stops the heartbeat and clears the holder, only if the Lease is still ours at our
     /// epoch (update carrying the read resourceVersion).
     ///

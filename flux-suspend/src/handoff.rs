@@ -117,6 +117,18 @@ impl Handoff {
         h
     }
 
+    /// Deliberately leaves every fence on the cluster (a pause that outlives this process);
+    /// returns the objects left fenced, targets first. A later process adopts them with
+    /// [`flux_fence::Fencer::adopt_recorded`] and [`Handoff::adopt`].
+    #[must_use = "the returned list names what stays fenced"]
+    pub fn leave_paused(mut self) -> Vec<String> {
+        let held = self.held_objects();
+        for h in self.targets.drain(..).chain(self.parents.drain(..)) {
+            h.guard.leave_in_place();
+        }
+        held
+    }
+
     /// Whether any fence is held.
     #[must_use]
     pub fn holds_anything(&self) -> bool {

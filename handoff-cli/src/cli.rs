@@ -1,0 +1,154 @@
+//! The command line, as clap derives it. `--help` is the manual: keep it teaching.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::output::Format;
+
+const ABOUT: &str =
+    "Take Flux objects out of Flux's hands, prove Flux has let go, do work, hand them back";
+
+const LONG_ABOUT: &str = "\
+Take Flux objects out of Flux's hands, prove that Flux has let go, do some work, and hand them
+back — with owner fences (compare-and-swap on every write), a stable-pause proof that never
+trusts frozen status, and reports that never print secrets or identities.
+
+A handoff: acquire the Lease, fence the chain top-down (parent, then target: owner annotation,
+spec.suspend=true, a requestedAt nonce, and reconcile: disabled on the target), retire in-flight
+reconciles (--retire ack|restart|none), prove the pause is stable, work, then release bottom-up
+and release the Lease — on every exit path, including SIGINT and SIGTERM.";
+
+#[derive(Debug, Parser)]
+#[command(name = "flux-handoff", version, about = ABOUT, long_about = LONG_ABOUT,
+          after_help = crate::exit::TABLE, after_long_help = crate::exit::TABLE)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Configuration file (TOML): targets, Lease, registry, Secrets. Flags override it.
+    #[arg(long, global = true, env = "FLUX_HANDOFF_CONFIG", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Kubeconfig to use (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Default namespace of targets named without one.
+    #[arg(
+        long,
+        short = 'n',
+        global = true,
+        default_value = "flux-system",
+        value_name = "NS"
+    )]
+    pub namespace: String,
+    /// Overall budget of each bounded wait (acknowledgement, restart, proof), e.g. 300s, 5m.
+    #[arg(long, global = true, default_value = "300s", value_parser = crate::duration::parse, value_name = "DURATION")]
+    pub timeout: std::time::Duration,
+    /// Pause between two reads of a bounded wait, e.g. 2s, 500ms.
+    #[arg(long, global = true, default_value = "2s", value_parser = crate::duration::parse, value_name = "DURATION")]
+    pub interval: std::time::Duration,
+    /// Result format on stdout: phase lines for people (text) or one JSON document (json).
+    #[arg(long, short = 'o', global = true, value_enum, default_value_t = Format::Text)]
+    pub output: Format,
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// More logs (-v debug, -vv trace).
+    #[arg(long, short = 'v', global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Only errors.
+    #[arg(long, short = 'q', global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Why this handoff runs; recorded on every fenced object (annotation and Event) so
+    /// `kubectl describe` tells a person why it is paused and by which run.
+    #[arg(long, global = true, value_name = "TEXT")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Fence the chain, retire in-flight reconciles, prove the stable pause; leave it paused.
+    Pause(PauseArgs),
+    /// Release what a holder owns, children before parents, then the Lease.
+    Resume(ResumeArgs),
+    /// Pause, prove, run a command, resume — whatever the command's outcome.
+    #[command(trailing_var_arg = true)]
+    Run(RunArgs),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell) to stdout.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to stdout.
+    Man,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct TargetArgs {
+    /// Flux object to pause: `[kind/][namespace/]name`, kind `ks` (Kustomization, default) or
+    /// `hr` (`HelmRelease`). Repeatable. Default: the config file's `[[targets]]`.
+    #[arg(long, short = 't', value_name = "TARGET")]
+    pub target: Vec<String>,
+    /// The Kustomization that applies the target, `[namespace/]name`; default: from the
+    /// target's kustomize.toolkit.fluxcd.io/name|namespace labels. `none` for a top-level object.
+    #[arg(long, value_name = "PARENT")]
+    pub parent: Option<String>,
+    /// How in-flight reconciles are retired: `ack` waits for each object's acknowledgement of
+    /// its requestedAt nonce (no restart); `restart` rollout-restarts the controller and waits
+    /// until every old Pod is gone; `none` relies on a quiet window (weakest).
+    #[arg(long, value_name = "STRATEGY")]
+    pub retire: Option<String>,
+    /// Wait for the target to be quiet (no Reconciling=True) before fencing it. Implied by
+    /// --retire none.
+    #[arg(long)]
+    pub quiesce: bool,
+    /// The coordination Lease, `[namespace/]name` (default flux-system/flux-handoff).
+    #[arg(long, value_name = "LEASE")]
+    pub lease: Option<String>,
+    /// The controller Deployment `--retire restart` restarts (default
+    /// flux-system/kustomize-controller).
+    #[arg(long, value_name = "DEPLOYMENT")]
+    pub controller: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct PauseArgs {
+    #[command(flatten)]
+    pub targets: TargetArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The holder whose fences to release (default: `$FLUX_HANDOFF_HOLDER`; pause prints it).
+    #[arg(long, env = "FLUX_HANDOFF_HOLDER", value_name = "HOLDER")]
+    pub holder: String,
+    /// After releasing, request a reconcile and wait until each object is Ready for its
+    /// current generation.
+    #[arg(long)]
+    pub wait_ready: bool,
+    #[command(flatten)]
+    pub targets: TargetArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub targets: TargetArgs,
+    /// The command to run while paused, after `--`.
+    #[arg(required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}

@@ -1,0 +1,5 @@
+//! One file per subcommand; each returns its exit code or a [`crate::failure::Failure`].
+
+pub mod pause;
+pub mod resume;
+pub mod run;

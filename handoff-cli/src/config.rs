@@ -1,0 +1,211 @@
+//! `flux-handoff.toml`: everything a handoff needs, so a CI step is one short line. Every key
+//! can be overridden by a flag; unknown keys are rejected with their name and line.
+//!
+//! ```toml
+//! [lease]
+//! namespace = "flux-system"      # default
+//! name = "flux-handoff"          # default
+//! duration = "60s"
+//!
+//! [fence]
+//! annotation_prefix = "flux-handoff.io"
+//! retire = "ack"                 # ack | restart | none
+//! quiesce = false
+//!
+//! [controller]                   # the Deployment `--retire restart` restarts
+//! namespace = "flux-system"
+//! name = "kustomize-controller"
+//!
+//! [[targets]]
+//! kind = "Kustomization"         # or HelmRelease
+//! namespace = "flux-system"
+//! name = "infrastructure"
+//! # parent = "flux-system/flux-system"   # default: from kustomize.toolkit.fluxcd.io labels
+//!
+//! [ghcr]
+//! username = "flux"
+//! credential_env = "GHCR_TOKEN"  # or credential_file = "/run/secrets/ghcr", or credential_stdin
+//! images = ["ghcr.io/org/app:1.2.3"]
+//! secret_name = "ghcr-auth"
+//! namespaces = ["apps"]          # and/or namespace_selector = "ghcr-consumer=true"
+//! root_secret = "flux-system/ghcr-auth"
+//! sources = ["flux-system/app"]  # OCIRepositories to reconcile as the Flux proof
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The configuration file as written.
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub lease: Option<LeaseConfig>,
+    pub fence: Option<FenceConfig>,
+    pub controller: Option<ControllerConfig>,
+    #[serde(default)]
+    pub targets: Vec<TargetConfig>,
+    pub ghcr: Option<GhcrConfig>,
+}
+
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseConfig {
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub duration: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct FenceConfig {
+    pub annotation_prefix: Option<String>,
+    pub retire: Option<String>,
+    pub quiesce: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ControllerConfig {
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Deserialize, PartialEq, Eq, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct TargetConfig {
+    #[serde(default = "default_kind")]
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub parent: Option<String>,
+}
+
+fn default_kind() -> String {
+    "Kustomization".into()
+}
+
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct GhcrConfig {
+    pub username: Option<String>,
+    pub credential_env: Option<String>,
+    pub credential_file: Option<PathBuf>,
+    pub credential_stdin: Option<bool>,
+    #[serde(default)]
+    pub images: Vec<String>,
+    #[serde(default)]
+    pub insecure_http_hosts: Vec<String>,
+    pub negative_check: Option<bool>,
+    pub secret_name: Option<String>,
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+    pub namespace_selector: Option<String>,
+    pub root_secret: Option<String>,
+    #[serde(default)]
+    pub sources: Vec<String>,
+}
+
+/// Reads and parses `path`. Errors are one line: `config <path>:<line>: <what>`.
+pub fn load(path: &Path) -> Result<FileConfig, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("config {}: cannot read: {e}", path.display()))?;
+    parse(&text).map_err(|e| format!("config {}{e}", path.display()))
+}
+
+/// Loads `path` when given; no config file is an empty config.
+pub fn load_optional(path: Option<&Path>) -> Result<FileConfig, String> {
+    path.map_or_else(|| Ok(FileConfig::default()), load)
+}
+
+/// Parses config text. Errors start with `:<line>: ` when the position is known.
+pub fn parse(text: &str) -> Result<FileConfig, String> {
+    toml::from_str(text).map_err(|e| {
+        let what = e
+            .message()
+            .lines()
+            .next()
+            .unwrap_or("invalid TOML")
+            .trim()
+            .to_string();
+        match e.span() {
+            Some(span) => {
+                let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+                format!(":{line}: {what}")
+            }
+            None => format!(": {what}"),
+        }
+    })
+}
+
+/// Splits `namespace/name`; a bare `name` takes `default_ns`.
+pub fn split_ref(text: &str, default_ns: &str) -> Result<(String, String), String> {
+    let valid = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 253
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+    };
+    let (ns, name) = match text.split_once('/') {
+        Some((ns, name)) => (ns, name),
+        None => (default_ns, text),
+    };
+    if valid(ns) && valid(name) {
+        Ok((ns.to_string(), name.to_string()))
+    } else {
+        Err(format!("{text:?} is not a valid [namespace/]name"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_example_parses() {
+        let text = include_str!("config.rs")
+            .lines()
+            .filter_map(|l| l.strip_prefix("//! "))
+            .skip_while(|l| !l.starts_with("```toml"))
+            .skip(1)
+            .take_while(|l| !l.starts_with("```"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let cfg = parse(&text).unwrap();
+        assert_eq!(cfg.targets.len(), 1);
+        assert_eq!(cfg.targets[0].name, "infrastructure");
+        assert_eq!(cfg.ghcr.unwrap().images, ["ghcr.io/org/app:1.2.3"]);
+    }
+
+    #[test]
+    fn unknown_key_is_rejected_with_its_name_and_line() {
+        let err = parse("[lease]\nname = \"x\"\nnamspace = \"y\"\n").unwrap_err();
+        assert!(err.starts_with(":3: "), "{err}");
+        assert!(err.contains("namspace"), "{err}");
+        assert_eq!(err.lines().count(), 1);
+    }
+
+    #[test]
+    fn unknown_table_is_rejected() {
+        let err = parse("[leese]\nname = \"x\"\n").unwrap_err();
+        assert!(err.starts_with(":1: ") && err.contains("leese"), "{err}");
+    }
+
+    #[test]
+    fn wrong_type_names_the_line() {
+        let err = parse("[fence]\nquiesce = \"yes\"\n").unwrap_err();
+        assert!(err.starts_with(":2: "), "{err}");
+    }
+
+    #[test]
+    fn split_ref_defaults_namespace_and_validates() {
+        assert_eq!(
+            split_ref("apps", "flux-system"),
+            Ok(("flux-system".into(), "apps".into()))
+        );
+        assert_eq!(split_ref("a/b", "x"), Ok(("a".into(), "b".into())));
+        assert!(split_ref("A/b", "x").is_err());
+        assert!(split_ref("a/", "x").is_err());
+        assert!(split_ref("a/b/c", "x").is_err());
+    }
+}

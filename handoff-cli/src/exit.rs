@@ -1,0 +1,35 @@
+//! Exit codes of `flux-handoff`, documented in `--help` and the README.
+
+/// The handoff (or the command) succeeded.
+pub const SUCCESS: u8 = 0;
+/// An internal error: a bug, or something this tool did not expect.
+pub const INTERNAL: u8 = 1;
+/// Bad flags or configuration; nothing in the cluster was touched.
+pub const USAGE: u8 = 2;
+/// Someone else holds the Lease or a fence (or the object is suspended by someone else);
+/// nothing was changed.
+pub const REFUSED: u8 = 3;
+/// The stable-pause proof (or another bounded wait) did not settle in time.
+pub const TIMEOUT: u8 = 4;
+/// The registry rejected the credential (401, 403, 404) or could not be reached.
+#[allow(dead_code)] // documented now; returned by the `ghcr` subcommands
+pub const REGISTRY: u8 = 5;
+/// A Kubernetes API call failed (unreachable, forbidden, missing CRD, ...).
+pub const KUBE_API: u8 = 6;
+/// The work succeeded but something held could not be released; `flux-handoff fences` lists it.
+pub const CLEANUP: u8 = 7;
+/// Stopped by SIGINT or SIGTERM after releasing what it held (128 + SIGINT).
+pub const INTERRUPTED: u8 = 130;
+
+/// The table printed by `--help` and kept in the README.
+pub const TABLE: &str = "\
+Exit codes:
+  0    success
+  1    internal error
+  2    usage or configuration error (nothing was touched)
+  3    refused: another holder has the Lease or a fence (nothing was changed)
+  4    timeout: the stable-pause proof or another bounded wait did not settle
+  5    registry rejected the credential (401/403/404) or was unreachable
+  6    Kubernetes API error (unreachable, forbidden, missing CRD, ...)
+  7    cleanup failed: something is still held (see `flux-handoff fences`)
+  130  interrupted by SIGINT/SIGTERM (held fences were released first)";

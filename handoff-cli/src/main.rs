@@ -1,0 +1,119 @@
+//! `flux-handoff`: a thin binary over flux-fence, flux-suspend and ghcr-auth.
+
+mod cli;
+mod client;
+mod cmd;
+mod config;
+mod duration;
+mod exit;
+mod failure;
+mod output;
+mod session;
+mod settings;
+mod signals;
+
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser};
+
+use crate::cli::{Cli, Command, LogFormat};
+use crate::output::Output;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version print and succeed; usage errors exit 2.
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::SUCCESS
+            });
+        }
+    };
+    init_logging(&cli);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::INTERNAL);
+        }
+    };
+    ExitCode::from(runtime.block_on(dispatch(cli)))
+}
+
+async fn dispatch(cli: Cli) -> u8 {
+    let mut out = Output::new(
+        cli.global.output,
+        Output::github_from_env(),
+        cli.global.quiet,
+    );
+    let interrupt = match signals::Interrupt::install() {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("error: cannot install signal handlers: {e}");
+            return exit::INTERNAL;
+        }
+    };
+    let g = &cli.global;
+    let (name, result) = match &cli.command {
+        Command::Pause(a) => ("pause", cmd::pause::run(g, a, &mut out, interrupt).await),
+        Command::Resume(a) => ("resume", cmd::resume::run(g, a, &mut out).await),
+        Command::Run(a) => ("run", cmd::run::run(g, a, &mut out, interrupt).await),
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                *shell,
+                &mut Cli::command(),
+                "flux-handoff",
+                &mut std::io::stdout(),
+            );
+            return exit::SUCCESS;
+        }
+        Command::Man => {
+            let man = clap_mangen::Man::new(Cli::command());
+            return match man.render(&mut std::io::stdout()) {
+                Ok(()) => exit::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    exit::INTERNAL
+                }
+            };
+        }
+    };
+    match result {
+        Ok(code) => {
+            out.finish(name, code, None);
+            code
+        }
+        Err(f) => {
+            out.finish(name, f.code, Some(&f.message));
+            f.code
+        }
+    }
+}
+
+fn init_logging(cli: &Cli) {
+    let level = match (cli.global.quiet, cli.global.verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info,kube=warn",
+        (false, 2) => "debug,kube=info,hyper=info",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FLUX_HANDOFF_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false);
+    let _ = match cli.global.log_format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}

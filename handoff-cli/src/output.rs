@@ -1,0 +1,147 @@
+//! What `flux-handoff` prints: phase lines for people on stderr, one JSON document for machines
+//! on stdout (`--output json`), and in GitHub Actions phase groups and `::error::` annotations
+//! whose untrusted text is escaped so it cannot become a workflow command.
+//!
+//! Nothing here ever receives a credential: callers pass phase names, counts and object names.
+
+use std::io::Write;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+/// `--output`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// One finished phase.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Phase {
+    pub name: String,
+    pub millis: u128,
+}
+
+/// Collects phases and prints them as they finish.
+#[derive(Debug)]
+pub struct Output {
+    format: Format,
+    github: bool,
+    quiet: bool,
+    started: Instant,
+    phase_started: Instant,
+    phases: Vec<Phase>,
+    facts: serde_json::Map<String, Value>,
+}
+
+impl Output {
+    pub fn new(format: Format, github: bool, quiet: bool) -> Self {
+        let now = Instant::now();
+        Self {
+            format,
+            github,
+            quiet,
+            started: now,
+            phase_started: now,
+            phases: Vec::new(),
+            facts: serde_json::Map::new(),
+        }
+    }
+
+    /// Whether the final document is JSON.
+    pub fn is_json(&self) -> bool {
+        self.format == Format::Json
+    }
+
+    /// Whether this run is inside GitHub Actions (`GITHUB_ACTIONS=true`).
+    pub fn github_from_env() -> bool {
+        std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true")
+    }
+
+    /// Records a finished phase and prints its line, e.g. `lease acquired (0.1s)`.
+    pub fn phase(&mut self, line: &str) {
+        let millis = self.phase_started.elapsed().as_millis();
+        self.phase_started = Instant::now();
+        self.phases.push(Phase {
+            name: line.to_string(),
+            millis,
+        });
+        if self.quiet {
+            return;
+        }
+        let mut err = std::io::stderr().lock();
+        if self.github {
+            let _ = writeln!(err, "::group::{}", escape_data(line));
+            let _ = writeln!(err, "{line} ({:.1}s)", secs(millis));
+            let _ = writeln!(err, "::endgroup::");
+        } else {
+            let _ = writeln!(err, "{line} ({:.1}s)", secs(millis));
+        }
+    }
+
+    /// Prints an informational line for people (not a phase).
+    pub fn note(&self, line: &str) {
+        if !self.quiet {
+            eprintln!("{line}");
+        }
+    }
+
+    /// Adds a fact to the final JSON document.
+    pub fn fact(&mut self, key: &str, value: Value) {
+        self.facts.insert(key.to_string(), value);
+    }
+
+    /// Prints the end of the run: the error line (as a GitHub annotation in Actions), and with
+    /// `--output json` the one final document on stdout.
+    pub fn finish(&self, command: &str, code: u8, error: Option<&str>) {
+        if let Some(msg) = error {
+            if self.github {
+                eprintln!("::error::{}", escape_data(msg));
+            } else {
+                eprintln!("error: {msg}");
+            }
+        }
+        if self.format == Format::Json {
+            let doc = json!({
+                "command": command,
+                "result": if code == 0 { "ok" } else { "error" },
+                "exit_code": code,
+                "error": error,
+                "duration_ms": self.started.elapsed().as_millis(),
+                "phases": self.phases.iter().map(|p| json!({ "name": p.name, "ms": p.millis })).collect::<Vec<_>>(),
+                "facts": self.facts,
+            });
+            println!("{doc}");
+        }
+    }
+}
+
+#[allow(clippy::cast_precision_loss)] // phase times are seconds with one decimal
+fn secs(millis: u128) -> f64 {
+    millis as f64 / 1000.0
+}
+
+/// Escapes text for a workflow command's data part: `%`, CR and LF are encoded, so untrusted
+/// text cannot end the command and start another.
+pub fn escape_data(text: &str) -> String {
+    text.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn untrusted_text_cannot_start_a_workflow_command() {
+        let hostile = "boom\n::add-mask::x\r\n::set-env name=A::b %0A";
+        let escaped = escape_data(hostile);
+        assert!(!escaped.contains('\n') && !escaped.contains('\r'));
+        assert_eq!(
+            escaped,
+            "boom%0A::add-mask::x%0D%0A::set-env name=A::b %250A"
+        );
+    }
+}

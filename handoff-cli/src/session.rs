@@ -1,0 +1,289 @@
+//! One handoff as the CLI runs it: the Lease, the chains, the fences, and cleanup on every
+//! exit path — target, parent, Lease, in that order.
+
+use std::sync::Arc;
+
+use flux_fence::{
+    Fencer, Holder, Lease, LeaseAcquire, LeaseGuard, LeaseRelease, ObjectRef, SystemClock,
+};
+use flux_suspend::object::{get_json, kustomization};
+use flux_suspend::steps::Step;
+use flux_suspend::{Chain, Handoff, PauseOptions, PauseOutcome, Proof, io::Timing};
+use kube::Client;
+
+use crate::exit;
+use crate::failure::Failure;
+use crate::output::Output;
+use crate::settings::{ParentSpec, Settings};
+use crate::signals::Interrupt;
+
+/// A handoff in progress.
+pub struct Session {
+    pub client: Client,
+    pub settings: Settings,
+    pub holder: Holder,
+    pub fencer: Fencer,
+    pub chains: Vec<Chain>,
+    lease: Option<LeaseGuard>,
+    handoff: Option<Handoff>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("holder", &self.holder)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    /// Resolves the chains (reading each target), then acquires the Lease.
+    pub async fn start(
+        client: Client,
+        settings: Settings,
+        holder: Holder,
+        out: &mut Output,
+    ) -> Result<Self, Failure> {
+        let chains = resolve_chains(&client, &settings).await?;
+        let acquired = Lease::acquire(
+            client.clone(),
+            settings.lease.clone(),
+            holder.clone(),
+            Arc::new(SystemClock),
+        )
+        .await
+        .map_err(Failure::from)?;
+        let lease = match acquired {
+            LeaseAcquire::Acquired(g) => g,
+            LeaseAcquire::Held {
+                holder: other,
+                expired,
+            } => {
+                let hint = if expired {
+                    " (it looks expired; `flux-handoff fences` shows it, `fences recover` releases it once its run is gone)"
+                } else {
+                    ""
+                };
+                return Err(Failure::new(
+                    exit::REFUSED,
+                    format!(
+                        "lease {}/{} is held by {other}{hint}",
+                        settings.lease.namespace, settings.lease.name
+                    ),
+                ));
+            }
+            other => {
+                return Err(Failure::new(
+                    exit::REFUSED,
+                    format!("lease not acquired: {other:?}"),
+                ));
+            }
+        };
+        out.phase(&format!(
+            "lease acquired: {}/{} (holder {}, epoch {})",
+            settings.lease.namespace,
+            settings.lease.name,
+            holder,
+            lease.epoch()
+        ));
+        let fencer = Fencer::new(client.clone(), settings.keys.clone(), lease.owner())
+            .with_lease(lease.handle());
+        let handoff = Handoff::new(client.clone(), fencer.clone());
+        Ok(Self {
+            client,
+            settings,
+            holder,
+            fencer,
+            chains,
+            lease: Some(lease),
+            handoff: Some(handoff),
+        })
+    }
+
+    /// Fences, retires in-flight reconciles and proves the stable pause, until done or
+    /// interrupted.
+    pub async fn pause(
+        &mut self,
+        out: &mut Output,
+        interrupt: &mut Interrupt,
+    ) -> Result<Proof, Failure> {
+        let opts = PauseOptions {
+            strategy: self.settings.strategy,
+            quiesce: self.settings.quiesce,
+            controller: self.settings.controller.clone(),
+            timing: Timing::new(self.settings.interval, self.settings.timeout),
+            reason: self.settings.reason.clone(),
+        };
+        let handoff = self
+            .handoff
+            .as_mut()
+            .expect("a started session has a handoff");
+        let chains = self.chains.clone();
+        let result = {
+            let mut print = |s: Step| out.phase(&step_line(s, &chains));
+            let pause = handoff.pause(&chains, &opts, &mut print);
+            tokio::select! {
+                r = pause => Some(r),
+                () = interrupt.wait() => None,
+            }
+        };
+        match result {
+            None => Err(Failure::new(
+                exit::INTERRUPTED,
+                "interrupted during the pause",
+            )),
+            Some(Err(e)) => Err(e.into()),
+            Some(Ok(PauseOutcome::Refused { object, why })) => {
+                Err(Failure::new(exit::REFUSED, format!("{object}: {why}")))
+            }
+            Some(Ok(PauseOutcome::Proven(proof))) => Ok(proof),
+        }
+    }
+
+    /// Leaves the pause in place (fences and Lease stay held by this holder) and returns the
+    /// objects left fenced.
+    pub fn leave_paused(mut self) -> Vec<String> {
+        let held = self
+            .handoff
+            .take()
+            .map(Handoff::leave_paused)
+            .unwrap_or_default();
+        if let Some(l) = self.lease.take() {
+            l.leave_held();
+        }
+        held
+    }
+
+    /// Releases everything this run holds — targets, then parents, then the Lease — including
+    /// a fence whose write was in flight when the run was interrupted (found by its owner
+    /// value on the chain's objects).
+    pub async fn cleanup(mut self, out: &mut Output) -> Result<(), Failure> {
+        let mut problems = Vec::new();
+        if let Some(mut h) = self.handoff.take() {
+            match h.resume(None).await {
+                Ok(r) => {
+                    for o in &r.released {
+                        out.phase(&format!("released: {o}"));
+                    }
+                }
+                Err(e) => problems.push(crate::failure::chain(&e)),
+            }
+            if h.holds_anything() {
+                // Not released: leave it listed for `flux-handoff fences`.
+                let _ = h.leave_paused();
+            }
+        }
+        if problems.is_empty() {
+            // A fence whose acquire was cut short may be on the cluster without a guard.
+            let owner = self.fencer.owner().clone();
+            let mut stray = Vec::new();
+            let objects = self
+                .chains
+                .iter()
+                .map(|c| &c.target)
+                .chain(self.chains.iter().filter_map(|c| c.parent.as_ref()));
+            for obj in objects {
+                if let Ok(Some(g)) = self.fencer.adopt_recorded(obj, &owner).await {
+                    stray.push(g);
+                }
+            }
+            if !stray.is_empty() {
+                let mut h = Handoff::adopt(self.client.clone(), self.fencer.clone(), stray);
+                match h.resume(None).await {
+                    Ok(r) => r
+                        .released
+                        .iter()
+                        .for_each(|o| out.phase(&format!("released: {o}"))),
+                    Err(e) => problems.push(crate::failure::chain(&e)),
+                }
+                if h.holds_anything() {
+                    let _ = h.leave_paused();
+                }
+            }
+        }
+        if let Some(lease) = self.lease.take() {
+            if problems.is_empty() {
+                match lease.release().await {
+                    Ok(LeaseRelease::Released | LeaseRelease::Gone) => out.phase("lease released"),
+                    Ok(other) => problems.push(format!("lease not released: {other:?}")),
+                    Err(e) => problems.push(crate::failure::chain(&e)),
+                }
+            } else {
+                // Never release the Lease while a fence is still held: it keeps others out.
+                lease.leave_held();
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(Failure::new(
+                exit::CLEANUP,
+                format!(
+                    "cleanup incomplete ({}); `flux-handoff fences` lists what is still held",
+                    problems.join("; ")
+                ),
+            ))
+        }
+    }
+}
+
+fn step_line(step: Step, chains: &[Chain]) -> String {
+    let parents: Vec<String> = chains
+        .iter()
+        .filter_map(|c| c.parent.as_ref().map(ToString::to_string))
+        .collect();
+    let targets: Vec<String> = chains.iter().map(|c| c.target.to_string()).collect();
+    match step {
+        Step::QuiesceParents => format!("parent quiet: {}", parents.join(", ")),
+        Step::FenceParents => format!("parent fenced: {}", parents.join(", ")),
+        Step::AwaitParentAcks => "parent acknowledged the suspend".into(),
+        Step::QuiesceTargets => format!("target quiet: {}", targets.join(", ")),
+        Step::FenceTargets => format!("target fenced: {}", targets.join(", ")),
+        Step::AwaitTargetAcks => "target acknowledged the suspend".into(),
+        Step::RestartController => "controller restarted; every old pod gone".into(),
+        Step::RefenceReverted => "fences checked after the restart".into(),
+        Step::Prove => "pause proven".into(),
+    }
+}
+
+/// Reads each target (it must exist) and finds its parent.
+async fn resolve_chains(client: &Client, settings: &Settings) -> Result<Vec<Chain>, Failure> {
+    let mut chains = Vec::new();
+    for t in &settings.targets {
+        let obj = get_json(client, &t.object)
+            .await
+            .map_err(|e| read_failure(&t.object, &e))?;
+        let parent = match &t.parent {
+            ParentSpec::None => None,
+            ParentSpec::Explicit(p) => Some(p.clone()),
+            ParentSpec::FromLabels => flux_suspend::flux::parent_of(&obj)
+                .map(|p| kustomization(&p.namespace, &p.name))
+                .filter(|p| *p != t.object),
+        };
+        if let Some(p) = &parent {
+            get_json(client, p).await.map_err(|e| read_failure(p, &e))?;
+        }
+        chains.push(Chain {
+            parent,
+            target: t.object.clone(),
+        });
+    }
+    Ok(chains)
+}
+
+fn read_failure(obj: &ObjectRef, e: &kube::Error) -> Failure {
+    match e {
+        kube::Error::Api(s) if s.code == 404 => Failure::new(
+            exit::KUBE_API,
+            format!("{obj} not found (is the Flux CRD installed? `flux-handoff doctor` checks)"),
+        ),
+        kube::Error::Api(s) if s.code == 403 => Failure::new(
+            exit::KUBE_API,
+            format!("forbidden to get {obj}: {}", s.message),
+        ),
+        other => Failure::new(
+            exit::KUBE_API,
+            format!("reading {obj}: {}", crate::failure::chain(other)),
+        ),
+    }
+}

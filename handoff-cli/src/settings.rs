@@ -1,0 +1,233 @@
+//! Flags over config over defaults: what a handoff command will do, resolved before any
+//! cluster call, so bad input fails with exit code 2 and nothing touched.
+
+use std::time::Duration;
+
+use flux_fence::{AnnotationKeys, LeaseConfig, ObjectRef};
+use flux_suspend::io::ControllerRef;
+use flux_suspend::object::{helmrelease_resource, kustomization_resource};
+use flux_suspend::retire::Strategy;
+
+use crate::cli::{Global, TargetArgs};
+use crate::config::{FileConfig, split_ref};
+
+/// A target as named, with its parent when given explicitly.
+#[derive(Debug, Clone)]
+pub struct TargetSpec {
+    pub object: ObjectRef,
+    pub parent: ParentSpec,
+}
+
+/// Where the parent comes from.
+#[derive(Debug, Clone)]
+pub enum ParentSpec {
+    /// Read the target's `kustomize.toolkit.fluxcd.io/name|namespace` labels.
+    FromLabels,
+    /// A top-level object: no parent.
+    None,
+    /// This Kustomization.
+    Explicit(ObjectRef),
+}
+
+/// Everything a pause/resume/run needs, resolved.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub targets: Vec<TargetSpec>,
+    pub strategy: Strategy,
+    pub quiesce: bool,
+    pub lease: LeaseConfig,
+    pub controller: ControllerRef,
+    pub keys: AnnotationKeys,
+    pub reason: Option<String>,
+    pub timeout: Duration,
+    pub interval: Duration,
+}
+
+/// Resolves flags over the config file. Errors are one line, for exit code 2.
+pub fn resolve(global: &Global, args: &TargetArgs, file: &FileConfig) -> Result<Settings, String> {
+    let ns = global.namespace.as_str();
+    let mut targets = Vec::new();
+    if args.target.is_empty() {
+        for t in &file.targets {
+            let kind = kind_resource(&t.kind).ok_or_else(|| {
+                format!(
+                    "config: target {:?}: unknown kind {:?} (Kustomization, HelmRelease)",
+                    t.name, t.kind
+                )
+            })?;
+            let tns = t.namespace.clone().unwrap_or_else(|| ns.to_string());
+            let (_, name) = split_ref(&t.name, &tns)?;
+            let parent = parent_spec(t.parent.as_deref().or(args.parent.as_deref()), &tns)?;
+            targets.push(TargetSpec {
+                object: ObjectRef::new(kind, tns, name),
+                parent,
+            });
+        }
+    } else {
+        for t in &args.target {
+            let object = parse_target(t, ns)?;
+            let parent = parent_spec(args.parent.as_deref(), &object.namespace)?;
+            targets.push(TargetSpec { object, parent });
+        }
+    }
+    if targets.is_empty() {
+        return Err(
+            "no target: pass --target [kind/][namespace/]name or add [[targets]] to the config"
+                .into(),
+        );
+    }
+
+    let fence = file.fence.as_ref();
+    let strategy_text = args
+        .retire
+        .clone()
+        .or_else(|| fence.and_then(|f| f.retire.clone()));
+    let strategy = match strategy_text {
+        Some(s) => s.parse::<Strategy>()?,
+        None => Strategy::Ack,
+    };
+    let quiesce = args.quiesce || fence.and_then(|f| f.quiesce).unwrap_or(false);
+
+    let lease = lease_config(file, args)?;
+    let controller = controller_ref(file, args)?;
+
+    let keys = match fence.and_then(|f| f.annotation_prefix.as_deref()) {
+        Some(p) => {
+            if p.is_empty() || p.contains('/') || p.len() > 200 {
+                return Err(format!(
+                    "config: fence.annotation_prefix {p:?} must be a DNS subdomain"
+                ));
+            }
+            AnnotationKeys::with_prefix(p)
+        }
+        None => AnnotationKeys::default(),
+    };
+    if global.interval.is_zero() || global.interval > global.timeout {
+        return Err("--interval must be above zero and not above --timeout".into());
+    }
+    Ok(Settings {
+        targets,
+        strategy,
+        quiesce,
+        lease,
+        controller,
+        keys,
+        reason: global.reason.clone(),
+        timeout: global.timeout,
+        interval: global.interval,
+    })
+}
+
+fn kind_resource(kind: &str) -> Option<kube::api::ApiResource> {
+    match kind.to_ascii_lowercase().as_str() {
+        "ks" | "kustomization" | "kustomizations" => Some(kustomization_resource()),
+        "hr" | "helmrelease" | "helmreleases" => Some(helmrelease_resource()),
+        _ => None,
+    }
+}
+
+/// Parses `[kind/][namespace/]name`.
+pub fn parse_target(text: &str, default_ns: &str) -> Result<ObjectRef, String> {
+    let parts: Vec<&str> = text.split('/').collect();
+    let bad = || format!("--target {text:?}: expected [kind/][namespace/]name, kind ks or hr");
+    let (kind, rest) = match parts.as_slice() {
+        [k, _, _] => (kind_resource(k).ok_or_else(bad)?, parts[1..].join("/")),
+        [k, name] if kind_resource(k).is_some() => {
+            (kind_resource(k).ok_or_else(bad)?, (*name).to_string())
+        }
+        _ => (kustomization_resource(), text.to_string()),
+    };
+    let (ns, name) = split_ref(&rest, default_ns).map_err(|_| bad())?;
+    Ok(ObjectRef::new(kind, ns, name))
+}
+
+fn parent_spec(text: Option<&str>, default_ns: &str) -> Result<ParentSpec, String> {
+    match text {
+        None => Ok(ParentSpec::FromLabels),
+        Some("none") => Ok(ParentSpec::None),
+        Some(p) => {
+            let (ns, name) = split_ref(p, default_ns).map_err(|e| format!("--parent: {e}"))?;
+            Ok(ParentSpec::Explicit(ObjectRef::new(
+                kustomization_resource(),
+                ns,
+                name,
+            )))
+        }
+    }
+}
+
+fn lease_config(file: &FileConfig, args: &TargetArgs) -> Result<LeaseConfig, String> {
+    let mut lease = LeaseConfig::default();
+    if let Some(l) = &file.lease {
+        if let Some(n) = &l.namespace {
+            lease.namespace.clone_from(n);
+        }
+        if let Some(n) = &l.name {
+            lease.name.clone_from(n);
+        }
+        if let Some(d) = &l.duration {
+            lease.duration =
+                crate::duration::parse(d).map_err(|e| format!("config: lease.duration: {e}"))?;
+        }
+    }
+    if let Some(l) = &args.lease {
+        let (lns, name) = split_ref(l, &lease.namespace)?;
+        lease.namespace = lns;
+        lease.name = name;
+    }
+    if lease.duration < Duration::from_secs(2) {
+        return Err("lease duration must be at least 2s".into());
+    }
+    lease.renew_every = (lease.duration / 4).max(Duration::from_millis(500));
+    Ok(lease)
+}
+
+fn controller_ref(file: &FileConfig, args: &TargetArgs) -> Result<ControllerRef, String> {
+    let mut controller = ControllerRef::default();
+    if let Some(c) = &file.controller {
+        if let Some(n) = &c.namespace {
+            controller.namespace.clone_from(n);
+        }
+        if let Some(n) = &c.name {
+            controller.name.clone_from(n);
+        }
+    }
+    if let Some(c) = &args.controller {
+        let (cns, name) = split_ref(c, &controller.namespace)?;
+        controller = ControllerRef {
+            namespace: cns,
+            name,
+        };
+    }
+    Ok(controller)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_forms() {
+        let t = parse_target("apps", "flux-system").unwrap();
+        assert_eq!(
+            (
+                t.namespace.as_str(),
+                t.name.as_str(),
+                t.resource.kind.as_str()
+            ),
+            ("flux-system", "apps", "Kustomization")
+        );
+        let t = parse_target("infra/apps", "flux-system").unwrap();
+        assert_eq!((t.namespace.as_str(), t.name.as_str()), ("infra", "apps"));
+        let t = parse_target("hr/podinfo", "flux-system").unwrap();
+        assert_eq!(
+            (t.namespace.as_str(), t.resource.kind.as_str()),
+            ("flux-system", "HelmRelease")
+        );
+        let t = parse_target("hr/apps/podinfo", "x").unwrap();
+        assert_eq!((t.namespace.as_str(), t.name.as_str()), ("apps", "podinfo"));
+        for bad in ["", "a/b/c/d", "zz/ns/name", "Apps", "a//b"] {
+            assert!(parse_target(bad, "x").is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! End-to-end harness: the real `flux-handoff` binary against the local control plane, with
+//! the Flux controller model running in the test process on a seeded tree.
+
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use flux_suspend::object::{get_json, kustomization};
+use serde_json::Value;
+use testkit::TestNs;
+use testkit::model::{FluxModel, ModelHandle, seed_tree};
+
+pub const PARENT: &str = "flux-system";
+pub const TARGET: &str = "infrastructure";
+pub const OWNER_KEY: &str = "flux-handoff.io/owner";
+
+pub struct Cluster {
+    pub ns: TestNs,
+    pub model: ModelHandle,
+    pub kubeconfig: PathBuf,
+}
+
+impl Cluster {
+    /// A seeded tree in a fresh namespace, settled.
+    pub async fn seeded(prefix: &str) -> Self {
+        let ns = TestNs::new(prefix).await.unwrap();
+        let tree = seed_tree(&ns.client, &ns.name).await.unwrap();
+        let model = FluxModel::start(ns.client.clone(), tree.model_config());
+        for name in [PARENT, TARGET, "apps"] {
+            model.wait_settled(name, 0).await.unwrap();
+        }
+        let kubeconfig = testkit::plane::kubeconfig().unwrap();
+        Self {
+            ns,
+            model,
+            kubeconfig,
+        }
+    }
+
+    /// `flux-handoff` with the global flags pointing at this test's namespace, Lease and
+    /// controller; extra environment from `env`.
+    pub fn cli(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_flux-handoff"));
+        c.env_remove("GITHUB_ACTIONS")
+            .env_remove("FLUX_HANDOFF_CONFIG")
+            .env_remove("FLUX_HANDOFF_HOLDER")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args([
+                "--namespace",
+                &self.ns.name,
+                "--interval",
+                "200ms",
+                "--timeout",
+                "30s",
+            ])
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// Flags every handoff subcommand takes: this test's Lease and controller.
+    pub fn handoff_flags(&self) -> Vec<String> {
+        vec![
+            "--lease".into(),
+            format!("{}/flux-handoff", self.ns.name),
+            "--controller".into(),
+            format!("{}/kustomize-controller", self.ns.name),
+        ]
+    }
+
+    /// Runs the CLI to completion off the async runtime.
+    pub async fn run(&self, args: &[&str]) -> Output {
+        let mut cmd = self.cli();
+        cmd.args(args);
+        tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap()
+    }
+
+    pub async fn get(&self, name: &str) -> Value {
+        get_json(&self.ns.client, &kustomization(&self.ns.name, name))
+            .await
+            .unwrap()
+    }
+}
+
+pub fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.pointer("/metadata/annotations")?.get(key)?.as_str()
+}
+
+pub fn suspended(obj: &Value) -> bool {
+    obj.pointer("/spec/suspend") == Some(&Value::Bool(true))
+}
+
+pub fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
