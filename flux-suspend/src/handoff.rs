@@ -16,6 +16,10 @@ use crate::readiness::{Readiness, readiness};
 use crate::retire::Strategy;
 use crate::steps::{Step, pause_steps};
 
+/// First pause after a fence acquire lost every CAS round to other writers; doubles up to the
+/// poll interval.
+const CONTENDED_BACKOFF_START: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// A target and the Flux object that applies it (`None`: a top-level object).
 #[derive(Debug, Clone)]
 pub struct Chain {
@@ -263,7 +267,7 @@ impl Handoff {
                 let name = held.guard.object().to_string();
                 let object = held.guard.object().clone();
                 let uid = held.guard.uid().to_string();
-                match self.fencer.release(held.guard).await {
+                match release_with_retry(&self.fencer, held.guard).await {
                     Ok(ReleaseOutcome::Released { .. }) => {
                         report.released.push(name);
                         released.push((object, uid));
@@ -315,14 +319,29 @@ impl Handoff {
         if is_target {
             marks.push(Mark::annotation(RECONCILE_ANNOTATION, RECONCILE_DISABLED));
         }
-        let outcome = self
-            .fencer
-            .acquire(obj, marks, opts.reason.as_deref())
-            .await
-            .map_err(|source| SuspendError::Fence {
-                step: "fencing",
-                source,
-            })?;
+        // A busy controller moves the resourceVersion with every status write, so a CAS can
+        // lose several rounds in a row. Contention is a value: re-read and try again, backing
+        // off, within the phase budget — never a write without the test.
+        let deadline = tokio::time::Instant::now() + opts.timing.timeout;
+        let mut backoff = CONTENDED_BACKOFF_START;
+        let outcome = loop {
+            let outcome = self
+                .fencer
+                .acquire(obj, marks.clone(), opts.reason.as_deref())
+                .await
+                .map_err(|source| SuspendError::Fence {
+                    step: "fencing",
+                    source,
+                })?;
+            if !matches!(outcome, AcquireOutcome::Contended)
+                || tokio::time::Instant::now() + backoff > deadline
+            {
+                break outcome;
+            }
+            tracing::debug!(object = %obj, ?backoff, "fence contended; retrying");
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(opts.timing.interval.max(CONTENDED_BACKOFF_START));
+        };
         let refused = |why: String| {
             Ok(Some(PauseOutcome::Refused {
                 object: obj.to_string(),
@@ -429,6 +448,32 @@ impl Drop for Handoff {
                 held = ?self.held_objects(),
                 "handoff dropped while holding fences: `flux-handoff fences` lists them"
             );
+        }
+    }
+}
+
+/// Budget for re-trying a release that lost every CAS round to other writers.
+const RELEASE_CONTENTION_BUDGET: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Releases, re-reading and trying again (with backoff, bounded) while other writers win every
+/// CAS round; any other outcome is returned as is.
+async fn release_with_retry(
+    fencer: &Fencer,
+    mut guard: FenceGuard,
+) -> Result<ReleaseOutcome, flux_fence::FenceError> {
+    let deadline = tokio::time::Instant::now() + RELEASE_CONTENTION_BUDGET;
+    let mut backoff = CONTENDED_BACKOFF_START;
+    loop {
+        match fencer.release(guard).await? {
+            ReleaseOutcome::Kept {
+                guard: g,
+                why: flux_fence::Kept::Contended,
+            } if tokio::time::Instant::now() + backoff < deadline => {
+                guard = *g;
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(1));
+            }
+            other => return Ok(other),
         }
     }
 }

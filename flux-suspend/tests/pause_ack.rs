@@ -207,3 +207,47 @@ async fn ack_refused_when_target_already_suspended_by_someone_else_and_parent_re
         "the other hand's suspend stays"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ack_fence_wins_its_cas_against_a_busy_status_writer() {
+    let w = World::new("sus-busy").await;
+    // A controller-like writer moves the target's resourceVersion every few milliseconds (status
+    // writes) until the target carries our fence.
+    let api = flux_suspend::object::api(&w.ns.client, &w.target());
+    let owner = w.owner();
+    let writes = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let count = writes.clone();
+    let writer = tokio::spawn(async move {
+        for i in 0..20_000u32 {
+            let t = api.get(TARGET).await.unwrap();
+            if t.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(OWNER_KEY))
+                == Some(&owner)
+            {
+                break;
+            }
+            let patch =
+                serde_json::json!({ "status": { "lastAttemptedRevision": format!("r{i}") } });
+            let _ = api
+                .patch_status(
+                    TARGET,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(patch),
+                )
+                .await;
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let mut h = w.handoff();
+    let out = h
+        .pause(&w.chain(), &w.opts(Strategy::Ack), &mut |_| {})
+        .await
+        .unwrap();
+    writer.await.unwrap();
+    assert!(matches!(out, PauseOutcome::Proven(_)), "{out:?}");
+    assert!(writes.load(std::sync::atomic::Ordering::SeqCst) > 0);
+    assert_fenced(&w.get(TARGET).await, &w.owner(), true);
+    h.resume(None).await.unwrap();
+}
