@@ -215,8 +215,8 @@ async fn ack_fence_wins_its_cas_against_a_busy_status_writer() {
     // writes) until the target carries our fence.
     let api = flux_suspend::object::api(&w.ns.client, &w.target());
     let owner = w.owner();
-    let writes = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let count = writes.clone();
+    let status_writes = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let count = status_writes.clone();
     let writer = tokio::spawn(async move {
         for i in 0..20_000u32 {
             let t = api.get(TARGET).await.unwrap();
@@ -247,7 +247,7 @@ async fn ack_fence_wins_its_cas_against_a_busy_status_writer() {
         .unwrap();
     writer.await.unwrap();
     assert!(matches!(out, PauseOutcome::Proven(_)), "{out:?}");
-    assert!(writes.load(std::sync::atomic::Ordering::SeqCst) > 0);
+    assert!(status_writes.load(std::sync::atomic::Ordering::SeqCst) > 0);
     assert_fenced(&w.get(TARGET).await, &w.owner(), true);
     h.resume(None).await.unwrap();
 }
