@@ -1,5 +1,50 @@
 //! Suspend-and-prove: pause a chain of Flux objects, prove that Flux has let go, resume.
 //!
+//! ```no_run
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! use flux_fence::{AnnotationKeys, Fencer, Holder, Lease, LeaseAcquire, LeaseConfig, SystemClock};
+//! use flux_suspend::io::{ControllerRef, Timing};
+//! use flux_suspend::object::kustomization;
+//! use flux_suspend::retire::Strategy;
+//! use flux_suspend::{Chain, Handoff, PauseOptions, PauseOutcome};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = kube::Client::try_default().await?;
+//! // The Lease keeps other handoffs out; the fencer asserts it before every write.
+//! let LeaseAcquire::Acquired(lease) = Lease::acquire(
+//!     client.clone(), LeaseConfig::default(), Holder::generate(), Arc::new(SystemClock),
+//! ).await? else {
+//!     return Err("another handoff holds the Lease".into());
+//! };
+//! let fencer = Fencer::new(client.clone(), AnnotationKeys::default(), lease.owner())
+//!     .with_lease(lease.handle());
+//! let mut handoff = Handoff::new(client, fencer);
+//! let chain = [Chain {
+//!     parent: Some(kustomization("flux-system", "flux-system")),
+//!     target: kustomization("flux-system", "infrastructure"),
+//! }];
+//! let opts = PauseOptions {
+//!     strategy: Strategy::Ack,
+//!     quiesce: false,
+//!     controller: ControllerRef::default(),
+//!     timing: Timing::new(Duration::from_secs(2), Duration::from_secs(300)),
+//!     reason: Some("rotate the GHCR pull secret".into()),
+//! };
+//! let outcome = handoff.pause(&chain, &opts, &mut |step| println!("{step:?} done")).await;
+//! if let Ok(PauseOutcome::Proven(proof)) = &outcome {
+//!     // ... the work, while Flux provably leaves the chain alone ...
+//!     println!("proven after {} passes", proof.passes());
+//! }
+//! // Every exit path gives back what was taken: target first, then parent, then the Lease.
+//! handoff.resume(None).await?;
+//! lease.release().await?;
+//! outcome?;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! This crate is the fix for a merge-queue deploy that timed out waiting for a suspended Flux
 //! Kustomization to look quiet. Its decisions are pure functions of what was read; the thin
 //! I/O layer reads, asks them, writes.
