@@ -69,7 +69,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let outcome = handoff
         .pause(&[Chain { parent, target }], &opts, &mut |step| {
-            println!("done: {step:?}")
+            println!("done: {step:?}");
         })
         .await;
     match &outcome {
