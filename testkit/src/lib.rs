@@ -8,10 +8,14 @@
 //! 3. [`TestNs::service_account_client`] gives a client that authenticates as a `ServiceAccount`,
 //!    for RBAC tests.
 //! 4. [`fixtures`] builds Flux objects with builders that read like sentences.
+//! 5. [`registry`] runs a real OCI registry on loopback; [`source_model`] plays Flux
+//!    source-controller for `OCIRepository` objects pulling from it.
 
 pub mod fixtures;
 pub mod model;
 pub mod plane;
+pub mod registry;
+pub mod source_model;
 
 use std::sync::Once;
 
