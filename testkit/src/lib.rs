@@ -14,6 +14,7 @@
 pub mod fixtures;
 pub mod model;
 pub mod plane;
+pub mod proxy;
 pub mod registry;
 pub mod source_model;
 

@@ -1,0 +1,356 @@
+//! A fault-injecting proxy between a client and the local API server.
+//!
+//! It listens on plain HTTP on loopback and forwards every request over TLS to the real
+//! kube-apiserver, so faults are injected from outside, as in production — no hooks in product
+//! code. It counts requests by verb and resource, and on command fails the k-th mutating
+//! request (POST, PUT, PATCH, DELETE) counted from the start:
+//! - [`Fault::DropResponse`]: the request reaches the server and is applied, then the
+//!   connection is closed without a response (an ambiguous, lost response);
+//! - [`Fault::Status`]: the request is not forwarded; the client gets that status (e.g. 503,
+//!   429 with `Retry-After`);
+//! - [`Fault::Delay`]: the response is held back for a while.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use anyhow::Context;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use kube::config::Kubeconfig;
+use secrecy::ExposeSecret;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+/// What to do to an armed request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// Forward and apply, then close the connection without a response.
+    DropResponse,
+    /// Answer with this status (and `Retry-After` seconds) without forwarding.
+    Status { code: u16, retry_after: Option<u32> },
+    /// Forward, then hold the response back this long.
+    Delay(Duration),
+}
+
+#[derive(Debug)]
+struct State {
+    upstream: reqwest::Client,
+    base: String,
+    counts: Mutex<BTreeMap<String, u64>>,
+    mutations: AtomicU64,
+    armed: Mutex<BTreeMap<u64, Fault>>,
+}
+
+/// A running proxy; stops when dropped.
+#[derive(Debug)]
+pub struct Proxy {
+    addr: SocketAddr,
+    state: Arc<State>,
+    token: String,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Proxy {
+    /// Starts a proxy in front of the shared control plane on a free loopback port.
+    pub async fn start() -> anyhow::Result<Self> {
+        let config = crate::admin_config().await?;
+        let token = config
+            .auth_info
+            .token
+            .as_ref()
+            .context("the admin kubeconfig has no token")?
+            .expose_secret()
+            .to_string();
+        let ca = kubeconfig_ca()?;
+        let upstream = reqwest::Client::builder()
+            .tls_certs_only([reqwest::Certificate::from_pem(&ca)?])
+            .build()?;
+        let base = config
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_string();
+        let state = Arc::new(State {
+            upstream,
+            base,
+            counts: Mutex::default(),
+            mutations: AtomicU64::new(0),
+            armed: Mutex::default(),
+        });
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let st = state.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let st = st.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| handle(st.clone(), req));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Ok(Self {
+            addr,
+            state,
+            token,
+            task,
+        })
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Arms `fault` for the `nth` mutating request (1-based, counted since the start).
+    pub fn arm(&self, nth: u64, fault: Fault) {
+        lock(&self.state.armed).insert(nth, fault);
+    }
+
+    /// Mutating requests seen so far.
+    #[must_use]
+    pub fn mutations(&self) -> u64 {
+        self.state.mutations.load(Ordering::SeqCst)
+    }
+
+    /// Requests by `verb resource[/subresource]`, e.g. `patch kustomizations`.
+    #[must_use]
+    pub fn counts(&self) -> BTreeMap<String, u64> {
+        lock(&self.state.counts).clone()
+    }
+
+    /// All requests seen so far.
+    #[must_use]
+    pub fn total(&self) -> u64 {
+        lock(&self.state.counts).values().sum()
+    }
+
+    /// An admin client that talks through the proxy.
+    pub fn client(&self) -> anyhow::Result<kube::Client> {
+        let mut config = kube::Config::new(self.url().parse()?);
+        config.auth_info.token = Some(self.token.clone().into());
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// Writes a kubeconfig for CLI processes that talk through the proxy.
+    pub fn write_kubeconfig(&self, path: &Path) -> anyhow::Result<()> {
+        let doc = serde_json::json!({
+            "apiVersion": "v1", "kind": "Config", "current-context": "proxy",
+            "clusters": [{ "name": "proxy", "cluster": { "server": self.url() } }],
+            "users": [{ "name": "admin", "user": { "token": self.token } }],
+            "contexts": [{ "name": "proxy", "context": { "cluster": "proxy", "user": "admin" } }],
+        });
+        std::fs::write(path, serde_json::to_vec(&doc)?)?;
+        Ok(())
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The CA of the shared control plane, from its kubeconfig.
+fn kubeconfig_ca() -> anyhow::Result<Vec<u8>> {
+    let path = crate::plane::kubeconfig()?;
+    let kc = Kubeconfig::read_from(&path)?;
+    let cluster = kc
+        .clusters
+        .first()
+        .and_then(|c| c.cluster.as_ref())
+        .context("kubeconfig without a cluster")?;
+    let ca_path = cluster
+        .certificate_authority
+        .as_ref()
+        .context("kubeconfig without a CA path")?;
+    Ok(std::fs::read(ca_path)?)
+}
+
+/// `verb resource[/subresource]` of a Kubernetes API request.
+#[must_use]
+pub fn classify(method: &str, path: &str, query: &str) -> String {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    // /api/v1/... or /apis/<group>/<version>/...
+    let rest: &[&str] = match parts.as_slice() {
+        ["api", _, rest @ ..] | ["apis", _, _, rest @ ..] => rest,
+        _ => return format!("{} {path}", method.to_ascii_lowercase()),
+    };
+    let rest = match rest {
+        ["namespaces", _, tail @ ..] if !tail.is_empty() => tail,
+        other => other,
+    };
+    let (resource, named) = match rest {
+        [res] => ((*res).to_string(), false),
+        [res, _name] => ((*res).to_string(), true),
+        [res, _name, sub, ..] => (format!("{res}/{sub}"), true),
+        [] => ("namespaces".to_string(), false),
+    };
+    let verb = match (method, named) {
+        ("GET", _) if query.contains("watch=true") || query.contains("watch=1") => "watch",
+        ("GET", true) => "get",
+        ("GET", false) => "list",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", _) => "delete",
+        (other, _) => return format!("{} {resource}", other.to_ascii_lowercase()),
+    };
+    format!("{verb} {resource}")
+}
+
+type Body = Full<Bytes>;
+
+async fn handle(st: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>, std::io::Error> {
+    let method = req.method().as_str().to_string();
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or_default().to_string();
+    *lock(&st.counts)
+        .entry(classify(&method, &path, &query))
+        .or_default() += 1;
+    let mutating = matches!(method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE");
+    let fault = if mutating {
+        let n = st.mutations.fetch_add(1, Ordering::SeqCst) + 1;
+        lock(&st.armed).remove(&n)
+    } else {
+        None
+    };
+    if let Some(Fault::Status { code, retry_after }) = &fault {
+        let mut resp = Response::builder()
+            .status(*code)
+            .header("content-type", "application/json");
+        if let Some(s) = retry_after {
+            resp = resp.header("retry-after", s.to_string());
+        }
+        let body = format!(
+            r#"{{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected by the test proxy","code":{code}}}"#
+        );
+        return Ok(resp.body(Full::new(Bytes::from(body))).unwrap_or_default());
+    }
+    let resp = forward(&st, req, &method, &path, &query).await;
+    match fault {
+        Some(Fault::DropResponse) => Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "response dropped by the test proxy",
+        )),
+        Some(Fault::Delay(d)) => {
+            tokio::time::sleep(d).await;
+            Ok(resp)
+        }
+        _ => Ok(resp),
+    }
+}
+
+async fn forward(
+    st: &State,
+    req: Request<Incoming>,
+    method: &str,
+    path: &str,
+    query: &str,
+) -> Response<Body> {
+    let url = if query.is_empty() {
+        format!("{}{path}", st.base)
+    } else {
+        format!("{}{path}?{query}", st.base)
+    };
+    let headers = req.headers().clone();
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return bad_gateway(),
+    };
+    let Ok(m) = reqwest::Method::from_bytes(method.as_bytes()) else {
+        return bad_gateway();
+    };
+    let mut out = st.upstream.request(m, url).body(body);
+    for (k, v) in &headers {
+        if k != "host" && k != "content-length" {
+            out = out.header(k.as_str(), v.as_bytes());
+        }
+    }
+    let Ok(resp) = out.send().await else {
+        return bad_gateway();
+    };
+    let status = resp.status().as_u16();
+    let ctype = resp.headers().get("content-type").cloned();
+    let Ok(bytes) = resp.bytes().await else {
+        return bad_gateway();
+    };
+    let mut b = Response::builder().status(status);
+    if let Some(c) = ctype {
+        b = b.header("content-type", c.as_bytes());
+    }
+    b.body(Full::new(bytes)).unwrap_or_else(|_| bad_gateway())
+}
+
+fn bad_gateway() -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from_static(b"upstream failed")));
+    *r.status_mut() = StatusCode::BAD_GATEWAY;
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::classify;
+
+    #[test]
+    fn classifies_verbs_and_resources() {
+        assert_eq!(
+            classify("GET", "/api/v1/namespaces/a/configmaps/x", ""),
+            "get configmaps"
+        );
+        assert_eq!(
+            classify("GET", "/api/v1/namespaces/a/configmaps", ""),
+            "list configmaps"
+        );
+        assert_eq!(
+            classify("GET", "/api/v1/namespaces/a/pods", "watch=true"),
+            "watch pods"
+        );
+        assert_eq!(
+            classify(
+                "PATCH",
+                "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/f/kustomizations/i",
+                ""
+            ),
+            "patch kustomizations"
+        );
+        assert_eq!(
+            classify(
+                "PATCH",
+                "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/f/kustomizations/i/status",
+                ""
+            ),
+            "patch kustomizations/status"
+        );
+        assert_eq!(
+            classify("POST", "/api/v1/namespaces", ""),
+            "create namespaces"
+        );
+        assert_eq!(
+            classify(
+                "PUT",
+                "/apis/coordination.k8s.io/v1/namespaces/f/leases/l",
+                ""
+            ),
+            "update leases"
+        );
+        assert_eq!(classify("GET", "/version", ""), "get /version");
+    }
+}
