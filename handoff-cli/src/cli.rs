@@ -95,6 +95,12 @@ pub enum Command {
     },
     /// Print the man page (roff) to stdout.
     Man,
+    /// List every fence and the Lease with liveness evidence and the exact release command
+    /// (read-only); `fences release` and `fences recover` release.
+    Fences(crate::cmd::fences::FencesArgs),
+    /// Read-only preflight: API, Flux CRDs, controller, Lease namespace, and every permission
+    /// the configured handoff needs.
+    Doctor(crate::cmd::doctor::DoctorArgs),
 }
 
 #[derive(Debug, Args, Clone)]

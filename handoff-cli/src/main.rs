@@ -66,6 +66,8 @@ async fn dispatch(cli: Cli) -> u8 {
         Command::Pause(a) => ("pause", cmd::pause::run(g, a, &mut out, interrupt).await),
         Command::Resume(a) => ("resume", cmd::resume::run(g, a, &mut out).await),
         Command::Run(a) => ("run", cmd::run::run(g, a, &mut out, interrupt).await),
+        Command::Fences(a) => ("fences", cmd::fences::run(g, a, &mut out).await),
+        Command::Doctor(a) => ("doctor", cmd::doctor::run(g, a, &mut out).await),
         Command::Completions { shell } => {
             clap_complete::generate(
                 *shell,

@@ -1,5 +1,7 @@
 //! One file per subcommand; each returns its exit code or a [`crate::failure::Failure`].
 
+pub mod doctor;
+pub mod fences;
 pub mod pause;
 pub mod resume;
 pub mod run;

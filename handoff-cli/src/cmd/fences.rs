@@ -1,0 +1,208 @@
+//! `flux-handoff fences`: list every fence and the Lease with liveness evidence and the exact
+//! release command (read-only); `fences release` releases one fence with a CAS; `fences
+//! recover` releases only provably orphaned fences (dry run unless `--yes`).
+//!
+//! The decisions live in [`assess`] (pure); this file and its siblings read, ask, print, write.
+
+pub mod assess;
+mod recover;
+mod release;
+mod table;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use flux_fence::discover::{self, FenceReport, Scope};
+use flux_fence::{AnnotationKeys, Clock, LeaseConfig, SystemClock};
+use flux_suspend::object::{helmrelease_resource, kustomization_resource};
+use k8s_openapi::api::coordination::v1::Lease as KubeLease;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::Api;
+
+use self::assess::LeaseView;
+use crate::cli::{Global, TargetArgs};
+use crate::failure::Failure;
+use crate::output::Output;
+use crate::{client, config, exit, settings};
+
+/// `flux-handoff fences [release|recover]`.
+#[derive(Debug, Args)]
+pub struct FencesArgs {
+    #[command(subcommand)]
+    pub action: Option<FencesAction>,
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+}
+
+/// Where to look, and which Lease is the liveness evidence.
+#[derive(Debug, Args, Clone)]
+pub struct ScopeArgs {
+    /// Look in every namespace (needs cluster-wide list on kustomizations and helmreleases).
+    /// Default: only the namespace of -n/--namespace, plus each --in.
+    #[arg(long, short = 'A', global = true)]
+    pub all_namespaces: bool,
+    /// Also look in this namespace (repeatable; commas allowed). Default: none.
+    #[arg(long = "in", value_name = "NS", value_delimiter = ',', global = true)]
+    pub namespaces: Vec<String>,
+    /// The coordination Lease whose holder and renew time are the liveness evidence,
+    /// `[namespace/]name` (default: the config file's [lease], else flux-system/flux-handoff).
+    #[arg(long, value_name = "LEASE", global = true)]
+    pub lease: Option<String>,
+}
+
+/// The actions on fences.
+#[derive(Debug, Subcommand)]
+pub enum FencesAction {
+    /// Release one fence with a CAS on what was just observed (restores every prior value).
+    Release(release::ReleaseArgs),
+    /// Release only provably orphaned fences (children first), then clear an expired Lease.
+    /// Dry run unless --yes.
+    Recover(recover::RecoverArgs),
+}
+
+/// Runs `fences`, `fences release` or `fences recover`.
+pub async fn run(global: &Global, args: &FencesArgs, out: &mut Output) -> Result<u8, Failure> {
+    let ctx = Context::load(global, &args.scope).await?;
+    match &args.action {
+        None => list(&ctx, out).await,
+        Some(FencesAction::Release(a)) => release::run(global, &ctx, a, out).await,
+        Some(FencesAction::Recover(a)) => recover::run(&ctx, a, out).await,
+    }
+}
+
+/// Everything the fences commands share: the client, keys, Lease and scope.
+pub(crate) struct Context {
+    pub client: Client,
+    pub keys: AnnotationKeys,
+    pub lease: LeaseConfig,
+    pub scope: Scope,
+    /// Appended to each printed command (`--config PATH` when one was given).
+    pub suffix: String,
+}
+
+impl Context {
+    async fn load(global: &Global, scope: &ScopeArgs) -> Result<Self, Failure> {
+        let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
+        // The fence commands name no target: resolve the Lease and keys with a placeholder.
+        let targets = TargetArgs {
+            target: vec!["unused".into()],
+            parent: None,
+            retire: None,
+            quiesce: false,
+            lease: scope.lease.clone(),
+            controller: None,
+        };
+        let s = settings::resolve(global, &targets, &file).map_err(Failure::usage)?;
+        let scope = if scope.all_namespaces {
+            Scope::All
+        } else {
+            let mut nss = vec![global.namespace.clone()];
+            for ns in &scope.namespaces {
+                config::split_ref(&format!("{ns}/x"), ns)
+                    .map_err(|_| Failure::usage(format!("--in {ns:?}: not a namespace name")))?;
+                if !nss.contains(ns) {
+                    nss.push(ns.clone());
+                }
+            }
+            Scope::Namespaces(nss)
+        };
+        let suffix = global
+            .config
+            .as_ref()
+            .map(|p| format!(" --config {}", p.display()))
+            .unwrap_or_default();
+        let client = client::client(global)
+            .await
+            .map_err(|m| Failure::new(exit::KUBE_API, m))?;
+        Ok(Self {
+            client,
+            keys: s.keys,
+            lease: s.lease,
+            scope,
+            suffix,
+        })
+    }
+
+    /// Discovery in `scope`, and the Lease, as read now.
+    pub async fn snapshot(&self, scope: &Scope) -> Result<Snapshot, Failure> {
+        let clock = SystemClock;
+        let report = discover::discover(
+            &self.client,
+            &self.keys,
+            &[kustomization_resource(), helmrelease_resource()],
+            scope,
+            None,
+            &clock,
+        )
+        .await?;
+        let now = clock.now();
+        let api: Api<KubeLease> = Api::namespaced(self.client.clone(), &self.lease.namespace);
+        let read = api.get_opt(&self.lease.name).await.map_err(|e| {
+            Failure::new(
+                exit::KUBE_API,
+                kube_line("get", "leases.coordination.k8s.io", &self.lease_name(), &e),
+            )
+        })?;
+        let lease = match read {
+            None => None,
+            Some(l) => Some(LeaseView {
+                found: discover::inspect_lease(&l, now)?,
+                duration: l
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.lease_duration_seconds)
+                    .and_then(|s| u64::try_from(s).ok())
+                    .map(Duration::from_secs),
+            }),
+        };
+        Ok(Snapshot { report, lease, now })
+    }
+
+    /// The Lease's holder, if it can be read (evidence for notes only).
+    pub async fn snapshot_lease_holder(&self) -> Option<String> {
+        let api: Api<KubeLease> = Api::namespaced(self.client.clone(), &self.lease.namespace);
+        api.get_opt(&self.lease.name)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|l| l.spec?.holder_identity)
+            .filter(|h| !h.is_empty())
+    }
+
+    pub fn lease_name(&self) -> String {
+        format!("{}/{}", self.lease.namespace, self.lease.name)
+    }
+
+    pub fn clock() -> Arc<dyn Clock> {
+        Arc::new(SystemClock)
+    }
+}
+
+/// What one look at the cluster showed.
+pub(crate) struct Snapshot {
+    pub report: FenceReport,
+    pub lease: Option<LeaseView>,
+    pub now: Timestamp,
+}
+
+/// `verb resource target: cause`, with 403 spelled as "forbidden to".
+pub(crate) fn kube_line(verb: &str, resource: &str, target: &str, e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if s.code == 403 => {
+            format!("forbidden to {verb} {resource} {target}: {}", s.message)
+        }
+        other => format!(
+            "{verb} {resource} {target}: {}",
+            crate::failure::chain(other)
+        ),
+    }
+}
+
+async fn list(ctx: &Context, out: &mut Output) -> Result<u8, Failure> {
+    let snap = ctx.snapshot(&ctx.scope).await?;
+    let rows = assess::assess(&snap.report, snap.lease.as_ref(), &ctx.suffix);
+    table::emit(ctx, &snap, &rows, out);
+    Ok(exit::SUCCESS)
+}
