@@ -101,6 +101,9 @@ pub enum Command {
     /// Read-only preflight: API, Flux CRDs, controller, Lease namespace, and every permission
     /// the configured handoff needs.
     Doctor(crate::cmd::doctor::DoctorArgs),
+    /// Prove a registry credential (`ghcr check`, no cluster I/O) or reassert it into Secrets
+    /// inside a handoff (`ghcr reassert`).
+    Ghcr(crate::cmd::ghcr::GhcrArgs),
 }
 
 #[derive(Debug, Args, Clone)]

@@ -140,6 +140,11 @@ impl Session {
         }
     }
 
+    /// The Lease this session holds, to gate other writes (e.g. Secret reassertion) on it.
+    pub fn lease_handle(&self) -> Option<flux_fence::LeaseHandle> {
+        self.lease.as_ref().map(LeaseGuard::handle)
+    }
+
     /// Leaves the pause in place (fences and Lease stay held by this holder) and returns the
     /// objects left fenced.
     pub fn leave_paused(mut self) -> Vec<String> {

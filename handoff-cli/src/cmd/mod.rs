@@ -2,6 +2,7 @@
 
 pub mod doctor;
 pub mod fences;
+pub mod ghcr;
 pub mod pause;
 pub mod resume;
 pub mod run;
