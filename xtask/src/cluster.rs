@@ -1,8 +1,9 @@
-//! Starting and stopping the local control plane.
+//! Starting and stopping the local control plane and its controller model.
 //!
 //! State of one control plane lives in a directory: `envtest/` (key material, etcd data,
 //! kubeconfig, owned by the launcher), `pid`, `ready` (the launcher's ready line), `stdout`,
-//! `log` (the API server's stderr).
+//! `log` (the API server's stderr), and `model.pid`, `model.stdout`, `model.log` for the Flux
+//! controller model process (`flux-model --namespace flux-system --seed`).
 
 use std::fs;
 use std::io::Write;
@@ -13,40 +14,41 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-use crate::{envtest, paths, proc};
+use crate::daemon::{self, Spec};
+use crate::{bins, envtest, paths, proc};
 
 const READY_TIMEOUT: Duration = Duration::from_mins(3);
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+/// The controller model's state-file stem and program name.
+const MODEL: &str = "model";
+const MODEL_BIN: &str = "flux-model";
+/// How long the model gets to shut down its controllers after SIGTERM.
+const MODEL_STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// `cargo xtask cluster up [--detach]`.
 pub fn up(detach: bool) -> anyhow::Result<()> {
-    let state = paths::shared_state();
+    let state = paths::cluster_state();
     if let Some(line) = running(&state) {
         if detach {
+            if daemon::running(&state, MODEL, MODEL_BIN).is_none() {
+                eprintln!(
+                    "xtask: this control plane runs without the controller model (started by an \
+                     older xtask?); `cargo xtask cluster down` then `up` starts both"
+                );
+            }
             println!("{line}");
             return Ok(());
         }
         bail!("a control plane is already running ({line}); `cargo xtask cluster down` first");
     }
-    let bin = envtest::ensure_built()?;
-    clean(&state)?;
-    let mut cmd = launcher(&bin, &state)?;
-    if detach {
-        // Its own process group: a Ctrl-C in this terminal later does not reach it.
-        cmd.stdin(Stdio::null()).process_group(0);
-    } else {
-        cmd.stdin(Stdio::null());
-    }
-    let mut child = cmd.spawn().context("cannot start the launcher")?;
-    fs::write(state.join("pid"), child.id().to_string())?;
-    let line = wait_ready(&mut child, &state)?;
-    fs::write(state.join("ready"), &line)?;
+    let (mut child, line) = start(&state, detach)?;
     println!("{line}");
     if detach {
         return Ok(());
     }
     eprintln!("xtask: running in the foreground; Ctrl-C stops it");
     let status = child.wait()?;
+    daemon::stop(&state, MODEL, MODEL_BIN, MODEL_STOP_GRACE)?;
     clean(&state)?;
     if !status.success() {
         bail!("the launcher exited with {status}; see its log above");
@@ -56,22 +58,73 @@ pub fn up(detach: bool) -> anyhow::Result<()> {
 
 /// `cargo xtask cluster down`.
 pub fn down() -> anyhow::Result<()> {
-    let state = paths::shared_state();
-    match read_pid(&state) {
+    stop(&paths::cluster_state())
+}
+
+/// Stops the controller model, then the control plane, of `state`, and deletes the state.
+pub fn stop(state: &Path) -> anyhow::Result<()> {
+    let model = daemon::stop(state, MODEL, MODEL_BIN, MODEL_STOP_GRACE);
+    match read_pid(state) {
         Some(pid) if proc::alive(pid) => {
             stop_pid(pid)?;
             eprintln!("xtask: control plane stopped");
         }
         _ => eprintln!("xtask: no control plane was running"),
     }
-    clean(&state)
+    model?;
+    clean(state)
+}
+
+/// Builds (cached) and starts a control plane in `state`, then the controller model against
+/// it; returns the launcher and its ready line, written to `state/ready` once both are ready.
+/// With `detach`, both run in their own process groups.
+pub fn start(state: &Path, detach: bool) -> anyhow::Result<(Child, String)> {
+    let bin = envtest::ensure_built()?;
+    let model_bin = bins::build("testkit", &[MODEL_BIN])?.remove(0);
+    clean(state)?;
+    let mut cmd = launcher(&bin, state)?;
+    cmd.stdin(Stdio::null());
+    if detach {
+        // Its own process group: a Ctrl-C in this terminal later does not reach it.
+        cmd.process_group(0);
+    }
+    let mut child = cmd.spawn().context("cannot start the launcher")?;
+    fs::write(state.join("pid"), child.id().to_string())?;
+    let line = wait_ready(&mut child, state)?;
+    let started = kubeconfig_of(&line).and_then(|kubeconfig| {
+        let spec = Spec::new(MODEL, model_bin, "model ready")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["--namespace", "flux-system", "--seed"])
+            .detach(detach);
+        daemon::start(&spec, state).context("starting the controller model")
+    });
+    match started {
+        Ok(model_line) => eprintln!("xtask: {model_line}"),
+        Err(e) => {
+            let _ = daemon::stop(state, MODEL, MODEL_BIN, MODEL_STOP_GRACE);
+            let _ = stop_pid(child.id());
+            let _ = child.wait();
+            return Err(e);
+        }
+    }
+    fs::write(state.join("ready"), &line)?;
+    Ok((child, line))
 }
 
 /// The ready line of a running control plane in `state`, if there is one.
-fn running(state: &Path) -> Option<String> {
+pub fn running(state: &Path) -> Option<String> {
     let pid = read_pid(state)?;
     let line = fs::read_to_string(state.join("ready")).ok()?;
     (proc::alive(pid) && line.starts_with("ready ")).then(|| line.trim().to_string())
+}
+
+/// The `kubeconfig=` path of a launcher ready line.
+pub fn kubeconfig_of(line: &str) -> anyhow::Result<PathBuf> {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix("kubeconfig="))
+        .map(PathBuf::from)
+        .context("ready line without kubeconfig=")
 }
 
 fn read_pid(state: &Path) -> Option<u32> {
@@ -112,35 +165,23 @@ fn wait_ready(child: &mut Child, state: &Path) -> anyhow::Result<String> {
         if let Some(status) = child.try_wait()? {
             bail!(
                 "the launcher exited ({status}) before it was ready:\n{}",
-                tail(state)
+                daemon::tail(&state.join("log"))
             );
         }
         if start.elapsed() > READY_TIMEOUT {
             let _ = child.kill();
             bail!(
                 "the launcher was not ready within {READY_TIMEOUT:?}:\n{}",
-                tail(state)
+                daemon::tail(&state.join("log"))
             );
         }
         std::thread::sleep(Duration::from_millis(100));
     }
 }
 
-fn tail(state: &Path) -> String {
-    let log = fs::read_to_string(state.join("log")).unwrap_or_default();
-    let lines: Vec<&str> = log.lines().collect();
-    lines[lines.len().saturating_sub(20)..].join("\n")
-}
-
 fn stop_pid(pid: u32) -> anyhow::Result<()> {
-    proc::signal(pid, "TERM");
-    let start = Instant::now();
-    while proc::alive(pid) {
-        if start.elapsed() > STOP_TIMEOUT {
-            proc::signal(pid, "KILL");
-            bail!("the control plane (pid {pid}) ignored SIGTERM for {STOP_TIMEOUT:?}; killed");
-        }
-        std::thread::sleep(Duration::from_millis(100));
+    if proc::stop(pid, STOP_TIMEOUT)? == proc::Stopped::Killed {
+        bail!("the control plane (pid {pid}) ignored SIGTERM for {STOP_TIMEOUT:?}; killed");
     }
     Ok(())
 }
@@ -164,11 +205,7 @@ impl Private {
         let stdin = child.stdin.take();
         let line = wait_ready(&mut child, state)?;
         eprintln!("xtask: {line}");
-        let kubeconfig = line
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("kubeconfig="))
-            .map(PathBuf::from)
-            .context("ready line without kubeconfig=")?;
+        let kubeconfig = kubeconfig_of(&line)?;
         Ok(Self {
             child,
             stdin,
@@ -201,5 +238,20 @@ impl Drop for Private {
         if let Err(e) = self.shutdown() {
             eprintln!("xtask: stopping the control plane: {e:#}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubeconfig_of_reads_the_path_from_a_ready_line() {
+        let line = "ready kubeconfig=/tmp/x/kubeconfig server=https://127.0.0.1:1234";
+        assert_eq!(
+            kubeconfig_of(line).unwrap(),
+            PathBuf::from("/tmp/x/kubeconfig")
+        );
+        assert!(kubeconfig_of("ready server=https://127.0.0.1:1").is_err());
     }
 }

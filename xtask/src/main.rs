@@ -1,10 +1,16 @@
 //! `cargo xtask`: project automation. One binary, plain `std::process::Command`, no kube.
 //!
-//! - `cargo xtask cluster up [--detach]` — build (cached) and start the local control plane.
-//! - `cargo xtask cluster down` — stop it and delete its state.
+//! - `cargo xtask demo [--keep]` / `demo down` — the GHCR credential handoff end to end on a
+//!   private control plane with the controller and source models and a local registry.
+//! - `cargo xtask cluster up [--detach]` — build (cached) and start the local control plane and
+//!   the Flux controller model (`flux-system` seeded).
+//! - `cargo xtask cluster down` — stop both and delete their state.
 //! - `cargo xtask ci` — everything CI checks: fmt, clippy, the launcher build, all tests.
 
+mod bins;
 mod cluster;
+mod daemon;
+mod demo;
 mod envtest;
 mod paths;
 mod proc;
@@ -15,15 +21,31 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
+  demo [--keep]           the GHCR credential handoff of the original incident, end to end:
+                          builds what it needs, starts a private control plane (state in
+                          target/flux-handoff/demo) with the Flux controller and source models
+                          and a local registry, seeds stale Secrets and a parent frozen at
+                          Reconciling=True, runs `flux-handoff ghcr reassert`, shows
+                          `flux-handoff fences` while the fences are held, and ends with
+                          `demo: ok pause_proven=<s>s secrets_reasserted=<n> fences_left=0`.
+                          Stops everything afterwards; --keep leaves it running and prints
+                          `export KUBECONFIG=...`
+  demo down               stop a demo left running by --keep
   cluster up [--detach]   build (cached) and start the local control plane: a real
-                          kube-apiserver with embedded etcd, RBAC on, Flux CRDs installed.
-                          Prints `ready kubeconfig=<path> server=<url>`. Without --detach it
-                          runs in the foreground until Ctrl-C; with --detach it returns
-                          (an already running one is reused).
-  cluster down            stop the control plane started by `cluster up` and delete its state
+                          kube-apiserver with embedded etcd, RBAC on, Flux CRDs installed,
+                          and the Flux controller model (flux-model) with the flux-system tree
+                          seeded. Prints `ready kubeconfig=<path> server=<url>`. Without
+                          --detach it runs in the foreground until Ctrl-C; with --detach it
+                          returns (an already running one is reused).
+  cluster down            stop the controller model, then the control plane, and delete their
+                          state
   ci                      fmt check, clippy -D warnings, build the launcher, start a private
                           control plane, cargo nextest run --workspace, doc tests; stops the
                           control plane on every exit path
+
+environment:
+  FLUX_HANDOFF_CLUSTER_DIR  state directory of `cluster up|down` (default
+                            target/flux-handoff/cluster, the one tests share)
 ";
 
 fn main() -> ExitCode {
@@ -33,6 +55,9 @@ fn main() -> ExitCode {
         ["cluster", "up"] => cluster::up(false),
         ["cluster", "up", "--detach"] => cluster::up(true),
         ["cluster", "down"] => cluster::down(),
+        ["demo"] => demo::run(false),
+        ["demo", "--keep"] => demo::run(true),
+        ["demo", "down"] => demo::down(),
         ["ci"] => ci(),
         ["-h" | "--help" | "help"] => {
             print!("{USAGE}");

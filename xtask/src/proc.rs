@@ -1,8 +1,9 @@
-//! Running commands, loudly.
+//! Running commands, loudly; signalling processes we started.
 
 use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
@@ -39,13 +40,44 @@ pub fn succeeds(program: &str, args: &[&str], dir: &Path) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Whether a process with this pid exists (signal 0).
+/// Whether a process with this pid exists (signal 0) and is not a zombie.
 pub fn alive(pid: u32) -> bool {
-    Command::new("kill")
+    let exists = Command::new("kill")
         .args(["-0", &pid.to_string()])
         .stderr(Stdio::null())
         .status()
-        .is_ok_and(|s| s.success())
+        .is_ok_and(|s| s.success());
+    exists && !zombie(pid)
+}
+
+/// A zombie has exited and waits to be reaped: it holds no resources and ignores signals.
+fn zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat_state(&stat))
+        .is_some_and(|state| state == 'Z')
+}
+
+/// The state letter of a `/proc/<pid>/stat` line (the field after the parenthesised name,
+/// which may itself contain spaces and parentheses).
+pub fn stat_state(stat: &str) -> Option<char> {
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Whether process `pid` runs a program whose file name is `name` (guards against signalling
+/// an unrelated process that reused a recorded pid).
+pub fn runs(pid: u32, name: &str) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .ok()
+        .is_some_and(|cmdline| argv0_is(&cmdline, name))
+}
+
+/// Whether the first NUL-separated word of a `/proc/<pid>/cmdline` names `name`.
+pub fn argv0_is(cmdline: &[u8], name: &str) -> bool {
+    let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+    Path::new(OsStr::new(std::str::from_utf8(argv0).unwrap_or_default()))
+        .file_name()
+        .is_some_and(|n| n == name)
 }
 
 pub fn signal(pid: u32, sig: &str) {
@@ -53,4 +85,63 @@ pub fn signal(pid: u32, sig: &str) {
         .args([&format!("-{sig}"), &pid.to_string()])
         .stderr(Stdio::null())
         .status();
+}
+
+/// How [`stop`] ended a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// It exited after SIGTERM within the grace period.
+    Terminated,
+    /// It ignored SIGTERM for the grace period and was killed.
+    Killed,
+}
+
+/// SIGTERM, wait up to `grace`, then SIGKILL and wait (bounded) until it is gone.
+///
+/// # Errors
+/// The process survived SIGKILL for five seconds.
+pub fn stop(pid: u32, grace: Duration) -> anyhow::Result<Stopped> {
+    signal(pid, "TERM");
+    if wait_gone(pid, grace) {
+        return Ok(Stopped::Terminated);
+    }
+    signal(pid, "KILL");
+    if wait_gone(pid, Duration::from_secs(5)) {
+        return Ok(Stopped::Killed);
+    }
+    bail!("pid {pid} survived SIGKILL")
+}
+
+fn wait_gone(pid: u32, limit: Duration) -> bool {
+    let start = Instant::now();
+    while alive(pid) {
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_state_reads_past_a_name_with_spaces_and_parentheses() {
+        assert_eq!(stat_state("42 (flux model) S 1 42"), Some('S'));
+        assert_eq!(stat_state("42 (a) b)) Z 1 42"), Some('Z'));
+        assert_eq!(stat_state("garbage"), None);
+    }
+
+    #[test]
+    fn argv0_is_compares_the_file_name_of_the_first_word_only() {
+        assert!(argv0_is(
+            b"/work/target/debug/flux-model\0--seed\0",
+            "flux-model"
+        ));
+        assert!(argv0_is(b"flux-model", "flux-model"));
+        assert!(!argv0_is(b"/bin/sh\0flux-model\0", "flux-model"));
+        assert!(!argv0_is(b"", "flux-model"));
+    }
 }

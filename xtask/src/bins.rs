@@ -1,0 +1,33 @@
+//! Building this workspace's binaries that xtask runs as processes.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+use crate::paths;
+
+/// `cargo build -p <package> --bin <bin>...` (debug profile, quietly); returns their paths.
+pub fn build(package: &str, bins: &[&str]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut cmd = Command::new(paths::cargo());
+    cmd.args(["build", "--quiet", "-p", package]);
+    for b in bins {
+        cmd.args(["--bin", b]);
+    }
+    eprintln!(
+        "xtask: $ cargo build -p {package} --bin {}",
+        bins.join(" --bin ")
+    );
+    let status = cmd
+        .current_dir(paths::root())
+        .status()
+        .context("cannot run cargo")?;
+    if !status.success() {
+        bail!("building {} failed ({status})", bins.join(", "));
+    }
+    let paths: Vec<PathBuf> = bins.iter().map(|b| paths::debug_bin(b)).collect();
+    if let Some(missing) = paths.iter().find(|p| !p.is_file()) {
+        bail!("cargo built, but {} is missing", missing.display());
+    }
+    Ok(paths)
+}
