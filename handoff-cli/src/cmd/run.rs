@@ -49,6 +49,8 @@ pub async fn run(
                     format!("passes={} {}", proof.passes(), proof.counters()),
                 )
                 .env("FLUX_HANDOFF_TARGETS", targets.join(","))
+                // Its own process group, so an interrupt reaches everything it started.
+                .process_group(0)
                 .kill_on_drop(true);
             match cmd.spawn() {
                 Err(e) => Err(Failure::usage(format!(
@@ -62,8 +64,7 @@ pub async fn run(
                     };
                     match status {
                         None => {
-                            let _ = child.start_kill();
-                            let _ = child.wait().await;
+                            stop_group(&mut child).await;
                             Err(Failure::new(
                                 exit::INTERRUPTED,
                                 format!("interrupted while {program} was running"),
@@ -97,5 +98,29 @@ pub async fn run(
             out.note(&c.message);
             Err(f)
         }
+    }
+}
+
+/// How long the command's process group gets between SIGTERM and SIGKILL.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Sends SIGTERM to the command's process group, then SIGKILL if it is still there after
+/// [`STOP_GRACE`]. Signals go through `kill(1)`: this crate forbids unsafe code, and this is
+/// the interrupt path, not a hot one.
+async fn stop_group(child: &mut tokio::process::Child) {
+    let Some(pid) = child.id() else { return };
+    let group = format!("-{pid}");
+    let send = |sig: &str| {
+        let _ = std::process::Command::new("kill")
+            .args([sig, "--", &group])
+            .status();
+    };
+    send("-TERM");
+    if tokio::time::timeout(STOP_GRACE, child.wait())
+        .await
+        .is_err()
+    {
+        send("-KILL");
+        let _ = child.wait().await;
     }
 }
