@@ -61,6 +61,39 @@ pub fn down() -> anyhow::Result<()> {
     stop(&paths::cluster_state())
 }
 
+/// `cargo xtask cluster check [--kubeconfig K]`: `flux-handoff doctor` against the control
+/// plane of `cluster up` (or K).
+pub fn check(kubeconfig: Option<&str>) -> anyhow::Result<()> {
+    let kubeconfig = if let Some(k) = kubeconfig {
+        PathBuf::from(k)
+    } else {
+        let state = paths::cluster_state();
+        let line = running(&state).with_context(|| {
+            format!(
+                "no control plane is running in {}; `cargo xtask cluster up --detach` first, or \
+                 pass --kubeconfig",
+                state.display()
+            )
+        })?;
+        kubeconfig_of(&line)?
+    };
+    let cli = bins::build("handoff-cli", &["flux-handoff"])?.remove(0);
+    eprintln!(
+        "xtask: $ flux-handoff doctor --kubeconfig {}",
+        kubeconfig.display()
+    );
+    let status = Command::new(cli)
+        .arg("doctor")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .status()
+        .context("cannot run flux-handoff doctor")?;
+    if !status.success() {
+        bail!("flux-handoff doctor found failing checks ({status}); see its FAIL lines above");
+    }
+    Ok(())
+}
+
 /// Stops the controller model, then the control plane, of `state`, and deletes the state.
 pub fn stop(state: &Path) -> anyhow::Result<()> {
     let model = daemon::stop(state, MODEL, MODEL_BIN, MODEL_STOP_GRACE);

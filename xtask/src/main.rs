@@ -5,6 +5,7 @@
 //! - `cargo xtask cluster up [--detach]` — build (cached) and start the local control plane and
 //!   the Flux controller model (`flux-system` seeded).
 //! - `cargo xtask cluster down` — stop both and delete their state.
+//! - `cargo xtask cluster check [--kubeconfig K]` — `flux-handoff doctor` against it (or K).
 //! - `cargo xtask ci` — everything CI checks: fmt, clippy, the launcher build, all tests.
 
 mod bins;
@@ -39,12 +40,16 @@ commands:
                           returns (an already running one is reused).
   cluster down            stop the controller model, then the control plane, and delete their
                           state
+  cluster check [--kubeconfig K]
+                          run `flux-handoff doctor` (read-only preflight: API, Flux CRDs,
+                          controller, Lease namespace, permissions) against the control plane
+                          of `cluster up`, or against K; fails when a check fails
   ci                      fmt check, clippy -D warnings, build the launcher, start a private
                           control plane, cargo nextest run --workspace, doc tests; stops the
                           control plane on every exit path
 
 environment:
-  FLUX_HANDOFF_CLUSTER_DIR  state directory of `cluster up|down` (default
+  FLUX_HANDOFF_CLUSTER_DIR  state directory of `cluster up|down|check` (default
                             target/flux-handoff/cluster, the one tests share)
 ";
 
@@ -55,6 +60,8 @@ fn main() -> ExitCode {
         ["cluster", "up"] => cluster::up(false),
         ["cluster", "up", "--detach"] => cluster::up(true),
         ["cluster", "down"] => cluster::down(),
+        ["cluster", "check"] => cluster::check(None),
+        ["cluster", "check", "--kubeconfig", k] => cluster::check(Some(k)),
         ["demo"] => demo::run(false),
         ["demo", "--keep"] => demo::run(true),
         ["demo", "down"] => demo::down(),
