@@ -89,3 +89,12 @@ pub async fn run_as(
         .await
         .unwrap()
 }
+
+/// A client authenticated by `kubeconfig` (as `kubeconfig_for` wrote it).
+pub async fn client_from(kubeconfig: &std::path::Path) -> kube::Client {
+    let kc = Kubeconfig::read_from(kubeconfig).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(cfg).unwrap()
+}
