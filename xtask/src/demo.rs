@@ -239,7 +239,7 @@ impl Demo {
         ];
         eprintln!(
             "demo: $ {TOKEN_ENV}=<token> flux-handoff {}",
-            args.join(" ")
+            shell_words(&args)
         );
         let doc = capture_json(
             self.handoff(&args).env(TOKEN_ENV, &self.token),
@@ -324,6 +324,20 @@ impl Clock {
         eprintln!("demo: {line} ({:.1}s)", self.last.elapsed().as_secs_f64());
         self.last = Instant::now();
     }
+}
+
+/// Arguments as a shell would need them typed (single-quoted when they hold spaces).
+fn shell_words(args: &[&str]) -> String {
+    args.iter()
+        .map(|a| {
+            if a.contains(|c: char| c.is_whitespace() || c == '\'') {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            } else {
+                (*a).to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Runs a step with its output shown; fails loudly.
@@ -427,4 +441,17 @@ fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
         .with_context(|| format!("writing {}", path.display()))?;
     f.write_all(text.as_bytes())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_words_quotes_only_what_needs_it() {
+        assert_eq!(
+            shell_words(&["--reason", "a b", "it's", "x"]),
+            r"--reason 'a b' 'it'\''s' x"
+        );
+    }
 }
