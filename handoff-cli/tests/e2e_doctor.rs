@@ -1,4 +1,4 @@
-//! End to end: `doctor` as the admin and as a ServiceAccount without permissions.
+//! End to end: `doctor` as the admin and as a `ServiceAccount` without permissions.
 
 mod common;
 mod sa;

@@ -342,7 +342,7 @@ async fn fences_lists_what_a_run_killed_with_sigkill_left_behind() {
     cmd.stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     let mut child = cmd.spawn().unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let deadline = tokio::time::Instant::now() + Duration::from_mins(1);
     while !marker.exists() {
         assert!(
             tokio::time::Instant::now() < deadline,

@@ -1,4 +1,4 @@
-//! End to end: `deploy/rbac.yaml` is enough to pause and resume as its ServiceAccount, and
+//! End to end: `deploy/rbac.yaml` is enough to pause and resume as its `ServiceAccount`, and
 //! removing one verb (patch on kustomizations) makes the pause fail with exit 6 and one line,
 //! with nothing changed on the server.
 

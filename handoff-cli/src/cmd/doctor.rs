@@ -1,6 +1,6 @@
 //! `flux-handoff doctor`: a read-only preflight against any cluster. It checks that the API is
 //! reachable, the Flux CRDs are served, the controller Deployment and the Lease namespace
-//! exist, and — one SelfSubjectAccessReview per verb, resource and namespace — every
+//! exist, and — one `SelfSubjectAccessReview` per verb, resource and namespace — every
 //! permission the configured handoff needs ([`needs::needs`]). Each line is `ok <check>` or
 //! `FAIL <check>: <fix>`; exit 0 when all pass, 6 otherwise.
 
@@ -85,7 +85,7 @@ pub async fn run(global: &Global, args: &DoctorArgs, out: &mut Output) -> Result
                     crate::failure::chain(&e)
                 ),
             );
-            return finish(r);
+            return finish(&mut r);
         }
     }
     check_crds(&client, &mut r).await;
@@ -96,12 +96,13 @@ pub async fn run(global: &Global, args: &DoctorArgs, out: &mut Output) -> Result
     for need in needs::needs(&plan) {
         check_permission(&client, &need, &mut r).await;
     }
-    finish(r)
+    finish(&mut r)
 }
 
-fn finish(r: Report<'_>) -> Result<u8, Failure> {
+fn finish(r: &mut Report<'_>) -> Result<u8, Failure> {
     let failed = r.failed;
-    r.out.fact("checks", json!(r.checks));
+    let checks = std::mem::take(&mut r.checks);
+    r.out.fact("checks", json!(checks));
     if failed == 0 {
         Ok(exit::SUCCESS)
     } else {

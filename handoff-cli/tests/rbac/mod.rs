@@ -142,7 +142,7 @@ pub async fn may(client: &Client, verb: &str, group: &str, resource: &str, ns: &
         .is_some_and(|s| s.allowed)
 }
 
-/// Polls (bounded) until the authorizer's answer for the ServiceAccount is `want` — RBAC
+/// Polls (bounded) until the authorizer's answer for the `ServiceAccount` is `want` — RBAC
 /// changes reach the authorizer's cache asynchronously.
 pub async fn await_may(
     client: &Client,

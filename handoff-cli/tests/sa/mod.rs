@@ -1,4 +1,4 @@
-//! A kubeconfig for a ServiceAccount of the test namespace, so the real binary runs as it.
+//! A kubeconfig for a `ServiceAccount` of the test namespace, so the real binary runs as it.
 
 #![allow(dead_code)] // each test binary uses a different part
 
@@ -10,7 +10,7 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use kube::config::Kubeconfig;
 use testkit::TestNs;
 
-/// Creates ServiceAccount `name` in the test namespace (if absent), requests a token for it and
+/// Creates `ServiceAccount` `name` in the test namespace (if absent), requests a token for it and
 /// writes a kubeconfig using it (JSON, which is YAML) next to the admin one's cluster entry.
 pub async fn kubeconfig_for(ns: &TestNs, name: &str) -> PathBuf {
     let sas: Api<ServiceAccount> = ns.api();

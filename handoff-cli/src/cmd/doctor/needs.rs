@@ -86,6 +86,7 @@ const HR: (&str, &str) = ("helm.toolkit.fluxcd.io", "helmreleases");
 
 /// Every permission `plan` needs, one per verb, resource and namespace, in a stable order.
 #[must_use]
+#[allow(clippy::too_many_lines)] // one flat list of rules, in the order deploy/rbac.yaml has them
 pub fn needs(plan: &Plan) -> Vec<Need> {
     let mut out: Vec<Need> = Vec::new();
     let mut add = |verb,

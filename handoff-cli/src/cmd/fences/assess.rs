@@ -350,10 +350,12 @@ pub fn plan_recover(rows: &[Row], lease: Option<&LeaseView>, now: Timestamp) -> 
         };
         let keep = match (live, &row.action) {
             (Liveness::Live { .. }, _) => Some(format!("{holder} is live: {}", live.evidence(now))),
-            // Its children are judged on their own; the parent waits for them below.
-            (Liveness::Orphaned(_), Action::Withheld(Withhold::ChildrenHeld { .. })) => None,
+            // A parent withheld for its children waits for them below: they are judged first.
+            (
+                Liveness::Orphaned(_),
+                Action::Release { .. } | Action::Withheld(Withhold::ChildrenHeld { .. }),
+            ) => None,
             (Liveness::Orphaned(_), Action::Withheld(w)) => Some(w.to_string()),
-            (Liveness::Orphaned(_), Action::Release { .. }) => None,
         };
         if let Some(why) = keep {
             if row.target {
@@ -456,4 +458,134 @@ pub fn row_json(row: &Row, now: Timestamp) -> Value {
         "release_patch": patch,
         "withheld": withheld,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(holder: Option<&str>, expired: bool) -> LeaseView {
+        LeaseView {
+            found: FoundLease {
+                namespace: "flux-system".into(),
+                name: "flux-handoff".into(),
+                holder: holder.map(str::to_string),
+                epoch: 3,
+                acquired: None,
+                renewed: Some(Timestamp::UNIX_EPOCH),
+                expired,
+                release_patch: None,
+            },
+            duration: Some(Duration::from_secs(2)),
+        }
+    }
+
+    fn row(holder: &str, name: &str, target: bool, live: Liveness, action: Action) -> Row {
+        Row {
+            object: flux_suspend::object::kustomization("ns", name),
+            holder: Some(holder.into()),
+            epoch: Some(3),
+            age: Some(Duration::from_secs(5)),
+            target,
+            liveness: Some(live),
+            action,
+        }
+    }
+
+    fn release() -> Action {
+        Action::Release {
+            command: String::new(),
+            patch: "[]".into(),
+        }
+    }
+
+    #[test]
+    fn liveness_is_live_only_for_the_fresh_lease_holder() {
+        assert_eq!(liveness("a", None), Liveness::Orphaned(Orphan::NoLease));
+        assert_eq!(
+            liveness("a", Some(&lease(None, false))),
+            Liveness::Orphaned(Orphan::LeaseFree)
+        );
+        assert_eq!(
+            liveness("a", Some(&lease(Some("b"), false))),
+            Liveness::Orphaned(Orphan::OtherHolder("b".into()))
+        );
+        assert!(matches!(
+            liveness("a", Some(&lease(Some("a"), false))),
+            Liveness::Live { .. }
+        ));
+        let expired = liveness("a", Some(&lease(Some("a"), true)));
+        assert_eq!(
+            expired.evidence(Timestamp::UNIX_EPOCH),
+            "lease expired at 1970-01-01T00:00:02Z; holder's renew stopped"
+        );
+    }
+
+    #[test]
+    fn recover_releases_orphans_children_first_and_clears_the_expired_lease() {
+        let l = lease(Some("a"), true);
+        let gone = liveness("a", Some(&l));
+        let rows = [
+            row(
+                "a",
+                "parent",
+                false,
+                gone.clone(),
+                Action::Withheld(Withhold::ChildrenHeld {
+                    holder: "a".into(),
+                    children: vec!["ks/ns/child".into()],
+                }),
+            ),
+            row("a", "child", true, gone, release()),
+        ];
+        let plan = plan_recover(&rows, Some(&l), Timestamp::UNIX_EPOCH);
+        let order: Vec<&str> = plan
+            .release
+            .iter()
+            .map(|(o, _, _)| o.name.as_str())
+            .collect();
+        assert_eq!(order, ["child", "parent"]);
+        assert_eq!(plan.lease.as_ref().map(|(h, _)| h.as_str()), Some("a"));
+        assert!(plan.keep.is_empty(), "{:?}", plan.keep);
+    }
+
+    #[test]
+    fn recover_keeps_live_fences_and_a_parent_whose_child_is_kept() {
+        let l = lease(Some("a"), false);
+        let live = liveness("a", Some(&l));
+        let other = liveness("b", Some(&l));
+        let rows = [
+            row("a", "live", true, live, release()),
+            row(
+                "b",
+                "moved",
+                true,
+                other.clone(),
+                Action::Withheld(Withhold::MarkMoved(MarkAt::Field("/spec/suspend".into()))),
+            ),
+            row("b", "parent", false, other, release()),
+        ];
+        let plan = plan_recover(&rows, Some(&l), Timestamp::UNIX_EPOCH);
+        assert!(plan.release.is_empty(), "{:?}", plan.release);
+        assert_eq!(plan.lease, None, "a live Lease is never cleared");
+        let kept: Vec<&str> = plan.keep.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            kept,
+            [
+                "ks/ns/live",
+                "ks/ns/moved",
+                "ks/ns/parent",
+                "lease flux-system/flux-handoff"
+            ]
+        );
+        assert!(plan.keep[0].1.starts_with("a is live"));
+    }
+
+    #[test]
+    fn ages_read_at_a_glance() {
+        assert_eq!(age(Duration::from_secs(7)), "7s");
+        assert_eq!(age(Duration::from_secs(65)), "1m05s");
+        assert_eq!(age(Duration::from_secs(3720)), "1h02m");
+        assert_eq!(age(Duration::from_secs(90_000)), "1d01h");
+    }
 }

@@ -30,50 +30,7 @@ pub async fn run(ctx: &Context, args: &RecoverArgs, out: &mut Output) -> Result<
     let snap = ctx.snapshot(&ctx.scope).await?;
     let rows = assess::assess(&snap.report, snap.lease.as_ref(), &ctx.suffix);
     let plan = plan_recover(&rows, snap.lease.as_ref(), snap.now);
-    let verb = if args.yes { "release" } else { "would release" };
-    for (obj, holder, evidence) in &plan.release {
-        out.note(&format!(
-            "{verb}: {} (holder {holder}: {evidence})",
-            short_ref(obj)
-        ));
-    }
-    if let Some((holder, evidence)) = &plan.lease {
-        let v = if args.yes { "clear" } else { "would clear" };
-        out.note(&format!(
-            "{v}: lease {} (holder {holder}: {evidence})",
-            ctx.lease_name()
-        ));
-    }
-    for (name, why) in &plan.keep {
-        out.note(&format!("keep: {name}: {why}"));
-    }
-    out.fact("dry_run", json!(!args.yes));
-    out.fact(
-        "release",
-        json!(
-            plan.release
-                .iter()
-                .map(|(o, h, e)| json!({"object": short_ref(o), "holder": h, "evidence": e}))
-                .collect::<Vec<_>>()
-        ),
-    );
-    out.fact(
-        "keep",
-        json!(
-            plan.keep
-                .iter()
-                .map(|(n, w)| json!({"object": n, "why": w}))
-                .collect::<Vec<_>>()
-        ),
-    );
-    out.fact(
-        "lease",
-        json!(
-            plan.lease
-                .as_ref()
-                .map(|(h, e)| json!({"holder": h, "evidence": e}))
-        ),
-    );
+    report_plan(ctx, &plan, args.yes, out);
     if !args.yes {
         if plan.release.is_empty() && plan.lease.is_none() {
             out.note("nothing is provably orphaned");
@@ -197,4 +154,53 @@ async fn clear_lease(ctx: &Context, gone: &str, evidence: &str) -> Result<(), St
         LeaseRelease::Released | LeaseRelease::Gone => Ok(()),
         other => Err(format!("not released: {other:?}")),
     }
+}
+
+/// Prints what will be (or would be) released and cleared, and what is kept and why.
+fn report_plan(ctx: &Context, plan: &assess::RecoverPlan, yes: bool, out: &mut Output) {
+    let args_yes = yes;
+    let verb = if args_yes { "release" } else { "would release" };
+    for (obj, holder, evidence) in &plan.release {
+        out.note(&format!(
+            "{verb}: {} (holder {holder}: {evidence})",
+            short_ref(obj)
+        ));
+    }
+    if let Some((holder, evidence)) = &plan.lease {
+        let v = if args_yes { "clear" } else { "would clear" };
+        out.note(&format!(
+            "{v}: lease {} (holder {holder}: {evidence})",
+            ctx.lease_name()
+        ));
+    }
+    for (name, why) in &plan.keep {
+        out.note(&format!("keep: {name}: {why}"));
+    }
+    out.fact("dry_run", json!(!args_yes));
+    out.fact(
+        "release",
+        json!(
+            plan.release
+                .iter()
+                .map(|(o, h, e)| json!({"object": short_ref(o), "holder": h, "evidence": e}))
+                .collect::<Vec<_>>()
+        ),
+    );
+    out.fact(
+        "keep",
+        json!(
+            plan.keep
+                .iter()
+                .map(|(n, w)| json!({"object": n, "why": w}))
+                .collect::<Vec<_>>()
+        ),
+    );
+    out.fact(
+        "lease",
+        json!(
+            plan.lease
+                .as_ref()
+                .map(|(h, e)| json!({"holder": h, "evidence": e}))
+        ),
+    );
 }

@@ -39,21 +39,7 @@ pub async fn run(
     let holder =
         Holder::from_str(&args.holder).map_err(|e| Failure::usage(format!("--holder: {e}")))?;
     let name = short_ref(&obj);
-    let read = match get_json(&ctx.client, &obj).await {
-        Ok(v) => v,
-        Err(kube::Error::Api(s)) if s.code == 404 => {
-            return Err(Failure::new(
-                exit::REFUSED,
-                format!("{name} not found; nothing to release"),
-            ));
-        }
-        Err(e) => {
-            return Err(Failure::new(
-                exit::KUBE_API,
-                super::kube_line("get", &obj.resource.plural, &name, &e),
-            ));
-        }
-    };
+    let read = read_object(ctx, &obj, &name).await?;
     let now = SystemClock.now();
     let Some(found) = discover::inspect(&read, &obj.resource, &ctx.keys, now) else {
         return Err(Failure::new(
@@ -102,29 +88,7 @@ pub async fn run(
         }
     };
     if !is_target(marks) {
-        // A parent waits for its children: look everywhere the holder may have fenced.
-        let all = discover::discover(
-            &ctx.client,
-            &ctx.keys,
-            &[
-                flux_suspend::object::kustomization_resource(),
-                flux_suspend::object::helmrelease_resource(),
-            ],
-            &Scope::All,
-            None,
-            &SystemClock,
-        )
-        .await?;
-        let children = held_children(holder.as_str(), &found, &all.fences);
-        if !children.is_empty() {
-            return Err(Failure::new(
-                exit::REFUSED,
-                format!(
-                    "{name} is a parent whose child is still held by {holder}: release {} first; nothing changed",
-                    children.join(", ")
-                ),
-            ));
-        }
+        refuse_while_children_held(ctx, &holder, &found, &name).await?;
     }
 
     let rv = read
@@ -166,7 +130,44 @@ pub async fn run(
             format!("{name} changed hands since it was read; nothing changed"),
         ));
     };
-    match fencer.release(guard).await? {
+    outcome(&name, fencer.release(guard).await?, out)
+}
+
+/// A parent waits for its children: refuses while `holder` holds any target anywhere.
+async fn refuse_while_children_held(
+    ctx: &Context,
+    holder: &Holder,
+    found: &flux_fence::discover::FoundFence,
+    name: &str,
+) -> Result<(), Failure> {
+    // A parent waits for its children: look everywhere the holder may have fenced.
+    let all = discover::discover(
+        &ctx.client,
+        &ctx.keys,
+        &[
+            flux_suspend::object::kustomization_resource(),
+            flux_suspend::object::helmrelease_resource(),
+        ],
+        &Scope::All,
+        None,
+        &SystemClock,
+    )
+    .await?;
+    let children = held_children(holder.as_str(), found, &all.fences);
+    if !children.is_empty() {
+        return Err(Failure::new(
+            exit::REFUSED,
+            format!(
+                "{name} is a parent whose child is still held by {holder}: release {} first; nothing changed",
+                children.join(", ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn outcome(name: &str, released: ReleaseOutcome, out: &mut Output) -> Result<u8, Failure> {
+    match released {
         ReleaseOutcome::Released { resource_version } => {
             out.fact("resource_version", json!(resource_version));
             out.phase(&format!(
@@ -196,6 +197,25 @@ pub async fn run(
         _ => Err(Failure::new(
             exit::INTERNAL,
             format!("{name}: unexpected release outcome"),
+        )),
+    }
+}
+
+/// Reads the object; a missing one is a refusal (nothing to release).
+async fn read_object(
+    ctx: &Context,
+    obj: &flux_fence::ObjectRef,
+    name: &str,
+) -> Result<serde_json::Value, Failure> {
+    match get_json(&ctx.client, obj).await {
+        Ok(v) => Ok(v),
+        Err(kube::Error::Api(s)) if s.code == 404 => Err(Failure::new(
+            exit::REFUSED,
+            format!("{name} not found; nothing to release"),
+        )),
+        Err(e) => Err(Failure::new(
+            exit::KUBE_API,
+            super::kube_line("get", &obj.resource.plural, name, &e),
         )),
     }
 }

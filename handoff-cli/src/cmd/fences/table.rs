@@ -101,7 +101,7 @@ pub fn render(ctx: &Context, snap: &Snapshot, rows: &[Row]) -> String {
     if rows.is_empty() {
         let where_ = match &ctx.scope {
             Scope::Namespaces(n) => format!("namespace(s) {}", n.join(", ")),
-            _ => "all namespaces".into(),
+            Scope::All => "all namespaces".into(),
         };
         let _ = writeln!(s, "no fences in {where_}");
         return s;
