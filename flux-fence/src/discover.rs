@@ -104,6 +104,9 @@ pub struct FoundLease {
     pub renewed: Option<Timestamp>,
     /// Whether it looks expired by the caller's clock.
     pub expired: bool,
+    /// The holder that parked it deliberately (`<prefix>/parked`), if that is its current
+    /// holder: a pause meant to outlive its process, not a crashed run.
+    pub parked: bool,
     /// A CAS JSON Patch clearing the holder (only when held).
     pub release_patch: Option<String>,
 }
@@ -176,7 +179,9 @@ pub async fn discover(
                     e,
                 )
             })?;
-            read.as_ref().map(|l| inspect_lease(l, now)).transpose()?
+            read.as_ref()
+                .map(|l| inspect_lease(l, keys, now))
+                .transpose()?
         }
     };
     Ok(FenceReport { lease, fences })
@@ -237,9 +242,19 @@ pub fn inspect(
 ///
 /// # Errors
 /// [`FenceError::Malformed`] for a negative `leaseTransitions`.
-pub fn inspect_lease(lease: &KubeLease, now: Timestamp) -> Result<FoundLease, FenceError> {
+pub fn inspect_lease(
+    lease: &KubeLease,
+    keys: &AnnotationKeys,
+    now: Timestamp,
+) -> Result<FoundLease, FenceError> {
     let spec = lease.spec.clone().unwrap_or_default();
     let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+    let parked_by = lease
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(&keys.parked));
+    let parked = holder.is_some() && parked_by == holder.as_ref();
     let rv = lease.metadata.resource_version.clone().unwrap_or_default();
     let release_patch = holder.as_ref().map(|h| {
         json!([
@@ -256,6 +271,7 @@ pub fn inspect_lease(lease: &KubeLease, now: Timestamp) -> Result<FoundLease, Fe
         acquired: spec.acquire_time.as_ref().map(|MicroTime(t)| *t),
         renewed: spec.renew_time.as_ref().map(|MicroTime(t)| *t),
         expired: holder.is_some() && is_expired(&spec, now),
+        parked,
         holder,
         release_patch,
     })

@@ -12,6 +12,9 @@ pub struct AnnotationKeys {
     pub prior: String,
     /// `<prefix>/reason`: free text from the caller.
     pub reason: String,
+    /// `<prefix>/parked` on the Lease: the holder that deliberately left it held (a pause
+    /// meant to outlive its process), so recovery does not mistake it for a crashed run.
+    pub parked: String,
 }
 
 impl AnnotationKeys {
@@ -22,6 +25,7 @@ impl AnnotationKeys {
             owner: format!("{prefix}/owner"),
             prior: format!("{prefix}/prior"),
             reason: format!("{prefix}/reason"),
+            parked: format!("{prefix}/parked"),
         }
     }
 

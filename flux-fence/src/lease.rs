@@ -13,8 +13,8 @@ use tokio::task::JoinHandle;
 use crate::api::{Failure, classify, error};
 use crate::lease_decide::{
     LeaseDecision, LeaseReleaseDecision, RecoverDecision, RecoverRefusal, RenewDecision,
-    decide_lease_acquire, decide_lease_release, decide_recover, decide_renew, is_stale,
-    transitions,
+    decide_lease_acquire, decide_lease_park, decide_lease_release, decide_recover, decide_renew,
+    is_stale, transitions,
 };
 use crate::{Clock, Epoch, FenceError, GoneHolder, Holder, LeaseConfig, LossReason, OwnerValue};
 
@@ -371,10 +371,9 @@ impl LeaseGuard {
         self.handle.clone()
     }
 
-    /// Stops the heartbeat and deliberately leaves the Lease held by our holder (e.g.
-    /// `flux-handoff pause`). It is not renewed any more; [`Lease::acquire`] with the same
-    /// holder adopts it again (a later `resume --holder`), and nobody else takes it over
-    /// without [`Lease::recover`].
+    /// Stops the heartbeat and leaves the Lease held by our holder without any mark (e.g. a run
+    /// whose cleanup could not release its fences: the held Lease keeps other handoffs out,
+    /// and once it expires fence recovery treats the run as gone). No I/O.
     pub fn leave_held(mut self) {
         self.heartbeat.abort();
         self.released = true;
@@ -384,6 +383,57 @@ impl LeaseGuard {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get_or_insert(LossReason::Released);
+    }
+
+    /// Stops the heartbeat and deliberately leaves the Lease held by our holder, marked with
+    /// annotation `parked_key` = holder (CAS on the read resourceVersion), e.g. for
+    /// `flux-handoff pause`. It is not renewed any more, so it soon looks expired; the mark
+    /// tells fence discovery and recovery that this is a deliberate pause, not a crashed run.
+    /// [`Lease::acquire`] with the same holder adopts it again (a later `resume --holder`).
+    ///
+    /// # Errors
+    /// An API failure, or [`FenceError::Contended`] when the Lease kept moving.
+    pub async fn park(mut self, parked_key: &str) -> Result<LeaseRelease, FenceError> {
+        self.heartbeat.abort();
+        self.released = true;
+        let s = &self.handle.0;
+        let _renewal = s.renewal.lock().await;
+        s.lost
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert(LossReason::Released);
+        let target = format!("{}/{}", s.cfg.namespace, s.cfg.name);
+        for _ in 0..LEASE_ATTEMPTS {
+            let read = s
+                .api
+                .get_opt(&s.cfg.name)
+                .await
+                .map_err(|e| error("get", RESOURCE.into(), target.clone(), e))?;
+            let lease = match decide_lease_park(read.as_ref(), &s.holder, s.epoch, parked_key) {
+                LeaseReleaseDecision::Gone => return Ok(LeaseRelease::Gone),
+                LeaseReleaseDecision::NotOurs { holder } => {
+                    return Ok(LeaseRelease::NotOurs { holder });
+                }
+                LeaseReleaseDecision::Update(lease) => lease,
+            };
+            match s
+                .api
+                .replace(&s.cfg.name, &PostParams::default(), &lease)
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(lease = %target, holder = %s.holder, "lease parked");
+                    return Ok(LeaseRelease::Released);
+                }
+                Err(e) => match classify(&e) {
+                    Failure::Conflict | Failure::Unknown => {}
+                    _ => return Err(error("update", RESOURCE.into(), target, e)),
+                },
+            }
+        }
+        Err(FenceError::Contended {
+            what: "parking the lease",
+        })
     }
 
     /// Stops the heartbeat and clears the holder, only if the Lease is still ours at our

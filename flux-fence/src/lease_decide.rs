@@ -296,6 +296,30 @@ pub fn decide_lease_release(
     }
 }
 
+/// Decides parking the Lease: still ours at our epoch, it gets annotation `key` = our holder
+/// (an update carrying the read resourceVersion); anything else is not ours to mark.
+pub fn decide_lease_park(
+    read: Option<&KubeLease>,
+    holder: &Holder,
+    epoch: Epoch,
+    key: &str,
+) -> LeaseReleaseDecision {
+    match decide_lease_release(read, holder, epoch) {
+        LeaseReleaseDecision::Update(_) => {
+            let Some(lease) = read else {
+                return LeaseReleaseDecision::Gone;
+            };
+            let mut next = lease.clone();
+            next.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(key.to_string(), holder.to_string());
+            LeaseReleaseDecision::Update(Box::new(next))
+        }
+        other => other,
+    }
+}
+
 /// The epoch recorded in a Lease (`leaseTransitions`, absent = 0).
 ///
 /// # Errors

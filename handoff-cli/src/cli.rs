@@ -157,7 +157,10 @@ pub struct ResumeArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub targets: TargetArgs,
-    /// The command to run while paused, after `--`.
+    /// The command to run while paused, after `--`. It gets `FLUX_HANDOFF_HOLDER`,
+    /// `FLUX_HANDOFF_PROOF` and `FLUX_HANDOFF_TARGETS` in its environment and runs in its own
+    /// process group: on SIGINT/SIGTERM the group gets SIGTERM (SIGKILL after 10s), then the
+    /// handoff resumes.
     #[arg(required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }

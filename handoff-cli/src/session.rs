@@ -145,18 +145,21 @@ impl Session {
         self.lease.as_ref().map(LeaseGuard::handle)
     }
 
-    /// Leaves the pause in place (fences and Lease stay held by this holder) and returns the
-    /// objects left fenced.
-    pub fn leave_paused(mut self) -> Vec<String> {
+    /// Leaves the pause in place: fences stay, and the Lease stays held by this holder and is
+    /// parked (marked as a deliberate pause, so `fences recover` does not take it for a crashed
+    /// run once it expires). Returns the objects left fenced.
+    pub async fn leave_paused(mut self) -> Result<Vec<String>, Failure> {
         let held = self
             .handoff
             .take()
             .map(Handoff::leave_paused)
             .unwrap_or_default();
         if let Some(l) = self.lease.take() {
-            l.leave_held();
+            l.park(&self.settings.keys.parked)
+                .await
+                .map_err(Failure::from)?;
         }
-        held
+        Ok(held)
     }
 
     /// Releases everything this run holds — targets, then parents, then the Lease — including

@@ -85,7 +85,15 @@ async fn fences_lists_a_pause_left_behind_with_holder_liveness_and_release_comma
         "{table}"
     );
     assert!(table.contains(&format!("ks/{ns}/{TARGET}")), "{table}");
-    assert!(table.contains("LIVE"), "{table}");
+    let target_row = table
+        .lines()
+        .find(|l| l.starts_with(&format!("ks/{ns}/{TARGET} ")))
+        .unwrap();
+    assert!(target_row.ends_with("PAUSED"), "{table}");
+    assert!(
+        table.lines().next().unwrap().ends_with("PAUSED"),
+        "the Lease line: {table}"
+    );
     assert!(
         table.contains(&format!(
             "release:  flux-handoff fences release ks/{ns}/{TARGET} --holder {holder}"
@@ -215,7 +223,10 @@ async fn fences_output_json_is_one_document_with_lease_and_fences() {
     let target = fences.iter().find(|f| f["name"] == TARGET).unwrap();
     assert_eq!(target["holder"], Value::String(holder.clone()));
     assert_eq!(target["role"], "target");
-    assert_eq!(target["liveness"], "LIVE");
+    assert_eq!(
+        target["liveness"], "PAUSED",
+        "a deliberate pause is not an orphan"
+    );
     assert_eq!(target["release_patch"][0]["op"], "test");
     let parent = fences.iter().find(|f| f["name"] == PARENT).unwrap();
     assert_eq!(parent["release_command"], Value::Null);
@@ -228,7 +239,7 @@ async fn fences_output_json_is_one_document_with_lease_and_fences() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn recover_dry_run_changes_nothing_and_yes_releases_an_orphan_whose_lease_expired() {
+async fn recover_include_paused_dry_run_changes_nothing_and_yes_releases_an_expired_pause() {
     let c = Cluster::seeded("fences-recover").await;
     let before_t = c.get(TARGET).await;
     let cfg = write_config("[lease]\nduration = \"2s\"\n");
@@ -238,17 +249,16 @@ async fn recover_dry_run_changes_nothing_and_yes_releases_an_orphan_whose_lease_
     let (t_rv, p_rv) = (rv(&c.get(TARGET).await), rv(&c.get(PARENT).await));
     let lease_rv = lease(&c).await.metadata.resource_version;
 
-    let out = fences(&c, &["--config", cfg_s, "recover"]).await;
+    let out = fences(&c, &["--config", cfg_s, "recover", "--include-paused"]).await;
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let err = stderr(&out);
     let ns = &c.ns.name;
     assert!(
         err.contains(&format!(
-            "would release: ks/{ns}/{TARGET} (holder {holder}: lease expired at "
+            "would release: ks/{ns}/{TARGET} (holder {holder}: a deliberate pause, released on request"
         )),
         "{err}"
     );
-    assert!(err.contains("holder's renew stopped"), "{err}");
     assert!(err.contains("dry run: nothing changed"), "{err}");
     // The target is listed before its parent (bottom-up).
     assert!(
@@ -260,7 +270,11 @@ async fn recover_dry_run_changes_nothing_and_yes_releases_an_orphan_whose_lease_
     assert_eq!(rv(&c.get(PARENT).await), p_rv);
     assert_eq!(lease(&c).await.metadata.resource_version, lease_rv);
 
-    let out = fences(&c, &["--config", cfg_s, "recover", "--yes"]).await;
+    let out = fences(
+        &c,
+        &["--config", cfg_s, "recover", "--yes", "--include-paused"],
+    )
+    .await;
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let after = c.get(TARGET).await;
     assert_eq!(after["spec"], before_t["spec"]);
@@ -275,22 +289,26 @@ async fn recover_dry_run_changes_nothing_and_yes_releases_an_orphan_whose_lease_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn recover_keeps_the_fences_of_a_live_holder_and_says_why() {
-    let c = Cluster::seeded("fences-live").await;
-    let holder = pause_and_leave(&c, &[]).await;
+async fn recover_keeps_a_deliberate_pause_and_says_how_to_resume_it() {
+    let c = Cluster::seeded("fences-paused").await;
+    let cfg = write_config("[lease]\nduration = \"2s\"\n");
+    let cfg_s = cfg.to_str().unwrap();
+    let holder = pause_and_leave(&c, &["--config", cfg_s]).await;
+    // Even once its Lease has expired, a parked pause is no evidence of a crashed run.
+    await_lease_expiry(&c).await;
     let (t_rv, p_rv) = (rv(&c.get(TARGET).await), rv(&c.get(PARENT).await));
-    let out = fences(&c, &["recover", "--yes"]).await;
+    let out = fences(&c, &["--config", cfg_s, "recover", "--yes"]).await;
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
         err.contains(&format!(
-            "keep: ks/{}/{TARGET}: {holder} is live: holder has the Lease, renewed",
+            "keep: ks/{}/{TARGET}: {holder} paused on purpose by `flux-handoff pause`",
             c.ns.name
         )),
         "{err}"
     );
     assert!(
-        err.contains("nothing is provably orphaned") || !err.contains("release: "),
+        err.contains(&format!("flux-handoff resume --holder {holder}")),
         "{err}"
     );
     assert_eq!(rv(&c.get(TARGET).await), t_rv);
@@ -300,18 +318,16 @@ async fn recover_keeps_the_fences_of_a_live_holder_and_says_why() {
         Some(holder.clone())
     );
     let resume = format!("resume --holder {holder}");
-    let args: Vec<String> = resume
-        .split(' ')
+    let args: Vec<String> = ["--config", cfg_s]
+        .into_iter()
         .map(String::from)
+        .chain(resume.split(' ').map(String::from))
         .chain(c.handoff_flags())
         .collect();
-    assert_eq!(
-        code(
-            &c.run(&args.iter().map(String::as_str).collect::<Vec<_>>())
-                .await
-        ),
-        0
-    );
+    let out = c
+        .run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -350,6 +366,15 @@ async fn fences_lists_what_a_run_killed_with_sigkill_left_behind() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // While the run is alive its heartbeat renews the Lease: recover keeps everything.
+    let out = fences(&c, &["recover", "--yes"]).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is live: holder has the Lease, renewed"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(suspended(&c.get(TARGET).await));
     child.kill().unwrap(); // SIGKILL: no cleanup runs
     let _ = child.wait();
     let holder = annotation(&c.get(TARGET).await, OWNER_KEY)

@@ -148,7 +148,7 @@ impl Context {
         let lease = match read {
             None => None,
             Some(l) => Some(LeaseView {
-                found: discover::inspect_lease(&l, now)?,
+                found: discover::inspect_lease(&l, &self.keys, now)?,
                 duration: l
                     .spec
                     .as_ref()

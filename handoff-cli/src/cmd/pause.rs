@@ -31,7 +31,7 @@ pub async fn run(
             );
             let holder = session.holder.to_string();
             let lease = session.settings.lease.clone();
-            let held = session.leave_paused();
+            let held = session.leave_paused().await?;
             out.fact("holder", json!(holder));
             out.fact("fences_held", json!(held));
             out.note(&format!("paused by {holder}; fenced: {}", held.join(", ")));

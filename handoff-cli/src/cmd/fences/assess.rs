@@ -20,6 +20,9 @@ pub enum Liveness {
         /// The Lease's last renewal.
         renewed: Option<Timestamp>,
     },
+    /// The holder parked the Lease on purpose (`flux-handoff pause`): it stopped renewing, but
+    /// a later `resume --holder` is expected. Not evidence of a crashed run.
+    Paused,
     /// Nothing shows the holder alive.
     Orphaned(Orphan),
 }
@@ -33,6 +36,8 @@ pub enum Orphan {
     LeaseFree,
     /// Another holder has the Lease.
     OtherHolder(String),
+    /// A deliberate pause that the operator asked to release (`--include-paused`).
+    PausedReleased,
     /// The holder has the Lease but stopped renewing it.
     Expired {
         /// When it expired (renewTime + leaseDurationSeconds), when known.
@@ -52,6 +57,9 @@ impl fmt::Display for Orphan {
                 write!(f, "lease expired at {at}; holder's renew stopped")
             }
             Self::Expired { at: None, .. } => f.write_str("lease expired; holder's renew stopped"),
+            Self::PausedReleased => {
+                f.write_str("a deliberate pause, released on request (--include-paused)")
+            }
         }
     }
 }
@@ -62,6 +70,7 @@ impl Liveness {
     pub fn label(&self) -> &'static str {
         match self {
             Self::Live { .. } => "LIVE",
+            Self::Paused => "PAUSED",
             Self::Orphaned(_) => "ORPHANED-LOOKING",
         }
     }
@@ -77,6 +86,9 @@ impl Liveness {
                 age(duration_since(now, *r))
             ),
             Self::Live { renewed: None } => "holder has the Lease".into(),
+            Self::Paused => {
+                "paused on purpose by `flux-handoff pause` (Lease parked, not renewed)".into()
+            }
             Self::Orphaned(o) => o.to_string(),
         }
     }
@@ -111,6 +123,7 @@ pub fn liveness(holder: &str, lease: Option<&LeaseView>) -> Liveness {
     match l.found.holder.as_deref() {
         None => Liveness::Orphaned(Orphan::LeaseFree),
         Some(h) if h != holder => Liveness::Orphaned(Orphan::OtherHolder(h.to_string())),
+        Some(_) if l.found.parked => Liveness::Paused,
         Some(_) if l.found.expired => Liveness::Orphaned(Orphan::Expired {
             at: l.expires_at(),
             renewed: l.found.renewed,
@@ -332,9 +345,15 @@ pub struct RecoverPlan {
 
 /// Plans `fences recover`: only provably orphaned fences, children before parents; a parent
 /// stays while a child of its holder stays; the Lease is cleared only when its holder's renew
-/// stopped (expired) and none of its fences stays.
+/// stopped (expired) and none of its fences stays. A deliberate pause (parked Lease) is kept
+/// unless `include_paused`: an unrenewed Lease is not evidence that its run crashed.
 #[must_use]
-pub fn plan_recover(rows: &[Row], lease: Option<&LeaseView>, now: Timestamp) -> RecoverPlan {
+pub fn plan_recover(
+    rows: &[Row],
+    lease: Option<&LeaseView>,
+    now: Timestamp,
+    include_paused: bool,
+) -> RecoverPlan {
     let mut plan = RecoverPlan::default();
     let mut kept_targets_of: Vec<String> = Vec::new();
     let mut parents = Vec::new();
@@ -348,8 +367,17 @@ pub fn plan_recover(rows: &[Row], lease: Option<&LeaseView>, now: Timestamp) -> 
             plan.keep.push((name, why));
             continue;
         };
+        let live = &match live {
+            Liveness::Paused if include_paused => Liveness::Orphaned(Orphan::PausedReleased),
+            other => other.clone(),
+        };
         let keep = match (live, &row.action) {
             (Liveness::Live { .. }, _) => Some(format!("{holder} is live: {}", live.evidence(now))),
+            (Liveness::Paused, _) => Some(format!(
+                "{holder} {}; resume it with `flux-handoff resume --holder {holder}` (or recover \
+                 with --include-paused)",
+                live.evidence(now)
+            )),
             // A parent withheld for its children waits for them below: they are judged first.
             (
                 Liveness::Orphaned(_),
@@ -387,6 +415,7 @@ pub fn plan_recover(rows: &[Row], lease: Option<&LeaseView>, now: Timestamp) -> 
     if let Some(l) = lease
         && let Some(holder) = &l.found.holder
         && l.found.expired
+        && (!l.found.parked || include_paused)
     {
         let kept = rows.iter().any(|r| {
             r.holder.as_ref() == Some(holder)
@@ -474,6 +503,7 @@ mod tests {
                 acquired: None,
                 renewed: Some(Timestamp::UNIX_EPOCH),
                 expired,
+                parked: false,
                 release_patch: None,
             },
             duration: Some(Duration::from_secs(2)),
@@ -538,7 +568,7 @@ mod tests {
             ),
             row("a", "child", true, gone, release()),
         ];
-        let plan = plan_recover(&rows, Some(&l), Timestamp::UNIX_EPOCH);
+        let plan = plan_recover(&rows, Some(&l), Timestamp::UNIX_EPOCH, false);
         let order: Vec<&str> = plan
             .release
             .iter()
@@ -565,7 +595,7 @@ mod tests {
             ),
             row("b", "parent", false, other, release()),
         ];
-        let plan = plan_recover(&rows, Some(&l), Timestamp::UNIX_EPOCH);
+        let plan = plan_recover(&rows, Some(&l), Timestamp::UNIX_EPOCH, false);
         assert!(plan.release.is_empty(), "{:?}", plan.release);
         assert_eq!(plan.lease, None, "a live Lease is never cleared");
         let kept: Vec<&str> = plan.keep.iter().map(|(n, _)| n.as_str()).collect();
@@ -585,7 +615,26 @@ mod tests {
     fn ages_read_at_a_glance() {
         assert_eq!(age(Duration::from_secs(7)), "7s");
         assert_eq!(age(Duration::from_secs(65)), "1m05s");
-        assert_eq!(age(Duration::from_secs(3720)), "1h02m");
-        assert_eq!(age(Duration::from_secs(90_000)), "1d01h");
+        assert_eq!(age(Duration::from_mins(62)), "1h02m");
+        assert_eq!(age(Duration::from_hours(25)), "1d01h");
+    }
+
+    #[test]
+    fn parked_pause_is_paused_not_orphaned_and_recover_keeps_it_unless_asked() {
+        let mut l = lease(Some("a"), true);
+        l.found.parked = true;
+        assert_eq!(liveness("a", Some(&l)), Liveness::Paused);
+        assert_eq!(Liveness::Paused.label(), "PAUSED");
+        let rows = vec![row("a", "apps", true, Liveness::Paused, release())];
+        let plan = plan_recover(&rows, Some(&l), Timestamp::UNIX_EPOCH, false);
+        assert!(plan.release.is_empty(), "{plan:?}");
+        assert!(plan.lease.is_none(), "the parked Lease is kept too");
+        assert!(plan.keep[0].1.contains("resume --holder a"), "{plan:?}");
+        let plan = plan_recover(&rows, Some(&l), Timestamp::UNIX_EPOCH, true);
+        assert_eq!(plan.release.len(), 1);
+        assert!(
+            plan.lease.is_some(),
+            "with --include-paused the Lease is cleared too"
+        );
     }
 }

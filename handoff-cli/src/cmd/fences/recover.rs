@@ -16,7 +16,8 @@ use crate::output::Output;
 #[derive(Debug, Args)]
 #[command(
     after_help = "Evidence used: the Lease. A fence is provably orphaned when its holder is not \
-the current Lease holder, or holds the Lease but stopped renewing it (expired). Evidence from CI \
+the current Lease holder, or holds the Lease but stopped renewing it (expired) without having \
+parked it on purpose (`flux-handoff pause` parks it; see --include-paused). Evidence from CI \
 (e.g. whether a GitHub Actions run has finished) is not consulted yet; a later version may add it."
 )]
 pub struct RecoverArgs {
@@ -24,12 +25,16 @@ pub struct RecoverArgs {
     /// (dry run, the default).
     #[arg(long)]
     pub yes: bool,
+    /// Also release deliberate pauses (`flux-handoff pause` parks its Lease): their Lease stops
+    /// being renewed on purpose, so expiry alone does not make them orphans.
+    #[arg(long)]
+    pub include_paused: bool,
 }
 
 pub async fn run(ctx: &Context, args: &RecoverArgs, out: &mut Output) -> Result<u8, Failure> {
     let snap = ctx.snapshot(&ctx.scope).await?;
     let rows = assess::assess(&snap.report, snap.lease.as_ref(), &ctx.suffix);
-    let plan = plan_recover(&rows, snap.lease.as_ref(), snap.now);
+    let plan = plan_recover(&rows, snap.lease.as_ref(), snap.now, args.include_paused);
     report_plan(ctx, &plan, args.yes, out);
     if !args.yes {
         if plan.release.is_empty() && plan.lease.is_none() {

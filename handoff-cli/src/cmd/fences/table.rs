@@ -43,6 +43,7 @@ fn lease_json(ctx: &Context, lease: Option<&LeaseView>, now: Timestamp) -> Value
             "renewed_seconds_ago": l.found.renewed.map(|t| assess::duration_since(now, t).as_secs()),
             "expires": l.expires_at().map(|t| t.to_string()),
             "expired": l.found.expired,
+            "parked": l.found.parked,
             "release_command": release_lease_command(ctx, l),
         }),
     }
@@ -85,7 +86,11 @@ pub fn render(ctx: &Context, snap: &Snapshot, rows: &[Row]) -> String {
                         )
                     },
                 );
-                let state = if l.found.expired { "EXPIRED" } else { "LIVE" };
+                let state = match (l.found.parked, l.found.expired) {
+                    (true, _) => "PAUSED",
+                    (false, true) => "EXPIRED",
+                    (false, false) => "LIVE",
+                };
                 let _ = writeln!(
                     s,
                     "LEASE {}: held by {h} (epoch {}), {renewed}, {state}",
