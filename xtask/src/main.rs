@@ -9,6 +9,7 @@
 //! - `cargo xtask ci` — everything CI checks: fmt, clippy, the launcher build, all tests.
 
 mod bins;
+mod bench;
 mod cluster;
 mod daemon;
 mod demo;
@@ -47,6 +48,11 @@ commands:
   ci                      fmt check, clippy -D warnings, build the launcher, start a private
                           control plane, cargo nextest run --workspace, doc tests; stops the
                           control plane on every exit path
+  bench [--quick]         release-build flux-bench and flux-handoff, start a control plane of
+                          its own (target/flux-handoff/bench-cluster), measure handoff vs the
+                          kubectl+jq shell way, fan-out, retirement strategies and footprint;
+                          writes target/flux-handoff/bench/{bench.json,fanout.svg}, prints a
+                          table and `bench:` lines. Never part of ci
 
 environment:
   FLUX_HANDOFF_CLUSTER_DIR  state directory of `cluster up|down|check` (default
@@ -65,6 +71,9 @@ fn main() -> ExitCode {
         ["demo"] => demo::run(false),
         ["demo", "--keep"] => demo::run(true),
         ["demo", "down"] => demo::down(),
+        ["bench", flags @ ..] if flags.len() <= 1 && flags.iter().all(|f| *f == "--quick") => {
+            bench::run(!flags.is_empty())
+        }
         ["ci"] => ci(),
         ["-h" | "--help" | "help"] => {
             print!("{USAGE}");

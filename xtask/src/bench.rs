@@ -1,0 +1,77 @@
+//! `cargo xtask bench [--quick]`: measured speed and API cost, side by side with the shell way.
+//!
+//! 1. Build `flux-bench` (testkit) and `flux-handoff` (handoff-cli) in release mode. A failing
+//!    `flux-handoff` build only skips the footprint scenario.
+//! 2. Start a control plane of its own in `target/flux-handoff/bench-cluster` (never the shared
+//!    one of `cluster up` that tests use), without the controller model: `flux-bench` plays
+//!    the model in-process, with the phase timings it needs.
+//! 3. Run `flux-bench` against it (`FLUX_HANDOFF_KUBECONFIG`); it writes
+//!    `target/flux-handoff/bench/{bench.json,fanout.svg}` and prints the table and the
+//!    `bench:` lines.
+//! 4. Stop the control plane on every exit path (the guard's Drop, and the launcher exits by
+//!    itself when our end of its stdin closes).
+//!
+//! Benchmarks never run in `cargo xtask ci`.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+use crate::{cluster, envtest, paths, proc};
+
+/// `cargo xtask bench [--quick]`.
+pub fn run(quick: bool) -> anyhow::Result<()> {
+    let root = paths::root();
+    proc::run(
+        "cargo",
+        &["build", "--release", "-p", "testkit", "--bin", "flux-bench"],
+        &root,
+    )?;
+    let handoff = match proc::run(
+        "cargo",
+        &[
+            "build",
+            "--release",
+            "-p",
+            "handoff-cli",
+            "--bin",
+            "flux-handoff",
+        ],
+        &root,
+    ) {
+        Ok(()) => Some(release_bin("flux-handoff")),
+        Err(e) => {
+            eprintln!("xtask: {e:#}; the footprint scenario is skipped");
+            None
+        }
+    };
+    let launcher = envtest::ensure_built()?;
+    let plane = cluster::Private::start(&launcher, &paths::scratch().join("bench-cluster"))?;
+    let out = paths::scratch().join("bench");
+    let mut cmd = Command::new(release_bin("flux-bench"));
+    cmd.current_dir(&root)
+        .env("FLUX_HANDOFF_KUBECONFIG", &plane.kubeconfig)
+        .arg("--out")
+        .arg(&out);
+    if quick {
+        cmd.arg("--quick");
+    }
+    if let Some(bin) = &handoff {
+        cmd.arg("--handoff-bin").arg(bin);
+    }
+    let status = cmd.status().context("cannot start flux-bench");
+    let stopped = plane.stop();
+    let status = status?;
+    if !status.success() {
+        bail!("flux-bench failed ({status})");
+    }
+    stopped
+}
+
+fn release_bin(name: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .filter(|d| !d.is_empty())
+        .map_or_else(|| paths::root().join("target"), |d| paths::root().join(d));
+    target.join("release").join(name)
+}
