@@ -23,7 +23,7 @@ pub fn ensure_built() -> anyhow::Result<PathBuf> {
     fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     eprintln!(
         "xtask: building the local API server (kube-apiserver {KUBE_VERSION} + etcd from Go \
-         modules); a cold build takes 10-20 minutes on 2 cores, later builds reuse the cache"
+         modules); a cold build takes about 5-6 minutes on 2 cores, later builds reuse the cache"
     );
     let minor = KUBE_VERSION.split('.').nth(1).unwrap_or("0");
     let ldflags = format!(
