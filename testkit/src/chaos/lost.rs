@@ -1,0 +1,59 @@
+//! lost response: the response of mutation k is dropped after the server applied it.
+
+use testkit::proxy::Fault;
+
+use super::cell::Cell;
+use super::crash::check_and_recover;
+use super::discover::Baseline;
+use super::recorder::blind_repeats;
+use super::{Settings, finish};
+
+/// How one point went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Exit 0 and the cluster back to its pre-run state (the lost write was adopted or redone
+    /// after a re-read).
+    Completed,
+    /// Non-zero exit; everything held was listed by `fences`, and recovery restored it.
+    FailedClosed(i32),
+    /// The run never sent mutation k.
+    Unreached,
+    /// What was wrong.
+    Violation(Vec<String>),
+}
+
+/// Drops the response of mutation `k` (1-based) in a fresh cell.
+pub async fn point(s: &Settings, base: &Baseline, k: u64) -> anyhow::Result<Outcome> {
+    let cell = Cell::new(s, "chaos-lost").await?;
+    let before = cell.state().await?;
+    cell.proxy.arm(k, Fault::DropResponse);
+    let child = cell.run_cmd().spawn()?;
+    let (code, _, err) = finish(child, s.run_bound).await?;
+    let log = cell.recorder.entries();
+    let mut problems: Vec<String> = blind_repeats(&log)
+        .into_iter()
+        .map(|r| format!("write repeated without a re-read: {r}"))
+        .collect();
+    if cell.proxy.mutations() < k {
+        cell.shutdown().await;
+        return Ok(Outcome::Unreached);
+    }
+    let outcome = if code == 0 {
+        let after = cell.state().await?;
+        for d in after.diff(&before, &base.allowed) {
+            problems.push(format!("exit 0 but {d}"));
+        }
+        Outcome::Completed
+    } else {
+        problems.extend(check_and_recover(&cell, &before, base).await?);
+        Outcome::FailedClosed(code)
+    };
+    if problems.is_empty() {
+        cell.shutdown().await;
+        return Ok(outcome);
+    }
+    let last = err.lines().last().unwrap_or_default().to_string();
+    problems.push(format!("exit {code}: {last}"));
+    cell.shutdown().await;
+    Ok(Outcome::Violation(problems))
+}

@@ -1,0 +1,220 @@
+//! An ordered request log in front of the fault-injecting proxy.
+//!
+//! [`testkit::proxy::Proxy`] counts requests by kind but keeps no order; the chaos scenarios need
+//! the order (the mutation points of a clean run, and "no write repeated without a re-read in
+//! between"). The recorder is a plain-HTTP pass-through on loopback: CLI -> recorder -> proxy ->
+//! API server. A response the proxy dropped is dropped here too (the connection is closed).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+/// One request as the CLI sent it, in arrival order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// `verb resource[/subresource]` as [`testkit::proxy::classify`] names it.
+    pub kind: String,
+    /// The request path (identifies the object for named requests).
+    pub path: String,
+    /// POST, PUT, PATCH or DELETE.
+    pub mutating: bool,
+    /// The status returned, or `None` when the response was lost.
+    pub status: Option<u16>,
+}
+
+/// A running recorder; stops when dropped.
+#[derive(Debug)]
+pub struct Recorder {
+    addr: SocketAddr,
+    log: Arc<Mutex<Vec<Entry>>>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+struct Shared {
+    upstream: String,
+    client: reqwest::Client,
+    log: Arc<Mutex<Vec<Entry>>>,
+}
+
+impl Recorder {
+    /// Starts a recorder forwarding to `upstream` (`http://127.0.0.1:<port>`).
+    pub async fn start(upstream: &str) -> anyhow::Result<Self> {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let shared = Arc::new(Shared {
+            upstream: upstream.trim_end_matches('/').to_string(),
+            client: reqwest::Client::builder().build()?,
+            log: log.clone(),
+        });
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let sh = shared.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| handle(sh.clone(), req));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Ok(Self { addr, log, task })
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Everything recorded so far, in order.
+    #[must_use]
+    pub fn entries(&self) -> Vec<Entry> {
+        self.log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The mutating requests so far, in order.
+    #[must_use]
+    pub fn mutations(&self) -> Vec<Entry> {
+        self.entries().into_iter().filter(|e| e.mutating).collect()
+    }
+}
+
+async fn handle(
+    sh: Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<hyper::Response<Full<Bytes>>, std::io::Error> {
+    let method = req.method().as_str().to_string();
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or_default().to_string();
+    let mutating = matches!(method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE");
+    let slot = {
+        let mut log = sh.log.lock().unwrap_or_else(PoisonError::into_inner);
+        log.push(Entry {
+            kind: testkit::proxy::classify(&method, &path, &query),
+            path: path.clone(),
+            mutating,
+            status: None,
+        });
+        log.len() - 1
+    };
+    let url = if query.is_empty() {
+        format!("{}{path}", sh.upstream)
+    } else {
+        format!("{}{path}?{query}", sh.upstream)
+    };
+    let headers = req.headers().clone();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?
+        .to_bytes();
+    let m = reqwest::Method::from_bytes(method.as_bytes()).map_err(std::io::Error::other)?;
+    let mut out = sh.client.request(m, url).body(body);
+    for (k, v) in &headers {
+        if k != "host" && k != "content-length" {
+            out = out.header(k.as_str(), v.as_bytes());
+        }
+    }
+    // A lost upstream response stays lost: closing our connection is what the CLI sees.
+    let resp = out.send().await.map_err(std::io::Error::other)?;
+    let status = resp.status().as_u16();
+    let mut b = hyper::Response::builder().status(status);
+    for (k, v) in resp.headers() {
+        if k != "content-length" && k != "transfer-encoding" && k != "connection" {
+            b = b.header(k.as_str(), v.as_bytes());
+        }
+    }
+    let bytes = resp.bytes().await.map_err(std::io::Error::other)?;
+    if let Some(e) = sh
+        .log
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get_mut(slot)
+    {
+        e.status = Some(status);
+    }
+    b.body(Full::new(bytes)).map_err(std::io::Error::other)
+}
+
+/// Writes that were sent again to the same object without a read of it (or a list of its kind)
+/// in between: `verb resource path` of each such repeat.
+#[must_use]
+pub fn blind_repeats(log: &[Entry]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (i, e) in log.iter().enumerate() {
+        if !e.mutating || e.kind.starts_with("create") {
+            continue;
+        }
+        let verb = e.kind.split(' ').next().unwrap_or_default();
+        let resource = e.kind.split(' ').nth(1).unwrap_or_default();
+        for later in &log[i + 1..] {
+            let reread = !later.mutating
+                && (later.path == e.path
+                    || later.kind == format!("list {resource}")
+                    || later.kind == format!("watch {resource}"));
+            if reread {
+                break;
+            }
+            if later.mutating && later.path == e.path && later.kind.starts_with(verb) {
+                found.push(format!("{} {}", e.kind, e.path));
+                break;
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Entry, blind_repeats};
+
+    fn e(kind: &str, path: &str, mutating: bool) -> Entry {
+        Entry {
+            kind: kind.into(),
+            path: path.into(),
+            mutating,
+            status: Some(200),
+        }
+    }
+
+    #[test]
+    fn a_write_repeated_after_a_read_is_not_blind() {
+        let log = [
+            e("patch k", "/k/a", true),
+            e("get k", "/k/a", false),
+            e("patch k", "/k/a", true),
+        ];
+        assert!(blind_repeats(&log).is_empty());
+    }
+
+    #[test]
+    fn a_write_repeated_without_a_read_is_blind() {
+        let log = [
+            e("patch k", "/k/a", true),
+            e("get k", "/k/b", false),
+            e("patch k", "/k/a", true),
+        ];
+        assert_eq!(blind_repeats(&log), vec!["patch k /k/a".to_string()]);
+    }
+}
