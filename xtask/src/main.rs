@@ -10,6 +10,7 @@
 
 mod bins;
 mod bench;
+mod chaos;
 mod cluster;
 mod daemon;
 mod demo;
@@ -53,6 +54,11 @@ commands:
                           kubectl+jq shell way, fan-out, retirement strategies and footprint;
                           writes target/flux-handoff/bench/{bench.json,fanout.svg}, prints a
                           table and `bench:` lines. Never part of ci
+  chaos [--quick]         release-build flux-chaos and flux-handoff, start a control plane of
+                          its own (target/flux-handoff/chaos-cluster), drive the real CLI
+                          through the fault-injecting proxy: crash and lost response at every
+                          mutation point, 2/4/8 concurrent pauses; prints `chaos:` lines,
+                          fails on any violation (docs/chaos.md). Never part of ci
 
 environment:
   FLUX_HANDOFF_CLUSTER_DIR  state directory of `cluster up|down|check` (default
@@ -71,6 +77,8 @@ fn main() -> ExitCode {
         ["demo"] => demo::run(false),
         ["demo", "--keep"] => demo::run(true),
         ["demo", "down"] => demo::down(),
+        ["chaos"] => chaos::run(false),
+        ["chaos", "--quick"] => chaos::run(true),
         ["bench", flags @ ..] if flags.len() <= 1 && flags.iter().all(|f| *f == "--quick") => {
             bench::run(!flags.is_empty())
         }
