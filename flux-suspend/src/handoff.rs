@@ -106,6 +106,15 @@ impl Handoff {
     #[must_use]
     pub fn adopt(client: Client, fencer: Fencer, guards: Vec<FenceGuard>) -> Self {
         let mut h = Self::new(client, fencer);
+        h.absorb(guards);
+        h
+    }
+
+    /// Adds fences found on the cluster to the ones this handoff holds (e.g. a fence whose
+    /// write landed while the run was interrupted), classified like [`Handoff::adopt`], so one
+    /// [`Handoff::resume`] releases everything in order.
+    pub fn absorb(&mut self, guards: Vec<FenceGuard>) {
+        let h = self;
         for guard in guards {
             let is_target = guard.held().marks.iter().any(|m| {
                 m.at == MarkAt::Annotation(RECONCILE_ANNOTATION.into())
@@ -118,7 +127,12 @@ impl Handoff {
                 h.parents.push(held);
             }
         }
-        h
+    }
+
+    /// Whether this handoff holds a fence on `obj`.
+    #[must_use]
+    pub fn holds(&self, obj: &ObjectRef) -> bool {
+        self.targets.iter().chain(&self.parents).any(|h| h.guard.object() == obj)
     }
 
     /// Deliberately leaves every fence on the cluster (a pause that outlives this process);

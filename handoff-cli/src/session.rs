@@ -19,7 +19,6 @@ use crate::signals::Interrupt;
 
 /// A handoff in progress.
 pub struct Session {
-    pub client: Client,
     pub settings: Settings,
     pub holder: Holder,
     pub fencer: Fencer,
@@ -90,7 +89,6 @@ impl Session {
             .with_lease(lease.handle());
         let handoff = Handoff::new(client.clone(), fencer.clone());
         Ok(Self {
-            client,
             settings,
             holder,
             fencer,
@@ -168,6 +166,24 @@ impl Session {
     pub async fn cleanup(mut self, out: &mut Output) -> Result<(), Failure> {
         let mut problems = Vec::new();
         if let Some(mut h) = self.handoff.take() {
+            // A fence whose acquire was cut short (its write landed, its guard was never
+            // recorded) is found by our owner value and joins the held ones first, so a single
+            // resume releases everything in order: targets, then parents.
+            let owner = self.fencer.owner().clone();
+            let objects = self
+                .chains
+                .iter()
+                .map(|c| &c.target)
+                .chain(self.chains.iter().filter_map(|c| c.parent.as_ref()));
+            let mut stray = Vec::new();
+            for obj in objects {
+                if !h.holds(obj)
+                    && let Ok(Some(g)) = self.fencer.adopt_recorded(obj, &owner).await
+                {
+                    stray.push(g);
+                }
+            }
+            h.absorb(stray);
             match h.resume(None).await {
                 Ok(r) => {
                     for o in &r.released {
@@ -179,34 +195,6 @@ impl Session {
             if h.holds_anything() {
                 // Not released: leave it listed for `flux-handoff fences`.
                 let _ = h.leave_paused();
-            }
-        }
-        if problems.is_empty() {
-            // A fence whose acquire was cut short may be on the cluster without a guard.
-            let owner = self.fencer.owner().clone();
-            let mut stray = Vec::new();
-            let objects = self
-                .chains
-                .iter()
-                .map(|c| &c.target)
-                .chain(self.chains.iter().filter_map(|c| c.parent.as_ref()));
-            for obj in objects {
-                if let Ok(Some(g)) = self.fencer.adopt_recorded(obj, &owner).await {
-                    stray.push(g);
-                }
-            }
-            if !stray.is_empty() {
-                let mut h = Handoff::adopt(self.client.clone(), self.fencer.clone(), stray);
-                match h.resume(None).await {
-                    Ok(r) => r
-                        .released
-                        .iter()
-                        .for_each(|o| out.phase(&format!("released: {o}"))),
-                    Err(e) => problems.push(crate::failure::chain(&e)),
-                }
-                if h.holds_anything() {
-                    let _ = h.leave_paused();
-                }
             }
         }
         if let Some(lease) = self.lease.take() {

@@ -122,3 +122,49 @@ async fn sigint_while_the_command_runs_stops_it_and_resumes() {
     assert_everything_released(&c).await;
     let _ = std::fs::remove_file(marker);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_while_the_target_fence_write_is_in_flight_still_releases_the_target_first() {
+    let c = Cluster::seeded("cli-sigflight").await;
+    // The target's fence write reaches the server and is applied, but its response is held
+    // back: the run cannot have recorded the fence when the signal arrives.
+    let proxy = testkit::proxy::Proxy::start().await.unwrap();
+    let kc = std::env::temp_dir().join(format!("fh-proxy-{}.json", testkit::random_suffix(6)));
+    proxy.write_kubeconfig(&kc).unwrap();
+    proxy.arm_on(
+        "patch kustomizations",
+        2,
+        testkit::proxy::Fault::Delay(Duration::from_secs(20)),
+    );
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_flux-handoff"));
+    cmd.env_remove("GITHUB_ACTIONS")
+        .arg("--kubeconfig")
+        .arg(&kc)
+        .args(["--namespace", &c.ns.name, "--interval", "200ms", "--timeout", "30s"])
+        .args(["pause", "--target", TARGET])
+        .args(c.handoff_flags())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+    // The write landed: the target carries the fence, its response is still held back.
+    wait_until(&c, TARGET, |o| annotation(o, OWNER_KEY).is_some()).await;
+    signal(pid, "TERM");
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(code(&out), 130, "{}", stderr(&out));
+    let err = stderr(&out);
+    let t = err
+        .find(&format!("released: Kustomization {}/{TARGET}", c.ns.name))
+        .unwrap_or_else(|| panic!("the in-flight target fence was not released: {err}"));
+    let p = err
+        .find(&format!("released: Kustomization {}/{PARENT}", c.ns.name))
+        .unwrap();
+    assert!(
+        t < p,
+        "the parent was released while its child was still ours: {err}"
+    );
+    assert_everything_released(&c).await;
+    let _ = std::fs::remove_file(kc);
+}

@@ -46,6 +46,7 @@ struct State {
     counts: Mutex<BTreeMap<String, u64>>,
     mutations: AtomicU64,
     armed: Mutex<BTreeMap<u64, Fault>>,
+    armed_on: Mutex<BTreeMap<(String, u64), Fault>>,
 }
 
 /// A running proxy; stops when dropped.
@@ -89,6 +90,7 @@ impl Proxy {
             counts: Mutex::default(),
             mutations: AtomicU64::new(0),
             armed: Mutex::default(),
+            armed_on: Mutex::default(),
         });
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -124,6 +126,12 @@ impl Proxy {
     /// Arms `fault` for the `nth` mutating request (1-based, counted since the start).
     pub fn arm(&self, nth: u64, fault: Fault) {
         lock(&self.state.armed).insert(nth, fault);
+    }
+
+    /// Arms `fault` for the `nth` request (1-based) of kind `key` (`verb resource`, as
+    /// [`classify`] names it, e.g. `patch kustomizations`), whatever came in between.
+    pub fn arm_on(&self, key: &str, nth: u64, fault: Fault) {
+        lock(&self.state.armed_on).insert((key.to_string(), nth), fault);
     }
 
     /// Mutating requests seen so far.
@@ -222,9 +230,13 @@ async fn handle(st: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>
     let method = req.method().as_str().to_string();
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or_default().to_string();
-    *lock(&st.counts)
-        .entry(classify(&method, &path, &query))
-        .or_default() += 1;
+    let key = classify(&method, &path, &query);
+    let nth_of_key = {
+        let mut counts = lock(&st.counts);
+        let c = counts.entry(key.clone()).or_default();
+        *c += 1;
+        *c
+    };
     let mutating = matches!(method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE");
     let fault = if mutating {
         let n = st.mutations.fetch_add(1, Ordering::SeqCst) + 1;
@@ -232,6 +244,7 @@ async fn handle(st: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>
     } else {
         None
     };
+    let fault = fault.or_else(|| lock(&st.armed_on).remove(&(key, nth_of_key)));
     if let Some(Fault::Status { code, retry_after }) = &fault {
         let mut resp = Response::builder()
             .status(*code)
