@@ -22,14 +22,21 @@ use crate::{cluster, envtest, paths, proc};
 /// `cargo xtask chaos [--quick]`.
 pub fn run(quick: bool) -> anyhow::Result<()> {
     let root = paths::root();
+    // One invocation: features unify once, so neither build invalidates the other.
     proc::run(
         "cargo",
-        &["build", "--release", "-p", "testkit", "--bin", "flux-chaos"],
-        &root,
-    )?;
-    proc::run(
-        "cargo",
-        &["build", "--release", "-p", "handoff-cli", "--bin", "flux-handoff"],
+        &[
+            "build",
+            "--release",
+            "-p",
+            "testkit",
+            "--bin",
+            "flux-chaos",
+            "-p",
+            "handoff-cli",
+            "--bin",
+            "flux-handoff",
+        ],
         &root,
     )?;
     let launcher = envtest::ensure_built()?;

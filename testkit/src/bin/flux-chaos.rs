@@ -30,8 +30,7 @@ struct Args {
 }
 
 fn parse_args() -> anyhow::Result<Args> {
-    const USAGE: &str =
-        "usage: flux-chaos --handoff-bin PATH [--quick] [--out DIR] [--only crash,lost,concurrency]";
+    const USAGE: &str = "usage: flux-chaos --handoff-bin PATH [--quick] [--out DIR] [--only crash,lost,concurrency]";
     let mut quick = false;
     let mut out = PathBuf::from("target/flux-handoff/chaos");
     let mut bin = None;
@@ -84,7 +83,11 @@ async fn run() -> anyhow::Result<usize> {
             testkit::plane::KUBECONFIG_ENV
         );
     }
-    let wanted = |name: &str| args.only.as_ref().is_none_or(|o| o.iter().any(|x| x == name));
+    let wanted = |name: &str| {
+        args.only
+            .as_ref()
+            .is_none_or(|o| o.iter().any(|x| x == name))
+    };
     let scratch = args.out.join("scratch");
     std::fs::create_dir_all(&scratch)?;
     let s = Settings {
@@ -95,11 +98,17 @@ async fn run() -> anyhow::Result<usize> {
         run_bound: Duration::from_secs(90),
     };
     let base = discover::run(&s).await?;
-    eprintln!("flux-chaos: {} mutation points in a clean run:", base.points.len());
+    eprintln!(
+        "flux-chaos: {} mutation points in a clean run:",
+        base.points.len()
+    );
     for (i, p) in base.points.iter().enumerate() {
         eprintln!("  {:>2}. {p}", i + 1);
     }
-    eprintln!("flux-chaos: a clean run changes annotations {:?}", base.allowed);
+    eprintln!(
+        "flux-chaos: a clean run changes annotations {:?}",
+        base.allowed
+    );
     let n = base.points.len() as u64;
     let mut lines = Vec::new();
     let mut violations = 0;
@@ -112,7 +121,11 @@ async fn run() -> anyhow::Result<usize> {
                 crash::Outcome::Unreached => unreached += 1,
                 crash::Outcome::Failed(p) => {
                     failed += 1;
-                    eprintln!("flux-chaos: crash k={k} ({}): {}", base.points[k as usize - 1], p.join("; "));
+                    eprintln!(
+                        "flux-chaos: crash k={k} ({}): {}",
+                        base.points[k as usize - 1],
+                        p.join("; ")
+                    );
                 }
             }
             eprintln!("flux-chaos: crash {k}/{n} done");
@@ -131,7 +144,11 @@ async fn run() -> anyhow::Result<usize> {
                 lost::Outcome::Unreached => unreached += 1,
                 lost::Outcome::Violation(p) => {
                     bad += 1;
-                    eprintln!("flux-chaos: lost k={k} ({}): {}", base.points[k as usize - 1], p.join("; "));
+                    eprintln!(
+                        "flux-chaos: lost k={k} ({}): {}",
+                        base.points[k as usize - 1],
+                        p.join("; ")
+                    );
                 }
             }
             eprintln!("flux-chaos: lost {k}/{n} done");
@@ -151,7 +168,11 @@ async fn run() -> anyhow::Result<usize> {
             lines.push(format!(
                 "chaos: concurrency n={contenders} rounds={} winners_per_round={} violations={}",
                 t.rounds,
-                if t.single_winner == t.rounds { "1" } else { "not-1" },
+                if t.single_winner == t.rounds {
+                    "1"
+                } else {
+                    "not-1"
+                },
                 t.violations.len()
             ));
         }

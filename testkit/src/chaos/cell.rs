@@ -15,8 +15,8 @@ use testkit::model::{FluxModel, ModelHandle, seed_tree};
 use testkit::proxy::Proxy;
 use tokio::process::Command;
 
-use super::recorder::Recorder;
 use super::Settings;
+use super::recorder::Recorder;
 
 /// The seeded parent Kustomization.
 pub const PARENT: &str = "flux-system";
@@ -92,7 +92,14 @@ impl Cell {
             .arg(kubeconfig)
             .arg("--config")
             .arg(&self.config)
-            .args(["--namespace", &self.ns.name, "--interval", "200ms", "--timeout", "30s"])
+            .args([
+                "--namespace",
+                &self.ns.name,
+                "--interval",
+                "200ms",
+                "--timeout",
+                "30s",
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -117,13 +124,15 @@ impl Cell {
         ))
     }
 
-    /// `fences --output json`, parsed.
+    /// The facts of `fences --output json` (`lease`, `fences`, `scope`).
     pub async fn fences(&self) -> anyhow::Result<Value> {
         let (code, out, err) = self.direct(&["fences", "--output", "json"]).await?;
         if code != 0 {
             bail!("fences exited {code}: {}", err.trim());
         }
-        serde_json::from_str(out.trim()).with_context(|| format!("fences output: {out}"))
+        let doc: Value =
+            serde_json::from_str(out.trim()).with_context(|| format!("fences output: {out}"))?;
+        Ok(doc["facts"].clone())
     }
 
     /// What the server holds now: spec and annotations of parent and target, and the Lease.

@@ -49,8 +49,10 @@ pub async fn run(s: &Settings, base: &Baseline, n: usize) -> anyhow::Result<Tall
         if winners.len() == 1 {
             t.single_winner += 1;
         } else {
-            t.violations
-                .push(format!("n={n} round {round}: {} runs proceeded", winners.len()));
+            t.violations.push(format!(
+                "n={n} round {round}: {} runs proceeded",
+                winners.len()
+            ));
         }
         // Only the winner's fences exist, and it holds the Lease.
         let report = cell.fences().await?;
@@ -70,8 +72,10 @@ pub async fn run(s: &Settings, base: &Baseline, n: usize) -> anyhow::Result<Tall
                 .direct(&["resume", "--holder", w, "--target", TARGET])
                 .await?;
             if code != 0 {
-                t.violations
-                    .push(format!("n={n} round {round}: resume exited {code}: {}", err.trim()));
+                t.violations.push(format!(
+                    "n={n} round {round}: resume exited {code}: {}",
+                    err.trim()
+                ));
             }
         }
         for d in cell.state().await?.diff(&before, &base.allowed) {

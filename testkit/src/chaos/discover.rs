@@ -24,7 +24,12 @@ pub async fn run(s: &Settings) -> anyhow::Result<Baseline> {
         bail!("the clean run exited {code}: {}", err.trim());
     }
     let after = cell.state().await?;
-    let points: Vec<String> = cell.recorder.mutations().into_iter().map(|e| e.kind).collect();
+    let points: Vec<String> = cell
+        .recorder
+        .mutations()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
     let mut allowed = Vec::new();
     for (name, b) in &before.objects {
         let a = &after.objects[name];
