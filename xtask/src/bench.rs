@@ -1,7 +1,8 @@
 //! `cargo xtask bench [--quick]`: measured speed and API cost, side by side with the shell way.
 //!
-//! 1. Build `flux-bench` (testkit) and `flux-handoff` (handoff-cli) in release mode. A failing
-//!    `flux-handoff` build only skips the footprint scenario.
+//! 1. Build `flux-bench` (testkit) and `flux-handoff` (handoff-cli) in release mode, in one
+//!    cargo call. When that fails, `flux-bench` alone is built and the footprint scenario is
+//!    skipped.
 //! 2. Start a control plane of its own in `target/flux-handoff/bench-cluster` (never the shared
 //!    one of `cluster up` that tests use), without the controller model: `flux-bench` plays
 //!    the model in-process, with the phase timings it needs.
@@ -23,26 +24,29 @@ use crate::{cluster, envtest, paths, proc};
 /// `cargo xtask bench [--quick]`.
 pub fn run(quick: bool) -> anyhow::Result<()> {
     let root = paths::root();
-    proc::run(
-        "cargo",
-        &["build", "--release", "-p", "testkit", "--bin", "flux-bench"],
-        &root,
-    )?;
-    let handoff = match proc::run(
-        "cargo",
-        &[
-            "build",
-            "--release",
-            "-p",
-            "handoff-cli",
-            "--bin",
-            "flux-handoff",
-        ],
-        &root,
-    ) {
+    // One cargo call for both binaries: separate calls would unify features differently and
+    // rebuild the shared dependencies each time.
+    let both = [
+        "build",
+        "--release",
+        "-p",
+        "testkit",
+        "--bin",
+        "flux-bench",
+        "-p",
+        "handoff-cli",
+        "--bin",
+        "flux-handoff",
+    ];
+    let handoff = match proc::run("cargo", &both, &root) {
         Ok(()) => Some(release_bin("flux-handoff")),
         Err(e) => {
-            eprintln!("xtask: {e:#}; the footprint scenario is skipped");
+            eprintln!("xtask: {e:#}; building flux-bench alone, the footprint scenario is skipped");
+            proc::run(
+                "cargo",
+                &["build", "--release", "-p", "testkit", "--bin", "flux-bench"],
+                &root,
+            )?;
             None
         }
     };

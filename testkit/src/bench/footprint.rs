@@ -51,7 +51,7 @@ pub async fn rss_once(
     bin: &Path,
     scratch: &Path,
 ) -> anyhow::Result<f64> {
-    let tree = setup::seeded(admin, "bench-rss", s.phase).await?;
+    let tree = setup::seeded(admin, "bench-rss", s).await?;
     let proxy = Proxy::start().await?;
     let kubeconfig = scratch.join(format!("rss-{}.kubeconfig", tree.ns));
     proxy.write_kubeconfig(&kubeconfig)?;

@@ -61,7 +61,7 @@ pub async fn prepare(
     s: &Settings,
     prefix: &str,
 ) -> anyhow::Result<(setup::Tree, Vec<String>)> {
-    let tree = setup::seeded(admin, prefix, s.phase).await?;
+    let tree = setup::seeded(admin, prefix, s).await?;
     let consumers: Vec<String> = (0..CONSUMERS)
         .map(|i| format!("{}-c{i}", tree.ns))
         .collect();

@@ -31,6 +31,9 @@ pub struct Settings {
     pub handoff_bin: Option<PathBuf>,
     /// Model phase duration (each of fetch, build, apply, health).
     pub phase: Duration,
+    /// How long the model keeps an old controller Pod `Terminating` after a rollout restart
+    /// (Flux's manifests give kustomize-controller `terminationGracePeriodSeconds: 10`).
+    pub termination_grace: Duration,
 }
 
 /// Milliseconds of a duration, as a float.

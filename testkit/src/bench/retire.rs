@@ -31,7 +31,7 @@ pub async fn run_once(
     s: &Settings,
     strategy: Strategy,
 ) -> anyhow::Result<(f64, u64)> {
-    let tree = setup::seeded(admin, "bench-ret", s.phase).await?;
+    let tree = setup::seeded(admin, "bench-ret", s).await?;
     let proxy = Proxy::start().await?;
     let client = proxy.client()?;
     let lease = setup::lease(&client, &tree.ns).await?;

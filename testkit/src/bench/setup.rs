@@ -1,10 +1,6 @@
 //! Untimed setup through the admin client: namespaces, the seeded Flux tree with its
 //! controller model, the Lease of a run, the credential.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
-
 use anyhow::{Context, bail};
 use flux_fence::{Holder, Lease, LeaseAcquire, LeaseConfig, LeaseGuard, SystemClock};
 use futures::{StreamExt, TryStreamExt};
@@ -13,7 +9,10 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, ObjectMeta, PostParams};
 use secrecy::SecretString;
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use super::Settings;
 use testkit::model::seed::{CHILDREN, PARENT};
 use testkit::model::{FluxModel, ModelHandle, Phase, seed_tree};
 
@@ -63,14 +62,18 @@ pub async fn create_namespaces(
     Ok(())
 }
 
-/// A fresh namespace with the seeded tree, a model with `phase` per phase, every object
-/// settled once.
-pub async fn seeded(admin: &Client, prefix: &str, phase: Duration) -> anyhow::Result<Tree> {
+/// A fresh namespace with the seeded tree, a model with [`Settings::phase`] per phase and
+/// [`Settings::termination_grace`] for old controller Pods, every object settled once.
+pub async fn seeded(admin: &Client, prefix: &str, s: &Settings) -> anyhow::Result<Tree> {
     let ns = fresh_namespace(admin, prefix).await?;
     let tree = seed_tree(admin, &ns).await?;
-    let model = FluxModel::start(admin.clone(), tree.model_config());
+    let mut config = tree.model_config();
+    if let Some(d) = config.deployment.as_mut() {
+        d.termination_grace = s.termination_grace;
+    }
+    let model = FluxModel::start(admin.clone(), config);
     for p in Phase::ALL {
-        model.set_phase_duration(p, phase);
+        model.set_phase_duration(p, s.phase);
     }
     for name in std::iter::once(PARENT).chain(CHILDREN) {
         model

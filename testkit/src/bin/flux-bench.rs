@@ -89,6 +89,7 @@ async fn main() -> anyhow::Result<()> {
         },
         handoff_bin: args.handoff_bin.clone(),
         phase: Duration::from_millis(200),
+        termination_grace: Duration::from_secs(10),
     };
     std::fs::create_dir_all(&args.out)?;
     let scratch = args.out.join("scratch");
@@ -102,7 +103,8 @@ async fn main() -> anyhow::Result<()> {
 
     let mut doc = json!({ "machine": machine, "settings": {
         "reps": settings.reps, "interval_ms": bench::ms(settings.interval),
-        "phase_ms": bench::ms(settings.phase), "fanout_sizes": settings.fanout_sizes,
+        "phase_ms": bench::ms(settings.phase),
+        "termination_grace_ms": bench::ms(settings.termination_grace), "fanout_sizes": settings.fanout_sizes,
         "mandated_quiet_ms": bench::ms(handoff::mandated_quiet(settings.interval)),
     }});
     let mut table: Vec<String> = Vec::new();
