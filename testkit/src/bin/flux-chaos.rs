@@ -109,54 +109,18 @@ async fn run() -> anyhow::Result<usize> {
         "flux-chaos: a clean run changes annotations {:?}",
         base.allowed
     );
-    let n = base.points.len() as u64;
     let mut lines = Vec::new();
     let mut violations = 0;
 
     if wanted("crash") {
-        let (mut ok, mut unreached, mut failed) = (0, 0, 0);
-        for k in 1..=n {
-            match crash::point(&s, &base, k).await? {
-                crash::Outcome::Ok => ok += 1,
-                crash::Outcome::Unreached => unreached += 1,
-                crash::Outcome::Failed(p) => {
-                    failed += 1;
-                    eprintln!(
-                        "flux-chaos: crash k={k} ({}): {}",
-                        base.points[k as usize - 1],
-                        p.join("; ")
-                    );
-                }
-            }
-            eprintln!("flux-chaos: crash {k}/{n} done");
-        }
-        violations += failed;
-        lines.push(format!(
-            "chaos: crash points={n} ok={ok} unreached={unreached} failed={failed}"
-        ));
+        let (line, bad) = crash_all(&s, &base).await?;
+        violations += bad;
+        lines.push(line);
     }
     if wanted("lost") {
-        let (mut completed, mut closed, mut unreached, mut bad) = (0, 0, 0, 0);
-        for k in 1..=n {
-            match lost::point(&s, &base, k).await? {
-                lost::Outcome::Completed => completed += 1,
-                lost::Outcome::FailedClosed(_) => closed += 1,
-                lost::Outcome::Unreached => unreached += 1,
-                lost::Outcome::Violation(p) => {
-                    bad += 1;
-                    eprintln!(
-                        "flux-chaos: lost k={k} ({}): {}",
-                        base.points[k as usize - 1],
-                        p.join("; ")
-                    );
-                }
-            }
-            eprintln!("flux-chaos: lost {k}/{n} done");
-        }
+        let (line, bad) = lost_all(&s, &base).await?;
         violations += bad;
-        lines.push(format!(
-            "chaos: lost points={n} completed={completed} failed_closed={closed} unreached={unreached} violations={bad}"
-        ));
+        lines.push(line);
     }
     if wanted("concurrency") {
         for contenders in [2, 4, 8] {
@@ -182,4 +146,54 @@ async fn run() -> anyhow::Result<usize> {
         println!("{l}");
     }
     Ok(violations)
+}
+
+/// Crash at every point; the `chaos:` line and the number of failed points.
+async fn crash_all(s: &Settings, base: &discover::Baseline) -> anyhow::Result<(String, usize)> {
+    let n = base.points.len();
+    let (mut ok, mut unreached, mut failed) = (0, 0, 0);
+    for (i, kind) in base.points.iter().enumerate() {
+        let k = i + 1;
+        match crash::point(s, base, u64::try_from(k)?).await? {
+            crash::Outcome::Ok => ok += 1,
+            crash::Outcome::Unreached => unreached += 1,
+            crash::Outcome::Failed(p) => {
+                failed += 1;
+                eprintln!("flux-chaos: crash k={k} ({kind}): {}", p.join("; "));
+            }
+        }
+        eprintln!("flux-chaos: crash {k}/{n} done");
+    }
+    Ok((
+        format!("chaos: crash points={n} ok={ok} unreached={unreached} failed={failed}"),
+        failed,
+    ))
+}
+
+/// A lost response at every point; the `chaos:` line and the number of violating points.
+async fn lost_all(s: &Settings, base: &discover::Baseline) -> anyhow::Result<(String, usize)> {
+    let n = base.points.len();
+    let (mut completed, mut closed, mut unreached, mut bad) = (0, 0, 0, 0);
+    for (i, kind) in base.points.iter().enumerate() {
+        let k = i + 1;
+        match lost::point(s, base, u64::try_from(k)?).await? {
+            lost::Outcome::Completed => completed += 1,
+            lost::Outcome::FailedClosed(code) => {
+                closed += 1;
+                eprintln!("flux-chaos: lost k={k} ({kind}): failed closed with exit {code}");
+            }
+            lost::Outcome::Unreached => unreached += 1,
+            lost::Outcome::Violation(p) => {
+                bad += 1;
+                eprintln!("flux-chaos: lost k={k} ({kind}): {}", p.join("; "));
+            }
+        }
+        eprintln!("flux-chaos: lost {k}/{n} done");
+    }
+    Ok((
+        format!(
+            "chaos: lost points={n} completed={completed} failed_closed={closed} unreached={unreached} violations={bad}"
+        ),
+        bad,
+    ))
 }

@@ -78,7 +78,7 @@ pub async fn check_and_recover(
     {
         problems.push(format!("Lease held by {h} not shown by fences"));
     }
-    cell.wait_lease_expired(Duration::from_secs(60)).await?;
+    cell.wait_lease_expired(Duration::from_mins(1)).await?;
     let (code, _, err) = cell
         .direct(&["fences", "recover", "--yes", "--include-paused"])
         .await?;
