@@ -132,7 +132,10 @@ impl Handoff {
     /// Whether this handoff holds a fence on `obj`.
     #[must_use]
     pub fn holds(&self, obj: &ObjectRef) -> bool {
-        self.targets.iter().chain(&self.parents).any(|h| h.guard.object() == obj)
+        self.targets
+            .iter()
+            .chain(&self.parents)
+            .any(|h| h.guard.object() == obj)
     }
 
     /// Deliberately leaves every fence on the cluster (a pause that outlives this process);
@@ -565,7 +568,7 @@ async fn wait_ready_after_resume(
         .await
         .map_err(SuspendError::kube("requesting a reconcile after resume"))?;
     let last = std::sync::Mutex::new(Readiness::Pending);
-    let ready = io::poll(timing, || async {
+    let ready = io::poll_soon(timing, || async {
         let v = object::get_json(client, obj).await.ok()?;
         let r = readiness(&v, Some(&nonce));
         let done = r == Readiness::Ready;

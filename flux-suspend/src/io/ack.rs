@@ -1,7 +1,7 @@
 use kube::Client;
 use serde_json::Value;
 
-use super::{Timing, poll};
+use super::{Timing, poll_soon};
 use crate::error::SuspendError;
 use crate::object::get_json;
 use crate::retire::acknowledged;
@@ -22,7 +22,7 @@ pub async fn wait_acknowledged(
     nonce: &str,
     timing: Timing,
 ) -> Result<Value, SuspendError> {
-    poll(timing, || async {
+    poll_soon(timing, || async {
         match get_json(client, object).await {
             Ok(v) if acknowledged(&v, nonce) => Some(v),
             Ok(_) => None,

@@ -32,7 +32,8 @@ impl Timing {
 }
 
 /// Polls `step` every `timing.interval` until it returns `Some`, or returns `None` once the
-/// next poll would pass the deadline.
+/// next poll would pass the deadline. A fixed interval: the stable-pause proof uses it, because
+/// its passes must be spaced by the interval.
 pub async fn poll<T, F, Fut>(timing: Timing, mut step: F) -> Option<T>
 where
     F: FnMut() -> Fut,
@@ -47,6 +48,33 @@ where
             return None;
         }
         tokio::time::sleep(timing.interval).await;
+    }
+}
+
+/// First pause of [`poll_soon`].
+const SOON_START: Duration = Duration::from_millis(10);
+
+/// Polls `step` like [`poll`], but starts with a short pause that doubles up to
+/// `timing.interval`. For waits on something that usually happens within milliseconds (an
+/// acknowledgement by a controller that is idle, a rollout step), so a wait does not cost a
+/// whole interval when the answer is already there; a slow answer is still polled at the
+/// interval.
+pub async fn poll_soon<T, F, Fut>(timing: Timing, mut step: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timing.timeout;
+    let mut pause = SOON_START.min(timing.interval);
+    loop {
+        if let Some(v) = step().await {
+            return Some(v);
+        }
+        if tokio::time::Instant::now() + pause > deadline {
+            return None;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(timing.interval);
     }
 }
 

@@ -1,6 +1,6 @@
 use kube::Client;
 
-use super::{Timing, lock, poll};
+use super::{Timing, lock, poll_soon};
 use crate::error::SuspendError;
 use crate::flux;
 use crate::object::get_json;
@@ -18,7 +18,7 @@ pub async fn wait_quiet(
     timing: Timing,
 ) -> Result<(), SuspendError> {
     let last: std::sync::Mutex<Vec<Blocker>> = std::sync::Mutex::default();
-    let quiet = poll(timing, || async {
+    let quiet = poll_soon(timing, || async {
         let obj = get_json(client, target).await.ok()?;
         let mut deps = Vec::new();
         for dep in flux::depends_on(&obj) {

@@ -6,7 +6,7 @@ use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::{Timing, lock, poll};
+use super::{Timing, lock, poll_soon};
 use crate::error::SuspendError;
 use crate::retire::{PodView, RestartProgress, restart_progress};
 
@@ -155,7 +155,7 @@ pub async fn execute_restart(
         ready: 0,
         want,
     });
-    let done = poll(timing, || async {
+    let done = poll_soon(timing, || async {
         let found = pods.list(&lp).await.ok()?;
         let views: Vec<PodView> = found
             .items
