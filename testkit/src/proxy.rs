@@ -293,7 +293,8 @@ async fn forward(
     };
     let mut out = st.upstream.request(m, url).body(body);
     for (k, v) in &headers {
-        if k != "host" && k != "content-length" {
+        // The response goes back without its Content-Encoding, so ask upstream for identity.
+        if k != "host" && k != "content-length" && k != "accept-encoding" {
             out = out.header(k.as_str(), v.as_bytes());
         }
     }
