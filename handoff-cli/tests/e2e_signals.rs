@@ -140,7 +140,14 @@ async fn sigterm_while_the_target_fence_write_is_in_flight_still_releases_the_ta
     cmd.env_remove("GITHUB_ACTIONS")
         .arg("--kubeconfig")
         .arg(&kc)
-        .args(["--namespace", &c.ns.name, "--interval", "200ms", "--timeout", "30s"])
+        .args([
+            "--namespace",
+            &c.ns.name,
+            "--interval",
+            "200ms",
+            "--timeout",
+            "30s",
+        ])
         .args(["pause", "--target", TARGET])
         .args(c.handoff_flags())
         .stdout(Stdio::piped())

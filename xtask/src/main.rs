@@ -8,8 +8,8 @@
 //! - `cargo xtask cluster check [--kubeconfig K]` — `flux-handoff doctor` against it (or K).
 //! - `cargo xtask ci` — everything CI checks: fmt, clippy, the launcher build, all tests.
 
-mod bins;
 mod bench;
+mod bins;
 mod chaos;
 mod cluster;
 mod daemon;
