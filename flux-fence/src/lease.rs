@@ -392,48 +392,12 @@ impl LeaseGuard {
     /// [`Lease::acquire`] with the same holder adopts it again (a later `resume --holder`).
     ///
     /// # Errors
-    /// An API failure, or [`FenceError::Contended`] when the Lease kept moving.
-    pub async fn park(mut self, parked_key: &str) -> Result<LeaseRelease, FenceError> {
-        self.heartbeat.abort();
-        self.released = true;
-        let s = &self.handle.0;
-        let _renewal = s.renewal.lock().await;
-        s.lost
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get_or_insert(LossReason::Released);
-        let target = format!("{}/{}", s.cfg.namespace, s.cfg.name);
-        for _ in 0..LEASE_ATTEMPTS {
-            let read = s
-                .api
-                .get_opt(&s.cfg.name)
-                .await
-                .map_err(|e| error("get", RESOURCE.into(), target.clone(), e))?;
-            let lease = match decide_lease_park(read.as_ref(), &s.holder, s.epoch, parked_key) {
-                LeaseReleaseDecision::Gone => return Ok(LeaseRelease::Gone),
-                LeaseReleaseDecision::NotOurs { holder } => {
-                    return Ok(LeaseRelease::NotOurs { holder });
-                }
-                LeaseReleaseDecision::Update(lease) => lease,
-            };
-            match s
-                .api
-                .replace(&s.cfg.name, &PostParams::default(), &lease)
-                .await
-            {
-                Ok(_) => {
-                    tracing::info!(lease = %target, holder = %s.holder, "lease parked");
-                    return Ok(LeaseRelease::Released);
-                }
-                Err(e) => match classify(&e) {
-                    Failure::Conflict | Failure::Unknown => {}
-                    _ => return Err(error("update", RESOURCE.into(), target, e)),
-                },
-            }
-        }
-        Err(FenceError::Contended {
-            what: "parking the lease",
+    /// An API failure (a Lease that kept moving is [`LeaseRelease::Contended`]).
+    pub async fn park(self, parked_key: &str) -> Result<LeaseRelease, FenceError> {
+        self.finish("parked", |read, holder, epoch| {
+            decide_lease_park(read, holder, epoch, parked_key)
         })
+        .await
     }
 
     /// Stops the heartbeat and clears the holder, only if the Lease is still ours at our
@@ -447,12 +411,23 @@ impl LeaseGuard {
     ///
     /// # Caveats
     /// Release fences before the Lease: fences carry the epoch, not a liveness check.
-    pub async fn release(mut self) -> Result<LeaseRelease, FenceError> {
+    pub async fn release(self) -> Result<LeaseRelease, FenceError> {
+        self.finish("released", decide_lease_release).await
+    }
+
+    /// The last write of this guard: stops the heartbeat, makes every later assert fail, then
+    /// re-reads and writes what `decide` says (an update carrying the read resourceVersion)
+    /// while the Lease is still ours at our epoch.
+    async fn finish(
+        mut self,
+        done: &'static str,
+        decide: impl Fn(Option<&KubeLease>, &Holder, Epoch) -> LeaseReleaseDecision,
+    ) -> Result<LeaseRelease, FenceError> {
         self.heartbeat.abort();
         self.released = true;
         let s = &self.handle.0;
         let _renewal = s.renewal.lock().await;
-        // From here on no handle asserts successfully, whatever the release's outcome.
+        // From here on no handle asserts successfully, whatever the outcome.
         s.lost
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -464,7 +439,7 @@ impl LeaseGuard {
                 .get_opt(&s.cfg.name)
                 .await
                 .map_err(|e| error("get", RESOURCE.into(), target.clone(), e))?;
-            let lease = match decide_lease_release(read.as_ref(), &s.holder, s.epoch) {
+            let lease = match decide(read.as_ref(), &s.holder, s.epoch) {
                 LeaseReleaseDecision::Gone => return Ok(LeaseRelease::Gone),
                 LeaseReleaseDecision::NotOurs { holder } => {
                     return Ok(LeaseRelease::NotOurs { holder });
@@ -477,7 +452,7 @@ impl LeaseGuard {
                 .await
             {
                 Ok(_) => {
-                    tracing::info!(lease = %target, holder = %s.holder, "lease released");
+                    tracing::info!(lease = %target, holder = %s.holder, "lease {done}");
                     return Ok(LeaseRelease::Released);
                 }
                 Err(e) => match classify(&e) {

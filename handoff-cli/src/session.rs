@@ -153,9 +153,18 @@ impl Session {
             .map(Handoff::leave_paused)
             .unwrap_or_default();
         if let Some(l) = self.lease.take() {
-            l.park(&self.settings.keys.parked)
+            match l
+                .park(&self.settings.keys.parked)
                 .await
-                .map_err(Failure::from)?;
+                .map_err(Failure::from)?
+            {
+                LeaseRelease::Released => {}
+                other => tracing::warn!(
+                    outcome = ?other,
+                    "the Lease could not be parked: once it expires, `fences recover` will treat \
+                     this pause as a crashed run"
+                ),
+            }
         }
         Ok(held)
     }
