@@ -13,7 +13,6 @@ use flux_fence::{
     LeaseAcquire, LeaseConfig, LossReason, Mark, MarkAt, ReleaseOutcome, SystemClock,
 };
 use k8s_openapi::api::coordination::v1::{Lease as KubeLease, LeaseSpec};
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use serde_json::json;
 use testkit::TestNs;
@@ -42,44 +41,9 @@ async fn sa_client(
     resource: &str,
     verbs: &[&str],
 ) -> kube::Client {
-    let role = Role {
-        metadata: ObjectMeta {
-            name: Some(sa.into()),
-            ..ObjectMeta::default()
-        },
-        rules: Some(vec![PolicyRule {
-            api_groups: Some(vec![group.into()]),
-            resources: Some(vec![resource.into()]),
-            verbs: verbs.iter().map(|v| (*v).to_string()).collect(),
-            ..PolicyRule::default()
-        }]),
-    };
-    ns.api::<Role>()
-        .create(&PostParams::default(), &role)
+    ns.client_with_role(sa, vec![testkit::rule(group, resource, verbs)])
         .await
-        .unwrap();
-    let binding = RoleBinding {
-        metadata: ObjectMeta {
-            name: Some(sa.into()),
-            ..ObjectMeta::default()
-        },
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "Role".into(),
-            name: sa.into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: sa.into(),
-            namespace: Some(ns.name.clone()),
-            ..Subject::default()
-        }]),
-    };
-    ns.api::<RoleBinding>()
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
-    ns.service_account_client(sa).await.unwrap()
+        .unwrap()
 }
 
 #[tokio::test]

@@ -10,8 +10,8 @@ use flux_fence::{
     LostAcquire, MarkAt, ObjectRef, ReleaseOutcome, Unclear,
 };
 use k8s_openapi::api::core::v1::Event;
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use k8s_openapi::api::rbac::v1::PolicyRule;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 use testkit::TestNs;
 
@@ -185,49 +185,10 @@ async fn release_keeps_another_writers_requested_at_and_another_process_can_rele
 }
 
 async fn bind(ns: &TestNs, sa: &str, rules: Vec<PolicyRule>) -> kube::Client {
-    let role = Role {
-        metadata: ObjectMeta {
-            name: Some(sa.into()),
-            ..ObjectMeta::default()
-        },
-        rules: Some(rules),
-    };
-    ns.api::<Role>()
-        .create(&PostParams::default(), &role)
-        .await
-        .unwrap();
-    let binding = RoleBinding {
-        metadata: ObjectMeta {
-            name: Some(sa.into()),
-            ..ObjectMeta::default()
-        },
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "Role".into(),
-            name: sa.into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: sa.into(),
-            namespace: Some(ns.name.clone()),
-            ..Subject::default()
-        }]),
-    };
-    ns.api::<RoleBinding>()
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
-    ns.service_account_client(sa).await.unwrap()
+    ns.client_with_role(sa, rules).await.unwrap()
 }
 
-fn rule(group: &str, resource: &str, verbs: &[&str]) -> PolicyRule {
-    PolicyRule {
-        api_groups: Some(vec![group.into()]),
-        resources: Some(vec![resource.into()]),
-        verbs: verbs.iter().map(|v| (*v).to_string()).collect(),
-        ..PolicyRule::default()
-    }
-}
+use testkit::rule;
 
 #[tokio::test]
 async fn service_account_without_patch_gets_a_clear_forbidden_error_and_nothing_changes() {

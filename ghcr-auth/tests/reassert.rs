@@ -12,7 +12,6 @@ use ghcr_auth::reassert::{Consumers, Reasserter, SecretOutcome, TargetSpec};
 use ghcr_auth::{DockerConfig, GhcrError};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use secrecy::{ExposeSecret, SecretString};
 use testkit::TestNs;
@@ -354,44 +353,10 @@ async fn service_account_without_patch_gets_forbidden_and_secret_is_untouched() 
         )
         .await
         .unwrap();
-    let role = Role {
-        metadata: ObjectMeta {
-            name: Some("secret-reader".into()),
-            ..ObjectMeta::default()
-        },
-        rules: Some(vec![PolicyRule {
-            api_groups: Some(vec![String::new()]),
-            resources: Some(vec!["secrets".into()]),
-            verbs: vec!["get".into()],
-            ..PolicyRule::default()
-        }]),
-    };
-    ns.api::<Role>()
-        .create(&PostParams::default(), &role)
+    let sa = ns
+        .client_with_role("reader", vec![testkit::rule("", "secrets", &["get"])])
         .await
         .unwrap();
-    let binding = RoleBinding {
-        metadata: ObjectMeta {
-            name: Some("secret-reader".into()),
-            ..ObjectMeta::default()
-        },
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "Role".into(),
-            name: "secret-reader".into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: "reader".into(),
-            namespace: Some(ns.name.clone()),
-            ..Subject::default()
-        }]),
-    };
-    ns.api::<RoleBinding>()
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
-    let sa = ns.service_account_client("reader").await.unwrap();
     let outcome = Reasserter::new(sa)
         .reassert_one(&config("token-new"), &SecretTarget::new(&ns.name, "pull"))
         .await

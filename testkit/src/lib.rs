@@ -92,6 +92,45 @@ impl TestNs {
         Api::namespaced(self.client.clone(), &self.name)
     }
 
+    /// Creates `ServiceAccount` `sa`, a Role named after it with exactly `rules`, and the
+    /// binding between them in this namespace, and returns a client authenticated as `sa`.
+    pub async fn client_with_role(
+        &self,
+        sa: &str,
+        rules: Vec<k8s_openapi::api::rbac::v1::PolicyRule>,
+    ) -> anyhow::Result<Client> {
+        use k8s_openapi::api::rbac::v1::{Role, RoleBinding, RoleRef, Subject};
+        let meta = || ObjectMeta {
+            name: Some(sa.to_string()),
+            ..ObjectMeta::default()
+        };
+        let role = Role {
+            metadata: meta(),
+            rules: Some(rules),
+        };
+        self.api::<Role>()
+            .create(&PostParams::default(), &role)
+            .await?;
+        let binding = RoleBinding {
+            metadata: meta(),
+            role_ref: RoleRef {
+                api_group: Some("rbac.authorization.k8s.io".into()),
+                kind: "Role".into(),
+                name: sa.to_string(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".into(),
+                name: sa.to_string(),
+                namespace: Some(self.name.clone()),
+                ..Subject::default()
+            }]),
+        };
+        self.api::<RoleBinding>()
+            .create(&PostParams::default(), &binding)
+            .await?;
+        self.service_account_client(sa).await
+    }
+
     /// Creates `ServiceAccount` `name` in this namespace and returns a client authenticated as it
     /// with a short-lived token from the `TokenRequest` API. It has no permissions until the
     /// test binds some.
@@ -126,6 +165,17 @@ impl TestNs {
             ..kube::config::AuthInfo::default()
         };
         Ok(Client::try_from(config)?)
+    }
+}
+
+/// An RBAC rule: `verbs` on `resource` of API group `group` (`""` for the core group).
+#[must_use]
+pub fn rule(group: &str, resource: &str, verbs: &[&str]) -> k8s_openapi::api::rbac::v1::PolicyRule {
+    k8s_openapi::api::rbac::v1::PolicyRule {
+        api_groups: Some(vec![group.into()]),
+        resources: Some(vec![resource.into()]),
+        verbs: verbs.iter().map(|v| (*v).to_string()).collect(),
+        ..Default::default()
     }
 }
 

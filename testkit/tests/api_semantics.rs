@@ -3,7 +3,6 @@
 //! afterwards, not only the status code.
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -246,45 +245,13 @@ async fn annotation_keys_with_slash_need_tilde_one_escaping() {
 async fn service_account_with_narrow_role_is_forbidden_outside_it() {
     let ns = TestNs::new("rbac").await.unwrap();
     configmap(&ns, "target").await;
-    let role = Role {
-        metadata: ObjectMeta {
-            name: Some("read-configmaps".into()),
-            ..ObjectMeta::default()
-        },
-        rules: Some(vec![PolicyRule {
-            api_groups: Some(vec![String::new()]),
-            resources: Some(vec!["configmaps".into()]),
-            verbs: vec!["get".into(), "list".into()],
-            ..PolicyRule::default()
-        }]),
-    };
-    ns.api::<Role>()
-        .create(&PostParams::default(), &role)
+    let narrow = ns
+        .client_with_role(
+            "narrow",
+            vec![testkit::rule("", "configmaps", &["get", "list"])],
+        )
         .await
         .unwrap();
-    let binding = RoleBinding {
-        metadata: ObjectMeta {
-            name: Some("read-configmaps".into()),
-            ..ObjectMeta::default()
-        },
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "Role".into(),
-            name: "read-configmaps".into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: "narrow".into(),
-            namespace: Some(ns.name.clone()),
-            ..Subject::default()
-        }]),
-    };
-    ns.api::<RoleBinding>()
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
-
-    let narrow = ns.service_account_client("narrow").await.unwrap();
     let as_narrow: Api<ConfigMap> = Api::namespaced(narrow.clone(), &ns.name);
     // Inside the role: allowed.
     assert_eq!(
