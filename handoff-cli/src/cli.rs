@@ -88,6 +88,15 @@ pub enum Command {
     /// Pause, prove, run a command, resume — whatever the command's outcome.
     #[command(trailing_var_arg = true)]
     Run(RunArgs),
+    /// Prove a registry credential (`ghcr check`, no cluster I/O) or reassert it into Secrets
+    /// inside a handoff (`ghcr reassert`).
+    Ghcr(crate::cmd::ghcr::GhcrArgs),
+    /// List every fence and the Lease with liveness evidence and the exact release command
+    /// (read-only); `fences release` and `fences recover` release.
+    Fences(crate::cmd::fences::FencesArgs),
+    /// Read-only preflight: API, Flux CRDs, controller, Lease namespace, and every permission
+    /// the configured handoff needs.
+    Doctor(crate::cmd::doctor::DoctorArgs),
     /// Print shell completions (bash, zsh, fish, elvish, powershell) to stdout.
     Completions {
         #[arg(value_enum)]
@@ -95,15 +104,6 @@ pub enum Command {
     },
     /// Print the man page (roff) to stdout.
     Man,
-    /// List every fence and the Lease with liveness evidence and the exact release command
-    /// (read-only); `fences release` and `fences recover` release.
-    Fences(crate::cmd::fences::FencesArgs),
-    /// Read-only preflight: API, Flux CRDs, controller, Lease namespace, and every permission
-    /// the configured handoff needs.
-    Doctor(crate::cmd::doctor::DoctorArgs),
-    /// Prove a registry credential (`ghcr check`, no cluster I/O) or reassert it into Secrets
-    /// inside a handoff (`ghcr reassert`).
-    Ghcr(crate::cmd::ghcr::GhcrArgs),
 }
 
 #[derive(Debug, Args, Clone)]

@@ -82,6 +82,8 @@ async fn dispatch(cli: Cli) -> u8 {
             let man = clap_mangen::Man::new(Cli::command());
             return match man.render(&mut std::io::stdout()) {
                 Ok(()) => exit::SUCCESS,
+                // `flux-handoff man | head` closes the pipe early: not an error.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e}");
                     exit::INTERNAL
