@@ -108,6 +108,24 @@ pub enum SecretOutcome {
 }
 
 impl SecretOutcome {
+    /// A fixed word for the outcome (`created`, `namespace_missing`, ...): for logs, counters
+    /// and JSON keys. It names no Secret and carries no value.
+    #[must_use]
+    pub fn word(&self) -> &'static str {
+        match self {
+            Self::Created { .. } => "created",
+            Self::Updated { .. } => "updated",
+            Self::Unchanged { .. } => "unchanged",
+            Self::Adopted { .. } => "adopted",
+            Self::Moved => "moved",
+            Self::Forbidden { .. } => "forbidden",
+            Self::NamespaceMissing => "namespace_missing",
+            Self::Refused(_) => "refused",
+            Self::ReadBackDiffers => "read_back_differs",
+            Self::NotAttempted => "not_attempted",
+        }
+    }
+
     /// Whether the Secret now holds the credential.
     #[must_use]
     pub fn is_ok(&self) -> bool {
@@ -290,7 +308,7 @@ impl Reasserter {
                 self.reassert_one(config, &target).await?
             };
             failed |= !outcome.is_ok();
-            info!(role = ?role, target = %target, outcome = outcome_word(&outcome), "secret reassertion");
+            info!(role = ?role, target = %target, outcome = outcome.word(), "secret reassertion");
             results.push((role, target, outcome));
         }
         Ok(ReassertReport { results })
@@ -428,20 +446,5 @@ fn classify_read(e: kube::Error, target: &SecretTarget) -> Result<SecretOutcome,
             what: format!("Secret {target}"),
             source,
         }),
-    }
-}
-
-fn outcome_word(o: &SecretOutcome) -> &'static str {
-    match o {
-        SecretOutcome::Created { .. } => "created",
-        SecretOutcome::Updated { .. } => "updated",
-        SecretOutcome::Unchanged { .. } => "unchanged",
-        SecretOutcome::Adopted { .. } => "adopted",
-        SecretOutcome::Moved => "moved",
-        SecretOutcome::Forbidden { .. } => "forbidden",
-        SecretOutcome::NamespaceMissing => "namespace-missing",
-        SecretOutcome::Refused(_) => "refused",
-        SecretOutcome::ReadBackDiffers => "read-back-differs",
-        SecretOutcome::NotAttempted => "not-attempted",
     }
 }

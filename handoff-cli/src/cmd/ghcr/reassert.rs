@@ -194,27 +194,12 @@ impl Work {
     }
 }
 
-fn outcome_word(o: &SecretOutcome) -> &'static str {
-    match o {
-        SecretOutcome::Created { .. } => "created",
-        SecretOutcome::Updated { .. } => "updated",
-        SecretOutcome::Unchanged { .. } => "unchanged",
-        SecretOutcome::Adopted { .. } => "adopted",
-        SecretOutcome::Moved => "moved",
-        SecretOutcome::Forbidden { .. } => "forbidden",
-        SecretOutcome::NamespaceMissing => "namespace_missing",
-        SecretOutcome::Refused(_) => "refused",
-        SecretOutcome::ReadBackDiffers => "read_back_differs",
-        SecretOutcome::NotAttempted => "not_attempted",
-    }
-}
-
 /// Counts per outcome and each Secret's outcome (names only) into the JSON document.
 fn report_facts(report: &ReassertReport, out: &mut Output) {
     let mut counts = serde_json::Map::new();
     let mut each = Vec::new();
     for (role, target, outcome) in &report.results {
-        let word = outcome_word(outcome);
+        let word = outcome.word();
         let n = counts
             .get(word)
             .and_then(serde_json::Value::as_u64)
@@ -238,7 +223,7 @@ fn incomplete(report: &ReassertReport) -> Failure {
         .filter(|(_, _, o)| !o.is_ok() && *o != SecretOutcome::NotAttempted)
         .map(|(_, t, o)| match o {
             SecretOutcome::Forbidden { verb } => format!("{t}: forbidden to {verb}"),
-            other => format!("{t}: {}", outcome_word(other).replace('_', " ")),
+            other => format!("{t}: {}", other.word().replace('_', " ")),
         })
         .collect();
     let code = if report.results.iter().any(|(_, _, o)| {
