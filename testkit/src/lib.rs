@@ -37,10 +37,25 @@ pub fn install_crypto() {
 
 /// The admin client configuration of the shared control plane.
 pub async fn admin_config() -> anyhow::Result<Config> {
+    config_from(&plane::kubeconfig()?).await
+}
+
+/// The client configuration in kubeconfig file `path` (its current context).
+pub async fn config_from(path: &std::path::Path) -> anyhow::Result<Config> {
     install_crypto();
-    let path = plane::kubeconfig()?;
-    let kc = Kubeconfig::read_from(&path).with_context(|| format!("reading {}", path.display()))?;
+    let kc = Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
     Ok(Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?)
+}
+
+/// A client from kubeconfig file `path`, or the inferred configuration without one (for the
+/// testkit binaries).
+pub async fn client_for(path: Option<&str>) -> anyhow::Result<Client> {
+    install_crypto();
+    let config = match path {
+        Some(p) => config_from(std::path::Path::new(p)).await?,
+        None => Config::infer().await?,
+    };
+    Ok(Client::try_from(config)?)
 }
 
 /// One test's namespace on the shared control plane, with an admin client.

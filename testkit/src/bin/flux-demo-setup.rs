@@ -27,9 +27,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
 use kube::api::{Api, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
 use serde_json::{Value, json};
 use testkit::fixtures::kustomization_resource;
 use testkit::model::seed::{CHILDREN, PARENT};
@@ -74,9 +73,9 @@ async fn run() -> anyhow::Result<()> {
         "registry" => registry().await,
         "seed" => {
             let image = flag(rest, "--image").context("seed needs --image HOST/REPO:TAG")?;
-            seed(&client(kubeconfig.as_deref()).await?, &image).await
+            seed(&testkit::client_for(kubeconfig.as_deref()).await?, &image).await
         }
-        "freeze" => freeze(&client(kubeconfig.as_deref()).await?).await,
+        "freeze" => freeze(&testkit::client_for(kubeconfig.as_deref()).await?).await,
         other => bail!("unknown command {other}"),
     }
 }
@@ -85,17 +84,6 @@ fn flag(args: &[String], name: &str) -> Option<String> {
     args.iter()
         .position(|a| a == name)
         .and_then(|i| args.get(i + 1).cloned())
-}
-
-async fn client(kubeconfig: Option<&str>) -> anyhow::Result<Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kc = Kubeconfig::read_from(path).with_context(|| format!("reading {path}"))?;
-            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
-        }
-        None => Config::infer().await?,
-    };
-    Ok(Client::try_from(config)?)
 }
 
 /// Runs the demo registry until SIGTERM or SIGINT.

@@ -19,9 +19,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
 use kube::api::{Api, ObjectMeta, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
 use testkit::model::seed::PARENT;
 use testkit::model::{FluxModel, ModelConfig, ModelHandle, seed_tree};
 
@@ -66,18 +65,6 @@ fn parse_args() -> anyhow::Result<Args> {
     Ok(args)
 }
 
-async fn client(args: &Args) -> anyhow::Result<Client> {
-    testkit::install_crypto();
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kc = Kubeconfig::read_from(path).with_context(|| format!("reading {path}"))?;
-            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
-        }
-        None => Config::infer().await?,
-    };
-    Ok(Client::try_from(config)?)
-}
-
 async fn ensure_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
     let ns = Namespace {
         metadata: ObjectMeta {
@@ -99,7 +86,7 @@ async fn ensure_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
-    let client = client(&args).await?;
+    let client = testkit::client_for(args.kubeconfig.as_deref()).await?;
     let mut configs: Vec<ModelConfig> = Vec::new();
     let mut all = ModelConfig::all_namespaces();
     for ns in &args.namespaces {

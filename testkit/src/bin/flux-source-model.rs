@@ -11,8 +11,6 @@
 //! 3. Prints exactly one `source model ready` line on stdout, then runs until SIGINT or SIGTERM.
 
 use anyhow::{Context, bail};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
 use testkit::source_model::{SourceModel, SourceModelOptions};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -50,22 +48,10 @@ fn parse_args() -> anyhow::Result<Args> {
     Ok(args)
 }
 
-async fn client(args: &Args) -> anyhow::Result<Client> {
-    testkit::install_crypto();
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kc = Kubeconfig::read_from(path).with_context(|| format!("reading {path}"))?;
-            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
-        }
-        None => Config::infer().await?,
-    };
-    Ok(Client::try_from(config)?)
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
-    let client = client(&args).await?;
+    let client = testkit::client_for(args.kubeconfig.as_deref()).await?;
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let options = SourceModelOptions {
