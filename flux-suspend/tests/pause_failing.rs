@@ -93,11 +93,35 @@ async fn failing_target_with_none_quiesce_names_the_failing_condition() {
 #[tokio::test]
 async fn none_strategy_pauses_a_quiet_tree() {
     let w = World::with_config("sus-none", |c: ModelConfig| c).await;
+    let before = w.get(TARGET).await;
     let mut h = w.handoff();
     let out = h
         .pause(&w.chain(), &w.opts(Strategy::None), &mut |_| {})
         .await
         .unwrap();
     assert!(matches!(out, PauseOutcome::Proven(_)));
+    // The server holds both fences (none waits for no acknowledgement, so the nonce is not
+    // checked here).
+    for (name, target) in [(PARENT, false), (TARGET, true)] {
+        let o = w.get(name).await;
+        assert_eq!(
+            annotation(&o, OWNER_KEY),
+            Some(w.owner().as_str()),
+            "{name}"
+        );
+        assert!(suspended(&o), "{name}");
+        if target {
+            assert_eq!(
+                annotation(&o, "kustomize.toolkit.fluxcd.io/reconcile"),
+                Some("disabled")
+            );
+        }
+    }
     h.resume(None).await.unwrap();
+    let after = w.get(TARGET).await;
+    assert_eq!(after["spec"], before["spec"]);
+    assert_eq!(
+        after["metadata"]["annotations"],
+        before["metadata"]["annotations"]
+    );
 }
