@@ -1,12 +1,15 @@
-//! `cargo xtask chaos [--quick]`: the real `flux-handoff` binary under crashes, lost responses
-//! and concurrent runs, through testkit's fault-injecting proxy.
+//! `cargo xtask chaos [--quick] [--only S,S]`: the real `flux-handoff` binary under crashes,
+//! lost responses, concurrent runs, proxy faults, API server restarts, signals, a competing
+//! writer and hostile input, through testkit's fault-injecting proxy.
 //!
 //! 1. Build `flux-chaos` (testkit) and `flux-handoff` (handoff-cli) in release mode.
-//! 2. Start a control plane of its own in `target/flux-handoff/chaos-cluster` (never the shared
-//!    one of `cluster up` that tests use); `flux-chaos` plays the controller model in-process,
-//!    one seeded namespace per scenario point.
-//! 3. Run `flux-chaos` against it (`FLUX_HANDOFF_KUBECONFIG`); it prints one `chaos:` line per
-//!    scenario and exits non-zero on any violation.
+//! 2. Start a control plane of its own in `target/flux-handoff/chaos-cluster-<pid>` (never the
+//!    shared one of `cluster up` that tests use, and one per invocation, so two runs never
+//!    share one); `flux-chaos` plays the controller model in-process, one seeded namespace per
+//!    scenario point.
+//! 3. Run `flux-chaos` against it (`FLUX_HANDOFF_KUBECONFIG`, and `--launcher` for the restart
+//!    scenario, which runs a control plane of its own that it stops and starts); it prints one
+//!    `chaos:` line per scenario, the summary line last, and exits non-zero on any violation.
 //! 4. Stop the control plane on every exit path (the guard's Drop, and the launcher exits by
 //!    itself when our end of its stdin closes).
 //!
@@ -19,8 +22,37 @@ use anyhow::{Context, bail};
 
 use crate::{cluster, envtest, paths, proc};
 
-/// `cargo xtask chaos [--quick]`.
-pub fn run(quick: bool) -> anyhow::Result<()> {
+/// The flags of `cargo xtask chaos`.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Flags {
+    quick: bool,
+    only: Option<String>,
+}
+
+impl Flags {
+    /// `[--quick] [--only S,S]`, in any order.
+    pub fn parse(args: &[&str]) -> anyhow::Result<Self> {
+        let mut f = Self::default();
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            match *a {
+                "--quick" if !f.quick => f.quick = true,
+                "--only" if f.only.is_none() => {
+                    f.only = Some(
+                        it.next()
+                            .context("--only needs a list of scenarios")?
+                            .to_string(),
+                    );
+                }
+                other => bail!("chaos: unexpected argument {other}"),
+            }
+        }
+        Ok(f)
+    }
+}
+
+/// `cargo xtask chaos [--quick] [--only S,S]`.
+pub fn run(flags: &Flags) -> anyhow::Result<()> {
     let root = paths::root();
     // One invocation: features unify once, so neither build invalidates the other.
     proc::run(
@@ -40,16 +72,27 @@ pub fn run(quick: bool) -> anyhow::Result<()> {
         &root,
     )?;
     let launcher = envtest::ensure_built()?;
-    let plane = cluster::Private::start(&launcher, &paths::scratch().join("chaos-cluster"))?;
+    let id = std::process::id();
+    let plane = cluster::Private::start(
+        &launcher,
+        &paths::scratch().join(format!("chaos-cluster-{id}")),
+    )?;
     let mut cmd = Command::new(release_bin("flux-chaos"));
     cmd.current_dir(&root)
         .env("FLUX_HANDOFF_KUBECONFIG", &plane.kubeconfig)
         .arg("--out")
-        .arg(paths::scratch().join("chaos"))
+        .arg(paths::scratch().join(format!("chaos-{id}")))
         .arg("--handoff-bin")
-        .arg(release_bin("flux-handoff"));
-    if quick {
+        .arg(release_bin("flux-handoff"))
+        .arg("--launcher")
+        .arg(&launcher)
+        .arg("--crds")
+        .arg(paths::crds());
+    if flags.quick {
         cmd.arg("--quick");
+    }
+    if let Some(only) = &flags.only {
+        cmd.arg("--only").arg(only);
     }
     let status = cmd.status().context("cannot start flux-chaos");
     let stopped = plane.stop();
@@ -65,4 +108,20 @@ fn release_bin(name: &str) -> PathBuf {
         .filter(|d| !d.is_empty())
         .map_or_else(|| paths::root().join("target"), |d| paths::root().join(d));
     target.join("release").join(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Flags;
+
+    #[test]
+    fn flags_take_quick_and_only_in_any_order_and_refuse_the_rest() {
+        assert_eq!(Flags::parse(&[]).unwrap(), Flags::default());
+        let f = Flags::parse(&["--only", "crash,lost", "--quick"]).unwrap();
+        assert!(f.quick);
+        assert_eq!(f.only.as_deref(), Some("crash,lost"));
+        assert!(Flags::parse(&["--only"]).is_err());
+        assert!(Flags::parse(&["--quick", "--quick"]).is_err());
+        assert!(Flags::parse(&["--fast"]).is_err());
+    }
 }

@@ -54,11 +54,15 @@ commands:
                           kubectl+jq shell way, fan-out, retirement strategies and footprint;
                           writes target/flux-handoff/bench/{bench.json,fanout.svg}, prints a
                           table and `bench:` lines. Never part of ci
-  chaos [--quick]         release-build flux-chaos and flux-handoff, start a control plane of
-                          its own (target/flux-handoff/chaos-cluster), drive the real CLI
-                          through the fault-injecting proxy: crash and lost response at every
-                          mutation point, 2/4/8 concurrent pauses; prints `chaos:` lines,
-                          fails on any violation (docs/chaos.md). Never part of ci
+  chaos [--quick] [--only S,S]
+                          release-build flux-chaos and flux-handoff, start a control plane of
+                          its own (target/flux-handoff/chaos-cluster-<pid>), drive the real
+                          CLI through the fault-injecting proxy (crash and lost response at
+                          every mutation point, concurrent pauses, proxy faults, API server
+                          restarts, signals, a competing writer, hostile input, security
+                          checks); prints one `chaos:` line per scenario and the summary
+                          line last; fails on any violation (docs/chaos.md). --only runs the
+                          named scenarios. Never part of ci
 
 environment:
   FLUX_HANDOFF_CLUSTER_DIR  state directory of `cluster up|down|check` (default
@@ -77,8 +81,14 @@ fn main() -> ExitCode {
         ["demo"] => demo::run(false),
         ["demo", "--keep"] => demo::run(true),
         ["demo", "down"] => demo::down(),
-        ["chaos"] => chaos::run(false),
-        ["chaos", "--quick"] => chaos::run(true),
+        ["chaos", flags @ ..] => match chaos::Flags::parse(flags) {
+            Ok(f) => chaos::run(&f),
+            Err(e) => {
+                eprintln!("xtask: {e}");
+                eprint!("{USAGE}");
+                return ExitCode::from(2);
+            }
+        },
         ["bench", flags @ ..] if flags.len() <= 1 && flags.iter().all(|f| *f == "--quick") => {
             bench::run(!flags.is_empty())
         }

@@ -1,15 +1,17 @@
 //! `flux-chaos`: the real `flux-handoff` binary against a control plane of its own, through
-//! the fault-injecting proxy — crash at every mutation point, a lost response at every
-//! mutation point, and concurrent pauses. Run it with `cargo xtask chaos [--quick]`, which
+//! the fault-injecting proxy. Run it with `cargo xtask chaos [--quick] [--only S,S]`, which
 //! starts that control plane and sets `FLUX_HANDOFF_KUBECONFIG`.
 //!
 //! 1. discover the mutation points (one clean run, recorded in order);
-//! 2. crash, 3. lost response — each point k in a fresh seeded namespace;
-//! 4. concurrency with 2, 4 and 8 contenders;
-//! 5. one `chaos:` line per scenario; exit 1 on any violation.
+//! 2. run the scenarios, in this order: crash, lost, concurrency, faults, writer, signals,
+//!    hostile, security, restart (each in fresh seeded namespaces; restart on a control plane
+//!    of its own, started from `--launcher`);
+//! 3. scan everything printed, and the annotations and Events on the server, for secrets;
+//! 4. print one `chaos:` line per scenario, each finding on stderr, and the summary line last;
+//!    exit 1 on any finding.
 //!
-//! Usage: `flux-chaos --handoff-bin PATH [--quick] [--out DIR] [--only a,b]` with scenario
-//! names `crash`, `lost`, `concurrency`.
+//! Usage: `flux-chaos --handoff-bin PATH [--launcher PATH --crds DIR] [--quick] [--out DIR]
+//! [--only S,S]`.
 
 #[path = "../chaos/mod.rs"]
 mod chaos;
@@ -20,35 +22,57 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use chaos::{Settings, concurrency, crash, discover, lost};
+use chaos::{Settings, Tally};
+
+/// Every scenario, in the order they run.
+const SCENARIOS: [&str; 9] = [
+    "crash",
+    "lost",
+    "concurrency",
+    "faults",
+    "writer",
+    "signals",
+    "hostile",
+    "security",
+    "restart",
+];
 
 struct Args {
     quick: bool,
     out: PathBuf,
     handoff_bin: PathBuf,
+    launcher: Option<PathBuf>,
+    crds: Option<PathBuf>,
     only: Option<Vec<String>>,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
-    const USAGE: &str = "usage: flux-chaos --handoff-bin PATH [--quick] [--out DIR] [--only crash,lost,concurrency]";
+    const USAGE: &str = "usage: flux-chaos --handoff-bin PATH [--launcher PATH --crds DIR] [--quick] [--out DIR] [--only S,S]";
     let mut quick = false;
     let mut out = PathBuf::from("target/flux-handoff/chaos");
-    let mut bin = None;
-    let mut only = None;
+    let (mut bin, mut launcher, mut crds, mut only) = (None, None, None, None);
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--quick" => quick = true,
             "--out" => out = it.next().context(USAGE)?.into(),
             "--handoff-bin" => bin = Some(PathBuf::from(it.next().context(USAGE)?)),
+            "--launcher" => launcher = Some(PathBuf::from(it.next().context(USAGE)?)),
+            "--crds" => crds = Some(PathBuf::from(it.next().context(USAGE)?)),
             "--only" => {
-                only = Some(
-                    it.next()
-                        .context(USAGE)?
-                        .split(',')
-                        .map(str::to_string)
-                        .collect(),
-                );
+                let list: Vec<String> = it
+                    .next()
+                    .context(USAGE)?
+                    .split(',')
+                    .map(str::to_string)
+                    .collect();
+                if let Some(bad) = list.iter().find(|n| !SCENARIOS.contains(&n.as_str())) {
+                    bail!(
+                        "unknown scenario {bad}; the scenarios are {}",
+                        SCENARIOS.join(",")
+                    );
+                }
+                only = Some(list);
             }
             other => bail!("unknown argument {other}; {USAGE}"),
         }
@@ -57,6 +81,8 @@ fn parse_args() -> anyhow::Result<Args> {
         quick,
         out,
         handoff_bin: bin.context(USAGE)?,
+        launcher,
+        crds,
         only,
     })
 }
@@ -64,8 +90,8 @@ fn parse_args() -> anyhow::Result<Args> {
 #[tokio::main]
 async fn main() -> ExitCode {
     match run().await {
-        Ok(0) => ExitCode::SUCCESS,
-        Ok(_) => ExitCode::FAILURE,
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("flux-chaos: {e:#}");
             ExitCode::from(2)
@@ -73,8 +99,8 @@ async fn main() -> ExitCode {
     }
 }
 
-/// Runs the scenarios; returns the number of violations.
-async fn run() -> anyhow::Result<usize> {
+/// Runs the scenarios; whether every one of them found nothing wrong.
+async fn run() -> anyhow::Result<bool> {
     testkit::install_crypto();
     let args = parse_args()?;
     if std::env::var_os(testkit::plane::KUBECONFIG_ENV).is_none() {
@@ -83,11 +109,6 @@ async fn run() -> anyhow::Result<usize> {
             testkit::plane::KUBECONFIG_ENV
         );
     }
-    let wanted = |name: &str| {
-        args.only
-            .as_ref()
-            .is_none_or(|o| o.iter().any(|x| x == name))
-    };
     let scratch = args.out.join("scratch");
     std::fs::create_dir_all(&scratch)?;
     let s = Settings {
@@ -96,8 +117,16 @@ async fn run() -> anyhow::Result<usize> {
         lease_seconds: 4,
         rounds: if args.quick { 5 } else { 20 },
         run_bound: Duration::from_secs(90),
+        quick: args.quick,
+        launcher: args.launcher.clone(),
+        crds: args.crds.clone(),
     };
-    let base = discover::run(&s).await?;
+    // The admin token every CLI run carries must never be printed either.
+    let admin = testkit::admin_config().await?;
+    if let Some(token) = &admin.auth_info.token {
+        chaos::secret(secrecy::ExposeSecret::expose_secret(token));
+    }
+    let base = chaos::discover::run(&s).await?;
     eprintln!(
         "flux-chaos: {} mutation points in a clean run:",
         base.points.len()
@@ -109,91 +138,43 @@ async fn run() -> anyhow::Result<usize> {
         "flux-chaos: a clean run changes annotations {:?}",
         base.allowed
     );
-    let mut lines = Vec::new();
-    let mut violations = 0;
-
-    if wanted("crash") {
-        let (line, bad) = crash_all(&s, &base).await?;
-        violations += bad;
-        lines.push(line);
-    }
-    if wanted("lost") {
-        let (line, bad) = lost_all(&s, &base).await?;
-        violations += bad;
-        lines.push(line);
-    }
-    if wanted("concurrency") {
-        for contenders in [2, 4, 8] {
-            let t = concurrency::run(&s, &base, contenders).await?;
-            for v in &t.violations {
-                eprintln!("flux-chaos: concurrency {v}");
-            }
-            violations += t.violations.len();
-            lines.push(format!(
-                "chaos: concurrency n={contenders} rounds={} winners_per_round={} violations={}",
-                t.rounds,
-                if t.single_winner == t.rounds {
-                    "1"
-                } else {
-                    "not-1"
-                },
-                t.violations.len()
-            ));
+    let mut tallies: Vec<Tally> = Vec::new();
+    for name in SCENARIOS {
+        if !args
+            .only
+            .as_ref()
+            .is_none_or(|o| o.iter().any(|x| x == name))
+        {
+            continue;
         }
+        eprintln!("flux-chaos: scenario {name}");
+        let t = match name {
+            "crash" => chaos::crash::run(&s, &base).await,
+            "lost" => chaos::lost::run(&s, &base).await,
+            "concurrency" => chaos::concurrency::run(&s, &base).await,
+            "faults" => chaos::faults::run(&s, &base).await,
+            "writer" => chaos::writer::run(&s, &base).await,
+            "signals" => chaos::signals::run(&s, &base).await,
+            "hostile" => chaos::hostile::run(&s, &base).await,
+            "security" => chaos::security::run(&s, &base).await,
+            "restart" => chaos::restart::run(&s, &base).await,
+            other => bail!("no scenario {other}"),
+        }
+        .with_context(|| format!("scenario {name}"))?;
+        eprintln!("{}", t.line);
+        tallies.push(t);
     }
+    tallies.push(chaos::leaks::scan(&kube::Client::try_from(admin)?).await?);
     let _ = std::fs::remove_dir_all(&s.scratch);
-    for l in &lines {
-        println!("{l}");
-    }
-    Ok(violations)
-}
-
-/// Crash at every point; the `chaos:` line and the number of failed points.
-async fn crash_all(s: &Settings, base: &discover::Baseline) -> anyhow::Result<(String, usize)> {
-    let n = base.points.len();
-    let (mut ok, mut unreached, mut failed) = (0, 0, 0);
-    for (i, kind) in base.points.iter().enumerate() {
-        let k = i + 1;
-        match crash::point(s, base, u64::try_from(k)?).await? {
-            crash::Outcome::Ok => ok += 1,
-            crash::Outcome::Unreached => unreached += 1,
-            crash::Outcome::Failed(p) => {
-                failed += 1;
-                eprintln!("flux-chaos: crash k={k} ({kind}): {}", p.join("; "));
-            }
+    for t in &tallies {
+        for f in &t.findings {
+            eprintln!("flux-chaos: {} [{:?}]: {}", t.scenario, f.kind, f.text);
         }
-        eprintln!("flux-chaos: crash {k}/{n} done");
     }
-    Ok((
-        format!("chaos: crash points={n} ok={ok} unreached={unreached} failed={failed}"),
-        failed,
-    ))
-}
-
-/// A lost response at every point; the `chaos:` line and the number of violating points.
-async fn lost_all(s: &Settings, base: &discover::Baseline) -> anyhow::Result<(String, usize)> {
-    let n = base.points.len();
-    let (mut completed, mut closed, mut unreached, mut bad) = (0, 0, 0, 0);
-    for (i, kind) in base.points.iter().enumerate() {
-        let k = i + 1;
-        match lost::point(s, base, u64::try_from(k)?).await? {
-            lost::Outcome::Completed => completed += 1,
-            lost::Outcome::FailedClosed(code) => {
-                closed += 1;
-                eprintln!("flux-chaos: lost k={k} ({kind}): failed closed with exit {code}");
-            }
-            lost::Outcome::Unreached => unreached += 1,
-            lost::Outcome::Violation(p) => {
-                bad += 1;
-                eprintln!("flux-chaos: lost k={k} ({kind}): {}", p.join("; "));
-            }
-        }
-        eprintln!("flux-chaos: lost {k}/{n} done");
+    for t in &tallies {
+        println!("{}", t.line);
     }
-    Ok((
-        format!(
-            "chaos: lost points={n} completed={completed} failed_closed={closed} unreached={unreached} violations={bad}"
-        ),
-        bad,
-    ))
+    let (line, passed) = chaos::summary(&tallies);
+    println!("{line}");
+    Ok(passed)
 }

@@ -28,7 +28,7 @@ pub const LEASE: &str = "flux-handoff";
 /// A seeded namespace, its model, and the way in for the CLI.
 pub struct Cell {
     pub ns: TestNs,
-    model: ModelHandle,
+    pub model: ModelHandle,
     pub proxy: Proxy,
     pub recorder: Recorder,
     /// Kubeconfig through recorder -> proxy -> API server.
@@ -117,11 +117,7 @@ impl Cell {
     /// Runs a CLI command straight to the API server; (exit code, stdout, stderr).
     pub async fn direct(&self, args: &[&str]) -> anyhow::Result<(i32, String, String)> {
         let out = self.cli(&self.direct).args(args).output().await?;
-        Ok((
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        ))
+        Ok(super::outputs(&out))
     }
 
     /// The facts of `fences --output json` (`lease`, `fences`, `scope`).

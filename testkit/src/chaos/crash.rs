@@ -7,7 +7,7 @@ use testkit::proxy::Fault;
 
 use super::cell::{Cell, State, listed};
 use super::discover::Baseline;
-use super::{Settings, finish};
+use super::{Finding, Kind, Settings, Tally, finish};
 
 /// How one point went.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,7 +17,35 @@ pub enum Outcome {
     /// The run finished before reaching mutation k (fewer writes this time); nothing to kill.
     Unreached,
     /// What was wrong.
-    Failed(Vec<String>),
+    Failed(Vec<Finding>),
+}
+
+/// Crash at every point of the clean run.
+pub async fn run(s: &Settings, base: &Baseline) -> anyhow::Result<Tally> {
+    let n = base.points.len();
+    let (mut ok, mut unreached, mut failed) = (0, 0, 0);
+    let mut findings = Vec::new();
+    for (i, kind) in base.points.iter().enumerate() {
+        let k = i + 1;
+        match point(s, base, u64::try_from(k)?).await? {
+            Outcome::Ok => ok += 1,
+            Outcome::Unreached => unreached += 1,
+            Outcome::Failed(p) => {
+                failed += 1;
+                findings.extend(p.into_iter().map(|f| Finding {
+                    text: format!("crash k={k} ({kind}): {}", f.text),
+                    ..f
+                }));
+            }
+        }
+        eprintln!("flux-chaos: crash {k}/{n} done");
+    }
+    Ok(Tally {
+        scenario: "crash",
+        count: ok + failed,
+        line: format!("chaos: crash points={n} ok={ok} unreached={unreached} failed={failed}"),
+        findings,
+    })
 }
 
 /// Kills a run at point `k` (1-based) in a fresh cell.
@@ -63,31 +91,43 @@ pub async fn check_and_recover(
     cell: &Cell,
     before: &State,
     base: &Baseline,
-) -> anyhow::Result<Vec<String>> {
+) -> anyhow::Result<Vec<Finding>> {
     let mut problems = Vec::new();
     let left = cell.state().await?;
     let report = cell.fences().await?;
     let shown = listed(&report);
     for name in left.fenced() {
         if !shown.contains(&name) {
-            problems.push(format!("fence on {name} not listed by fences"));
+            problems.push(Finding::new(
+                Kind::LeakedFence,
+                format!("fence on {name} not listed by fences"),
+            ));
         }
     }
     if let Some(h) = &left.lease_holder
         && report["lease"]["holder"].as_str() != Some(h)
     {
-        problems.push(format!("Lease held by {h} not shown by fences"));
+        problems.push(Finding::new(
+            Kind::LeakedFence,
+            format!("Lease held by {h} not shown by fences"),
+        ));
     }
     cell.wait_lease_expired(Duration::from_mins(1)).await?;
     let (code, _, err) = cell
         .direct(&["fences", "recover", "--yes", "--include-paused"])
         .await?;
     if code != 0 {
-        problems.push(format!("fences recover exited {code}: {}", err.trim()));
+        problems.push(Finding::new(
+            Kind::LeakedFence,
+            format!("fences recover exited {code}: {}", err.trim()),
+        ));
     }
     let after = cell.state().await?;
     for d in after.diff(before, &base.allowed) {
-        problems.push(format!("after recovery: {d}"));
+        problems.push(Finding::new(
+            Kind::UnexpectedChange,
+            format!("after recovery: {d}"),
+        ));
     }
     Ok(problems)
 }

@@ -1,0 +1,19 @@
+//! Not built yet: the faults scenario of issue 8. Running it is a finding, so `cargo xtask chaos`
+//! fails until it exists.
+
+use super::discover::Baseline;
+use super::{Finding, Kind, Settings, Tally};
+
+/// Reports that this scenario does not exist yet.
+#[allow(clippy::unused_async)] // the signature every scenario has
+pub async fn run(_s: &Settings, _base: &Baseline) -> anyhow::Result<Tally> {
+    Ok(Tally {
+        scenario: "faults",
+        count: 0,
+        line: "chaos: faults not built yet".into(),
+        findings: vec![Finding::new(
+            Kind::Other,
+            "the faults scenario is not built yet",
+        )],
+    })
+}
