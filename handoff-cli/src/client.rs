@@ -15,17 +15,55 @@ pub async fn client(global: &Global) -> Result<Client, String> {
     let config = match (&global.kubeconfig, &global.context) {
         (Some(path), _) => {
             let kc = Kubeconfig::read_from(path)
-                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?;
+                .map_err(|e| format!("kubeconfig {}: {}", path.display(), first_line(&e)))?;
             Config::from_custom_kubeconfig(kc, &opts)
                 .await
-                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?
+                .map_err(|e| format!("kubeconfig {}: {}", path.display(), first_line(&e)))?
         }
         (None, Some(_)) => Config::from_kubeconfig(&opts)
             .await
-            .map_err(|e| format!("kubeconfig: {e}"))?,
+            .map_err(|e| format!("kubeconfig: {}", first_line(&e)))?,
         (None, None) => Config::infer()
             .await
-            .map_err(|e| format!("no Kubernetes configuration found: {e}"))?,
+            .map_err(|e| format!("no Kubernetes configuration found: {}", first_line(&e)))?,
     };
-    Client::try_from(config).map_err(|e| format!("Kubernetes client: {e}"))
+    Client::try_from(config).map_err(|e| format!("Kubernetes client: {}", first_line(&e)))
+}
+
+/// The first line of an error: a kubeconfig parse error goes on with a snippet of the file
+/// around the fault, which can be the line holding a token or a client key.
+fn first_line(e: &dyn std::fmt::Display) -> String {
+    e.to_string()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_end()
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_malformed_kubeconfig_is_one_line_without_the_text_around_the_fault() {
+        let dir = std::env::temp_dir().join(format!("fh-kc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("kubeconfig");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\nusers: [{name: u, user: {token: \"tok-do-not-print}}]\n",
+        )
+        .unwrap();
+        let e = Kubeconfig::read_from(&path).unwrap_err();
+        assert!(
+            e.to_string().contains("tok-do-not-print"),
+            "the parser quotes the file: {e}"
+        );
+        let line = first_line(&e);
+        assert!(!line.contains("tok-do-not-print"), "{line}");
+        assert!(line.contains("line 3"), "{line}");
+        assert_eq!(line.lines().count(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

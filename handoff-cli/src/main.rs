@@ -104,10 +104,13 @@ async fn dispatch(cli: Cli) -> u8 {
 }
 
 fn init_logging(cli: &Cli) {
+    // kube-client logs every failed request (a refused connection, a 503 that is then retried)
+    // as an ERROR line of its own; the command's one `error:` line says what failed, so those
+    // lines appear only from -vv on.
     let level = match (cli.global.quiet, cli.global.verbose) {
-        (true, _) => "error",
-        (false, 0) => "warn",
-        (false, 1) => "info,kube=warn",
+        (true, _) => "error,kube_client::client::builder=off",
+        (false, 0) => "warn,kube_client::client::builder=off",
+        (false, 1) => "info,kube=warn,kube_client::client::builder=off",
         (false, 2) => "debug,kube=info,hyper=info",
         _ => "trace",
     };
@@ -116,6 +119,7 @@ fn init_logging(cli: &Cli) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false);
     let _ = match cli.global.log_format {
         LogFormat::Json => builder.json().try_init(),
