@@ -8,7 +8,14 @@
 //!   connection is closed without a response (an ambiguous, lost response);
 //! - [`Fault::Status`]: the request is not forwarded; the client gets that status (e.g. 503,
 //!   429 with `Retry-After`);
-//! - [`Fault::Delay`]: the response is held back for a while.
+//! - [`Fault::Delay`]: the response is held back for a while;
+//! - [`Fault::Reset`]: the request is not forwarded; the connection is reset (TCP RST);
+//! - [`Fault::Refuse`]: the request is not forwarded; the proxy closes every connection and
+//!   refuses new ones for a while, then listens again on the same port (also on demand:
+//!   [`Proxy::refuse_for`]).
+//!
+//! [`Proxy::log`] keeps every request in arrival order with whether it was forwarded, so a
+//! caller can tell a request the server saw from one the proxy answered (or cut) on its own.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -25,8 +32,9 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use kube::config::Kubeconfig;
 use secrecy::ExposeSecret;
-use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::task::{JoinHandle, JoinSet};
 
 /// What to do to an armed request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,7 +45,27 @@ pub enum Fault {
     Status { code: u16, retry_after: Option<u32> },
     /// Forward, then hold the response back this long.
     Delay(Duration),
+    /// Do not forward; reset the connection (TCP RST) before any response.
+    Reset,
+    /// Do not forward; close every connection and refuse connects for this long.
+    Refuse(Duration),
 }
+
+/// One request as the proxy saw it, in arrival order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    /// `verb resource[/subresource]`, as [`classify`] names it.
+    pub kind: String,
+    /// The request path.
+    pub path: String,
+    /// POST, PUT, PATCH or DELETE.
+    pub mutating: bool,
+    /// Sent on to the API server (it may have applied it even if its response was lost).
+    pub forwarded: bool,
+}
+
+/// A request to stop accepting: for how long, and who to tell once the listener is closed.
+type RefuseCmd = (Duration, Option<tokio::sync::oneshot::Sender<()>>);
 
 #[derive(Debug)]
 struct State {
@@ -47,6 +75,8 @@ struct State {
     mutations: AtomicU64,
     armed: Mutex<BTreeMap<u64, Fault>>,
     armed_on: Mutex<BTreeMap<(String, u64), Fault>>,
+    log: Mutex<Vec<Seen>>,
+    refuse: tokio::sync::mpsc::UnboundedSender<RefuseCmd>,
 }
 
 /// A running proxy; stops when dropped.
@@ -84,6 +114,7 @@ impl Proxy {
             .to_string()
             .trim_end_matches('/')
             .to_string();
+        let (refuse, commands) = tokio::sync::mpsc::unbounded_channel();
         let state = Arc::new(State {
             upstream,
             base,
@@ -91,24 +122,12 @@ impl Proxy {
             mutations: AtomicU64::new(0),
             armed: Mutex::default(),
             armed_on: Mutex::default(),
+            log: Mutex::default(),
+            refuse,
         });
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let listener = bind("127.0.0.1:0".parse()?)?;
         let addr = listener.local_addr()?;
-        let st = state.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let st = st.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req| handle(st.clone(), req));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        let task = tokio::spawn(serve(state.clone(), listener, commands));
         Ok(Self {
             addr,
             state,
@@ -146,6 +165,23 @@ impl Proxy {
         lock(&self.state.counts).clone()
     }
 
+    /// Every request so far, in arrival order, with whether it was forwarded.
+    #[must_use]
+    pub fn log(&self) -> Vec<Seen> {
+        lock(&self.state.log).clone()
+    }
+
+    /// Closes the listener and every open connection, so connects are refused, and listens
+    /// again on the same port after `d`. Returns once the listener is closed.
+    pub async fn refuse_for(&self, d: Duration) -> anyhow::Result<()> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.state
+            .refuse
+            .send((d, Some(tx)))
+            .map_err(|_| anyhow::anyhow!("the proxy has stopped"))?;
+        rx.await.context("the proxy has stopped")
+    }
+
     /// All requests seen so far.
     #[must_use]
     pub fn total(&self) -> u64 {
@@ -174,6 +210,83 @@ impl Proxy {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A loopback listener with `SO_REUSEADDR`, so it can be bound again on the same port.
+fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = TcpSocket::new_v4()?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
+/// Accepts connections until dropped; on a refuse command closes the listener and every
+/// connection, waits, and binds the same address again.
+async fn serve(st: Arc<State>, listener: TcpListener, mut commands: UnboundedReceiver<RefuseCmd>) {
+    enum Event {
+        Conn(std::io::Result<(TcpStream, SocketAddr)>),
+        Refuse(RefuseCmd),
+    }
+    let Ok(addr) = listener.local_addr() else {
+        return;
+    };
+    let mut listener = Some(listener);
+    let mut conns = JoinSet::new();
+    loop {
+        let Some(l) = &listener else {
+            return;
+        };
+        let event = tokio::select! {
+            c = l.accept() => Event::Conn(c),
+            cmd = commands.recv() => match cmd {
+                Some(cmd) => Event::Refuse(cmd),
+                None => return,
+            },
+        };
+        match event {
+            Event::Conn(Ok((stream, _))) => {
+                conns.spawn(connection(st.clone(), stream));
+            }
+            Event::Conn(Err(_)) => {}
+            Event::Refuse((d, ack)) => {
+                listener = None;
+                conns.abort_all();
+                if let Some(ack) = ack {
+                    let _ = ack.send(());
+                }
+                tokio::time::sleep(d).await;
+                // The port is ours; another process taking it meanwhile is not expected on
+                // loopback, so retry briefly rather than give up.
+                for _ in 0..100 {
+                    if let Ok(l) = bind(addr) {
+                        listener = Some(l);
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+        while conns.try_join_next().is_some() {}
+    }
+}
+
+/// Serves one connection. A second handle on the socket lets [`Fault::Reset`] set a zero
+/// linger, so closing it sends RST instead of FIN.
+async fn connection(st: Arc<State>, stream: TcpStream) {
+    let Ok(std) = stream.into_std() else {
+        return;
+    };
+    let Ok(twin) = std.try_clone() else {
+        return;
+    };
+    let Ok(stream) = TcpStream::from_std(std) else {
+        return;
+    };
+    let twin = Arc::new(TcpSocket::from_std_stream(twin));
+    let service = hyper::service::service_fn(move |req| handle(st.clone(), twin.clone(), req));
+    let _ = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
 }
 
 /// The CA of the shared control plane, from its kubeconfig.
@@ -226,18 +339,32 @@ pub fn classify(method: &str, path: &str, query: &str) -> String {
 
 type Body = Full<Bytes>;
 
-async fn handle(st: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>, std::io::Error> {
+async fn handle(
+    st: Arc<State>,
+    socket: Arc<TcpSocket>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, std::io::Error> {
     let method = req.method().as_str().to_string();
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or_default().to_string();
     let key = classify(&method, &path, &query);
+    let mutating = matches!(method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE");
+    let slot = {
+        let mut log = lock(&st.log);
+        log.push(Seen {
+            kind: key.clone(),
+            path: path.clone(),
+            mutating,
+            forwarded: false,
+        });
+        log.len() - 1
+    };
     let nth_of_key = {
         let mut counts = lock(&st.counts);
         let c = counts.entry(key.clone()).or_default();
         *c += 1;
         *c
     };
-    let mutating = matches!(method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE");
     let fault = if mutating {
         let n = st.mutations.fetch_add(1, Ordering::SeqCst) + 1;
         lock(&st.armed).remove(&n)
@@ -256,6 +383,28 @@ async fn handle(st: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>
             r#"{{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected by the test proxy","code":{code}}}"#
         );
         return Ok(resp.body(Full::new(Bytes::from(body))).unwrap_or_default());
+    }
+    match &fault {
+        Some(Fault::Reset) => {
+            // The connection ends when this error reaches hyper; with a zero linger the
+            // last close sends RST.
+            socket.set_zero_linger()?;
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "connection reset by the test proxy",
+            ));
+        }
+        Some(Fault::Refuse(d)) => {
+            let _ = st.refuse.send((*d, None));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                "the test proxy stopped accepting",
+            ));
+        }
+        _ => {}
+    }
+    if let Some(e) = lock(&st.log).get_mut(slot) {
+        e.forwarded = true;
     }
     let resp = forward(&st, req, &method, &path, &query).await;
     match fault {
