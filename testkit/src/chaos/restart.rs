@@ -333,20 +333,26 @@ impl Plane {
         }
     }
 
-    /// SIGTERM, then waits for the exit (bounded; SIGKILL after 30 s).
+    /// SIGTERM, then waits for the exit. The API server drains gracefully but keeps the
+    /// process up while watches stay open, so after 3 s a second SIGTERM makes it exit at once
+    /// (main.go: "a second one exits the process at once"), as a restart that stops waiting
+    /// for its clients does; SIGKILL after 30 s.
     async fn stop(&mut self) -> anyhow::Result<()> {
         let Some(mut child) = self.child.take() else {
             return Ok(());
         };
-        if child.try_wait()?.is_none() {
-            signal("TERM", child.id())?;
-        }
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let start = tokio::time::Instant::now();
+        let mut terms = 0;
         while child.try_wait()?.is_none() {
-            if tokio::time::Instant::now() > deadline {
+            let waited = start.elapsed();
+            if terms == 0 || (terms == 1 && waited > Duration::from_secs(3)) {
+                signal("TERM", child.id())?;
+                terms += 1;
+            }
+            if waited > Duration::from_secs(30) {
                 child.kill()?;
                 child.wait()?;
-                bail!("the control plane ignored SIGTERM for 30 s; killed");
+                bail!("the control plane ignored SIGTERM twice for 30 s; killed");
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
