@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use flux_fence::{
-    Fencer, Holder, Lease, LeaseAcquire, LeaseGuard, LeaseRelease, ObjectRef, SystemClock,
+    AcquireDecision, Epoch, Fencer, Holder, Lease, LeaseAcquire, LeaseGuard, LeaseRelease, Mark,
+    ObjectRef, OwnerValue, Refusal, SystemClock, decide_acquire,
 };
 use flux_suspend::object::{get_json, kustomization};
 use flux_suspend::steps::Step;
@@ -43,7 +44,8 @@ impl Session {
         holder: Holder,
         out: &mut Output,
     ) -> Result<Self, Failure> {
-        let chains = resolve_chains(&client, &settings).await?;
+        lease_preflight(&client, &settings).await?;
+        let chains = resolve_chains(&client, &settings, &holder).await?;
         let acquired = Lease::acquire(
             client.clone(),
             settings.lease.clone(),
@@ -251,8 +253,15 @@ fn step_line(step: Step, chains: &[Chain]) -> String {
     }
 }
 
-/// Reads each target (it must exist) and finds its parent.
-async fn resolve_chains(client: &Client, settings: &Settings) -> Result<Vec<Chain>, Failure> {
+/// Reads each target (it must exist) and finds its parent; refuses, before the Lease or any
+/// fence is written, a chain whose member is fenced by another holder or suspended by someone
+/// else (each fence's own CAS would refuse it too, but only after the Lease was taken and the
+/// parent fenced, acknowledged and released again — the exit code promises nothing changed).
+async fn resolve_chains(
+    client: &Client,
+    settings: &Settings,
+    holder: &Holder,
+) -> Result<Vec<Chain>, Failure> {
     let mut chains = Vec::new();
     for t in &settings.targets {
         let obj = get_json(client, &t.object)
@@ -266,14 +275,76 @@ async fn resolve_chains(client: &Client, settings: &Settings) -> Result<Vec<Chai
                 .filter(|p| *p != t.object),
         };
         if let Some(p) = &parent {
-            get_json(client, p).await.map_err(|e| read_failure(p, &e))?;
+            let read = get_json(client, p).await.map_err(|e| read_failure(p, &e))?;
+            preflight(p, &read, settings, holder)?;
         }
+        preflight(&t.object, &obj, settings, holder)?;
         chains.push(Chain {
             parent,
             target: t.object.clone(),
         });
     }
     Ok(chains)
+}
+
+/// Refuses, before anything is written, while another holder has the Lease and it has not
+/// expired (the acquire decides again on what it reads; a read error is left to it).
+async fn lease_preflight(client: &Client, settings: &Settings) -> Result<(), Failure> {
+    let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(client.clone(), &settings.lease.namespace);
+    let Ok(Some(lease)) = api.get_opt(&settings.lease.name).await else {
+        return Ok(());
+    };
+    let Some(spec) = lease.spec else {
+        return Ok(());
+    };
+    match spec.holder_identity.as_deref() {
+        Some(other)
+            if !other.is_empty()
+                && !flux_fence::lease_decide::is_expired(
+                    &spec,
+                    k8s_openapi::jiff::Timestamp::now(),
+                ) =>
+        {
+            Err(Failure::new(
+                exit::REFUSED,
+                format!(
+                    "lease {}/{} is held by {other}",
+                    settings.lease.namespace, settings.lease.name
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// What the fence's decision core would answer for `read` now, without writing: another
+/// owner or an exclusive mark already set is a refusal (exit 3), bad input (the reason) a usage
+/// error. The fence decides again on what it reads when it writes.
+fn preflight(
+    obj: &ObjectRef,
+    read: &serde_json::Value,
+    settings: &Settings,
+    holder: &Holder,
+) -> Result<(), Failure> {
+    let owner = OwnerValue::new(holder.clone(), Epoch(0));
+    let marks = [Mark::field("/spec/suspend", serde_json::json!(true)).exclusive()];
+    let decision = decide_acquire(
+        Some(read),
+        &settings.keys,
+        &owner,
+        &marks,
+        settings.reason.as_deref(),
+        k8s_openapi::jiff::Timestamp::now(),
+    )?;
+    let why = match decision {
+        AcquireDecision::Refuse(Refusal::Owned { holder }) => format!("fenced by {holder}"),
+        AcquireDecision::Refuse(Refusal::AlreadyMarked { at }) => {
+            format!("{at} already set by someone else")
+        }
+        _ => return Ok(()),
+    };
+    Err(Failure::new(exit::REFUSED, format!("{obj}: {why}")))
 }
 
 fn read_failure(obj: &ObjectRef, e: &kube::Error) -> Failure {

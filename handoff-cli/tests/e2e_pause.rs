@@ -134,3 +134,75 @@ async fn help_lists_subcommands_and_exit_codes() {
         assert!(help.contains(word), "--help lacks {word}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_held_by_someone_else_is_refused_before_the_lease_or_the_parent_is_written() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::Event;
+    use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+
+    let c = Cluster::seeded("cli-preflight").await;
+    let ks: kube::Api<DynamicObject> = kube::Api::namespaced_with(
+        c.ns.client.clone(),
+        &c.ns.name,
+        &testkit::fixtures::kustomization_resource(),
+    );
+    let foreign = "local-elsewhere-4242-abcdef;3";
+    let fence = serde_json::json!({ "metadata": { "annotations": { OWNER_KEY: foreign } } });
+    ks.patch(TARGET, &PatchParams::default(), &Patch::Merge(&fence))
+        .await
+        .unwrap();
+    let parent_before = c.get(PARENT).await;
+    let flags = c.handoff_flags();
+    let mut args = vec!["pause", "--target", TARGET];
+    args.extend(flags.iter().map(String::as_str));
+    let out = c.run(&args).await;
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out).trim(),
+        format!(
+            "error: Kustomization {}/{TARGET}: fenced by {foreign}",
+            c.ns.name
+        )
+    );
+    // A reason that is not one line is a usage error, found before any write too.
+    let mut args = vec![
+        "--reason",
+        "deploy\n::add-mask::x",
+        "pause",
+        "--target",
+        "apps",
+    ];
+    args.extend(flags.iter().map(String::as_str));
+    let out = c.run(&args).await;
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("invalid reason"), "{}", stderr(&out));
+
+    // The server: the parent never fenced, no Lease, no flux-handoff Event.
+    let parent = c.get(PARENT).await;
+    assert_eq!(parent["spec"], parent_before["spec"]);
+    assert_eq!(
+        parent["metadata"]["annotations"],
+        parent_before["metadata"]["annotations"]
+    );
+    assert!(
+        c.ns.api::<Lease>()
+            .get_opt("flux-handoff")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let events =
+        c.ns.api::<Event>()
+            .list(&ListParams::default())
+            .await
+            .unwrap();
+    assert!(
+        !events
+            .items
+            .iter()
+            .any(|e| e.reporting_component.as_deref() == Some(flux_fence::COMPONENT)),
+        "no flux-handoff Event"
+    );
+    assert_eq!(annotation(&c.get(TARGET).await, OWNER_KEY), Some(foreign));
+}
