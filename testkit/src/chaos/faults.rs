@@ -55,22 +55,22 @@ fn fault(name: &str) -> Fault {
 enum Point {
     /// The k-th mutating request (1-based).
     Mutation(u64),
-    /// The n-th request of this kind (`verb resource`).
-    Read(String, u64),
+    /// The n-th request of this kind (`verb resource`), a read or a write.
+    Nth(String, u64),
 }
 
 impl Point {
     fn arm(&self, cell: &Cell, fault: Fault) {
         match self {
             Self::Mutation(k) => cell.proxy.arm(*k, fault),
-            Self::Read(kind, n) => cell.proxy.arm_on(kind, *n, fault),
+            Self::Nth(kind, n) => cell.proxy.arm_on(kind, *n, fault),
         }
     }
 
     fn reached(&self, cell: &Cell) -> bool {
         match self {
             Self::Mutation(k) => cell.proxy.mutations() >= *k,
-            Self::Read(kind, n) => cell.proxy.counts().get(kind).copied().unwrap_or(0) >= *n,
+            Self::Nth(kind, n) => cell.proxy.counts().get(kind).copied().unwrap_or(0) >= *n,
         }
     }
 
@@ -81,7 +81,7 @@ impl Point {
                 let kind = base.points.get(i).map_or("?", String::as_str);
                 format!("mutation {k} ({kind})")
             }
-            Self::Read(kind, n) => format!("{kind} #{n}"),
+            Self::Nth(kind, n) => format!("{kind} #{n}"),
         }
     }
 }
@@ -145,33 +145,36 @@ fn plan(
     reads: &BTreeMap<String, u64>,
 ) -> Vec<(&'static str, Fault, Point)> {
     let n = u64::try_from(base.points.len()).unwrap_or(0);
-    // The first kustomization read, and one in the middle of the proof.
-    let gets = reads.get("get kustomizations").copied().unwrap_or(0);
-    let kust = |i: u64| Point::Read("get kustomizations".into(), i.clamp(1, gets.max(1)));
+    let nth = |kind: &str, i: u64| Point::Nth(kind.into(), i);
+    // Reads: the first kustomization read, the second, and one in the middle of the proof.
+    let gets = reads.get("get kustomizations").copied().unwrap_or(1).max(1);
+    // Writes by kind are stable from run to run (Lease renewals are not): patch #1 fences the
+    // parent, #2 the target, #3 releases the target, #4 the parent.
+    let patch = |i: u64| nth("patch kustomizations", i);
     if quick {
-        let mid = (n / 2).max(1);
         return [
-            ("500", Point::Mutation(3.min(n.max(1)))),
-            ("503+Retry-After:1", Point::Mutation(1)),
-            ("429+Retry-After:1", kust(2)),
-            ("reset", Point::Mutation(mid)),
-            ("reset", kust(1)),
-            ("refuse-2s", Point::Mutation(mid + 1)),
+            ("500", patch(1)),
+            ("503+Retry-After:1", nth("create leases", 1)),
+            ("429+Retry-After:1", nth("get kustomizations", 2)),
+            ("reset", patch(2)),
+            ("reset", nth("get kustomizations", 1)),
+            ("refuse-2s", patch(3)),
         ]
         .into_iter()
         .map(|(name, p)| (name, fault(name), p))
         .collect();
     }
-    let mut points: Vec<Point> = [1, 2, 3, n / 2, n / 2 + 1, n.saturating_sub(1), n]
-        .into_iter()
-        .filter(|k| (1..=n).contains(k))
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .map(Point::Mutation)
-        .collect();
-    points.extend([kust(1), kust(2), kust(gets / 2)]);
+    let mut points: Vec<Point> = (1..=4).map(patch).collect();
+    points.extend([nth("create leases", 1), nth("update leases", 1)]);
+    points.extend(
+        [1, n / 2, n]
+            .into_iter()
+            .filter(|k| *k >= 1)
+            .map(Point::Mutation),
+    );
+    points.extend([1, 2, gets / 2, gets].map(|i| nth("get kustomizations", i.max(1))));
     if reads.contains_key("get leases") {
-        points.push(Point::Read("get leases".into(), 1));
+        points.push(nth("get leases", 1));
     }
     let mut out = Vec::new();
     for name in FAULTS {
@@ -224,6 +227,15 @@ async fn cell(
     let ended = finish(child, s.run_bound).await;
     let reached = point.reached(&cell);
     let seen = cell.proxy.log();
+    if std::env::var_os("FLUX_CHAOS_TRACE").is_some() {
+        for r in &seen {
+            let mark = if r.forwarded { ' ' } else { 'X' };
+            eprintln!("  {mark} {} {}", r.kind, r.path);
+        }
+        if let Ok((code, _, err)) = &ended {
+            eprintln!("  exit {code}; stderr:\n{err}");
+        }
+    }
     problems.extend(double_applications(&seen));
     let outcome = match ended {
         Err(e) => {
