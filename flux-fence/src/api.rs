@@ -42,6 +42,22 @@ pub(crate) fn classify(err: &kube::Error) -> Failure {
     }
 }
 
+/// Whether a failed READ may succeed if sent again: the server could not be reached or the
+/// connection broke (an API server restart), or it answered 429 or 5xx. Reads change nothing, so
+/// sending one again is safe; writes are never retried on this (they may have been applied).
+pub(crate) fn transient_read(err: &kube::Error) -> bool {
+    match err {
+        kube::Error::Api(s) => s.code == 429 || s.code >= 500,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
+/// The pause before read attempt `n + 1` (after `n` failed ones): 100 ms doubling, at most 2 s.
+pub(crate) fn read_backoff(n: u32) -> std::time::Duration {
+    std::time::Duration::from_millis(100u64.saturating_mul(1 << n.min(5)).min(2_000))
+}
+
 /// `plural.group`, or `plural` for the core group.
 pub(crate) fn resource_name(ar: &ApiResource) -> String {
     if ar.group.is_empty() {
@@ -72,5 +88,43 @@ pub(crate) fn error(
             target,
             source: Box::new(err),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure("x", "y")
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn refused_connections_and_overload_are_transient_for_reads_and_answers_are_not() {
+        let refused = kube::Error::Service(Box::new(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused,
+        )));
+        assert!(transient_read(&refused));
+        for code in [429, 500, 502, 503, 504] {
+            assert!(transient_read(&status(code)), "{code}");
+        }
+        for code in [400, 401, 403, 404, 409, 422] {
+            assert!(!transient_read(&status(code)), "{code}");
+        }
+        let garbled = kube::Error::SerdeError(serde_json::from_str::<u8>("x").unwrap_err());
+        assert!(
+            !transient_read(&garbled),
+            "a body that does not parse will not heal"
+        );
+    }
+
+    #[test]
+    fn read_backoff_doubles_from_100ms_and_stops_at_2s() {
+        let ms: Vec<u128> = (0..8).map(|n| read_backoff(n).as_millis()).collect();
+        assert_eq!(ms, [100, 200, 400, 800, 1600, 2000, 2000, 2000]);
     }
 }

@@ -6,7 +6,7 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
-use crate::api::{Failure, classify, error};
+use crate::api::{Failure, classify, error, read_backoff, transient_read};
 use crate::decide::{
     AcquireDecision, AcquirePlan, Adoption, Refusal, ReleaseDecision, adopt, annotation,
     decide_acquire, decide_release, held_from_annotations,
@@ -19,6 +19,10 @@ use crate::{AnnotationKeys, Clock, FenceError, Mark, OwnerValue, SystemClock};
 
 /// How many read-decide-write rounds an acquire or release makes before it reports contention.
 pub const MAX_ATTEMPTS: usize = 4;
+
+/// How long [`Fencer::read`] keeps sending a read that fails transiently (an API server
+/// restart takes seconds).
+pub const READ_RETRY_BUDGET: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Takes and releases owner fences for one owner value.
 #[derive(Clone)]
@@ -407,14 +411,32 @@ impl Fencer {
 
     /// Reads `obj` as JSON (`None` on 404).
     ///
+    /// # Guarantees
+    /// A read that fails transiently (connection refused or broken, 429, 5xx: an API server
+    /// restarting or overloaded) is sent again with backoff for up to [`READ_RETRY_BUDGET`];
+    /// acquire, release and prove all read through here, so one refused connection does not
+    /// leave a fence held. Writes are never retried this way.
+    ///
     /// # Errors
-    /// [`FenceError::Forbidden`] or another API failure.
+    /// [`FenceError::Forbidden`] or another API failure; a transient one once the budget is
+    /// spent.
     pub async fn read(&self, obj: &ObjectRef) -> Result<Option<Value>, FenceError> {
-        let got = self
-            .api(obj)
-            .get_opt(&obj.name)
-            .await
-            .map_err(|e| error("get", obj.resource_name(), obj.target(), e))?;
+        let deadline = tokio::time::Instant::now() + READ_RETRY_BUDGET;
+        let mut failed = 0;
+        let got = loop {
+            match self.api(obj).get_opt(&obj.name).await {
+                Ok(got) => break got,
+                Err(e)
+                    if transient_read(&e)
+                        && tokio::time::Instant::now() + read_backoff(failed) < deadline =>
+                {
+                    tracing::warn!(object = %obj, error = %e, "read failed; reading again");
+                    tokio::time::sleep(read_backoff(failed)).await;
+                    failed += 1;
+                }
+                Err(e) => return Err(error("get", obj.resource_name(), obj.target(), e)),
+            }
+        };
         got.map(|o| {
             serde_json::to_value(o).map_err(|source| FenceError::Json {
                 what: "object",

@@ -105,7 +105,7 @@ pub use decide::{
 };
 pub use error::FenceError;
 pub use events::{COMPONENT, REASON_FENCED, REASON_RELEASED};
-pub use fence::{Fencer, MAX_ATTEMPTS};
+pub use fence::{Fencer, MAX_ATTEMPTS, READ_RETRY_BUDGET};
 pub use guard::{FenceGuard, ObjectRef};
 pub use holder::{Epoch, HOLDER_MAX_LEN, Holder, OwnerValue};
 pub use keys::{AnnotationKeys, DEFAULT_PREFIX};
