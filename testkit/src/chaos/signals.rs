@@ -2,9 +2,10 @@
 //!
 //! 1. One clean `run --target infrastructure -- sleep 3` measures how long a run takes.
 //! 2. For each signal: a fresh cell, the run started through the recorder, and a trigger drawn
-//!    with a seeded RNG (`CHAOS_SEED` replays a run; the seed is printed): every other signal
-//!    after a delay uniform in `[0, clean duration)` (most of a run is the command, so these
-//!    land mostly there), the others when the recorder sees the CLI's k-th request, k uniform
+//!    with a seeded RNG (`CHAOS_SEED` replays a run; the seed is printed): two of every four
+//!    signals (so SIGINT and SIGTERM both get each trigger) after a delay uniform in
+//!    `[0, clean duration)` (most of a run is the command, so these land mostly there), the
+//!    other two when the recorder sees the CLI's k-th request, k uniform
 //!    over the clean run's requests (these land in the pause and the release, often with a
 //!    request in flight). Then `kill -INT` / `kill -TERM` of the CLI.
 //! 3. The CLI must exit within [`BOUND`] with 130 (interrupted), 0 (the signal came after the
@@ -14,6 +15,10 @@
 //!    ([`check_and_recover`]), else it is a leaked fence.
 //! 5. Release order, from the recorder: the last write of the target comes before the last
 //!    write of the parent, and the last Lease update (its release) after both.
+//!
+//! `chaos: signals sent=N released=a within_bound=b violations=c unsent=u`: `unsent` runs
+//! finished before their trigger (a request count this run did not reach); they are still
+//! checked as clean runs.
 
 use std::time::{Duration, Instant};
 
@@ -49,7 +54,7 @@ pub async fn run(s: &Settings, base: &Baseline) -> anyhow::Result<Tally> {
     let (clean, requests) = clean_run(s).await?;
     eprintln!("flux-chaos: signals: a clean run takes {clean:?} and {requests} requests");
     let clean_ms = u64::try_from(clean.as_millis())?.max(1);
-    let (mut released, mut within, mut violations) = (0, 0, 0);
+    let (mut sent, mut released, mut within, mut violations) = (0, 0, 0, 0);
     let mut findings = Vec::new();
     for i in 0..n {
         let sig = if i % 2 == 0 { "INT" } else { "TERM" };
@@ -65,6 +70,9 @@ pub async fn run(s: &Settings, base: &Baseline) -> anyhow::Result<Tally> {
             p.code,
             p.last
         );
+        if p.sent {
+            sent += 1;
+        }
         if p.released {
             released += 1;
         }
@@ -81,9 +89,10 @@ pub async fn run(s: &Settings, base: &Baseline) -> anyhow::Result<Tally> {
     }
     Ok(Tally {
         scenario: "signals",
-        count: n,
+        count: sent,
         line: format!(
-            "chaos: signals sent={n} released={released} within_bound={within} violations={violations}"
+            "chaos: signals sent={sent} released={released} within_bound={within} violations={violations} unsent={}",
+            n - sent
         ),
         findings,
     })
@@ -145,6 +154,8 @@ async fn wait_for(cell: &Cell, child: &mut tokio::process::Child, at: At) -> any
 
 /// What one signal did.
 struct Point {
+    /// The run was still going when its trigger came, so the signal was sent.
+    sent: bool,
     code: i32,
     /// The last stderr line.
     last: String,
@@ -213,6 +224,7 @@ async fn point(s: &Settings, base: &Baseline, sig: &str, at: At) -> anyhow::Resu
     }
     cell.shutdown().await;
     Ok(Point {
+        sent: sent_at.is_some(),
         code,
         last,
         released,
