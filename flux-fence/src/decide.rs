@@ -380,7 +380,12 @@ fn held_if_in_place(
     same.then_some(held)
 }
 
-fn validate_reason(reason: &str) -> Result<(), FenceError> {
+/// Checks a reason text the way [`decide_acquire`] does (at most 256 bytes, no control
+/// characters), so a caller can reject it before any I/O.
+///
+/// # Errors
+/// [`FenceError::InvalidReason`] naming what is wrong (never the text).
+pub fn validate_reason(reason: &str) -> Result<(), FenceError> {
     if reason.len() > REASON_MAX_LEN {
         return Err(FenceError::InvalidReason {
             why: "longer than 256 bytes",

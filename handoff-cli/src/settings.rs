@@ -102,6 +102,9 @@ pub fn resolve(global: &Global, args: &TargetArgs, file: &FileConfig) -> Result<
         }
         None => AnnotationKeys::default(),
     };
+    if let Some(r) = &global.reason {
+        flux_fence::decide::validate_reason(r).map_err(|e| format!("--reason: {e}"))?;
+    }
     if global.interval.is_zero() || global.interval > global.timeout {
         return Err("--interval must be above zero and not above --timeout".into());
     }
@@ -229,5 +232,27 @@ mod tests {
         for bad in ["", "a/b/c/d", "zz/ns/name", "Apps", "a//b"] {
             assert!(parse_target(bad, "x").is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_reason_that_is_not_one_line_is_a_usage_error_before_any_io() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from([
+            "flux-handoff",
+            "--reason",
+            "deploy\n::add-mask::x",
+            "pause",
+            "--target",
+            "apps",
+        ])
+        .unwrap();
+        let crate::cli::Command::Pause(p) = &cli.command else {
+            panic!("pause");
+        };
+        let err = resolve(&cli.global, &p.targets, &FileConfig::default()).unwrap_err();
+        assert_eq!(
+            err,
+            "--reason: invalid reason text: contains control characters"
+        );
     }
 }
