@@ -10,7 +10,8 @@
 //! other scenarios use is never stopped.
 //!
 //! Windows: "proof" stops the server as soon as the target's fence is seen on the server (the
-//! point's line says if the command had already started, i.e. the window was missed); "command"
+//! `proof_window_missed=` counts points where the command had already started when the server
+//! stopped); "command"
 //! stops it while the command (gated on a file) runs; "resume" SIGSTOPs the CLI while its command
 //! runs, lets the command exit, stops the server, then SIGCONTs the CLI, so the release starts
 //! against a server that is down (deterministic, not timing-based).
@@ -34,7 +35,9 @@ use super::discover::Baseline;
 use super::{Finding, Kind, Settings, Tally, finish, outputs};
 
 /// How long the server stays down between stop and start (on top of the stop and start).
-const DOWNTIME: Duration = Duration::from_secs(2);
+/// How long the server stays down between stop and start (on top of the stop and the start,
+/// ~1-3 s each), per round: the full run's later rounds outlast the 4 s Lease.
+const DOWNTIME_MS: [u64; 3] = [2_000, 3_500, 5_000];
 /// Exit codes a run may fail closed with here (timeout, Kubernetes API error, cleanup failed).
 const CLOSED_CODES: [i32; 3] = [4, 6, 7];
 
@@ -73,13 +76,15 @@ pub async fn run(s: &Settings, base: &Baseline) -> anyhow::Result<Tally> {
     super::secret(plane.token()?.trim());
     let client = plane.client().await?;
     let rounds = if s.quick { 1 } else { 3 };
-    let (mut restarts, mut completed, mut closed, mut bad) = (0, 0, 0, 0);
+    let (mut restarts, mut completed, mut closed, mut bad, mut missed) = (0, 0, 0, 0, 0);
     let mut findings = Vec::new();
     for round in 1..=rounds {
+        let downtime = Duration::from_millis(DOWNTIME_MS[(round - 1) % DOWNTIME_MS.len()]);
         for point in [Point::Proof, Point::Command, Point::Resume] {
             let label = format!("restart {} #{round}", point.name());
-            let (code, problems) = one(s, base, &mut plane, &client, point).await?;
+            let (code, problems, miss) = one(s, base, &mut plane, &client, point, downtime).await?;
             restarts += 1;
+            missed += usize::from(miss);
             if !problems.is_empty() {
                 bad += 1;
                 findings.extend(problems.into_iter().map(|f| Finding {
@@ -99,20 +104,22 @@ pub async fn run(s: &Settings, base: &Baseline) -> anyhow::Result<Tally> {
         scenario: "restart",
         count: restarts,
         line: format!(
-            "chaos: restart restarts={restarts} completed={completed} failed_closed={closed} violations={bad}"
+            "chaos: restart restarts={restarts} completed={completed} failed_closed={closed} violations={bad} proof_window_missed={missed}"
         ),
         findings,
     })
 }
 
-/// One run with one restart at `point`; (exit code, what was wrong).
+/// One run with one restart at `point`; (exit code, what was wrong, the proof window was
+/// missed).
 async fn one(
     s: &Settings,
     base: &Baseline,
     plane: &mut Plane,
     client: &Client,
     point: Point,
-) -> anyhow::Result<(i32, Vec<Finding>)> {
+    downtime: Duration,
+) -> anyhow::Result<(i32, Vec<Finding>, bool)> {
     let cell = Mini::new(s, plane, client).await?;
     let before = cell.state().await?;
     let gate = |f: &str| cell.dir.join(f);
@@ -128,7 +135,7 @@ async fn one(
     let mut cmd = cell.cli(&plane.kubeconfig);
     cmd.args(["run", "--target", TARGET, "--", "sh", "-c", &script]);
     let mut child = cmd.spawn()?;
-    let mut problems = restart_at(s, plane, &cell, &mut child, point).await?;
+    let (mut problems, missed) = restart_at(s, plane, &cell, &mut child, point, downtime).await?;
     let (code, _, err) = match finish(child, s.run_bound).await {
         Ok(r) => r,
         Err(e) => {
@@ -167,29 +174,34 @@ async fn one(
     }
     problems.extend(cell.model_alive().await);
     cell.model.shutdown().await;
-    Ok((code, problems))
+    Ok((code, problems, missed))
 }
 
-/// Restarts the server at `point` of the running `child`; what prevented it.
+/// Restarts the server at `point` of the running `child`; (what prevented it, whether the
+/// proof window was missed: the command had started when the server stopped).
 async fn restart_at(
     s: &Settings,
     plane: &mut Plane,
     cell: &Mini,
     child: &mut tokio::process::Child,
     point: Point,
-) -> anyhow::Result<Vec<Finding>> {
+    downtime: Duration,
+) -> anyhow::Result<(Vec<Finding>, bool)> {
     let gate = |f: &str| cell.dir.join(f);
     let pid = child.id().context("the CLI has no pid")?;
     let mut problems = Vec::new();
+    let mut missed = false;
     let deadline = tokio::time::Instant::now() + s.run_bound;
     let exited = |c: &mut tokio::process::Child| c.try_wait().map(|w| w.is_some());
     match point {
         Point::Proof => loop {
             if cell.target_fenced().await? {
-                if gate("started").exists() {
-                    eprintln!("flux-chaos: restart proof: the command had already started");
-                }
-                plane.restart(DOWNTIME).await?;
+                let down_at = tokio::time::Instant::now();
+                plane.stop().await?;
+                missed = gate("started").exists();
+                tokio::time::sleep(downtime).await;
+                plane.spawn().await?;
+                outage(point, down_at);
                 break;
             }
             if exited(child)? || tokio::time::Instant::now() > deadline {
@@ -214,7 +226,9 @@ async fn restart_at(
                     "the run ended before its command started; no restart",
                 ));
             } else if point == Point::Command {
-                plane.restart(DOWNTIME).await?;
+                let down_at = tokio::time::Instant::now();
+                plane.restart(downtime).await?;
+                outage(point, down_at);
                 std::fs::write(gate("go"), "")?;
             } else {
                 signal("STOP", pid)?;
@@ -224,14 +238,25 @@ async fn restart_at(
                 }
                 // `touch done` is the command's last step; let the shell exit.
                 tokio::time::sleep(Duration::from_millis(300)).await;
+                let down_at = tokio::time::Instant::now();
                 plane.stop().await?;
                 signal("CONT", pid)?;
-                tokio::time::sleep(DOWNTIME).await;
+                tokio::time::sleep(downtime).await;
                 plane.spawn().await?;
+                outage(point, down_at);
             }
         }
     }
-    Ok(problems)
+    Ok((problems, missed))
+}
+
+/// Says how long the API server was unreachable (SIGTERM to ready again).
+fn outage(point: Point, since: tokio::time::Instant) {
+    eprintln!(
+        "flux-chaos: restart {}: API server down {:.1}s",
+        point.name(),
+        since.elapsed().as_secs_f64()
+    );
 }
 
 /// Sends `kill -<sig>` to `pid`.
