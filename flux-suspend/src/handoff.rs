@@ -469,11 +469,14 @@ impl Drop for Handoff {
     }
 }
 
-/// Budget for re-trying a release that lost every CAS round to other writers.
+/// Budget for re-trying a release that lost every CAS round to other writers or whose response
+/// was lost without being applied.
 const RELEASE_CONTENTION_BUDGET: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Releases, re-reading and trying again (with backoff, bounded) while other writers win every
-/// CAS round; any other outcome is returned as is.
+/// CAS round, or while a release's response was lost (a 5xx, a reset connection) and the
+/// re-read showed it was not applied: every try starts with a fresh read and writes a CAS on
+/// it, so nothing is sent blindly. Any other outcome is returned as is.
 async fn release_with_retry(
     fencer: &Fencer,
     mut guard: FenceGuard,
@@ -484,7 +487,7 @@ async fn release_with_retry(
         match fencer.release(guard).await? {
             ReleaseOutcome::Kept {
                 guard: g,
-                why: flux_fence::Kept::Contended,
+                why: flux_fence::Kept::Contended | flux_fence::Kept::Unknown,
             } if tokio::time::Instant::now() + backoff < deadline => {
                 guard = *g;
                 tokio::time::sleep(backoff).await;
