@@ -8,7 +8,7 @@ use crate::cli::{Global, PauseArgs};
 use crate::failure::Failure;
 use crate::output::Output;
 use crate::session::Session;
-use crate::signals::Interrupt;
+use crate::signals::{self, Interrupt};
 use crate::{client, config, exit, settings};
 
 pub async fn run(
@@ -22,7 +22,12 @@ pub async fn run(
     let client = client::client(global)
         .await
         .map_err(|m| Failure::new(exit::KUBE_API, m))?;
-    let mut session = Session::start(client, settings, Holder::generate(), out).await?;
+    // A signal while starting gives the start a short grace, never the client's read timeout.
+    let holder = Holder::generate();
+    let mut session = interrupt
+        .grace(Session::start(client, settings, holder.clone(), out))
+        .await
+        .ok_or_else(|| signals::start_cut_short(&holder))??;
     match session.pause(out, &mut interrupt).await {
         Ok(proof) => {
             out.fact(

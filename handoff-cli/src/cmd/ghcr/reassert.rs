@@ -21,7 +21,7 @@ use crate::config::{GhcrConfig, split_ref};
 use crate::failure::{Failure, chain};
 use crate::output::Output;
 use crate::session::Session;
-use crate::signals::Interrupt;
+use crate::signals::{self, Interrupt};
 use crate::{client, config, exit, settings};
 
 /// `flux-handoff ghcr reassert`.
@@ -101,7 +101,16 @@ pub async fn run(
             () = interrupt.wait() => Err(Failure::new(exit::INTERRUPTED, "interrupted while reasserting")),
         };
     };
-    let mut session = Session::start(client.clone(), settings, Holder::generate(), out).await?;
+    let holder = Holder::generate();
+    let mut session = interrupt
+        .grace(Session::start(
+            client.clone(),
+            settings,
+            holder.clone(),
+            out,
+        ))
+        .await
+        .ok_or_else(|| signals::start_cut_short(&holder))??;
     let outcome = match session.pause(out, &mut interrupt).await {
         Err(f) => Err(f),
         Ok(proof) => {

@@ -1,0 +1,82 @@
+//! End to end: a signal while the API server holds back an answer the session start waits
+//! for. The run gives the start a short grace, not the client's read timeout (minutes), and
+//! then says what it may hold.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::coordination::v1::Lease;
+use testkit::proxy::{Fault, Proxy};
+
+/// Longer than any bound below: the run must not wait for this answer.
+const HELD: Duration = Duration::from_mins(10);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_while_the_lease_create_is_unanswered_exits_7_naming_the_holder_to_look_for() {
+    let c = Cluster::seeded("cli-sigslow").await;
+    // The Lease create reaches the server and is applied; its answer is held back.
+    let proxy = Proxy::start().await.unwrap();
+    let kc = std::env::temp_dir().join(format!("fh-slow-{}.json", testkit::random_suffix(6)));
+    proxy.write_kubeconfig(&kc).unwrap();
+    proxy.arm_on("create leases", 1, Fault::Delay(HELD));
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_flux-handoff"));
+    cmd.env_remove("GITHUB_ACTIONS")
+        .arg("--kubeconfig")
+        .arg(&kc)
+        .args(["--namespace", &c.ns.name, "--interval", "200ms"])
+        .args(["pause", "--target", TARGET])
+        .args(c.handoff_flags())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+    // The create landed: the Lease names a holder on the server.
+    let leases = c.ns.api::<Lease>();
+    let mut holder = None;
+    for _ in 0..600 {
+        holder = leases
+            .get_opt("flux-handoff")
+            .await
+            .unwrap()
+            .and_then(|l| l.spec?.holder_identity);
+        if holder.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let holder = holder.expect("the Lease create never reached the server");
+    let ok = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -TERM {pid}");
+    // Bounded far below the held answer: the run must not be waiting for it.
+    let out = tokio::time::timeout(
+        Duration::from_mins(1),
+        tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()),
+    )
+    .await
+    .expect("the signalled run kept waiting for the held answer")
+    .unwrap();
+    let err = stderr(&out);
+    assert_eq!(code(&out), 7, "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.contains(&holder) && last.contains("flux-handoff fences"),
+        "the last line names the holder to look for and the command that shows it: {err}"
+    );
+    // Nothing was fenced; the Lease it may hold is the one on the server, named in the line.
+    for name in [PARENT, TARGET] {
+        assert_eq!(annotation(&c.get(name).await, OWNER_KEY), None, "{name}");
+    }
+    let now = leases.get("flux-handoff").await.unwrap();
+    assert_eq!(
+        now.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some(holder.as_str())
+    );
+    let _ = std::fs::remove_file(kc);
+}
