@@ -7,9 +7,13 @@
 //!    `[0, clean duration)` (most of a run is the command, so these land mostly there), the
 //!    other two when the recorder sees the CLI's k-th request, k uniform
 //!    over the clean run's requests (these land in the pause and the release, often with a
-//!    request in flight). Then `kill -INT` / `kill -TERM` of the CLI.
+//!    request in flight). Then `kill -INT` / `kill -TERM` of the CLI. Three more runs play a
+//!    hung API server: the proxy holds back the answer to the first read, the Lease create
+//!    and the first fence write for [`HELD`] (longer than the bound), and the signal comes
+//!    while the answer is held.
 //! 3. The CLI must exit within [`BOUND`] with 130 (interrupted), 0 (the signal came after the
-//!    command finished, while releasing), or 7 (something could not be released).
+//!    command finished, while releasing), or 7 (something could not be released, or the start
+//!    was cut short while the API server did not answer, so the Lease may be held).
 //! 4. The server must hold no fence and a free Lease (state compared with the pre-run
 //!    snapshot); anything left must come with exit 7, be listed by `fences` and be recoverable
 //!    ([`check_and_recover`]), else it is a leaked fence.
@@ -25,6 +29,8 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use testkit::proxy::Fault;
+
 use super::cell::{Cell, LEASE, PARENT, TARGET};
 use super::crash::check_and_recover;
 use super::discover::Baseline;
@@ -33,6 +39,15 @@ use super::{Finding, Kind, Settings, Tally, finish};
 
 /// How long the CLI may take to exit after the signal.
 const BOUND: Duration = Duration::from_secs(30);
+/// How long a held response is held back (longer than [`BOUND`]).
+const HELD: Duration = Duration::from_secs(45);
+/// Requests held while the signal comes: the first read of the run (resolving the target),
+/// the Lease create, the target's fence write.
+const HELD_KINDS: [&str; 3] = [
+    "get kustomizations",
+    "create leases",
+    "patch kustomizations",
+];
 /// Exit codes of `flux-handoff` a signal may end in.
 const SUCCESS: i32 = 0;
 const CLEANUP: i32 = 7;
@@ -56,17 +71,21 @@ pub async fn run(s: &Settings, base: &Baseline) -> anyhow::Result<Tally> {
     let clean_ms = u64::try_from(clean.as_millis())?.max(1);
     let (mut sent, mut released, mut within, mut violations) = (0, 0, 0, 0);
     let mut findings = Vec::new();
-    for i in 0..n {
+    let held = HELD_KINDS.len();
+    for i in 0..n + held {
         let sig = if i % 2 == 0 { "INT" } else { "TERM" };
-        let at = if i % 4 < 2 {
+        let at = if i >= n {
+            At::Held(HELD_KINDS[i - n])
+        } else if i % 4 < 2 {
             At::Delay(Duration::from_millis(rng.random_range(0..clean_ms)))
         } else {
             At::Request(rng.random_range(1..=requests.max(1)))
         };
         let p = point(s, base, sig, at).await?;
         eprintln!(
-            "flux-chaos: signals {}/{n}: SIG{sig} {at}: exit {} ({})",
+            "flux-chaos: signals {}/{}: SIG{sig} {at}: exit {} ({})",
             i + 1,
+            n + held,
             p.code,
             p.last
         );
@@ -92,7 +111,7 @@ pub async fn run(s: &Settings, base: &Baseline) -> anyhow::Result<Tally> {
         count: sent,
         line: format!(
             "chaos: signals sent={sent} released={released} within_bound={within} violations={violations} unsent={}",
-            n - sent
+            n + held - sent
         ),
         findings,
     })
@@ -124,6 +143,9 @@ enum At {
     Delay(Duration),
     /// As soon as the recorder saw the CLI's k-th request (1-based).
     Request(usize),
+    /// While the first request of this kind (`verb resource`) is held by the proxy for
+    /// [`HELD`]: a slow or hung API server.
+    Held(&'static str),
 }
 
 impl std::fmt::Display for At {
@@ -131,6 +153,7 @@ impl std::fmt::Display for At {
         match self {
             At::Delay(d) => write!(f, "after {d:?}"),
             At::Request(k) => write!(f, "at request {k}"),
+            At::Held(kind) => write!(f, "while `{kind}` is held"),
         }
     }
 }
@@ -139,6 +162,17 @@ impl std::fmt::Display for At {
 async fn wait_for(cell: &Cell, child: &mut tokio::process::Child, at: At) -> anyhow::Result<bool> {
     match at {
         At::Delay(d) => tokio::time::sleep(d).await,
+        At::Held(kind) => {
+            let deadline = tokio::time::Instant::now() + BOUND;
+            while !cell.recorder.entries().iter().any(|e| e.kind == kind) {
+                if child.try_wait()?.is_some() || tokio::time::Instant::now() > deadline {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            // Forwarded on loopback in milliseconds: the server has it, the CLI waits.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
         At::Request(k) => {
             let deadline = tokio::time::Instant::now() + BOUND;
             while cell.recorder.entries().len() < k {
@@ -170,6 +204,9 @@ struct Point {
 async fn point(s: &Settings, base: &Baseline, sig: &str, at: At) -> anyhow::Result<Point> {
     let cell = Cell::new(s, "chaos-sig").await?;
     let before = cell.state().await?;
+    if let At::Held(kind) = at {
+        cell.proxy.arm_on(kind, 1, Fault::Delay(HELD));
+    }
     let mut child = run_sleep(&cell).spawn()?;
     let pid = child
         .id()
@@ -247,7 +284,9 @@ fn exit_findings(
         INTERRUPTED => signalled,
         // The signal came after the command finished: the run was releasing anyway.
         SUCCESS => !signalled || finished_command,
-        CLEANUP => !released,
+        // Something is left, or the run could not tell: its start was cut short while the
+        // API server did not answer, so its Lease may be held.
+        CLEANUP => !released || last.contains("may be held"),
         // Killed by the signal's default action: only before the handlers were installed,
         // i.e. before the first request.
         -1 => log.is_empty(),
