@@ -3,17 +3,20 @@
 //! 1. Each run: a fresh cell, `run --target infrastructure -- true` through the recorder with
 //!    `--interval 500ms --timeout 5s --output json`; its stderr is read live.
 //! 2. Once the CLI printed that the target acknowledged the suspend (the proof starts next), a
-//!    writer annotates the target ([`WRITER_KEY`]) with a new value each time:
-//!    - by the controller model's competing-writer knob (`touch_now`, or `touch_at` on the
-//!      `apps` reconcile a bumped source revision starts), or by a plain client (merge patch);
+//!    writer changes the target, a new value each time:
+//!    - the controller model's competing-writer knob sets the annotation [`WRITER_KEY`]
+//!      (`touch_now`, or `touch_at` on the `apps` reconcile a bumped source revision starts),
+//!      or a plain client sets it, or a plain client sets `spec.timeout` (merge patches);
 //!    - forever (every [`EVERY`], until the CLI exits) or once.
 //! 3. Forever: the proof can never hold, so the run must exit 4 with the redacted counter line
 //!    of the proof as its last stderr line, and the counters must show resets
 //!    (`version_changes` > 0). Once: the run must exit 0 with a proof whose counters show the
 //!    reset it survived.
 //! 4. Both: afterwards no fence, the Lease free (state compared with the pre-run snapshot,
-//!    ignoring the writer's own annotations), and the writer's last value is still on the
-//!    target (read back from the server): never overwritten by the release.
+//!    plus the writer's last value), and that value is still on the target (read back from
+//!    the server): never overwritten by the release.
+//!
+//! `chaos: writer runs=N timed_out=a completed=b violations=c`.
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
