@@ -1,19 +1,464 @@
-//! Not built yet: the security scenario of issue 8. Running it is a finding, so `cargo xtask chaos`
-//! fails until it exists.
+//! security: (a) the `ServiceAccount` of the shipped RBAC (`deploy/rbac.yaml`, namespace renamed)
+//! runs the full handoff `run --target infrastructure -- true`: exit 0, the cluster back as
+//! before, no fence left. (b) `ghcr reassert` as that `ServiceAccount`, allowed Secrets in two
+//! consumer namespaces and not in a third: exit 6 with an error naming the forbidden namespace,
+//! and every Secret read back: with the forbidden namespace first nothing is written; with it
+//! second, the contract (consumers in order, stop at the first failure, root last) allows the
+//! first consumer only — the forbidden, the later consumer and the root keep their old value.
+//! Every token is registered with [`secret`].
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use base64::Engine as _;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::Client;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use serde_json::{Value, json};
+use testkit::TestNs;
+use testkit::registry::LocalRegistry;
+
+use super::cell::{Cell, TARGET};
 use super::discover::Baseline;
-use super::{Finding, Kind, Settings, Tally};
+use super::{Finding, Kind, Settings, Tally, finish, secret};
 
-/// Reports that this scenario does not exist yet.
-#[allow(clippy::unused_async)] // the signature every scenario has
-pub async fn run(_s: &Settings, _base: &Baseline) -> anyhow::Result<Tally> {
+const RBAC: &str = include_str!("../../../deploy/rbac.yaml");
+const SA: &str = "flux-handoff";
+const USER: &str = "robot";
+const PULL_SECRET: &str = "ghcr-auth";
+const KUBE_API: i32 = 6;
+
+/// Both checks in one cell.
+pub async fn run(s: &Settings, base: &Baseline) -> anyhow::Result<Tally> {
+    let cell = Cell::new(s, "chaos-sec").await?;
+    let ns = cell.ns.name.clone();
+    let docs = documents(&ns)?;
+    apply(&cell.ns.client, &ns, &docs).await?;
+    let kubeconfig = sa_kubeconfig(&cell).await?;
+    let sa = testkit::config_from(&kubeconfig)
+        .await
+        .map(Client::try_from)??;
+    for (verb, group, resource) in [
+        ("patch", "kustomize.toolkit.fluxcd.io", "kustomizations"),
+        ("create", "coordination.k8s.io", "leases"),
+        ("create", "", "secrets"),
+    ] {
+        await_may(&sa, verb, group, resource, &ns, true).await?;
+    }
+    let mut findings = Vec::new();
+    let mut ok = 0;
+    let mut checks = 0;
+    for problems in [
+        least_privilege_run(s, base, &cell, &kubeconfig).await?,
+        forbidden_namespace(s, base, &cell, &kubeconfig, &sa, true).await?,
+        forbidden_namespace(s, base, &cell, &kubeconfig, &sa, false).await?,
+    ] {
+        checks += 1;
+        if problems.is_empty() {
+            ok += 1;
+        }
+        findings.extend(problems);
+    }
+    remove_cluster_scoped(&cell.ns.client, &docs).await;
+    cell.shutdown().await;
     Ok(Tally {
         scenario: "security",
-        count: 0,
-        line: "chaos: security not built yet".into(),
-        findings: vec![Finding::new(
-            Kind::Other,
-            "the security scenario is not built yet",
-        )],
+        count: checks,
+        line: format!(
+            "chaos: security checks={checks} ok={ok} violations={}",
+            checks - ok
+        ),
+        findings,
     })
+}
+
+/// (a) The full handoff as the least-privilege `ServiceAccount`.
+async fn least_privilege_run(
+    s: &Settings,
+    base: &Baseline,
+    cell: &Cell,
+    kubeconfig: &Path,
+) -> anyhow::Result<Vec<Finding>> {
+    let before = cell.state().await?;
+    let mut c = cell.cli(kubeconfig);
+    c.args(["run", "--target", TARGET, "--", "true"]);
+    let (code, _, err) = finish(c.spawn()?, s.run_bound).await?;
+    let mut f = Vec::new();
+    let what = "security least-privilege run";
+    if code != 0 {
+        f.push(Finding::new(
+            Kind::Other,
+            format!("{what}: exit {code}: {}", last_line(&err)),
+        ));
+    }
+    for d in cell.state().await?.diff(&before, &base.allowed) {
+        f.push(Finding::new(Kind::UnexpectedChange, format!("{what}: {d}")));
+    }
+    let fenced = cell.state().await?.fenced();
+    if !fenced.is_empty() {
+        f.push(Finding::new(
+            Kind::LeakedFence,
+            format!("{what}: still fenced: {fenced:?}"),
+        ));
+    }
+    Ok(f)
+}
+
+/// (b) Consumers `[forbidden, first, last]` (`forbidden_first`) or `[first, forbidden, last]`, then the root
+/// Secret in the cell's namespace. The `ServiceAccount` may write Secrets in `first` and `last` (a
+/// `RoleBinding` of a Role with the manifest's Secret verbs), not in `forbidden`.
+#[allow(clippy::too_many_lines)] // one check, read top to bottom
+async fn forbidden_namespace(
+    s: &Settings,
+    base: &Baseline,
+    cell: &Cell,
+    kubeconfig: &Path,
+    sa: &Client,
+    forbidden_first: bool,
+) -> anyhow::Result<Vec<Finding>> {
+    let what = format!(
+        "security reassert with the forbidden namespace {}",
+        if forbidden_first { "first" } else { "second" }
+    );
+    let pass = format!("sec-pw-{}", testkit::random_suffix(20));
+    let old = format!("sec-old-{}", testkit::random_suffix(20));
+    secret(&pass);
+    secret(&old);
+    let reg = LocalRegistry::start(&[(USER, &pass)]).await?;
+    reg.push_image(USER, &pass, "team/app", "v1").await?;
+    let (first, forbidden, last) = (
+        TestNs::new("chaos-sec-a").await?,
+        TestNs::new("chaos-sec-f").await?,
+        TestNs::new("chaos-sec-b").await?,
+    );
+    let all = [&first, &forbidden, &last, &cell.ns];
+    for n in all {
+        put_old_secret(n, &reg.host, &old).await?;
+    }
+    for n in [&first, &last] {
+        grant_secrets(n, &cell.ns.name).await?;
+        await_may(sa, "update", "", "secrets", &n.name, true).await?;
+    }
+    await_may(sa, "get", "", "secrets", &forbidden.name, false).await?;
+    let order = if forbidden_first {
+        [&forbidden, &first, &last]
+    } else {
+        [&first, &forbidden, &last]
+    };
+    let consumers = order.map(|n| n.name.as_str()).join(",");
+    let before = versions(&all).await?;
+    let state = cell.state().await?;
+    let image = format!("{}/team/app:v1", reg.host);
+    let root = format!("{}/{PULL_SECRET}", cell.ns.name);
+    let mut c = cell.cli(kubeconfig);
+    c.env("TOK", &pass).args([
+        "ghcr",
+        "reassert",
+        "--credential-env",
+        "TOK",
+        "--username",
+        USER,
+        "--image",
+        &image,
+        "--insecure-http-host",
+        &reg.host,
+        "--secret-name",
+        PULL_SECRET,
+        "--namespace-list",
+        &consumers,
+        "--root-secret",
+        &root,
+    ]);
+    if !forbidden_first {
+        // Inside a handoff, so the pause and its resume are exercised with the failure.
+        c.args(["--target", TARGET]);
+    }
+    let (code, _, err) = finish(c.spawn()?, s.run_bound).await?;
+    let mut f = Vec::new();
+    let line = last_line(&err);
+    if code != KUBE_API {
+        f.push(Finding::new(
+            Kind::Other,
+            format!("{what}: exit {code}, documented {KUBE_API}: {line}"),
+        ));
+    }
+    if !line.starts_with("error: ")
+        || !line.contains(&format!("{}/{PULL_SECRET}: forbidden", forbidden.name))
+    {
+        f.push(Finding::new(
+            Kind::Other,
+            format!("{what}: the error does not name {}: {line}", forbidden.name),
+        ));
+    }
+    let after = versions(&all).await?;
+    let written: Vec<&String> = before
+        .iter()
+        .filter(|(k, v)| after.get(*k) != Some(*v))
+        .map(|(k, _)| k)
+        .collect();
+    let allowed = if forbidden_first {
+        Vec::new()
+    } else {
+        vec![format!("{}/{PULL_SECRET}", first.name)]
+    };
+    if written
+        .iter()
+        .map(|w| w.as_str())
+        .ne(allowed.iter().map(String::as_str))
+    {
+        f.push(Finding::new(
+            Kind::UnexpectedChange,
+            format!("{what}: Secrets written {written:?}, the contract allows {allowed:?}"),
+        ));
+    }
+    for n in &allowed {
+        let (ns, name) = n.split_once('/').context("namespace/name")?;
+        if !holds(&first.client, ns, name, &pass).await? {
+            f.push(Finding::new(
+                Kind::UnexpectedChange,
+                format!("{what}: {n} was written but does not hold the new credential"),
+            ));
+        }
+    }
+    for d in cell.state().await?.diff(&state, &base.allowed) {
+        f.push(Finding::new(Kind::UnexpectedChange, format!("{what}: {d}")));
+    }
+    Ok(f)
+}
+
+/// `namespace/name` -> resourceVersion of every Secret in `namespaces`.
+async fn versions(namespaces: &[&TestNs]) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for n in namespaces {
+        for sec in n
+            .api::<Secret>()
+            .list(&kube::api::ListParams::default())
+            .await?
+            .items
+        {
+            if let (Some(name), Some(rv)) = (sec.metadata.name, sec.metadata.resource_version) {
+                out.insert(format!("{}/{name}", n.name), rv);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Whether Secret `ns/name` holds `pass` for [`USER`] (compared, never printed).
+async fn holds(client: &Client, ns: &str, name: &str, pass: &str) -> anyhow::Result<bool> {
+    let sec = Api::<Secret>::namespaced(client.clone(), ns)
+        .get(name)
+        .await?;
+    let Some(raw) = sec.data.and_then(|d| d.get(".dockerconfigjson").cloned()) else {
+        return Ok(false);
+    };
+    let text = String::from_utf8_lossy(&raw.0).into_owned();
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{pass}"));
+    Ok(text.contains(&auth) || text.contains(&format!("\"password\":\"{pass}\"")))
+}
+
+/// A pull Secret holding an old credential for `host`.
+async fn put_old_secret(n: &TestNs, host: &str, old: &str) -> anyhow::Result<()> {
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{old}"));
+    let config = json!({ "auths": { host: { "username": USER, "password": old, "auth": auth } } });
+    let sec: Secret = serde_json::from_value(json!({
+        "metadata": { "name": PULL_SECRET },
+        "type": "kubernetes.io/dockerconfigjson",
+        "stringData": { ".dockerconfigjson": config.to_string() },
+    }))?;
+    let api = n.api::<Secret>();
+    if api.get_opt(PULL_SECRET).await?.is_some() {
+        api.delete(PULL_SECRET, &DeleteParams::default()).await?;
+    }
+    api.create(&PostParams::default(), &sec).await?;
+    Ok(())
+}
+
+/// The manifest's Secret rule, bound in `n` to the `ServiceAccount` of namespace `sa_ns`
+/// (as deploy/rbac.yaml tells users to do for other namespaces).
+async fn grant_secrets(n: &TestNs, sa_ns: &str) -> anyhow::Result<()> {
+    let role: Role = serde_json::from_value(json!({
+        "metadata": { "name": SA },
+        "rules": [{ "apiGroups": [""], "resources": ["secrets"],
+                    "verbs": ["get", "create", "update", "patch"] }],
+    }))?;
+    n.api::<Role>()
+        .create(&PostParams::default(), &role)
+        .await?;
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": SA },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SA },
+        "subjects": [{ "kind": "ServiceAccount", "name": SA, "namespace": sa_ns }],
+    }))?;
+    n.api::<RoleBinding>()
+        .create(&PostParams::default(), &binding)
+        .await?;
+    Ok(())
+}
+
+/// The documents of deploy/rbac.yaml with `flux-system` renamed to `ns` and cluster-scoped
+/// names suffixed with `ns`.
+fn documents(ns: &str) -> anyhow::Result<Vec<Value>> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(RBAC)?;
+    let mut out = Vec::new();
+    for mut d in docs.into_iter().filter(|d| !d.is_null()) {
+        let kind = d["kind"].as_str().unwrap_or_default().to_string();
+        if d["metadata"]["namespace"] == "flux-system" {
+            d["metadata"]["namespace"] = ns.into();
+        }
+        if kind.starts_with("Cluster") {
+            let name = format!(
+                "{}-{ns}",
+                d["metadata"]["name"].as_str().unwrap_or_default()
+            );
+            d["metadata"]["name"] = name.into();
+        }
+        if d["roleRef"]["kind"] == "ClusterRole" {
+            let name = format!("{}-{ns}", d["roleRef"]["name"].as_str().unwrap_or_default());
+            d["roleRef"]["name"] = name.into();
+        }
+        for sub in d["subjects"].as_array_mut().into_iter().flatten() {
+            if sub["namespace"] == "flux-system" {
+                sub["namespace"] = ns.into();
+            }
+        }
+        out.push(d);
+    }
+    Ok(out)
+}
+
+async fn apply(client: &Client, ns: &str, docs: &[Value]) -> anyhow::Result<()> {
+    let pp = PostParams::default();
+    for d in docs {
+        let v = d.clone();
+        match d["kind"].as_str().unwrap_or_default() {
+            "ServiceAccount" => {
+                let o: ServiceAccount = serde_json::from_value(v)?;
+                Api::namespaced(client.clone(), ns).create(&pp, &o).await?;
+            }
+            "Role" => {
+                let o: Role = serde_json::from_value(v)?;
+                Api::namespaced(client.clone(), ns).create(&pp, &o).await?;
+            }
+            "RoleBinding" => {
+                let o: RoleBinding = serde_json::from_value(v)?;
+                Api::namespaced(client.clone(), ns).create(&pp, &o).await?;
+            }
+            "ClusterRole" => {
+                let o: ClusterRole = serde_json::from_value(v)?;
+                Api::all(client.clone()).create(&pp, &o).await?;
+            }
+            "ClusterRoleBinding" => {
+                let o: ClusterRoleBinding = serde_json::from_value(v)?;
+                Api::all(client.clone()).create(&pp, &o).await?;
+            }
+            other => bail!("unexpected kind {other} in deploy/rbac.yaml"),
+        }
+    }
+    Ok(())
+}
+
+async fn remove_cluster_scoped(client: &Client, docs: &[Value]) {
+    let dp = DeleteParams::default();
+    for d in docs {
+        let name = d["metadata"]["name"].as_str().unwrap_or_default();
+        match d["kind"].as_str().unwrap_or_default() {
+            "ClusterRole" => {
+                let _ = Api::<ClusterRole>::all(client.clone())
+                    .delete(name, &dp)
+                    .await;
+            }
+            "ClusterRoleBinding" => {
+                let _ = Api::<ClusterRoleBinding>::all(client.clone())
+                    .delete(name, &dp)
+                    .await;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A kubeconfig authenticating as the `ServiceAccount` (a fresh bound token, registered as a
+/// secret), next to the cell's other files.
+async fn sa_kubeconfig(cell: &Cell) -> anyhow::Result<PathBuf> {
+    let req = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            audiences: Some(vec!["https://kubernetes.default.svc".to_string()]),
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        }),
+        ..TokenRequest::default()
+    };
+    let token = cell
+        .ns
+        .api::<ServiceAccount>()
+        .create_token_request(SA, &PostParams::default(), &req)
+        .await?
+        .status
+        .and_then(|s| s.token)
+        .context("TokenRequest without a token")?;
+    secret(&token);
+    let mut kc = serde_json::to_value(kube::config::Kubeconfig::read_from(&cell.direct)?)?;
+    kc["users"] = json!([{ "name": "sa", "user": { "token": token } }]);
+    for ctx in kc["contexts"].as_array_mut().into_iter().flatten() {
+        ctx["context"]["user"] = json!("sa");
+    }
+    let path = cell.through_proxy.with_file_name("kubeconfig-sa");
+    std::fs::write(&path, serde_json::to_string(&kc)?)?;
+    Ok(path)
+}
+
+/// Polls (bounded) until the authorizer answers `want` for the `ServiceAccount`: RBAC changes
+/// reach its cache asynchronously.
+async fn await_may(
+    client: &Client,
+    verb: &str,
+    group: &str,
+    resource: &str,
+    ns: &str,
+    want: bool,
+) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let review = SelfSubjectAccessReview {
+            metadata: ObjectMeta::default(),
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(group.into()),
+                    resource: Some(resource.into()),
+                    verb: Some(verb.into()),
+                    namespace: Some(ns.into()),
+                    ..ResourceAttributes::default()
+                }),
+                ..SelfSubjectAccessReviewSpec::default()
+            },
+            status: None,
+        };
+        let allowed = Api::<SelfSubjectAccessReview>::all(client.clone())
+            .create(&PostParams::default(), &review)
+            .await?
+            .status
+            .is_some_and(|s| s.allowed);
+        if allowed == want {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("the authorizer never said {want} for {verb} {resource} in {ns}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn last_line(text: &str) -> &str {
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or_default()
 }
