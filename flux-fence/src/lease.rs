@@ -10,7 +10,7 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use tokio::task::JoinHandle;
 
-use crate::api::{Failure, classify, error};
+use crate::api::{Failure, classify, error, read_backoff, transient_read};
 use crate::lease_decide::{
     LeaseDecision, LeaseReleaseDecision, RecoverDecision, RecoverRefusal, RenewDecision,
     decide_lease_acquire, decide_lease_park, decide_lease_release, decide_recover, decide_renew,
@@ -96,10 +96,7 @@ impl Lease {
         let api: Api<KubeLease> = Api::namespaced(client.clone(), &cfg.namespace);
         let target = format!("{}/{}", cfg.namespace, cfg.name);
         for _ in 0..LEASE_ATTEMPTS {
-            let read = api
-                .get_opt(&cfg.name)
-                .await
-                .map_err(|e| error("get", RESOURCE.into(), target.clone(), e))?;
+            let read = read_lease(&api, &cfg.name, &target, crate::READ_RETRY_BUDGET).await?;
             let now = clock.now();
             let written = match decide_lease_acquire(read.as_ref(), &cfg, &holder, now)? {
                 LeaseDecision::Held { holder, expired } => {
@@ -155,10 +152,7 @@ impl Lease {
         let api: Api<KubeLease> = Api::namespaced(client.clone(), &cfg.namespace);
         let target = format!("{}/{}", cfg.namespace, cfg.name);
         for _ in 0..LEASE_ATTEMPTS {
-            let read = api
-                .get_opt(&cfg.name)
-                .await
-                .map_err(|e| error("get", RESOURCE.into(), target.clone(), e))?;
+            let read = read_lease(&api, &cfg.name, &target, crate::READ_RETRY_BUDGET).await?;
             let now = clock.now();
             let lease = match decide_recover(read.as_ref(), &cfg, &holder, &gone, now)? {
                 RecoverDecision::Refuse(r) => return Ok(LeaseRecover::Refused(r)),
@@ -220,11 +214,8 @@ impl LeaseHandle {
             if is_stale(*last, now, s.cfg.duration) {
                 return Err(self.mark_lost(LossReason::Stale));
             }
-            let read = s
-                .api
-                .get_opt(&s.cfg.name)
-                .await
-                .map_err(|e| error("get", RESOURCE.into(), target.clone(), e))?;
+            // A read that keeps failing past the Lease's duration finds it stale next round.
+            let read = read_lease(&s.api, &s.cfg.name, &target, s.cfg.duration).await?;
             let lease = match decide_renew(read.as_ref(), &s.holder, s.epoch, now) {
                 RenewDecision::Lost(reason) => return Err(self.mark_lost(reason)),
                 RenewDecision::Renew(lease) => lease,
@@ -434,11 +425,7 @@ impl LeaseGuard {
             .get_or_insert(LossReason::Released);
         let target = format!("{}/{}", s.cfg.namespace, s.cfg.name);
         for _ in 0..LEASE_ATTEMPTS {
-            let read = s
-                .api
-                .get_opt(&s.cfg.name)
-                .await
-                .map_err(|e| error("get", RESOURCE.into(), target.clone(), e))?;
+            let read = read_lease(&s.api, &s.cfg.name, &target, crate::READ_RETRY_BUDGET).await?;
             let lease = match decide(read.as_ref(), &s.holder, s.epoch) {
                 LeaseReleaseDecision::Gone => return Ok(LeaseRelease::Gone),
                 LeaseReleaseDecision::NotOurs { holder } => {
@@ -470,6 +457,34 @@ impl Drop for LeaseGuard {
         self.heartbeat.abort();
         if !self.released {
             tracing::error!(holder = %self.handle.holder(), epoch = %self.handle.epoch(), "lease guard dropped without release");
+        }
+    }
+}
+
+/// Reads the Lease (`None` on 404), sending the read again with backoff while it fails
+/// transiently (refused or broken connection, 429, 5xx) and `budget` lasts, as
+/// [`crate::Fencer::read`] does: acquire, assert, release and park all read through here, so
+/// one refused connection neither fails a run's start nor leaves the Lease held at its end.
+async fn read_lease(
+    api: &Api<KubeLease>,
+    name: &str,
+    target: &str,
+    budget: std::time::Duration,
+) -> Result<Option<KubeLease>, FenceError> {
+    let deadline = tokio::time::Instant::now() + budget;
+    let mut failed = 0;
+    loop {
+        match api.get_opt(name).await {
+            Ok(got) => return Ok(got),
+            Err(e)
+                if transient_read(&e)
+                    && tokio::time::Instant::now() + read_backoff(failed) < deadline =>
+            {
+                tracing::warn!(lease = %target, error = %e, "lease read failed; reading again");
+                tokio::time::sleep(read_backoff(failed)).await;
+                failed += 1;
+            }
+            Err(e) => return Err(error("get", RESOURCE.into(), target.to_string(), e)),
         }
     }
 }
