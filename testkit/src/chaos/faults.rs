@@ -90,7 +90,8 @@ impl Point {
 #[derive(Debug)]
 enum Outcome {
     Completed,
-    FailedClosed(i32),
+    /// The exit code and the error line.
+    FailedClosed(i32, String),
     Unreached,
     Violation(Vec<Finding>),
 }
@@ -99,7 +100,12 @@ enum Outcome {
 pub async fn run(s: &Settings, base: &Baseline) -> anyhow::Result<Tally> {
     let reads = clean_reads(s).await?;
     eprintln!("flux-chaos: faults: reads of a clean run: {reads:?}");
-    let cells = plan(s.quick, base, &reads);
+    // FLUX_CHAOS_FAULTS=<text> keeps only the cells whose label contains it (for debugging).
+    let only = std::env::var("FLUX_CHAOS_FAULTS").unwrap_or_default();
+    let cells: Vec<_> = plan(s.quick, base, &reads)
+        .into_iter()
+        .filter(|(name, _, p)| format!("{name} at {}", p.label(base)).contains(&only))
+        .collect();
     let n = cells.len();
     let (mut completed, mut closed, mut unreached, mut bad) = (0, 0, 0, 0);
     let mut findings = Vec::new();
@@ -110,9 +116,9 @@ pub async fn run(s: &Settings, base: &Baseline) -> anyhow::Result<Tally> {
                 completed += 1;
                 eprintln!("flux-chaos: faults {label}: completed");
             }
-            Outcome::FailedClosed(code) => {
+            Outcome::FailedClosed(code, line) => {
                 closed += 1;
-                eprintln!("flux-chaos: faults {label}: failed closed with exit {code}");
+                eprintln!("flux-chaos: faults {label}: failed closed with exit {code}: {line}");
             }
             Outcome::Unreached => {
                 unreached += 1;
@@ -241,7 +247,7 @@ async fn cell(
         Err(e) => {
             problems.push(Finding::new(Kind::Other, format!("hang: {e}")));
             problems.extend(check_and_recover(&cell, &before, base).await?);
-            Outcome::FailedClosed(-1)
+            Outcome::FailedClosed(-1, String::new())
         }
         Ok(_) if !reached => {
             cell.shutdown().await;
@@ -271,7 +277,7 @@ async fn cell(
             for p in &mut problems {
                 p.text = format!("{} (exit {code}: {})", p.text, last_line(&err));
             }
-            Outcome::FailedClosed(code)
+            Outcome::FailedClosed(code, last_line(&err).to_string())
         }
     };
     cell.shutdown().await;
@@ -328,7 +334,35 @@ fn last_line(stderr: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
-    use super::error_line_problem;
+    use super::{Seen, double_applications, error_line_problem};
+
+    fn seen(kind: &str, path: &str, forwarded: bool) -> Seen {
+        Seen {
+            kind: kind.into(),
+            path: path.into(),
+            mutating: !kind.starts_with("get"),
+            forwarded,
+        }
+    }
+
+    #[test]
+    fn a_write_the_proxy_answered_itself_is_not_a_double_application() {
+        let retried = [
+            seen("patch k", "/k/a", false),
+            seen("patch k", "/k/a", true),
+        ];
+        assert!(double_applications(&retried).is_empty());
+        let twice = [
+            seen("patch k", "/k/a", true),
+            seen("get k", "/k/a", false),
+            seen("patch k", "/k/a", true),
+        ];
+        assert_eq!(
+            double_applications(&twice).len(),
+            1,
+            "a read the proxy cut gave the client nothing new"
+        );
+    }
 
     #[test]
     fn a_failed_run_must_end_with_exactly_one_error_line() {
