@@ -37,7 +37,7 @@ use super::{Finding, Kind, Settings, Tally, finish, outputs};
 /// How long the server stays down between stop and start (on top of the stop and start).
 /// How long the server stays down between stop and start (on top of the stop and the start,
 /// ~1-3 s each), per round: the full run's later rounds outlast the 4 s Lease.
-const DOWNTIME_MS: [u64; 3] = [2_000, 3_500, 5_000];
+const DOWNTIME_MS: [u64; 3] = [0, 1_000, 2_500];
 /// Exit codes a run may fail closed with here (timeout, Kubernetes API error, cleanup failed).
 const CLOSED_CODES: [i32; 3] = [4, 6, 7];
 
@@ -47,6 +47,8 @@ enum Point {
     Proof,
     Command,
     Resume,
+    /// As `Resume`, down longer than the release's read budget: the run must fail closed.
+    ResumeBeyondBudget,
 }
 
 impl Point {
@@ -55,6 +57,7 @@ impl Point {
             Point::Proof => "proof",
             Point::Command => "command",
             Point::Resume => "resume",
+            Point::ResumeBeyondBudget => "resume-beyond-budget",
         }
     }
 }
@@ -78,26 +81,37 @@ pub async fn run(s: &Settings, base: &Baseline) -> anyhow::Result<Tally> {
     let rounds = if s.quick { 1 } else { 3 };
     let (mut restarts, mut completed, mut closed, mut bad, mut missed) = (0, 0, 0, 0, 0);
     let mut findings = Vec::new();
+    let mut plan = Vec::new();
     for round in 1..=rounds {
         let downtime = Duration::from_millis(DOWNTIME_MS[(round - 1) % DOWNTIME_MS.len()]);
         for point in [Point::Proof, Point::Command, Point::Resume] {
-            let label = format!("restart {} #{round}", point.name());
-            let (code, problems, miss) = one(s, base, &mut plane, &client, point, downtime).await?;
-            restarts += 1;
-            missed += usize::from(miss);
-            if !problems.is_empty() {
-                bad += 1;
-                findings.extend(problems.into_iter().map(|f| Finding {
-                    text: format!("{label}: {} (exit {code})", f.text),
-                    ..f
-                }));
-            } else if code == 0 {
-                completed += 1;
-            } else {
-                closed += 1;
-            }
-            eprintln!("flux-chaos: {label} done (exit {code})");
+            plan.push((
+                point,
+                downtime,
+                format!("restart {} #{round}", point.name()),
+            ));
         }
+    }
+    // Once per run: down longer than the read budget, so the release cannot wait it out.
+    let long = flux_fence::READ_RETRY_BUDGET + Duration::from_secs(5);
+    let point = Point::ResumeBeyondBudget;
+    plan.push((point, long, format!("restart {}", point.name())));
+    for (point, downtime, label) in plan {
+        let (code, problems, miss) = one(s, base, &mut plane, &client, point, downtime).await?;
+        restarts += 1;
+        missed += usize::from(miss);
+        if !problems.is_empty() {
+            bad += 1;
+            findings.extend(problems.into_iter().map(|f| Finding {
+                text: format!("{label}: {} (exit {code})", f.text),
+                ..f
+            }));
+        } else if code == 0 {
+            completed += 1;
+        } else {
+            closed += 1;
+        }
+        eprintln!("flux-chaos: {label} done (exit {code})");
     }
     plane.stop().await?;
     Ok(Tally {
@@ -213,7 +227,7 @@ async fn restart_at(
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         },
-        Point::Command | Point::Resume => {
+        Point::Command | Point::Resume | Point::ResumeBeyondBudget => {
             while !gate("started").exists() {
                 if exited(child)? || tokio::time::Instant::now() > deadline {
                     break;
@@ -359,7 +373,7 @@ impl Plane {
     }
 
     /// SIGTERM, then waits for the exit. The API server drains gracefully but keeps the
-    /// process up while watches stay open, so after 3 s a second SIGTERM makes it exit at once
+    /// process up while watches stay open, so after 1 s a second SIGTERM makes it exit at once
     /// (main.go: "a second one exits the process at once"), as a restart that stops waiting
     /// for its clients does; SIGKILL after 30 s.
     async fn stop(&mut self) -> anyhow::Result<()> {
@@ -370,7 +384,7 @@ impl Plane {
         let mut terms = 0;
         while child.try_wait()?.is_none() {
             let waited = start.elapsed();
-            if terms == 0 || (terms == 1 && waited > Duration::from_secs(3)) {
+            if terms == 0 || (terms == 1 && waited > Duration::from_secs(1)) {
                 signal("TERM", child.id())?;
                 terms += 1;
             }
