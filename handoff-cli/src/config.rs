@@ -138,19 +138,24 @@ pub fn parse(text: &str) -> Result<FileConfig, String> {
     })
 }
 
-/// Splits `namespace/name`; a bare `name` takes `default_ns`.
+/// Splits `namespace/name`; a bare `name` takes `default_ns`. The namespace must be a DNS
+/// label and the name a DNS subdomain, as the API server requires: both end up in request
+/// paths, so `.`, `..` or a leading `-` must never get that far.
 pub fn split_ref(text: &str, default_ns: &str) -> Result<(String, String), String> {
-    let valid = |s: &str| {
+    let label = |s: &str| {
         !s.is_empty()
-            && s.len() <= 253
+            && s.len() <= 63
             && s.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !s.starts_with('-')
+            && !s.ends_with('-')
     };
+    let subdomain = |s: &str| s.len() <= 253 && s.split('.').all(label);
     let (ns, name) = match text.split_once('/') {
         Some((ns, name)) => (ns, name),
         None => (default_ns, text),
     };
-    if valid(ns) && valid(name) {
+    if label(ns) && subdomain(name) {
         Ok((ns.to_string(), name.to_string()))
     } else {
         Err(format!("{text:?} is not a valid [namespace/]name"))
@@ -207,5 +212,18 @@ mod tests {
         assert!(split_ref("A/b", "x").is_err());
         assert!(split_ref("a/", "x").is_err());
         assert!(split_ref("a/b/c", "x").is_err());
+        assert_eq!(
+            split_ref("ns/app.v1", "x"),
+            Ok(("ns".into(), "app.v1".into()))
+        );
+        for traversal in [
+            "../x", "./x", "x/..", "..", "ns/.", "-a/b", "a/b-", "a/.b", "a/b..c",
+        ] {
+            assert!(split_ref(traversal, "x").is_err(), "{traversal}");
+        }
+        assert!(
+            split_ref("x", "..").is_err(),
+            "the default namespace is checked too"
+        );
     }
 }

@@ -68,7 +68,11 @@ async fn dispatch(cli: Cli) -> u8 {
         Command::Run(a) => ("run", cmd::run::run(g, a, &mut out, interrupt).await),
         Command::Fences(a) => ("fences", cmd::fences::run(g, a, &mut out).await),
         Command::Doctor(a) => ("doctor", cmd::doctor::run(g, a, &mut out).await),
-        Command::Ghcr(a) => (a.name(), cmd::ghcr::run(g, a, &mut out, interrupt).await),
+        // Boxed: the reassert future (a registry proof, a handoff, the Secrets) is over 16 KiB.
+        Command::Ghcr(a) => (
+            a.name(),
+            Box::pin(cmd::ghcr::run(g, a, &mut out, interrupt)).await,
+        ),
         Command::Completions { shell } => {
             clap_complete::generate(
                 *shell,
