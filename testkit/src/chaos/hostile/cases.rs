@@ -166,6 +166,34 @@ pub(super) fn input_cases(f: &Files, ns: &str) -> Vec<Case> {
             &["pause", "--target", "../../etc/passwd"],
         ),
         case(
+            "target namespace .. (a request path)",
+            USAGE,
+            &["pause", "--target", &format!("../{TARGET}")],
+        ),
+        case("target ./..", USAGE, &["pause", "--target", "./.."]),
+        case(
+            "lease namespace ..",
+            USAGE,
+            &["pause", "--target", TARGET, "--lease", "../flux-handoff"],
+        ),
+        case(
+            "parent ..",
+            USAGE,
+            &["pause", "--target", TARGET, "--parent", ".."],
+        ),
+        case(
+            "fences release of ks/../name",
+            USAGE,
+            &[
+                "fences",
+                "release",
+                "--holder",
+                "local-x-1-abcdef",
+                &format!("ks/../{TARGET}"),
+            ],
+        ),
+        case("fences --in ..", USAGE, &["fences", "--in", ".."]),
+        case(
             "target with control characters",
             USAGE,
             &["pause", "--target", "infra\u{1b}[2J\nstructure"],
@@ -483,6 +511,12 @@ pub(super) async fn ghcr_cases(r: &mut Run<'_>, f: &Files) -> anyhow::Result<()>
                 &reg.host,
                 &["--namespace-list", "../kube-system", "--secret-name", "s"],
             ),
+        )
+        .env("TOK", &pass),
+        mk(
+            "ghcr reassert root Secret ../name",
+            USAGE,
+            reassert(&image, &reg.host, &["--root-secret", "../ghcr-auth"]),
         )
         .env("TOK", &pass),
     ];
