@@ -27,18 +27,49 @@ impl Failure {
 }
 
 /// `error: cause: cause` on one line.
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut line = e.to_string();
-    let mut source = e.source();
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = text(e);
+    let mut source = next(e);
     while let Some(s) = source {
-        let text = s.to_string();
+        let text = text(s);
         if !line.contains(&text) {
             line.push_str(": ");
             line.push_str(&text);
         }
-        source = s.source();
+        source = next(s);
     }
     line.replace('\n', " ")
+}
+
+/// The cause to print after `e`: none after an API server answer, whose source is the same
+/// Status again.
+fn next<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a (dyn std::error::Error + 'static)> {
+    match e.downcast_ref::<kube::Error>() {
+        Some(kube::Error::Api(_)) => None,
+        _ => e.source(),
+    }
+}
+
+/// One error's own text. An answer of the API server reads `<message> (HTTP <code> <reason>)`:
+/// kube's own text repeats the whole Status in Rust debug form.
+fn text(e: &(dyn std::error::Error + 'static)) -> String {
+    match e.downcast_ref::<kube::Error>() {
+        Some(kube::Error::Api(s)) => {
+            let message = if s.message.is_empty() {
+                "the API server refused the request"
+            } else {
+                s.message.as_str()
+            };
+            if s.reason.is_empty() {
+                format!("{message} (HTTP {})", s.code)
+            } else {
+                format!("{message} (HTTP {} {})", s.code, s.reason)
+            }
+        }
+        _ => e.to_string(),
+    }
 }
 
 impl From<SuspendError> for Failure {
@@ -67,5 +98,42 @@ fn fence_code(e: &FenceError) -> u8 {
         FenceError::LeaseLost { .. } => exit::REFUSED,
         FenceError::InvalidMark { .. } | FenceError::InvalidReason { .. } => exit::USAGE,
         _ => exit::KUBE_API,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chain;
+
+    #[test]
+    fn an_api_server_answer_is_its_message_code_and_reason_without_a_debug_dump() {
+        let status = kube::core::Status::failure("etcdserver: request timed out", "Timeout")
+            .with_code(500)
+            .boxed();
+        let line = chain(&kube::Error::Api(status));
+        assert_eq!(line, "etcdserver: request timed out (HTTP 500 Timeout)");
+        let bare = kube::core::Status::failure("", "").with_code(503).boxed();
+        assert_eq!(
+            chain(&kube::Error::Api(bare)),
+            "the API server refused the request (HTTP 503)"
+        );
+    }
+
+    #[test]
+    fn a_wrapped_api_error_keeps_the_outer_step_and_the_plain_answer() {
+        let status = kube::core::Status::failure("boom", "InternalError")
+            .with_code(500)
+            .boxed();
+        let e = flux_suspend::SuspendError::Kube {
+            step: "reading the controller Deployment",
+            source: kube::Error::Api(status),
+        };
+        let line = chain(&e);
+        assert!(
+            line.starts_with("reading the controller Deployment"),
+            "{line}"
+        );
+        assert!(line.ends_with("boom (HTTP 500 InternalError)"), "{line}");
+        assert!(!line.contains("Status {"), "{line}");
     }
 }
