@@ -8,8 +8,8 @@
 //!    -- true` through the proxy.
 //! 3. Exit 0: the cluster must be back to its pre-run state. Non-zero: a documented exit code
 //!    for an API failure (4 timeout, 6 Kubernetes API, 7 cleanup), exactly one `error:` line
-//!    on stderr and it is the last line, and [`check_and_recover`] finds everything listed and
-//!    restores it. A run that does not end within the bound is a finding (a hang).
+//!    on stderr, the last one, without a Rust debug dump in it, and [`check_and_recover`] finds
+//!    everything listed and restores it. A run that does not end within the bound is a finding (a hang).
 //! 4. Never a double application: among the requests the proxy FORWARDED (a request answered
 //!    with a status, reset or cut was never applied), no write to the same object is sent again
 //!    without a read of it in between.
@@ -316,13 +316,18 @@ fn double_applications(seen: &[Seen]) -> Vec<Finding> {
 fn error_line_problem(stderr: &str) -> Option<String> {
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     let errors = lines.iter().filter(|l| l.starts_with("error:")).count();
-    let last_is_error = lines.last().is_some_and(|l| l.starts_with("error:"));
-    (errors != 1 || !last_is_error).then(|| {
-        format!(
+    let last = lines.last().copied().unwrap_or_default();
+    if errors != 1 || !last.starts_with("error:") {
+        return Some(format!(
             "stderr does not end with one `error:` line ({errors} error lines): {:?}",
             lines.iter().rev().take(3).rev().collect::<Vec<_>>()
-        )
-    })
+        ));
+    }
+    // A person reads this line: a Rust debug dump of the API's Status is not an explanation.
+    ["Status {", "Some(", "None,"]
+        .iter()
+        .any(|m| last.contains(m))
+        .then(|| format!("the error line carries a debug dump: {last}"))
 }
 
 fn last_line(stderr: &str) -> &str {
@@ -370,5 +375,11 @@ mod tests {
         assert!(error_line_problem("error: boom\nerror: again\n").is_some());
         assert!(error_line_problem("error: boom\n  caused by: x\n").is_some());
         assert!(error_line_problem("").is_some());
+        assert!(
+            error_line_problem(
+                "error: reading x: ApiError: boom (Status { status: Some(Failure), code: 500 })"
+            )
+            .is_some()
+        );
     }
 }
