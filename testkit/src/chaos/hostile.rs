@@ -7,6 +7,7 @@
 //! ("nothing was touched") must not have sent a single request to the API server.
 
 mod cases;
+mod ghcr;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -20,7 +21,8 @@ use tokio::process::Command;
 use super::cell::{Cell, LEASE, State};
 use super::discover::Baseline;
 use super::{Finding, Kind, Settings, Tally, finish};
-use cases::{Files, ghcr_cases, held_cases, input_cases};
+use cases::{Files, held_cases, input_cases};
+use ghcr::ghcr_cases;
 
 const USAGE: i32 = 2;
 const REFUSED: i32 = 3;
