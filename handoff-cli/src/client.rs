@@ -5,6 +5,9 @@ use kube::{Client, Config};
 
 use crate::cli::Global;
 
+/// The most a kubeconfig may hold (embedded certificates for many clusters fit easily).
+const MAX_KUBECONFIG_BYTES: u64 = 16 * 1024 * 1024;
+
 /// Builds the client from `--kubeconfig`/`--context`, else `$KUBECONFIG`, `~/.kube/config` or
 /// the in-cluster configuration.
 pub async fn client(global: &Global) -> Result<Client, String> {
@@ -14,6 +17,9 @@ pub async fn client(global: &Global) -> Result<Client, String> {
     };
     let config = match (&global.kubeconfig, &global.context) {
         (Some(path), _) => {
+            // Bounded first: `Kubeconfig::read_from` reads to the end, forever on `/dev/zero`.
+            crate::config::read_bounded(path, MAX_KUBECONFIG_BYTES)
+                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?;
             let kc = Kubeconfig::read_from(path)
                 .map_err(|e| format!("kubeconfig {}: {}", path.display(), first_line(&e)))?;
             Config::from_custom_kubeconfig(kc, &opts)
@@ -44,6 +50,22 @@ fn first_line(e: &dyn std::fmt::Display) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn an_endless_kubeconfig_fails_at_the_bound() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from([
+            "flux-handoff",
+            "--kubeconfig",
+            "/dev/zero",
+            "fences",
+        ])
+        .unwrap();
+        let Err(err) = client(&cli.global).await else {
+            panic!("a client from /dev/zero");
+        };
+        assert_eq!(err, "kubeconfig /dev/zero: more than 16777216 bytes");
+    }
 
     #[test]
     fn a_malformed_kubeconfig_is_one_line_without_the_text_around_the_fault() {

@@ -106,11 +106,31 @@ pub struct GhcrConfig {
     pub sources: Vec<String>,
 }
 
+/// The most a config file may hold; a wrong path (`/dev/zero`, a log) fails instead of being
+/// read forever.
+pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+
 /// Reads and parses `path`. Errors are one line: `config <path>:<line>: <what>`.
 pub fn load(path: &Path) -> Result<FileConfig, String> {
-    let text = std::fs::read_to_string(path)
+    let text = read_bounded(path, MAX_CONFIG_BYTES)
         .map_err(|e| format!("config {}: cannot read: {e}", path.display()))?;
     parse(&text).map_err(|e| format!("config {}{e}", path.display()))
+}
+
+/// Reads `path` as UTF-8, failing once it passed `limit` bytes.
+pub fn read_bounded(path: &Path, limit: u64) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(limit + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("more than {limit} bytes"),
+        ));
+    }
+    Ok(text)
 }
 
 /// Loads `path` when given; no config file is an empty config.
@@ -188,6 +208,15 @@ mod tests {
         assert!(err.starts_with(":3: "), "{err}");
         assert!(err.contains("namspace"), "{err}");
         assert_eq!(err.lines().count(), 1);
+    }
+
+    #[test]
+    fn an_endless_config_file_fails_at_the_bound() {
+        let err = load(Path::new("/dev/zero")).unwrap_err();
+        assert_eq!(
+            err,
+            "config /dev/zero: cannot read: more than 1048576 bytes"
+        );
     }
 
     #[test]
