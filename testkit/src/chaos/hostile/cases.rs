@@ -278,6 +278,8 @@ pub(super) fn input_cases(f: &Files, ns: &str) -> Vec<Case> {
         case("config path traversal (../../etc/shadow)", USAGE, &pause)
             .config(Path::new("../../etc/shadow")),
         case("config is a directory", USAGE, &pause).config(Path::new("..")),
+        case("config endless (/dev/zero)", USAGE, &pause).config(Path::new("/dev/zero")),
+        case("kubeconfig endless (/dev/zero)", KUBE_API, &pause).kubeconfig(Path::new("/dev/zero")),
     ]
 }
 
