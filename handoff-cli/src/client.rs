@@ -4,13 +4,25 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
 use crate::cli::Global;
+use crate::exit;
+use crate::failure::Failure;
 
 /// The most a kubeconfig may hold (embedded certificates for many clusters fit easily).
 const MAX_KUBECONFIG_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Builds the client from `--kubeconfig`/`--context`, else `$KUBECONFIG`, `~/.kube/config` or
-/// the in-cluster configuration.
-pub async fn client(global: &Global) -> Result<Client, String> {
+/// the in-cluster configuration. Nothing is sent to the API server yet.
+///
+/// # Errors
+/// A kubeconfig that is missing, unreadable, malformed or names an unknown context is a
+/// configuration error: exit 2 (usage), one line.
+pub async fn client(global: &Global) -> Result<Client, Failure> {
+    build(global)
+        .await
+        .map_err(|m| Failure::new(exit::USAGE, m))
+}
+
+async fn build(global: &Global) -> Result<Client, String> {
     let opts = KubeConfigOptions {
         context: global.context.clone(),
         ..KubeConfigOptions::default()
@@ -61,10 +73,31 @@ mod tests {
             "fences",
         ])
         .unwrap();
-        let Err(err) = client(&cli.global).await else {
+        let Err(err) = build(&cli.global).await else {
             panic!("a client from /dev/zero");
         };
         assert_eq!(err, "kubeconfig /dev/zero: more than 16777216 bytes");
+    }
+
+    #[tokio::test]
+    async fn a_kubeconfig_that_cannot_be_used_is_a_configuration_error() {
+        use clap::Parser;
+        for args in [
+            &[
+                "flux-handoff",
+                "--kubeconfig",
+                "/nonexistent/kubeconfig",
+                "fences",
+            ][..],
+            &["flux-handoff", "--kubeconfig", "/dev/zero", "fences"][..],
+        ] {
+            let cli = crate::cli::Cli::try_parse_from(args).unwrap();
+            let Err(f) = client(&cli.global).await else {
+                panic!("a client from {args:?}");
+            };
+            assert_eq!(f.code, exit::USAGE, "{args:?}: {}", f.message);
+            assert!(f.message.starts_with("kubeconfig "), "{}", f.message);
+        }
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub const TABLE: &str = "\
 Exit codes:
   0    success
   1    internal error
-  2    usage or configuration error (nothing was touched)
+  2    usage or configuration error: flags, config file, kubeconfig (nothing was touched)
   3    refused: another holder has the Lease or a fence (nothing was changed)
   4    timeout: the stable-pause proof or another bounded wait did not settle
   5    registry rejected the credential (401/403/404) or was unreachable

@@ -67,9 +67,7 @@ pub async fn run(global: &Global, args: &DoctorArgs, out: &mut Output) -> Result
         targets.target.push("unused".into());
     }
     let s = settings::resolve(global, &targets, &file).map_err(Failure::usage)?;
-    let client = client::client(global)
-        .await
-        .map_err(|m| Failure::new(exit::KUBE_API, m))?;
+    let client = client::client(global).await?;
     let mut r = Report {
         out,
         checks: Vec::new(),

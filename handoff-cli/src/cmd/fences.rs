@@ -113,9 +113,7 @@ impl Context {
             .as_ref()
             .map(|p| format!(" --config {}", p.display()))
             .unwrap_or_default();
-        let client = client::client(global)
-            .await
-            .map_err(|m| Failure::new(exit::KUBE_API, m))?;
+        let client = client::client(global).await?;
         Ok(Self {
             client,
             keys: s.keys,

@@ -19,9 +19,7 @@ pub async fn run(
 ) -> Result<u8, Failure> {
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
     let settings = settings::resolve(global, &args.targets, &file).map_err(Failure::usage)?;
-    let client = client::client(global)
-        .await
-        .map_err(|m| Failure::new(exit::KUBE_API, m))?;
+    let client = client::client(global).await?;
     // A signal while starting gives the start a short grace, never the client's read timeout.
     let holder = Holder::generate();
     let mut session = interrupt

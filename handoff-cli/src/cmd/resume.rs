@@ -26,9 +26,7 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
         targets.target.push("unused".into());
     }
     let settings = settings::resolve(global, &targets, &file).map_err(Failure::usage)?;
-    let client = client::client(global)
-        .await
-        .map_err(|m| Failure::new(exit::KUBE_API, m))?;
+    let client = client::client(global).await?;
 
     // Re-take the Lease as the same holder (it is adopted at its epoch), so no other handoff
     // starts while we release.

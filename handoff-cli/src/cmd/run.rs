@@ -24,9 +24,7 @@ pub async fn run(
         .command
         .split_first()
         .ok_or_else(|| Failure::usage("run: no command after --"))?;
-    let client = client::client(global)
-        .await
-        .map_err(|m| Failure::new(exit::KUBE_API, m))?;
+    let client = client::client(global).await?;
     // A signal while starting gives the start a short grace, never the client's read timeout.
     let holder = Holder::generate();
     let mut session = interrupt

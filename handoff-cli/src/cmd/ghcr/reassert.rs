@@ -82,9 +82,7 @@ pub async fn run(
     let config = check::prove(&input, out).await?;
 
     // 3. The handoff.
-    let client = client::client(global)
-        .await
-        .map_err(|m| Failure::new(exit::KUBE_API, m))?;
+    let client = client::client(global).await?;
     let work = Work {
         client: client.clone(),
         config,

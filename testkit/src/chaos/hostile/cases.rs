@@ -126,17 +126,17 @@ pub(super) fn input_cases(f: &Files, ns: &str) -> Vec<Case> {
     vec![
         case(
             "kubeconfig malformed (token on the broken line)",
-            KUBE_API,
+            USAGE,
             &pause,
         )
         .kubeconfig(&f.malformed_kc),
-        case("kubeconfig file missing", KUBE_API, &pause)
+        case("kubeconfig file missing", USAGE, &pause)
             .kubeconfig(Path::new("/nonexistent/kubeconfig")),
         case("server unreachable (closed port)", KUBE_API, &pause).kubeconfig(&f.closed_kc),
         case("kubeconfig forged token", KUBE_API, &pause).kubeconfig(&f.bad_token_kc),
         case(
             "kubeconfig unknown context",
-            KUBE_API,
+            USAGE,
             &["--context", "nope", "pause", "--target", TARGET],
         ),
         case(
@@ -279,7 +279,7 @@ pub(super) fn input_cases(f: &Files, ns: &str) -> Vec<Case> {
             .config(Path::new("../../etc/shadow")),
         case("config is a directory", USAGE, &pause).config(Path::new("..")),
         case("config endless (/dev/zero)", USAGE, &pause).config(Path::new("/dev/zero")),
-        case("kubeconfig endless (/dev/zero)", KUBE_API, &pause).kubeconfig(Path::new("/dev/zero")),
+        case("kubeconfig endless (/dev/zero)", USAGE, &pause).kubeconfig(Path::new("/dev/zero")),
     ]
 }
 
