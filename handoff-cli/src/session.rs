@@ -38,22 +38,36 @@ impl std::fmt::Debug for Session {
 
 impl Session {
     /// Resolves the chains (reading each target), then acquires the Lease.
+    ///
+    /// # Guarantees
+    /// A signal during the reads stops them at once: exit 130, nothing was written. A signal
+    /// during the Lease acquire gives it [`crate::signals::GRACE`] to finish (its create may
+    /// land after the request was abandoned); when it does not, exit 7 names the holder whose
+    /// Lease may be held.
     pub async fn start(
         client: Client,
         settings: Settings,
         holder: Holder,
         out: &mut Output,
+        interrupt: &mut Interrupt,
     ) -> Result<Self, Failure> {
-        lease_preflight(&client, &settings).await?;
-        let chains = resolve_chains(&client, &settings, &holder).await?;
-        let acquired = Lease::acquire(
-            client.clone(),
-            settings.lease.clone(),
-            holder.clone(),
-            Arc::new(SystemClock),
-        )
-        .await
-        .map_err(Failure::from)?;
+        let chains = interrupt
+            .cancel(async {
+                lease_preflight(&client, &settings).await?;
+                resolve_chains(&client, &settings, &holder).await
+            })
+            .await
+            .ok_or_else(crate::signals::stopped_before_start)??;
+        let acquired = interrupt
+            .grace(Lease::acquire(
+                client.clone(),
+                settings.lease.clone(),
+                holder.clone(),
+                Arc::new(SystemClock),
+            ))
+            .await
+            .ok_or_else(|| crate::signals::start_cut_short(&holder))?
+            .map_err(Failure::from)?;
         let lease = match acquired {
             LeaseAcquire::Acquired(g) => g,
             LeaseAcquire::Held {

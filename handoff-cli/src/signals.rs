@@ -1,10 +1,12 @@
 //! SIGINT/SIGTERM: the first stops new work and lets the command release what it holds, in
 //! order; a second exits at once and leaves the fence report to tell what is held.
 //!
-//! Work that must not be dropped half-way (starting a session: its Lease create may land after
-//! the request was abandoned) runs under [`Interrupt::grace`]: a signal gives it [`GRACE`] to
-//! finish, so a hung API server cannot keep a signalled run alive for the client's read
-//! timeout (minutes), and a run that gives up says it may hold the Lease.
+//! Reads before anything is held (the preflight and the targets) run under
+//! [`Interrupt::cancel`]: a signal stops them at once, and the run exits 130 with nothing
+//! changed. Work that must not be dropped half-way (the Lease create may land after the request
+//! was abandoned) runs under [`Interrupt::grace`]: a signal gives it [`GRACE`] to finish, so a
+//! hung API server cannot keep a signalled run alive for the client's read timeout (minutes),
+//! and a run that gives up says it may hold the Lease.
 
 use std::future::Future;
 use std::time::Duration;
@@ -54,6 +56,15 @@ impl Interrupt {
         self.grace_for(GRACE, work).await
     }
 
+    /// Runs `work` unless a signal comes first: `None` when it did (`work` is dropped). Only
+    /// for work that writes nothing.
+    pub async fn cancel<T>(&mut self, work: impl Future<Output = T>) -> Option<T> {
+        tokio::select! {
+            r = work => Some(r),
+            () = self.wait() => None,
+        }
+    }
+
     async fn grace_for<T>(&mut self, grace: Duration, work: impl Future<Output = T>) -> Option<T> {
         let mut work = std::pin::pin!(work);
         tokio::select! {
@@ -62,6 +73,15 @@ impl Interrupt {
         }
         tokio::time::timeout(grace, work).await.ok()
     }
+}
+
+/// The failure of a session start stopped by a signal before anything was written.
+#[must_use]
+pub fn stopped_before_start() -> Failure {
+    Failure::new(
+        exit::INTERRUPTED,
+        "interrupted before anything was taken: nothing was changed",
+    )
 }
 
 /// The failure of a session start cut short by a signal: the Lease create may have landed, so
@@ -109,6 +129,15 @@ mod tests {
             .grace_for(Duration::from_millis(10), slow(Duration::from_mins(5)))
             .await;
         assert_eq!(r, None);
+    }
+
+    #[tokio::test]
+    async fn a_signal_stops_cancellable_work_at_once_and_without_one_it_runs_to_its_end() {
+        let r = fired().cancel(slow(Duration::from_mins(5))).await;
+        assert_eq!(r, None);
+        let (_tx, rx) = watch::channel(false);
+        let r = Interrupt(rx).cancel(slow(Duration::from_millis(20))).await;
+        assert_eq!(r, Some(7));
     }
 
     #[tokio::test]

@@ -1,6 +1,7 @@
 //! End to end: a signal while the API server holds back an answer the session start waits
-//! for. The run gives the start a short grace, not the client's read timeout (minutes), and
-//! then says what it may hold.
+//! for. A read before anything is taken is dropped at once (exit 130, nothing changed); the
+//! Lease create gets a short grace, not the client's read timeout (minutes), and then the run
+//! says what it may hold.
 
 mod common;
 
@@ -22,17 +23,7 @@ async fn sigterm_while_the_lease_create_is_unanswered_exits_7_naming_the_holder_
     let kc = std::env::temp_dir().join(format!("fh-slow-{}.json", testkit::random_suffix(6)));
     proxy.write_kubeconfig(&kc).unwrap();
     proxy.arm_on("create leases", 1, Fault::Delay(HELD));
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_flux-handoff"));
-    cmd.env_remove("GITHUB_ACTIONS")
-        .arg("--kubeconfig")
-        .arg(&kc)
-        .args(["--namespace", &c.ns.name, "--interval", "200ms"])
-        .args(["pause", "--target", TARGET])
-        .args(c.handoff_flags())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = cmd.spawn().unwrap();
-    let pid = child.id();
+    let child = spawn_pause(&c, &kc);
     // The create landed: the Lease names a holder on the server.
     let leases = c.ns.api::<Lease>();
     let mut holder = None;
@@ -48,20 +39,7 @@ async fn sigterm_while_the_lease_create_is_unanswered_exits_7_naming_the_holder_
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let holder = holder.expect("the Lease create never reached the server");
-    let ok = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill -TERM {pid}");
-    // Bounded far below the held answer: the run must not be waiting for it.
-    let out = tokio::time::timeout(
-        Duration::from_mins(1),
-        tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()),
-    )
-    .await
-    .expect("the signalled run kept waiting for the held answer")
-    .unwrap();
+    let out = term_and_wait(child).await;
     let err = stderr(&out);
     assert_eq!(code(&out), 7, "{err}");
     let last = err.lines().last().unwrap_or_default();
@@ -79,4 +57,89 @@ async fn sigterm_while_the_lease_create_is_unanswered_exits_7_naming_the_holder_
         Some(holder.as_str())
     );
     let _ = std::fs::remove_file(kc);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_while_the_first_target_read_is_unanswered_exits_130_with_nothing_taken() {
+    let c = Cluster::seeded("cli-sigread").await;
+    let before = [c.get(PARENT).await, c.get(TARGET).await];
+    let proxy = Proxy::start().await.unwrap();
+    let kc = std::env::temp_dir().join(format!("fh-slow-{}.json", testkit::random_suffix(6)));
+    proxy.write_kubeconfig(&kc).unwrap();
+    proxy.arm_on("get kustomizations", 1, Fault::Delay(HELD));
+    let child = spawn_pause(&c, &kc);
+    let mut seen = false;
+    for _ in 0..600 {
+        seen = proxy
+            .counts()
+            .get("get kustomizations")
+            .copied()
+            .unwrap_or(0)
+            >= 1;
+        if seen {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(seen, "the run never read its target");
+    let out = term_and_wait(child).await;
+    let err = stderr(&out);
+    assert_eq!(code(&out), 130, "{err}");
+    assert!(
+        err.lines()
+            .last()
+            .unwrap_or_default()
+            .contains("nothing was changed"),
+        "{err}"
+    );
+    // Nothing was written: no Lease, both objects exactly as before (same resourceVersion).
+    let lease = c.ns.api::<Lease>().get_opt("flux-handoff").await.unwrap();
+    assert!(lease.is_none(), "a Lease was created: {lease:?}");
+    for (name, b) in [PARENT, TARGET].into_iter().zip(before) {
+        assert_eq!(
+            c.get(name).await["metadata"]["resourceVersion"],
+            b["metadata"]["resourceVersion"],
+            "{name} was written"
+        );
+    }
+    assert!(
+        proxy.mutations() == 0,
+        "no mutating request may reach the proxy: {:?}",
+        proxy.counts()
+    );
+    let _ = std::fs::remove_file(kc);
+}
+
+/// `flux-handoff pause --target TARGET` through kubeconfig `kc`, outputs piped.
+fn spawn_pause(c: &Cluster, kc: &std::path::Path) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_flux-handoff"))
+        .env_remove("GITHUB_ACTIONS")
+        .arg("--kubeconfig")
+        .arg(kc)
+        .args(["--namespace", &c.ns.name, "--interval", "200ms"])
+        .args(["pause", "--target", TARGET])
+        .args(c.handoff_flags())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// SIGTERM to `child`, then its output, bounded far below the held answer: the run must not
+/// be waiting for it.
+async fn term_and_wait(child: std::process::Child) -> std::process::Output {
+    let pid = child.id();
+    let ok = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -TERM {pid}");
+    tokio::time::timeout(
+        Duration::from_mins(1),
+        tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()),
+    )
+    .await
+    .expect("the signalled run kept waiting for the held answer")
+    .unwrap()
 }

@@ -8,7 +8,7 @@ use crate::cli::{Global, PauseArgs};
 use crate::failure::Failure;
 use crate::output::Output;
 use crate::session::Session;
-use crate::signals::{self, Interrupt};
+use crate::signals::Interrupt;
 use crate::{client, config, exit, settings};
 
 pub async fn run(
@@ -20,12 +20,8 @@ pub async fn run(
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
     let settings = settings::resolve(global, &args.targets, &file).map_err(Failure::usage)?;
     let client = client::client(global).await?;
-    // A signal while starting gives the start a short grace, never the client's read timeout.
     let holder = Holder::generate();
-    let mut session = interrupt
-        .grace(Session::start(client, settings, holder.clone(), out))
-        .await
-        .ok_or_else(|| signals::start_cut_short(&holder))??;
+    let mut session = Session::start(client, settings, holder, out, &mut interrupt).await?;
     match session.pause(out, &mut interrupt).await {
         Ok(proof) => {
             out.fact(

@@ -9,7 +9,7 @@ use crate::cli::{Global, RunArgs};
 use crate::failure::Failure;
 use crate::output::Output;
 use crate::session::Session;
-use crate::signals::{self, Interrupt};
+use crate::signals::Interrupt;
 use crate::{client, config, exit, settings};
 
 pub async fn run(
@@ -25,12 +25,8 @@ pub async fn run(
         .split_first()
         .ok_or_else(|| Failure::usage("run: no command after --"))?;
     let client = client::client(global).await?;
-    // A signal while starting gives the start a short grace, never the client's read timeout.
     let holder = Holder::generate();
-    let mut session = interrupt
-        .grace(Session::start(client, settings, holder.clone(), out))
-        .await
-        .ok_or_else(|| signals::start_cut_short(&holder))??;
+    let mut session = Session::start(client, settings, holder, out, &mut interrupt).await?;
 
     let outcome = match session.pause(out, &mut interrupt).await {
         Err(f) => Err(f),

@@ -21,7 +21,7 @@ use crate::config::{GhcrConfig, split_ref};
 use crate::failure::{Failure, chain};
 use crate::output::Output;
 use crate::session::Session;
-use crate::signals::{self, Interrupt};
+use crate::signals::Interrupt;
 use crate::{client, config, exit, settings};
 
 /// `flux-handoff ghcr reassert`.
@@ -100,15 +100,7 @@ pub async fn run(
         };
     };
     let holder = Holder::generate();
-    let mut session = interrupt
-        .grace(Session::start(
-            client.clone(),
-            settings,
-            holder.clone(),
-            out,
-        ))
-        .await
-        .ok_or_else(|| signals::start_cut_short(&holder))??;
+    let mut session = Session::start(client.clone(), settings, holder, out, &mut interrupt).await?;
     let outcome = match session.pause(out, &mut interrupt).await {
         Err(f) => Err(f),
         Ok(proof) => {
