@@ -34,8 +34,10 @@ use plane::{Plane, signal};
 /// How long the server stays down between stop and start (on top of the stop and the start,
 /// ~1-3 s each), per round: the full run's later rounds outlast the 4 s Lease.
 const DOWNTIME_MS: [u64; 3] = [0, 1_000, 2_500];
-/// Exit codes a run may fail closed with here (timeout, Kubernetes API error, cleanup failed).
-const CLOSED_CODES: [i32; 3] = [4, 6, 7];
+/// Exit codes a run may fail closed with here: refused (the Lease was lost: not renewed within
+/// its duration while the server was down; exit 3 promises nothing was changed, checked below),
+/// timeout, Kubernetes API error, cleanup failed.
+const CLOSED_CODES: [i32; 4] = [3, 4, 6, 7];
 
 /// Where in the run the server restarts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,7 +170,7 @@ async fn one(
         if !CLOSED_CODES.contains(&code) {
             problems.push(Finding::new(
                 Kind::Other,
-                format!("exit code {code} is not a fail-closed code 4, 6 or 7"),
+                format!("exit code {code} is not a fail-closed code 3, 4, 6 or 7"),
             ));
         }
         if errors.len() != 1 {
@@ -182,6 +184,19 @@ async fn one(
             point.name(),
             errors.last().unwrap_or(&"")
         );
+        if code == 3 {
+            // "refused: nothing was changed": no fence may be left and spec and annotations
+            // must be as before (a lost Lease the CLI could not clear is checked as listed).
+            let left = cell.state().await?;
+            for d in left.diff(&before, &base.allowed) {
+                if !d.starts_with("lease held by") {
+                    problems.push(Finding::new(
+                        Kind::UnexpectedChange,
+                        format!("exit 3 (nothing changed) but {d}"),
+                    ));
+                }
+            }
+        }
         problems.extend(cell.check_and_recover(&before, base).await?);
     }
     problems.extend(cell.model_alive().await);
