@@ -95,6 +95,10 @@ impl From<FenceError> for Failure {
 
 fn fence_code(e: &FenceError) -> u8 {
     match e {
+        // Not renewed in time: the API server could not be reached (nobody else took it).
+        FenceError::LeaseLost {
+            reason: flux_fence::LossReason::Stale,
+        } => exit::KUBE_API,
         FenceError::LeaseLost { .. } => exit::REFUSED,
         FenceError::InvalidMark { .. } | FenceError::InvalidReason { .. } => exit::USAGE,
         _ => exit::KUBE_API,
@@ -103,7 +107,24 @@ fn fence_code(e: &FenceError) -> u8 {
 
 #[cfg(test)]
 mod tests {
-    use super::chain;
+    use super::{chain, fence_code};
+    use crate::exit;
+    use flux_fence::{FenceError, LossReason};
+
+    #[test]
+    fn a_lease_not_renewed_in_time_is_an_api_failure_and_one_taken_over_is_a_refusal() {
+        let lost = |reason| FenceError::LeaseLost { reason };
+        assert_eq!(fence_code(&lost(LossReason::Stale)), exit::KUBE_API);
+        for r in [
+            LossReason::Deleted,
+            LossReason::EpochChanged,
+            LossReason::HolderChanged {
+                holder: Some("other".into()),
+            },
+        ] {
+            assert_eq!(fence_code(&lost(r)), exit::REFUSED);
+        }
+    }
 
     #[test]
     fn an_api_server_answer_is_its_message_code_and_reason_without_a_debug_dump() {
