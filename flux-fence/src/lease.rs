@@ -14,7 +14,7 @@ use crate::api::{Failure, classify, error, read_backoff, transient_read};
 use crate::lease_decide::{
     LeaseDecision, LeaseReleaseDecision, RecoverDecision, RecoverRefusal, RenewDecision,
     decide_lease_acquire, decide_lease_park, decide_lease_release, decide_recover, decide_renew,
-    is_stale, transitions,
+    is_stale, release_landed, transitions,
 };
 use crate::{Clock, Epoch, FenceError, GoneHolder, Holder, LeaseConfig, LossReason, OwnerValue};
 
@@ -385,9 +385,13 @@ impl LeaseGuard {
     /// # Errors
     /// An API failure (a Lease that kept moving is [`LeaseRelease::Contended`]).
     pub async fn park(self, parked_key: &str) -> Result<LeaseRelease, FenceError> {
-        self.finish("parked", |read, holder, epoch| {
-            decide_lease_park(read, holder, epoch, parked_key)
-        })
+        // A park whose answer was lost is written again after the re-read (still ours at our
+        // epoch): the same annotation, a CAS on the new resourceVersion.
+        self.finish(
+            "parked",
+            |read, holder, epoch| decide_lease_park(read, holder, epoch, parked_key),
+            |_, _| false,
+        )
         .await
     }
 
@@ -403,16 +407,19 @@ impl LeaseGuard {
     /// # Caveats
     /// Release fences before the Lease: fences carry the epoch, not a liveness check.
     pub async fn release(self) -> Result<LeaseRelease, FenceError> {
-        self.finish("released", decide_lease_release).await
+        self.finish("released", decide_lease_release, release_landed)
+            .await
     }
 
     /// The last write of this guard: stops the heartbeat, makes every later assert fail, then
     /// re-reads and writes what `decide` says (an update carrying the read resourceVersion)
-    /// while the Lease is still ours at our epoch.
+    /// while the Lease is still ours at our epoch. After a write whose answer was lost, a
+    /// re-read that `landed` says shows our write is taken as done.
     async fn finish(
         mut self,
         done: &'static str,
         decide: impl Fn(Option<&KubeLease>, &Holder, Epoch) -> LeaseReleaseDecision,
+        landed: impl Fn(Option<&KubeLease>, Epoch) -> bool,
     ) -> Result<LeaseRelease, FenceError> {
         self.heartbeat.abort();
         self.released = true;
@@ -424,8 +431,13 @@ impl LeaseGuard {
             .unwrap_or_else(PoisonError::into_inner)
             .get_or_insert(LossReason::Released);
         let target = format!("{}/{}", s.cfg.namespace, s.cfg.name);
+        let mut ambiguous = false;
         for _ in 0..LEASE_ATTEMPTS {
             let read = read_lease(&s.api, &s.cfg.name, &target, crate::READ_RETRY_BUDGET).await?;
+            if ambiguous && landed(read.as_ref(), s.epoch) {
+                tracing::info!(lease = %target, holder = %s.holder, "lease {done} (the answer was lost; the re-read shows it)");
+                return Ok(LeaseRelease::Released);
+            }
             let lease = match decide(read.as_ref(), &s.holder, s.epoch) {
                 LeaseReleaseDecision::Gone => return Ok(LeaseRelease::Gone),
                 LeaseReleaseDecision::NotOurs { holder } => {
@@ -443,7 +455,8 @@ impl LeaseGuard {
                     return Ok(LeaseRelease::Released);
                 }
                 Err(e) => match classify(&e) {
-                    Failure::Conflict | Failure::Unknown => {}
+                    Failure::Conflict => ambiguous = false,
+                    Failure::Unknown => ambiguous = true,
                     _ => return Err(error("update", RESOURCE.into(), target, e)),
                 },
             }

@@ -274,6 +274,19 @@ pub fn decide_recover(
     }
 }
 
+/// Whether a release of our Lease at `epoch` whose answer was lost has landed: the Lease
+/// names no holder and its `leaseTransitions` is still our epoch. Any later acquire raises
+/// `leaseTransitions`, so an empty holder at our epoch was cleared by our release (or by a
+/// recovery of our own run, which ends in the same state).
+#[must_use]
+pub fn release_landed(read: Option<&KubeLease>, epoch: Epoch) -> bool {
+    let Some(spec) = read.and_then(|l| l.spec.as_ref()) else {
+        return false;
+    };
+    spec.holder_identity.as_deref().is_none_or(str::is_empty)
+        && transitions(spec).ok() == Some(epoch.0)
+}
+
 /// Decides a release of our Lease at `epoch`.
 #[must_use]
 pub fn decide_lease_release(

@@ -70,3 +70,37 @@ async fn a_lease_create_cut_by_a_refusal_is_re_read_and_taken_and_a_reset_releas
     assert_eq!(server_holder(&ns, &cfg.name).await, None);
     assert_eq!(proxy.counts().get("get leases").copied(), Some(gets + 3));
 }
+
+#[tokio::test]
+async fn a_release_applied_but_unanswered_is_read_back_as_released_and_not_sent_twice() {
+    let ns = TestNs::new("lease-lost").await.unwrap();
+    let proxy = Proxy::start().await.unwrap();
+    let cfg = LeaseConfig {
+        namespace: ns.name.clone(),
+        name: "flux-handoff".into(),
+        duration: Duration::from_mins(1),
+        renew_every: Duration::from_hours(1),
+    };
+    let holder = Holder::local("lost", std::process::id());
+    let LeaseAcquire::Acquired(guard) = Lease::acquire(
+        proxy.client().unwrap(),
+        cfg.clone(),
+        holder,
+        Arc::new(SystemClock),
+    )
+    .await
+    .unwrap() else {
+        panic!("not acquired")
+    };
+    // The release update reaches the server and is applied; its answer is dropped.
+    let updates = proxy.counts().get("update leases").copied().unwrap_or(0);
+    proxy.arm_on("update leases", updates + 1, Fault::DropResponse);
+    let released = guard.release().await.unwrap();
+    assert!(matches!(released, LeaseRelease::Released), "{released:?}");
+    assert_eq!(server_holder(&ns, &cfg.name).await, None);
+    assert_eq!(
+        proxy.counts().get("update leases").copied(),
+        Some(updates + 1),
+        "the release was written once"
+    );
+}

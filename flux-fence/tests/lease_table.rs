@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use flux_fence::lease_decide::{
     LeaseDecision, LeaseReleaseDecision, RecoverDecision, RenewDecision, decide_lease_acquire,
-    decide_lease_release, decide_recover, decide_renew, is_expired, is_stale,
+    decide_lease_release, decide_recover, decide_renew, is_expired, is_stale, release_landed,
 };
 use flux_fence::{
     Clock, Epoch, GoneHolder, Holder, LeaseConfig, LossReason, ManualClock, RecoverRefusal,
@@ -214,6 +214,24 @@ fn recovery_needs_the_named_holder_and_expiry() {
     let spec = l.spec.unwrap();
     assert_eq!(spec.holder_identity.as_deref(), Some("gh1.1-aaaaaa"));
     assert_eq!(spec.lease_transitions, Some(3));
+}
+
+#[test]
+fn a_release_whose_answer_was_lost_has_landed_only_with_no_holder_at_our_epoch() {
+    assert!(release_landed(Some(&lease(None, 3, t0())), Epoch(3)));
+    assert!(release_landed(Some(&lease(Some(""), 3, t0())), Epoch(3)));
+    // Still ours: the release did not land.
+    assert!(!release_landed(
+        Some(&lease(Some("gh1.1-aaaaaa"), 3, t0())),
+        Epoch(3)
+    ));
+    // Free at a later epoch: someone acquired (and released) it since; not our write.
+    assert!(!release_landed(Some(&lease(None, 4, t0())), Epoch(3)));
+    assert!(!release_landed(
+        Some(&lease(Some("gh9.1-zzzzzz"), 4, t0())),
+        Epoch(3)
+    ));
+    assert!(!release_landed(None, Epoch(3)));
 }
 
 #[test]
