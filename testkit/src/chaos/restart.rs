@@ -1,9 +1,10 @@
 //! restart: stop and start the API server mid-run, on the same etcd data, at four points of a
 //! `run`: between the parent's fence and the target's (parent acknowledgement), during the proof
-//! (both fences written), during the command, and while the release (resume) begins. The run must complete (exit 0, cluster as before) or fail closed (a
-//! documented exit code, one `error:` line, every fence and a held Lease listed by `fences`,
-//! and `fences recover` restoring the pre-run state). The in-process controller model must
-//! reconnect: after each point it must reconcile an object changed through the restarted server.
+//! (both fences written), during the command, and while the release (resume) begins. The run
+//! must complete (exit 0, cluster as before) or fail closed (a documented exit code, one
+//! `error:` line, every fence and a held Lease listed by `fences`, and `fences recover`
+//! restoring the pre-run state). The in-process controller model must reconnect: after each
+//! point it must reconcile an object changed through the restarted server.
 //!
 //! This scenario runs a control plane of its own (`Settings.launcher`, the envtest binary) with
 //! fixed ports, so a restart serves the same CA, token, data and address; the shared chaos plane
@@ -30,13 +31,12 @@ use super::{Finding, Kind, Settings, Tally, finish};
 use mini::Mini;
 use plane::{Plane, signal};
 
-/// How long the server stays down between stop and start (on top of the stop and start).
 /// How long the server stays down between stop and start (on top of the stop and the start,
 /// ~1-3 s each), per round: the full run's later rounds outlast the 4 s Lease.
 const DOWNTIME_MS: [u64; 3] = [0, 1_000, 2_500];
-/// Exit codes a run may fail closed with here: refused (the Lease was lost: not renewed within
-/// its duration while the server was down; exit 3 promises nothing was changed, checked below),
-/// timeout, Kubernetes API error, cleanup failed.
+/// Exit codes a run may fail closed with here: refused (exit 3 promises nothing was changed,
+/// checked below), timeout, Kubernetes API error (also a Lease not renewed within its duration
+/// while the server was down), cleanup failed.
 const CLOSED_CODES: [i32; 4] = [3, 4, 6, 7];
 
 /// Where in the run the server restarts.

@@ -12,17 +12,18 @@
 //!    and the first fence write for [`HELD`] (longer than the bound), and the signal comes
 //!    while the answer is held.
 //! 3. The CLI must exit within [`BOUND`] with 130 (interrupted), 0 (the signal came after the
-//!    command finished, while releasing), or 7 (something could not be released, or the start
-//!    was cut short while the API server did not answer, so the Lease may be held).
+//!    command finished, while releasing), or 7 (something could not be released, or the Lease
+//!    create was cut short while the API server did not answer, so the Lease may be held; a
+//!    signal during the reads before it exits 130 at once).
 //! 4. The server must hold no fence and a free Lease (state compared with the pre-run
 //!    snapshot); anything left must come with exit 7, be listed by `fences` and be recoverable
 //!    ([`check_and_recover`]), else it is a leaked fence.
 //! 5. Release order, from the recorder: the last write of the target comes before the last
 //!    write of the parent, and the last Lease update (its release) after both.
 //!
-//! `chaos: signals sent=N released=a within_bound=b violations=c unsent=u`: `unsent` runs
-//! finished before their trigger (a request count this run did not reach); they are still
-//! checked as clean runs.
+//! `chaos: signals runs=R sent=N released=a within_bound=b violations=c unsent=u`: `released`
+//! and `within_bound` count runs; `unsent` runs finished before their trigger (a request count
+//! this run did not reach); they are still checked as clean runs.
 
 use std::time::{Duration, Instant};
 
@@ -110,7 +111,8 @@ pub async fn run(s: &Settings, base: &Baseline) -> anyhow::Result<Tally> {
         scenario: "signals",
         count: sent,
         line: format!(
-            "chaos: signals sent={sent} released={released} within_bound={within} violations={violations} unsent={}",
+            "chaos: signals runs={} sent={sent} released={released} within_bound={within} violations={violations} unsent={}",
+            n + held,
             n + held - sent
         ),
         findings,
