@@ -58,6 +58,35 @@ pub(crate) fn read_backoff(n: u32) -> std::time::Duration {
     std::time::Duration::from_millis(100u64.saturating_mul(1 << n.min(5)).min(2_000))
 }
 
+/// `api.get_opt(name)`, sent again with [`read_backoff`] while it fails transiently
+/// ([`transient_read`]) and `budget` lasts; `what` names the object in the warning logged per
+/// retry. The last error is returned as is.
+pub(crate) async fn get_retrying<K>(
+    api: &kube::Api<K>,
+    name: &str,
+    what: &(dyn std::fmt::Display + Sync),
+    budget: std::time::Duration,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let deadline = tokio::time::Instant::now() + budget;
+    let mut failed = 0;
+    loop {
+        match api.get_opt(name).await {
+            Err(e)
+                if transient_read(&e)
+                    && tokio::time::Instant::now() + read_backoff(failed) < deadline =>
+            {
+                tracing::warn!(object = %what, error = %e, "read failed; reading again");
+                tokio::time::sleep(read_backoff(failed)).await;
+                failed += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// `plural.group`, or `plural` for the core group.
 pub(crate) fn resource_name(ar: &ApiResource) -> String {
     if ar.group.is_empty() {

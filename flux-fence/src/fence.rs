@@ -6,7 +6,7 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
-use crate::api::{Failure, classify, error, read_backoff, transient_read};
+use crate::api::{Failure, classify, error, get_retrying};
 use crate::decide::{
     AcquireDecision, AcquirePlan, Adoption, Refusal, ReleaseDecision, adopt, annotation,
     decide_acquire, decide_release, held_from_annotations,
@@ -421,22 +421,9 @@ impl Fencer {
     /// [`FenceError::Forbidden`] or another API failure; a transient one once the budget is
     /// spent.
     pub async fn read(&self, obj: &ObjectRef) -> Result<Option<Value>, FenceError> {
-        let deadline = tokio::time::Instant::now() + READ_RETRY_BUDGET;
-        let mut failed = 0;
-        let got = loop {
-            match self.api(obj).get_opt(&obj.name).await {
-                Ok(got) => break got,
-                Err(e)
-                    if transient_read(&e)
-                        && tokio::time::Instant::now() + read_backoff(failed) < deadline =>
-                {
-                    tracing::warn!(object = %obj, error = %e, "read failed; reading again");
-                    tokio::time::sleep(read_backoff(failed)).await;
-                    failed += 1;
-                }
-                Err(e) => return Err(error("get", obj.resource_name(), obj.target(), e)),
-            }
-        };
+        let got = get_retrying(&self.api(obj), &obj.name, obj, READ_RETRY_BUDGET)
+            .await
+            .map_err(|e| error("get", obj.resource_name(), obj.target(), e))?;
         got.map(|o| {
             serde_json::to_value(o).map_err(|source| FenceError::Json {
                 what: "object",

@@ -10,7 +10,7 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use tokio::task::JoinHandle;
 
-use crate::api::{Failure, classify, error, read_backoff, transient_read};
+use crate::api::{Failure, classify, error, get_retrying};
 use crate::lease_decide::{
     LeaseDecision, LeaseReleaseDecision, RecoverDecision, RecoverRefusal, RenewDecision,
     decide_lease_acquire, decide_lease_park, decide_lease_release, decide_recover, decide_renew,
@@ -484,22 +484,9 @@ async fn read_lease(
     target: &str,
     budget: std::time::Duration,
 ) -> Result<Option<KubeLease>, FenceError> {
-    let deadline = tokio::time::Instant::now() + budget;
-    let mut failed = 0;
-    loop {
-        match api.get_opt(name).await {
-            Ok(got) => return Ok(got),
-            Err(e)
-                if transient_read(&e)
-                    && tokio::time::Instant::now() + read_backoff(failed) < deadline =>
-            {
-                tracing::warn!(lease = %target, error = %e, "lease read failed; reading again");
-                tokio::time::sleep(read_backoff(failed)).await;
-                failed += 1;
-            }
-            Err(e) => return Err(error("get", RESOURCE.into(), target.to_string(), e)),
-        }
-    }
+    get_retrying(api, name, &target, budget)
+        .await
+        .map_err(|e| error("get", RESOURCE.into(), target.to_string(), e))
 }
 
 fn renew_time(lease: &KubeLease) -> Option<Timestamp> {
