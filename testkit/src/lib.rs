@@ -15,6 +15,7 @@ pub mod fixtures;
 pub mod model;
 pub mod plane;
 pub mod proxy;
+pub mod rbac;
 pub mod registry;
 pub mod source_model;
 
@@ -150,15 +151,29 @@ impl TestNs {
     /// with a short-lived token from the `TokenRequest` API. It has no permissions until the
     /// test binds some.
     pub async fn service_account_client(&self, name: &str) -> anyhow::Result<Client> {
-        let sas: Api<ServiceAccount> = self.api();
-        let sa = ServiceAccount {
-            metadata: ObjectMeta {
-                name: Some(name.to_string()),
-                ..ObjectMeta::default()
-            },
-            ..ServiceAccount::default()
+        let token = self.service_account_token(name).await?;
+        let mut config = self.config.clone();
+        config.auth_info = kube::config::AuthInfo {
+            token: Some(token.into()),
+            ..kube::config::AuthInfo::default()
         };
-        sas.create(&PostParams::default(), &sa).await?;
+        Ok(Client::try_from(config)?)
+    }
+
+    /// A fresh bound token (one hour) of `ServiceAccount` `name` in this namespace, created
+    /// first when absent.
+    pub async fn service_account_token(&self, name: &str) -> anyhow::Result<String> {
+        let sas: Api<ServiceAccount> = self.api();
+        if sas.get_opt(name).await?.is_none() {
+            let sa = ServiceAccount {
+                metadata: ObjectMeta {
+                    name: Some(name.to_string()),
+                    ..ObjectMeta::default()
+                },
+                ..ServiceAccount::default()
+            };
+            sas.create(&PostParams::default(), &sa).await?;
+        }
         let req = TokenRequest {
             spec: Some(k8s_openapi::api::authentication::v1::TokenRequestSpec {
                 audiences: Some(vec!["https://kubernetes.default.svc".to_string()]),
@@ -167,20 +182,33 @@ impl TestNs {
             }),
             ..TokenRequest::default()
         };
-        let token = sas
-            .create_token_request(name, &PostParams::default(), &req)
+        sas.create_token_request(name, &PostParams::default(), &req)
             .await?
             .status
             .context("TokenRequest without status")?
             .token
-            .context("TokenRequest without token")?;
-        let mut config = self.config.clone();
-        config.auth_info = kube::config::AuthInfo {
-            token: Some(token.into()),
-            ..kube::config::AuthInfo::default()
-        };
-        Ok(Client::try_from(config)?)
+            .context("TokenRequest without token")
     }
+}
+
+/// Writes to `dest` a copy of kubeconfig `base` whose every context authenticates with
+/// `token` (user `user`).
+///
+/// # Errors
+/// `base` cannot be read, or `dest` cannot be written.
+pub fn kubeconfig_with_token(
+    base: &std::path::Path,
+    user: &str,
+    token: &str,
+    dest: &std::path::Path,
+) -> anyhow::Result<()> {
+    let mut kc = serde_json::to_value(Kubeconfig::read_from(base)?)?;
+    kc["users"] = serde_json::json!([{ "name": user, "user": { "token": token } }]);
+    for ctx in kc["contexts"].as_array_mut().into_iter().flatten() {
+        ctx["context"]["user"] = serde_json::json!(user);
+    }
+    std::fs::write(dest, serde_json::to_string(&kc)?)?;
+    Ok(())
 }
 
 /// An RBAC rule: `verbs` on `resource` of API group `group` (`""` for the core group).

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use k8s_openapi::api::coordination::v1::Lease;
+use kube::Client;
+use kube::api::Api;
 use serde_json::Value;
 use testkit::TestNs;
 use testkit::model::{FluxModel, ModelHandle, seed_tree};
@@ -25,7 +27,8 @@ pub const TARGET: &str = "infrastructure";
 /// The Lease each cell uses (in the cell's namespace).
 pub const LEASE: &str = "flux-handoff";
 
-/// A seeded namespace, its model, and the way in for the CLI.
+/// A seeded namespace, its model, and the way in for the CLI. The CLI commands and the
+/// checks live on its [`Site`] (reached through `Deref`).
 pub struct Cell {
     pub ns: TestNs,
     pub model: ModelHandle,
@@ -33,11 +36,15 @@ pub struct Cell {
     pub recorder: Recorder,
     /// Kubeconfig through recorder -> proxy -> API server.
     pub through_proxy: PathBuf,
-    /// Kubeconfig straight to the API server (for `fences`, recovery and checks).
-    pub direct: PathBuf,
-    /// `flux-handoff.toml` with this cell's Lease (short duration) and controller.
-    pub config: PathBuf,
-    bin: PathBuf,
+    site: Site,
+}
+
+impl std::ops::Deref for Cell {
+    type Target = Site;
+
+    fn deref(&self) -> &Site {
+        &self.site
+    }
 }
 
 impl Cell {
@@ -49,39 +56,88 @@ impl Cell {
         for name in [PARENT, TARGET, "apps"] {
             model.wait_settled(name, 0).await?;
         }
-        let dir = s.scratch.join(&ns.name);
-        std::fs::create_dir_all(&dir)?;
+        let site = Site::new(
+            s,
+            ns.client.clone(),
+            &ns.name,
+            testkit::plane::kubeconfig()?,
+        )?;
         let proxy = Proxy::start().await?;
         let recorder = Recorder::start(&proxy.url()).await?;
         // The CLI talks to the recorder, which forwards to the proxy: rewrite the proxy's
         // kubeconfig to point at the recorder.
-        let through_proxy = dir.join("kubeconfig-proxy");
+        let through_proxy = site.dir.join("kubeconfig-proxy");
         proxy.write_kubeconfig(&through_proxy)?;
         let text = std::fs::read_to_string(&through_proxy)?.replace(&proxy.url(), &recorder.url());
         std::fs::write(&through_proxy, text)?;
-        let config = dir.join("flux-handoff.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "[lease]\nnamespace = \"{n}\"\nname = \"{LEASE}\"\nduration = \"{d}s\"\n\n\
-                 [controller]\nnamespace = \"{n}\"\nname = \"kustomize-controller\"\n",
-                n = ns.name,
-                d = s.lease_seconds
-            ),
-        )?;
         Ok(Self {
             ns,
             model,
             proxy,
             recorder,
             through_proxy,
-            direct: testkit::plane::kubeconfig()?,
+            site,
+        })
+    }
+
+    /// `flux-handoff run --target infrastructure -- true` through the proxy (not started).
+    pub fn run_cmd(&self) -> Command {
+        let mut c = self.cli(&self.through_proxy);
+        c.args(["run", "--target", TARGET, "--", "true"]);
+        c
+    }
+
+    /// Stops the model; the namespace stays for inspection.
+    pub async fn shutdown(self) {
+        self.model.shutdown().await;
+    }
+}
+
+/// Where a scenario point runs on some control plane: a namespace, an admin client to it, a
+/// scratch directory with a `flux-handoff.toml` (this namespace's short Lease and controller),
+/// and the CLI commands and checks against it.
+pub struct Site {
+    pub client: Client,
+    pub namespace: String,
+    /// This point's scratch directory.
+    pub dir: PathBuf,
+    /// `flux-handoff.toml` with this namespace's Lease (short duration) and controller.
+    pub config: PathBuf,
+    /// Kubeconfig straight to the API server (for `fences`, recovery and checks).
+    pub direct: PathBuf,
+    bin: PathBuf,
+}
+
+impl Site {
+    /// Writes the config file into `<scratch>/<namespace>/`.
+    pub fn new(
+        s: &Settings,
+        client: Client,
+        namespace: &str,
+        direct: PathBuf,
+    ) -> anyhow::Result<Self> {
+        let dir = s.scratch.join(namespace);
+        std::fs::create_dir_all(&dir)?;
+        let config = dir.join("flux-handoff.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[lease]\nnamespace = \"{namespace}\"\nname = \"{LEASE}\"\nduration = \"{d}s\"\n\n\
+                 [controller]\nnamespace = \"{namespace}\"\nname = \"kustomize-controller\"\n",
+                d = s.lease_seconds
+            ),
+        )?;
+        Ok(Self {
+            client,
+            namespace: namespace.to_string(),
+            dir,
             config,
+            direct,
             bin: s.bin.clone(),
         })
     }
 
-    /// `flux-handoff` with this cell's global flags, talking through `kubeconfig`.
+    /// `flux-handoff` with this site's global flags, talking through `kubeconfig`.
     pub fn cli(&self, kubeconfig: &Path) -> Command {
         let mut c = Command::new(&self.bin);
         c.env_remove("GITHUB_ACTIONS")
@@ -94,7 +150,7 @@ impl Cell {
             .arg(&self.config)
             .args([
                 "--namespace",
-                &self.ns.name,
+                &self.namespace,
                 "--interval",
                 "200ms",
                 "--timeout",
@@ -104,13 +160,6 @@ impl Cell {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        c
-    }
-
-    /// `flux-handoff run --target infrastructure -- true` through the proxy (not started).
-    pub fn run_cmd(&self) -> Command {
-        let mut c = self.cli(&self.through_proxy);
-        c.args(["run", "--target", TARGET, "--", "true"]);
         c
     }
 
@@ -131,15 +180,20 @@ impl Cell {
         Ok(doc["facts"].clone())
     }
 
+    /// Kustomization `name` in this namespace, as JSON.
+    pub async fn get(&self, name: &str) -> anyhow::Result<Value> {
+        Ok(flux_suspend::object::get_json(
+            &self.client,
+            &flux_suspend::object::kustomization(&self.namespace, name),
+        )
+        .await?)
+    }
+
     /// What the server holds now: spec and annotations of parent and target, and the Lease.
     pub async fn state(&self) -> anyhow::Result<State> {
         let mut objects = BTreeMap::new();
         for name in [PARENT, TARGET] {
-            let o = flux_suspend::object::get_json(
-                &self.ns.client,
-                &flux_suspend::object::kustomization(&self.ns.name, name),
-            )
-            .await?;
+            let o = self.get(name).await?;
             let annotations: BTreeMap<String, String> = o
                 .pointer("/metadata/annotations")
                 .and_then(Value::as_object)
@@ -157,9 +211,7 @@ impl Cell {
                 },
             );
         }
-        let lease_holder = self
-            .ns
-            .api::<Lease>()
+        let lease_holder = Api::<Lease>::namespaced(self.client.clone(), &self.namespace)
             .get_opt(LEASE)
             .await?
             .and_then(|l| l.spec?.holder_identity)
@@ -187,11 +239,6 @@ impl Cell {
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-    }
-
-    /// Stops the model; the namespace stays for inspection.
-    pub async fn shutdown(self) {
-        self.model.shutdown().await;
     }
 }
 

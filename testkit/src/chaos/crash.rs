@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use testkit::proxy::Fault;
 
-use super::cell::{Cell, State, listed};
+use super::cell::{Cell, Site, State, listed};
 use super::discover::Baseline;
 use super::{Finding, Kind, Settings, Tally, finish};
 
@@ -88,7 +88,7 @@ pub async fn point(s: &Settings, base: &Baseline, k: u64) -> anyhow::Result<Outc
 /// `fences`; after the Lease expired, `fences recover --yes --include-paused` restores the
 /// pre-run state. Returns what was wrong.
 pub async fn check_and_recover(
-    cell: &Cell,
+    cell: &Site,
     before: &State,
     base: &Baseline,
 ) -> anyhow::Result<Vec<Finding>> {

@@ -26,6 +26,7 @@ use anyhow::Context;
 use kube::Client;
 
 use super::cell::{PARENT, TARGET};
+use super::crash::check_and_recover;
 use super::discover::Baseline;
 use super::{Finding, Kind, Settings, Tally, finish};
 use mini::Mini;
@@ -197,7 +198,7 @@ async fn one(
                 }
             }
         }
-        problems.extend(cell.check_and_recover(&before, base).await?);
+        problems.extend(check_and_recover(&cell, &before, base).await?);
     }
     problems.extend(cell.model_alive().await);
     cell.model.shutdown().await;

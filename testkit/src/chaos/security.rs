@@ -9,19 +9,14 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use base64::Engine as _;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
-};
-use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Client;
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
-use serde_json::{Value, json};
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
 use testkit::TestNs;
 use testkit::registry::LocalRegistry;
 
@@ -29,7 +24,6 @@ use super::cell::{Cell, TARGET};
 use super::discover::Baseline;
 use super::{Finding, Kind, Settings, Tally, finish, secret};
 
-const RBAC: &str = include_str!("../../../deploy/rbac.yaml");
 const SA: &str = "flux-handoff";
 const USER: &str = "robot";
 const PULL_SECRET: &str = "ghcr-auth";
@@ -39,8 +33,8 @@ const KUBE_API: i32 = 6;
 pub async fn run(s: &Settings, base: &Baseline) -> anyhow::Result<Tally> {
     let cell = Cell::new(s, "chaos-sec").await?;
     let ns = cell.ns.name.clone();
-    let docs = documents(&ns)?;
-    apply(&cell.ns.client, &ns, &docs).await?;
+    let docs = testkit::rbac::documents(&ns)?;
+    testkit::rbac::apply(&cell.ns.client, &ns, &docs).await?;
     let kubeconfig = sa_kubeconfig(&cell).await?;
     let sa = testkit::config_from(&kubeconfig)
         .await
@@ -50,7 +44,7 @@ pub async fn run(s: &Settings, base: &Baseline) -> anyhow::Result<Tally> {
         ("create", "coordination.k8s.io", "leases"),
         ("create", "", "secrets"),
     ] {
-        await_may(&sa, verb, group, resource, &ns, true).await?;
+        testkit::rbac::await_may(&sa, verb, group, resource, &ns, true).await?;
     }
     let mut findings = Vec::new();
     let mut ok = 0;
@@ -66,7 +60,7 @@ pub async fn run(s: &Settings, base: &Baseline) -> anyhow::Result<Tally> {
         }
         findings.extend(problems);
     }
-    remove_cluster_scoped(&cell.ns.client, &docs).await;
+    testkit::rbac::remove_cluster_scoped(&cell.ns.client, &docs).await;
     cell.shutdown().await;
     Ok(Tally {
         scenario: "security",
@@ -144,9 +138,9 @@ async fn forbidden_namespace(
     }
     for n in [&first, &last] {
         grant_secrets(n, &cell.ns.name).await?;
-        await_may(sa, "update", "", "secrets", &n.name, true).await?;
+        testkit::rbac::await_may(sa, "update", "", "secrets", &n.name, true).await?;
     }
-    await_may(sa, "get", "", "secrets", &forbidden.name, false).await?;
+    testkit::rbac::await_may(sa, "get", "", "secrets", &forbidden.name, false).await?;
     let order = if forbidden_first {
         [&forbidden, &first, &last]
     } else {
@@ -303,157 +297,14 @@ async fn grant_secrets(n: &TestNs, sa_ns: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The documents of deploy/rbac.yaml with `flux-system` renamed to `ns` and cluster-scoped
-/// names suffixed with `ns`.
-fn documents(ns: &str) -> anyhow::Result<Vec<Value>> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(RBAC)?;
-    let mut out = Vec::new();
-    for mut d in docs.into_iter().filter(|d| !d.is_null()) {
-        let kind = d["kind"].as_str().unwrap_or_default().to_string();
-        if d["metadata"]["namespace"] == "flux-system" {
-            d["metadata"]["namespace"] = ns.into();
-        }
-        if kind.starts_with("Cluster") {
-            let name = format!(
-                "{}-{ns}",
-                d["metadata"]["name"].as_str().unwrap_or_default()
-            );
-            d["metadata"]["name"] = name.into();
-        }
-        if d["roleRef"]["kind"] == "ClusterRole" {
-            let name = format!("{}-{ns}", d["roleRef"]["name"].as_str().unwrap_or_default());
-            d["roleRef"]["name"] = name.into();
-        }
-        for sub in d["subjects"].as_array_mut().into_iter().flatten() {
-            if sub["namespace"] == "flux-system" {
-                sub["namespace"] = ns.into();
-            }
-        }
-        out.push(d);
-    }
-    Ok(out)
-}
-
-async fn apply(client: &Client, ns: &str, docs: &[Value]) -> anyhow::Result<()> {
-    let pp = PostParams::default();
-    for d in docs {
-        let v = d.clone();
-        match d["kind"].as_str().unwrap_or_default() {
-            "ServiceAccount" => {
-                let o: ServiceAccount = serde_json::from_value(v)?;
-                Api::namespaced(client.clone(), ns).create(&pp, &o).await?;
-            }
-            "Role" => {
-                let o: Role = serde_json::from_value(v)?;
-                Api::namespaced(client.clone(), ns).create(&pp, &o).await?;
-            }
-            "RoleBinding" => {
-                let o: RoleBinding = serde_json::from_value(v)?;
-                Api::namespaced(client.clone(), ns).create(&pp, &o).await?;
-            }
-            "ClusterRole" => {
-                let o: ClusterRole = serde_json::from_value(v)?;
-                Api::all(client.clone()).create(&pp, &o).await?;
-            }
-            "ClusterRoleBinding" => {
-                let o: ClusterRoleBinding = serde_json::from_value(v)?;
-                Api::all(client.clone()).create(&pp, &o).await?;
-            }
-            other => bail!("unexpected kind {other} in deploy/rbac.yaml"),
-        }
-    }
-    Ok(())
-}
-
-async fn remove_cluster_scoped(client: &Client, docs: &[Value]) {
-    let dp = DeleteParams::default();
-    for d in docs {
-        let name = d["metadata"]["name"].as_str().unwrap_or_default();
-        match d["kind"].as_str().unwrap_or_default() {
-            "ClusterRole" => {
-                let _ = Api::<ClusterRole>::all(client.clone())
-                    .delete(name, &dp)
-                    .await;
-            }
-            "ClusterRoleBinding" => {
-                let _ = Api::<ClusterRoleBinding>::all(client.clone())
-                    .delete(name, &dp)
-                    .await;
-            }
-            _ => {}
-        }
-    }
-}
-
 /// A kubeconfig authenticating as the `ServiceAccount` (a fresh bound token, registered as a
 /// secret), next to the cell's other files.
 async fn sa_kubeconfig(cell: &Cell) -> anyhow::Result<PathBuf> {
-    let req = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            audiences: Some(vec!["https://kubernetes.default.svc".to_string()]),
-            expiration_seconds: Some(3600),
-            ..TokenRequestSpec::default()
-        }),
-        ..TokenRequest::default()
-    };
-    let token = cell
-        .ns
-        .api::<ServiceAccount>()
-        .create_token_request(SA, &PostParams::default(), &req)
-        .await?
-        .status
-        .and_then(|s| s.token)
-        .context("TokenRequest without a token")?;
+    let token = cell.ns.service_account_token(SA).await?;
     secret(&token);
-    let mut kc = serde_json::to_value(kube::config::Kubeconfig::read_from(&cell.direct)?)?;
-    kc["users"] = json!([{ "name": "sa", "user": { "token": token } }]);
-    for ctx in kc["contexts"].as_array_mut().into_iter().flatten() {
-        ctx["context"]["user"] = json!("sa");
-    }
     let path = cell.through_proxy.with_file_name("kubeconfig-sa");
-    std::fs::write(&path, serde_json::to_string(&kc)?)?;
+    testkit::kubeconfig_with_token(&cell.direct, "sa", &token, &path)?;
     Ok(path)
-}
-
-/// Polls (bounded) until the authorizer answers `want` for the `ServiceAccount`: RBAC changes
-/// reach its cache asynchronously.
-async fn await_may(
-    client: &Client,
-    verb: &str,
-    group: &str,
-    resource: &str,
-    ns: &str,
-    want: bool,
-) -> anyhow::Result<()> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let review = SelfSubjectAccessReview {
-            metadata: ObjectMeta::default(),
-            spec: SelfSubjectAccessReviewSpec {
-                resource_attributes: Some(ResourceAttributes {
-                    group: Some(group.into()),
-                    resource: Some(resource.into()),
-                    verb: Some(verb.into()),
-                    namespace: Some(ns.into()),
-                    ..ResourceAttributes::default()
-                }),
-                ..SelfSubjectAccessReviewSpec::default()
-            },
-            status: None,
-        };
-        let allowed = Api::<SelfSubjectAccessReview>::all(client.clone())
-            .create(&PostParams::default(), &review)
-            .await?
-            .status
-            .is_some_and(|s| s.allowed);
-        if allowed == want {
-            return Ok(());
-        }
-        if tokio::time::Instant::now() > deadline {
-            bail!("the authorizer never said {want} for {verb} {resource} in {ns}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn last_line(text: &str) -> &str {
