@@ -77,11 +77,12 @@ pub fn run(flags: &Flags) -> anyhow::Result<()> {
         &launcher,
         &paths::scratch().join(format!("chaos-cluster-{id}")),
     )?;
+    let out = paths::scratch().join(format!("chaos-{id}"));
     let mut cmd = Command::new(release_bin("flux-chaos"));
     cmd.current_dir(&root)
         .env("FLUX_HANDOFF_KUBECONFIG", &plane.kubeconfig)
         .arg("--out")
-        .arg(paths::scratch().join(format!("chaos-{id}")))
+        .arg(&out)
         .arg("--handoff-bin")
         .arg(release_bin("flux-handoff"))
         .arg("--launcher")
@@ -96,6 +97,8 @@ pub fn run(flags: &Flags) -> anyhow::Result<()> {
     }
     let status = cmd.status().context("cannot start flux-chaos");
     let stopped = plane.stop();
+    // flux-chaos removes its scratch files; what a failed run left stays for inspection.
+    let _ = std::fs::remove_dir(&out);
     let status = status?;
     if !status.success() {
         bail!("flux-chaos found violations or failed ({status})");
