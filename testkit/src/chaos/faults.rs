@@ -24,7 +24,7 @@ use super::cell::{Cell, TARGET};
 use super::crash::check_and_recover;
 use super::discover::Baseline;
 use super::recorder::{Entry, blind_repeats};
-use super::{Finding, Kind, Settings, Tally, finish};
+use super::{Finding, Kind, Settings, Tally, error_line_problem, finish, last_line};
 
 /// Exit codes a run may end with when the API failed under it.
 const FAIL_CLOSED_CODES: [i32; 3] = [4, 6, 7];
@@ -315,34 +315,9 @@ fn double_applications(seen: &[Seen]) -> Vec<Finding> {
         .collect()
 }
 
-/// A failed run ends with exactly one `error:` line, its last line on stderr.
-fn error_line_problem(stderr: &str) -> Option<String> {
-    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    let errors = lines.iter().filter(|l| l.starts_with("error:")).count();
-    let last = lines.last().copied().unwrap_or_default();
-    if errors != 1 || !last.starts_with("error:") {
-        return Some(format!(
-            "stderr does not end with one `error:` line ({errors} error lines): {:?}",
-            lines.iter().rev().take(3).rev().collect::<Vec<_>>()
-        ));
-    }
-    // A person reads this line: a Rust debug dump of the API's Status is not an explanation.
-    ["Status {", "Some(", "None,"]
-        .iter()
-        .any(|m| last.contains(m))
-        .then(|| format!("the error line carries a debug dump: {last}"))
-}
-
-fn last_line(stderr: &str) -> &str {
-    stderr
-        .lines()
-        .rfind(|l| !l.trim().is_empty())
-        .unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{Seen, double_applications, error_line_problem};
+    use super::{Seen, double_applications};
 
     fn seen(kind: &str, path: &str, forwarded: bool) -> Seen {
         Seen {
@@ -369,20 +344,6 @@ mod tests {
             double_applications(&twice).len(),
             1,
             "a read the proxy cut gave the client nothing new"
-        );
-    }
-
-    #[test]
-    fn a_failed_run_must_end_with_exactly_one_error_line() {
-        assert!(error_line_problem("lease acquired (0.1s)\nerror: boom\n").is_none());
-        assert!(error_line_problem("error: boom\nerror: again\n").is_some());
-        assert!(error_line_problem("error: boom\n  caused by: x\n").is_some());
-        assert!(error_line_problem("").is_some());
-        assert!(
-            error_line_problem(
-                "error: reading x: ApiError: boom (Status { status: Some(Failure), code: 500 })"
-            )
-            .is_some()
         );
     }
 }

@@ -20,7 +20,7 @@ use tokio::process::Command;
 
 use super::cell::{Cell, LEASE, State};
 use super::discover::Baseline;
-use super::{Finding, Kind, Settings, Tally, finish};
+use super::{Finding, Kind, Settings, Tally, error_line_problem, finish};
 use cases::{Files, held_cases, input_cases};
 use ghcr::ghcr_cases;
 
@@ -200,7 +200,7 @@ impl Run<'_> {
             problems.push((Kind::Other, format!("exit {code}, documented {}", c.want)));
         }
         if code != 0
-            && let Err(e) = one_line_error(&err)
+            && let Some(e) = error_line_problem(&err)
         {
             problems.push((Kind::Other, e));
         }
@@ -259,68 +259,5 @@ impl Run<'_> {
                 .map(|(k, t)| Finding::new(k, format!("hostile {:?}: {t}", c.name))),
         );
         Ok(())
-    }
-}
-
-/// The error must be exactly one `error:` line, the last one (clap may follow it with its
-/// `Usage:` and `For more information` hints, and its list of missing arguments), with no
-/// panic, backtrace, snippet or log noise.
-fn one_line_error(stderr: &str) -> Result<(), String> {
-    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    let errors: Vec<usize> = (0..lines.len())
-        .filter(|&i| lines[i].starts_with("error:") || lines[i].starts_with("::error::"))
-        .collect();
-    let [i] = errors.as_slice() else {
-        return Err(format!(
-            "{} error lines in stderr: {stderr:?}",
-            errors.len()
-        ));
-    };
-    // clap's own usage errors list the missing arguments, indented, before `Usage:`.
-    let clap = lines.iter().any(|l| l.starts_with("Usage: "));
-    if let Some(extra) = lines[i + 1..].iter().find(|l| {
-        !l.starts_with("Usage:")
-            && !l.starts_with("For more information")
-            && (!clap || !l.starts_with("  "))
-    }) {
-        return Err(format!("stderr goes on after the error line: {extra:?}"));
-    }
-    for l in &lines {
-        if [
-            "panicked",
-            "backtrace",
-            "\u{1b}[",
-            " ERROR ",
-            " --> ",
-            " | ",
-        ]
-        .iter()
-        .any(|bad| l.contains(bad))
-        {
-            return Err(format!("stderr carries a dump or log noise: {l:?}"));
-        }
-    }
-    if lines[*i].len() > 1000 {
-        return Err(format!("error line of {} characters", lines[*i].len()));
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::one_line_error;
-
-    #[test]
-    fn one_error_line_passes_and_dumps_or_noise_fail() {
-        assert!(one_line_error("lease acquired (0.1s)\nerror: refused\n").is_ok());
-        assert!(
-            one_line_error("error: bad\n\nUsage: x\n\nFor more information, try '--help'.\n")
-                .is_ok()
-        );
-        assert!(one_line_error("error: a\n --> <input>:1:1\n  |\n").is_err());
-        assert!(one_line_error("\u{1b}[31mERROR\u{1b}[0m failed\nerror: x\n").is_err());
-        assert!(one_line_error("error: a\nerror: b\n").is_err());
-        assert!(one_line_error("thread 'main' panicked at x\n").is_err());
-        assert!(one_line_error("").is_err());
     }
 }

@@ -153,6 +153,60 @@ pub async fn finish(
     }
 }
 
+/// What is wrong with the stderr of a failed run, if anything. It must hold exactly one
+/// `error:` line, the last one (clap may follow it with its `Usage:` and `For more
+/// information` hints, and list missing arguments, indented, before them), no panic,
+/// backtrace, parser snippet, ANSI code or log noise, and no Rust debug dump of an API answer.
+#[must_use]
+pub fn error_line_problem(stderr: &str) -> Option<String> {
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    let errors: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].starts_with("error:") || lines[i].starts_with("::error::"))
+        .collect();
+    let [i] = errors.as_slice() else {
+        return Some(format!(
+            "{} error lines in stderr: {:?}",
+            errors.len(),
+            lines.iter().rev().take(3).rev().collect::<Vec<_>>()
+        ));
+    };
+    let clap = lines.iter().any(|l| l.starts_with("Usage: "));
+    if let Some(extra) = lines[i + 1..].iter().find(|l| {
+        !l.starts_with("Usage:")
+            && !l.starts_with("For more information")
+            && (!clap || !l.starts_with("  "))
+    }) {
+        return Some(format!("stderr goes on after the error line: {extra:?}"));
+    }
+    let noise = [
+        "panicked",
+        "backtrace",
+        "\u{1b}[",
+        " ERROR ",
+        " --> ",
+        " | ",
+    ];
+    if let Some(l) = lines.iter().find(|l| noise.iter().any(|n| l.contains(n))) {
+        return Some(format!("stderr carries a dump or log noise: {l:?}"));
+    }
+    let line = lines[*i];
+    if ["Status {", "Some(", "None,"]
+        .iter()
+        .any(|m| line.contains(m))
+    {
+        return Some(format!("the error line carries a debug dump: {line}"));
+    }
+    (line.len() > 1000).then(|| format!("error line of {} characters", line.len()))
+}
+
+/// The last non-empty line of `text`.
+#[must_use]
+pub fn last_line(text: &str) -> &str {
+    text.lines()
+        .rfind(|l| !l.trim().is_empty())
+        .unwrap_or_default()
+}
+
 /// (exit code, stdout, stderr) of a finished command, both [`record`]ed.
 #[must_use]
 pub fn outputs(out: &std::process::Output) -> (i32, String, String) {
@@ -207,6 +261,30 @@ mod tests {
             line: String::new(),
             findings,
         }
+    }
+
+    #[test]
+    fn one_error_line_passes_and_more_lines_dumps_or_noise_fail() {
+        assert_eq!(
+            error_line_problem("lease acquired (0.1s)\nerror: refused\n"),
+            None
+        );
+        assert_eq!(
+            error_line_problem("error: bad\n\nUsage: x\n\nFor more information, try '--help'.\n"),
+            None
+        );
+        for bad in [
+            "",
+            "error: a\nerror: b\n",
+            "error: boom\n  caused by: x\n",
+            "error: a\n --> <input>:1:1\n  |\n",
+            "\u{1b}[31mERROR\u{1b}[0m failed\nerror: x\n",
+            "thread 'main' panicked at x\n",
+            "error: reading x: ApiError: boom (Status { status: Some(Failure), code: 500 })",
+        ] {
+            assert!(error_line_problem(bad).is_some(), "{bad:?}");
+        }
+        assert_eq!(last_line("a\nerror: b\n\n"), "error: b");
     }
 
     #[test]

@@ -28,7 +28,7 @@ use kube::Client;
 use super::cell::{PARENT, TARGET};
 use super::crash::check_and_recover;
 use super::discover::Baseline;
-use super::{Finding, Kind, Settings, Tally, finish};
+use super::{Finding, Kind, Settings, Tally, error_line_problem, finish, last_line};
 use mini::Mini;
 use plane::{Plane, signal};
 
@@ -158,7 +158,6 @@ async fn one(
             (-1, String::new(), String::new())
         }
     };
-    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
     if code == 0 {
         let after = cell.state().await?;
         for d in after.diff(&before, &base.allowed) {
@@ -174,16 +173,13 @@ async fn one(
                 format!("exit code {code} is not a fail-closed code 3, 4, 6 or 7"),
             ));
         }
-        if errors.len() != 1 {
-            problems.push(Finding::new(
-                Kind::Other,
-                format!("{} error lines, not one: {errors:?}", errors.len()),
-            ));
+        if let Some(p) = error_line_problem(&err) {
+            problems.push(Finding::new(Kind::Other, p));
         }
         eprintln!(
             "flux-chaos: restart {}: failed with {code}: {}",
             point.name(),
-            errors.last().unwrap_or(&"")
+            last_line(&err)
         );
         if code == 3 {
             // "refused: nothing was changed": no fence may be left and spec and annotations

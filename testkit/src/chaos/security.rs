@@ -22,7 +22,7 @@ use testkit::registry::LocalRegistry;
 
 use super::cell::{Cell, TARGET};
 use super::discover::Baseline;
-use super::{Finding, Kind, Settings, Tally, finish, secret};
+use super::{Finding, Kind, Settings, Tally, finish, last_line, secret};
 
 const SA: &str = "flux-handoff";
 const USER: &str = "robot";
@@ -305,11 +305,4 @@ async fn sa_kubeconfig(cell: &Cell) -> anyhow::Result<PathBuf> {
     let path = cell.through_proxy.with_file_name("kubeconfig-sa");
     testkit::kubeconfig_with_token(&cell.direct, "sa", &token, &path)?;
     Ok(path)
-}
-
-fn last_line(text: &str) -> &str {
-    text.lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or_default()
 }
