@@ -73,6 +73,18 @@ pub enum LeaseRelease {
     Contended,
 }
 
+impl std::fmt::Display for LeaseRelease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Released => f.write_str("released"),
+            Self::Gone => f.write_str("the Lease is gone"),
+            Self::NotOurs { holder: Some(h) } => write!(f, "not ours: held by {h}"),
+            Self::NotOurs { holder: None } => f.write_str("not ours: free at another epoch"),
+            Self::Contended => f.write_str("another party changed it on every attempt"),
+        }
+    }
+}
+
 impl Lease {
     /// Acquires the Lease only if it is free: creates it if absent (epoch 1), or updates a
     /// Lease without holder carrying the read resourceVersion (epoch = `leaseTransitions` + 1).

@@ -264,3 +264,19 @@ fn release_clears_the_holder_only_while_ours() {
 fn jiff_secs(s: i64) -> k8s_openapi::jiff::SignedDuration {
     k8s_openapi::jiff::SignedDuration::from_secs(s)
 }
+
+#[test]
+fn a_release_outcome_reads_as_words_not_as_a_debug_dump() {
+    use flux_fence::LeaseRelease;
+    assert_eq!(
+        LeaseRelease::NotOurs {
+            holder: Some("gh9.1-zzzzzz".into())
+        }
+        .to_string(),
+        "not ours: held by gh9.1-zzzzzz"
+    );
+    assert_eq!(
+        LeaseRelease::Contended.to_string(),
+        "another party changed it on every attempt"
+    );
+}

@@ -87,10 +87,14 @@ impl Session {
                     ),
                 ));
             }
-            other => {
+            // Contended (another party moved it on every attempt), or a later variant.
+            _ => {
                 return Err(Failure::new(
                     exit::REFUSED,
-                    format!("lease not acquired: {other:?}"),
+                    format!(
+                        "lease {}/{} not acquired: another party changed it on every attempt; try again",
+                        settings.lease.namespace, settings.lease.name
+                    ),
                 ));
             }
         };
@@ -226,7 +230,7 @@ impl Session {
             if problems.is_empty() {
                 match lease.release().await {
                     Ok(LeaseRelease::Released | LeaseRelease::Gone) => out.phase("lease released"),
-                    Ok(other) => problems.push(format!("lease not released: {other:?}")),
+                    Ok(other) => problems.push(format!("lease not released: {other}")),
                     Err(e) => problems.push(crate::failure::chain(&e)),
                 }
             } else {

@@ -48,10 +48,14 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
                 ),
             ));
         }
-        other => {
+        // Contended (another party moved it on every attempt), or a later variant.
+        _ => {
             return Err(Failure::new(
                 exit::REFUSED,
-                format!("lease not acquired: {other:?}"),
+                format!(
+                    "lease {}/{} not acquired: another party changed it on every attempt; try again",
+                    settings.lease.namespace, settings.lease.name
+                ),
             ));
         }
     };
@@ -99,7 +103,7 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
         other => {
             return Err(Failure::new(
                 exit::CLEANUP,
-                format!("lease not released: {other:?}"),
+                format!("lease not released: {other}"),
             ));
         }
     }

@@ -157,7 +157,7 @@ async fn clear_lease(ctx: &Context, gone: &str, evidence: &str) -> Result<(), St
         .map_err(|e| crate::failure::chain(&e))?
     {
         LeaseRelease::Released | LeaseRelease::Gone => Ok(()),
-        other => Err(format!("not released: {other:?}")),
+        other => Err(format!("not released: {other}")),
     }
 }
 
