@@ -204,6 +204,11 @@ impl Run<'_> {
         {
             problems.push((Kind::Other, e));
         }
+        // Bad input is refused by the one error line alone: no log line of its own (kube-client
+        // logged one per failed request).
+        if let Some(l) = err.lines().find(|l| l.contains(" ERROR ")) {
+            problems.push((Kind::Other, format!("stderr carries a log line: {l:?}")));
+        }
         for d in after.state.diff(&before.state, &[]) {
             if !d.starts_with("lease held by") {
                 problems.push((Kind::UnexpectedChange, d));

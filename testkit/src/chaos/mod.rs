@@ -156,7 +156,8 @@ pub async fn finish(
 /// What is wrong with the stderr of a failed run, if anything. It must hold exactly one
 /// `error:` line, the last one (clap may follow it with its `Usage:` and `For more
 /// information` hints, and list missing arguments, indented, before them), no panic,
-/// backtrace, parser snippet, ANSI code or log noise, and no Rust debug dump of an API answer.
+/// backtrace, parser snippet or ANSI code, and no Rust debug dump of an API answer. Log lines
+/// before it are allowed: a run that failed mid-way may have logged why (a lost Lease).
 #[must_use]
 pub fn error_line_problem(stderr: &str) -> Option<String> {
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
