@@ -202,6 +202,8 @@ struct Shared {
     /// Serialises renewals (heartbeat and assert), holding the last successful renewal time.
     renewal: tokio::sync::Mutex<Timestamp>,
     lost: Mutex<Option<LossReason>>,
+    /// Tells [`LeaseHandle::wait_lost`] the moment `lost` is set.
+    lost_tx: tokio::sync::watch::Sender<bool>,
 }
 
 impl LeaseHandle {
@@ -292,9 +294,26 @@ impl LeaseHandle {
             .map_or(Ok(()), |reason| Err(FenceError::LeaseLost { reason }))
     }
 
+    /// Resolves once the Lease is lost (taken over, deleted, not renewed in time, or released
+    /// by this holder), with the reason; at once if it already is. No request is sent: loss is
+    /// noticed by the heartbeat and by every [`LeaseHandle::assert`].
+    pub async fn wait_lost(&self) -> LossReason {
+        let mut rx = self.0.lost_tx.subscribe();
+        loop {
+            if let Some(reason) = self.lost() {
+                return reason;
+            }
+            if rx.changed().await.is_err() {
+                // The sender lives in `Shared`, which `self` keeps alive: not reached.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
     fn mark_lost(&self, reason: LossReason) -> FenceError {
         let mut lost = self.0.lost.lock().unwrap_or_else(PoisonError::into_inner);
         let reason = lost.get_or_insert(reason).clone();
+        self.0.lost_tx.send_replace(true);
         tracing::error!(lease = %self.0.cfg.name, holder = %self.0.holder, %reason, "lease lost");
         FenceError::LeaseLost { reason }
     }
@@ -328,6 +347,7 @@ impl LeaseGuard {
             clock,
             renewal: tokio::sync::Mutex::new(renewed),
             lost: Mutex::new(None),
+            lost_tx: tokio::sync::watch::Sender::new(false),
         };
         let handle = LeaseHandle(Arc::new(shared));
         let beat = handle.clone();
@@ -386,6 +406,7 @@ impl LeaseGuard {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get_or_insert(LossReason::Released);
+        self.handle.0.lost_tx.send_replace(true);
     }
 
     /// Stops the heartbeat and deliberately leaves the Lease held by our holder, marked with
@@ -442,6 +463,7 @@ impl LeaseGuard {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get_or_insert(LossReason::Released);
+        s.lost_tx.send_replace(true);
         let target = format!("{}/{}", s.cfg.namespace, s.cfg.name);
         let mut ambiguous = false;
         for _ in 0..LEASE_ATTEMPTS {

@@ -49,6 +49,10 @@ pub enum SuspendError {
         #[source]
         source: flux_fence::FenceError,
     },
+    /// Stopped by [`crate::Cancel`] during (or before) `step`; what was fenced stays held
+    /// for the caller's release.
+    #[error("stopped while {}", crate::steps::describe(*step))]
+    Cancelled { step: crate::steps::Step },
     /// A Kubernetes API call failed.
     #[error("{step}")]
     Kube {
@@ -70,4 +74,20 @@ impl SuspendError {
     pub(crate) fn kube(step: &'static str) -> impl FnOnce(kube::Error) -> Self {
         move |source| Self::Kube { step, source }
     }
+}
+
+/// An error and its causes on one line (`step: cause: cause`), each cause once.
+#[must_use]
+pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        source = s.source();
+    }
+    line.replace('\n', " ")
 }

@@ -7,6 +7,7 @@ use kube::Client;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
+use crate::cancel::Cancel;
 use crate::error::SuspendError;
 use crate::flux::{RECONCILE_ANNOTATION, RECONCILE_DISABLED, REQUESTED_AT_ANNOTATION};
 use crate::io::{self, ControllerRef, ProofTarget, Timing};
@@ -78,6 +79,7 @@ pub struct Handoff {
     fencer: Fencer,
     parents: Vec<Held>,
     targets: Vec<Held>,
+    cancel: Cancel,
 }
 
 impl std::fmt::Debug for Handoff {
@@ -98,7 +100,18 @@ impl Handoff {
             fencer,
             parents: Vec::new(),
             targets: Vec::new(),
+            cancel: Cancel::new(),
         }
+    }
+
+    /// Makes [`Handoff::pause`] stop at its next safe point when `cancel` is stopped: a wait is
+    /// abandoned, a write in flight finishes first (so what it did is known), and no further
+    /// write starts; it then returns [`SuspendError::Cancelled`]. Release with
+    /// [`Handoff::resume`] as on any other error.
+    #[must_use]
+    pub fn with_cancel(mut self, cancel: Cancel) -> Self {
+        self.cancel = cancel;
+        self
     }
 
     /// Takes over fences found on the cluster (e.g. for `resume --holder`). Guards whose marks
@@ -127,6 +140,12 @@ impl Handoff {
                 h.parents.push(held);
             }
         }
+    }
+
+    /// The fencer this handoff writes with.
+    #[must_use]
+    pub fn fencer(&self) -> &Fencer {
+        &self.fencer
     }
 
     /// Whether this handoff holds a fence on `obj`.
@@ -206,10 +225,14 @@ impl Handoff {
         }
         let timing = opts.timing;
         for step in pause_steps(opts.strategy, opts.quiesce, !parents.is_empty()) {
+            if self.cancel.is_stopped() {
+                return Err(SuspendError::Cancelled { step });
+            }
             match step {
                 Step::QuiesceParents => {
                     for p in &parents {
-                        io::wait_quiet(&self.client, p, timing).await?;
+                        self.wait(step, io::wait_quiet(&self.client, p, timing))
+                            .await?;
                     }
                 }
                 Step::FenceParents => {
@@ -219,10 +242,11 @@ impl Handoff {
                         }
                     }
                 }
-                Step::AwaitParentAcks => self.await_acks(false, timing).await?,
+                Step::AwaitParentAcks => self.wait(step, self.await_acks(false, timing)).await?,
                 Step::QuiesceTargets => {
                     for t in &targets {
-                        io::wait_quiet(&self.client, t, timing).await?;
+                        self.wait(step, io::wait_quiet(&self.client, t, timing))
+                            .await?;
                     }
                 }
                 Step::FenceTargets => {
@@ -232,7 +256,7 @@ impl Handoff {
                         }
                     }
                 }
-                Step::AwaitTargetAcks => self.await_acks(true, timing).await?,
+                Step::AwaitTargetAcks => self.wait(step, self.await_acks(true, timing)).await?,
                 Step::RestartController => {
                     let token = flux_fence::Holder::generate().to_string();
                     io::restart_controller(&self.client, &opts.controller, &token, timing).await?;
@@ -243,14 +267,15 @@ impl Handoff {
                     }
                 }
                 Step::Prove => {
-                    let proof = io::prove_stable_pause(
+                    let chain = self.proof_chain();
+                    let prove = io::prove_stable_pause(
                         &self.client,
-                        &self.proof_chain(),
+                        &chain,
                         &self.fencer.keys().owner,
                         None,
                         timing,
-                    )
-                    .await?;
+                    );
+                    let proof = self.wait(step, prove).await?;
                     progress(step);
                     return Ok(PauseOutcome::Proven(proof));
                 }
@@ -356,7 +381,20 @@ impl Handoff {
                 break outcome;
             }
             tracing::debug!(object = %obj, ?backoff, "fence contended; retrying");
-            tokio::time::sleep(backoff).await;
+            if self
+                .cancel
+                .unless_stopped(tokio::time::sleep(backoff))
+                .await
+                .is_none()
+            {
+                return Err(SuspendError::Cancelled {
+                    step: if is_target {
+                        Step::FenceTargets
+                    } else {
+                        Step::FenceParents
+                    },
+                });
+            }
             backoff = (backoff * 2).min(opts.timing.interval.max(CONTENDED_BACKOFF_START));
         };
         let refused = |why: String| {
@@ -415,6 +453,18 @@ impl Handoff {
             },
         );
         Ok(None)
+    }
+
+    /// A read-only wait of `step`, abandoned when the handoff is stopped.
+    async fn wait<T>(
+        &self,
+        step: Step,
+        wait: impl Future<Output = Result<T, SuspendError>>,
+    ) -> Result<T, SuspendError> {
+        self.cancel
+            .unless_stopped(wait)
+            .await
+            .unwrap_or(Err(SuspendError::Cancelled { step }))
     }
 
     fn push(&mut self, is_target: bool, held: Held) {

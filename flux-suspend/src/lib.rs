@@ -75,6 +75,7 @@
 //! (unchanged resourceVersions), and the retirement strategy proves that no reconcile that began
 //! before the suspend is still running.
 
+mod cancel;
 pub mod error;
 pub mod flux;
 pub mod handoff;
@@ -85,7 +86,18 @@ pub mod quiesce;
 pub mod readiness;
 pub mod report;
 pub mod retire;
+pub mod session;
 pub mod steps;
+
+pub use cancel::Cancel;
+pub use flux_fence::{Holder, LeaseConfig, ObjectRef};
+pub use io::{ControllerRef, Timing};
+pub use retire::Strategy;
+pub use session::{
+    CleanupError, Event, Outcome, ParentSpec, Parked, Paused, Session, SessionError,
+    SessionOptions, TargetSpec,
+};
+pub use steps::Step;
 
 pub use error::SuspendError;
 pub use handoff::{Chain, Handoff, PauseOptions, PauseOutcome, ResumeReport};

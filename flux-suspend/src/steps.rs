@@ -31,6 +31,22 @@ pub enum Step {
     Prove,
 }
 
+/// What a step does, as words for a line about it (`stopped while ...`).
+#[must_use]
+pub fn describe(step: Step) -> &'static str {
+    match step {
+        Step::QuiesceParents => "waiting for the parents to be quiet",
+        Step::FenceParents => "fencing the parents",
+        Step::AwaitParentAcks => "waiting for the parents to acknowledge the suspend",
+        Step::QuiesceTargets => "waiting for the targets to be quiet",
+        Step::FenceTargets => "fencing the targets",
+        Step::AwaitTargetAcks => "waiting for the targets to acknowledge the suspend",
+        Step::RestartController => "restarting the controller",
+        Step::RefenceReverted => "checking the fences after the restart",
+        Step::Prove => "proving the stable pause",
+    }
+}
+
 /// The steps of a pause, in order.
 #[must_use]
 pub fn pause_steps(strategy: Strategy, quiesce: bool, has_parents: bool) -> Vec<Step> {

@@ -134,10 +134,21 @@ pub struct TargetArgs {
     pub controller: Option<String>,
 }
 
+#[derive(Debug, Args, Clone)]
+pub struct HolderArg {
+    /// Use this holder identity instead of a generated one, e.g. when a CI step must know it
+    /// before the run starts so that a later step can release by holder
+    /// (`resume --holder H`). Letters, digits, `.` and `-`; unique per run.
+    #[arg(long = "holder", value_name = "HOLDER")]
+    pub holder: Option<String>,
+}
+
 #[derive(Debug, Args)]
 pub struct PauseArgs {
     #[command(flatten)]
     pub targets: TargetArgs,
+    #[command(flatten)]
+    pub holder: HolderArg,
 }
 
 #[derive(Debug, Args)]
@@ -157,10 +168,19 @@ pub struct ResumeArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub targets: TargetArgs,
+    #[command(flatten)]
+    pub holder: HolderArg,
+    /// How long the command's process group gets between SIGTERM and SIGKILL when the run is
+    /// interrupted or loses its Lease. The default leaves room, inside the 7.5 s a GitHub
+    /// runner waits between SIGINT and SIGTERM, for the release after the command is gone.
+    #[arg(long, default_value = "5s", value_parser = crate::duration::parse, value_name = "DURATION")]
+    pub grace: std::time::Duration,
     /// The command to run while paused, after `--`. It gets `FLUX_HANDOFF_HOLDER`,
     /// `FLUX_HANDOFF_PROOF` and `FLUX_HANDOFF_TARGETS` in its environment and runs in its own
-    /// process group: on SIGINT/SIGTERM the group gets SIGTERM (SIGKILL after 10s), then the
-    /// handoff resumes.
+    /// process group. On the first SIGINT/SIGTERM the group gets SIGTERM (SIGKILL after
+    /// --grace); on a second signal, or when the process that started flux-handoff dies, it
+    /// gets SIGKILL at once. Either way the handoff then resumes. Exits with the command's
+    /// exit code, or 128+N when a signal N ended it.
     #[arg(required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }

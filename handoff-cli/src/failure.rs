@@ -72,24 +72,37 @@ fn text(e: &(dyn std::error::Error + 'static)) -> String {
     }
 }
 
-impl From<SuspendError> for Failure {
-    fn from(e: SuspendError) -> Self {
-        let code = match &e {
+impl Failure {
+    /// The exit code and line of a failed pause.
+    pub fn from_suspend(e: &SuspendError) -> Self {
+        let code = match e {
             // The timeout line is the whole message: fixed names and counts only.
             SuspendError::ProofTimeout { .. } => return Self::new(exit::TIMEOUT, e.to_string()),
             SuspendError::AckTimeout { .. }
             | SuspendError::RestartTimeout { .. }
             | SuspendError::QuiesceTimeout { .. } => exit::TIMEOUT,
             SuspendError::Fence { source, .. } => fence_code(source),
+            SuspendError::Cancelled { .. } => exit::INTERRUPTED,
             _ => exit::KUBE_API,
         };
-        Self::new(code, chain(&e))
+        Self::new(code, chain(e))
+    }
+
+    /// The exit code and line of a failed fence or Lease operation.
+    pub fn from_fence(e: &FenceError) -> Self {
+        Self::new(fence_code(e), chain(e))
+    }
+}
+
+impl From<SuspendError> for Failure {
+    fn from(e: SuspendError) -> Self {
+        Self::from_suspend(&e)
     }
 }
 
 impl From<FenceError> for Failure {
     fn from(e: FenceError) -> Self {
-        Self::new(fence_code(&e), chain(&e))
+        Self::from_fence(&e)
     }
 }
 

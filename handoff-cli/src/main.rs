@@ -54,24 +54,29 @@ async fn dispatch(cli: Cli) -> u8 {
         Output::github_from_env(),
         cli.global.quiet,
     );
-    let interrupt = match signals::Interrupt::install() {
-        Ok(i) => i,
-        Err(e) => {
-            eprintln!("error: cannot install signal handlers: {e}");
-            return exit::INTERNAL;
-        }
-    };
+    let cancel = flux_suspend::Cancel::new();
+    if let Err(e) = signals::install(cancel.clone()) {
+        eprintln!("error: cannot install signal handlers: {e}");
+        return exit::INTERNAL;
+    }
+    if matches!(
+        cli.command,
+        Command::Pause(_) | Command::Run(_) | Command::Ghcr(_)
+    ) {
+        // A run orphaned by a killed shell (a CI runner cancelling a step) is a cancellation.
+        signals::die_with_parent();
+    }
     let g = &cli.global;
     let (name, result) = match &cli.command {
-        Command::Pause(a) => ("pause", cmd::pause::run(g, a, &mut out, interrupt).await),
+        Command::Pause(a) => ("pause", cmd::pause::run(g, a, &mut out, cancel).await),
         Command::Resume(a) => ("resume", cmd::resume::run(g, a, &mut out).await),
-        Command::Run(a) => ("run", cmd::run::run(g, a, &mut out, interrupt).await),
+        Command::Run(a) => ("run", cmd::run::run(g, a, &mut out, cancel).await),
         Command::Fences(a) => ("fences", cmd::fences::run(g, a, &mut out).await),
         Command::Doctor(a) => ("doctor", cmd::doctor::run(g, a, &mut out).await),
         // Boxed: the reassert future (a registry proof, a handoff, the Secrets) is over 16 KiB.
         Command::Ghcr(a) => (
             a.name(),
-            Box::pin(cmd::ghcr::run(g, a, &mut out, interrupt)).await,
+            Box::pin(cmd::ghcr::run(g, a, &mut out, cancel)).await,
         ),
         Command::Completions { shell } => {
             clap_complete::generate(

@@ -1,263 +1,99 @@
-//! One handoff as the CLI runs it: the Lease, the chains, the fences, and cleanup on every
-//! exit path — target, parent, Lease, in that order.
+//! The CLI side of a handoff session: settings into [`SessionOptions`], the library's events
+//! into phase lines, its errors into exit codes. The session itself — preflight, Lease,
+//! fences, proof, cleanup on every path — is `flux_suspend::Session`.
 
-use std::sync::Arc;
+use std::str::FromStr;
 
-use flux_fence::{
-    AcquireDecision, Epoch, Fencer, Holder, Lease, LeaseAcquire, LeaseGuard, LeaseRelease, Mark,
-    ObjectRef, OwnerValue, Refusal, SystemClock, decide_acquire,
+use flux_fence::Holder;
+use flux_suspend::{
+    Cancel, Event, ParentSpec, Session, SessionError, SessionOptions, Step, TargetSpec,
 };
-use flux_suspend::object::{get_json, kustomization};
-use flux_suspend::steps::Step;
-use flux_suspend::{Chain, Handoff, PauseOptions, PauseOutcome, Proof, io::Timing};
 use kube::Client;
 
+use crate::cli::HolderArg;
 use crate::exit;
-use crate::failure::Failure;
+use crate::failure::{Failure, chain};
 use crate::output::Output;
-use crate::settings::{ParentSpec, Settings};
-use crate::signals::Interrupt;
+use crate::settings::{self, Settings};
 
-/// A handoff in progress.
-pub struct Session {
-    pub settings: Settings,
-    pub holder: Holder,
-    pub fencer: Fencer,
-    pub chains: Vec<Chain>,
-    lease: Option<LeaseGuard>,
-    handoff: Option<Handoff>,
+/// Resolves `--holder`: a given holder must parse (exit 2), none generates one.
+pub fn holder(arg: &HolderArg) -> Result<Option<Holder>, Failure> {
+    arg.holder
+        .as_deref()
+        .map(|h| Holder::from_str(h).map_err(|e| Failure::usage(format!("--holder: {e}"))))
+        .transpose()
 }
 
-impl std::fmt::Debug for Session {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session")
-            .field("holder", &self.holder)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Session {
-    /// Resolves the chains (reading each target), then acquires the Lease.
-    ///
-    /// # Guarantees
-    /// A signal during the reads stops them at once: exit 130, nothing was written. A signal
-    /// during the Lease acquire gives it [`crate::signals::GRACE`] to finish (its create may
-    /// land after the request was abandoned); when it does not, exit 7 names the holder whose
-    /// Lease may be held.
-    pub async fn start(
-        client: Client,
-        settings: Settings,
-        holder: Holder,
-        out: &mut Output,
-        interrupt: &mut Interrupt,
-    ) -> Result<Self, Failure> {
-        let chains = interrupt
-            .cancel(async {
-                lease_preflight(&client, &settings).await?;
-                resolve_chains(&client, &settings, &holder).await
-            })
-            .await
-            .ok_or_else(crate::signals::stopped_before_start)??;
-        let acquired = interrupt
-            .grace(Lease::acquire(
-                client.clone(),
-                settings.lease.clone(),
-                holder.clone(),
-                Arc::new(SystemClock),
-            ))
-            .await
-            .ok_or_else(|| crate::signals::start_cut_short(&holder))?
-            .map_err(Failure::from)?;
-        let lease = match acquired {
-            LeaseAcquire::Acquired(g) => g,
-            LeaseAcquire::Held {
-                holder: other,
-                expired,
-            } => {
-                let hint = if expired {
-                    " (it looks expired; `flux-handoff fences` shows it, `fences recover` releases it once its run is gone)"
-                } else {
-                    ""
-                };
-                return Err(Failure::new(
-                    exit::REFUSED,
-                    format!(
-                        "lease {}/{} is held by {other}{hint}",
-                        settings.lease.namespace, settings.lease.name
-                    ),
-                ));
-            }
-            // Contended (another party moved it on every attempt), or a later variant.
-            _ => {
-                return Err(Failure::new(
-                    exit::REFUSED,
-                    format!(
-                        "lease {}/{} not acquired: another party changed it on every attempt; try again",
-                        settings.lease.namespace, settings.lease.name
-                    ),
-                ));
-            }
-        };
-        out.phase(&format!(
-            "lease acquired: {}/{} (holder {}, epoch {})",
-            settings.lease.namespace,
-            settings.lease.name,
-            holder,
-            lease.epoch()
-        ));
-        let fencer = Fencer::new(client.clone(), settings.keys.clone(), lease.owner())
-            .with_lease(lease.handle());
-        let handoff = Handoff::new(client.clone(), fencer.clone());
-        Ok(Self {
-            settings,
-            holder,
-            fencer,
-            chains,
-            lease: Some(lease),
-            handoff: Some(handoff),
-        })
-    }
-
-    /// Fences, retires in-flight reconciles and proves the stable pause, until done or
-    /// interrupted.
-    pub async fn pause(
-        &mut self,
-        out: &mut Output,
-        interrupt: &mut Interrupt,
-    ) -> Result<Proof, Failure> {
-        let opts = PauseOptions {
-            strategy: self.settings.strategy,
-            quiesce: self.settings.quiesce,
-            controller: self.settings.controller.clone(),
-            timing: Timing::new(self.settings.interval, self.settings.timeout),
-            reason: self.settings.reason.clone(),
-        };
-        let handoff = self
-            .handoff
-            .as_mut()
-            .expect("a started session has a handoff");
-        let chains = self.chains.clone();
-        let result = {
-            let mut print = |s: Step| out.phase(&step_line(s, &chains));
-            let pause = handoff.pause(&chains, &opts, &mut print);
-            tokio::select! {
-                r = pause => Some(r),
-                () = interrupt.wait() => None,
-            }
-        };
-        match result {
-            None => Err(Failure::new(
-                exit::INTERRUPTED,
-                "interrupted during the pause",
-            )),
-            Some(Err(e)) => Err(e.into()),
-            Some(Ok(PauseOutcome::Refused { object, why })) => {
-                Err(Failure::new(exit::REFUSED, format!("{object}: {why}")))
-            }
-            Some(Ok(PauseOutcome::Proven(proof))) => Ok(proof),
-        }
-    }
-
-    /// The Lease this session holds, to gate other writes (e.g. Secret reassertion) on it.
-    pub fn lease_handle(&self) -> Option<flux_fence::LeaseHandle> {
-        self.lease.as_ref().map(LeaseGuard::handle)
-    }
-
-    /// Leaves the pause in place: fences stay, and the Lease stays held by this holder and is
-    /// parked (marked as a deliberate pause, so `fences recover` does not take it for a crashed
-    /// run once it expires). Returns the objects left fenced.
-    pub async fn leave_paused(mut self) -> Result<Vec<String>, Failure> {
-        let held = self
-            .handoff
-            .take()
-            .map(Handoff::leave_paused)
-            .unwrap_or_default();
-        if let Some(l) = self.lease.take() {
-            match l
-                .park(&self.settings.keys.parked)
-                .await
-                .map_err(Failure::from)?
-            {
-                LeaseRelease::Released => {}
-                other => tracing::warn!(
-                    outcome = ?other,
-                    "the Lease could not be parked: once it expires, `fences recover` will treat \
-                     this pause as a crashed run"
-                ),
-            }
-        }
-        Ok(held)
-    }
-
-    /// Releases everything this run holds — targets, then parents, then the Lease — including
-    /// a fence whose write was in flight when the run was interrupted (found by its owner
-    /// value on the chain's objects).
-    pub async fn cleanup(mut self, out: &mut Output) -> Result<(), Failure> {
-        let mut problems = Vec::new();
-        if let Some(mut h) = self.handoff.take() {
-            // A fence whose acquire was cut short (its write landed, its guard was never
-            // recorded) is found by our owner value and joins the held ones first, so a single
-            // resume releases everything in order: targets, then parents.
-            let owner = self.fencer.owner().clone();
-            let objects = self
-                .chains
-                .iter()
-                .map(|c| &c.target)
-                .chain(self.chains.iter().filter_map(|c| c.parent.as_ref()));
-            let mut stray = Vec::new();
-            for obj in objects {
-                if !h.holds(obj)
-                    && let Ok(Some(g)) = self.fencer.adopt_recorded(obj, &owner).await
-                {
-                    stray.push(g);
-                }
-            }
-            h.absorb(stray);
-            match h.resume(None).await {
-                Ok(r) => {
-                    for o in &r.released {
-                        out.phase(&format!("released: {o}"));
-                    }
-                }
-                Err(e) => problems.push(crate::failure::chain(&e)),
-            }
-            if h.holds_anything() {
-                // Not released: leave it listed for `flux-handoff fences`.
-                let _ = h.leave_paused();
-            }
-        }
-        if let Some(lease) = self.lease.take() {
-            if problems.is_empty() {
-                match lease.release().await {
-                    Ok(LeaseRelease::Released | LeaseRelease::Gone) => out.phase("lease released"),
-                    Ok(other) => problems.push(format!("lease not released: {other}")),
-                    Err(e) => problems.push(crate::failure::chain(&e)),
-                }
-            } else {
-                // Never release the Lease while a fence is still held: it keeps others out.
-                lease.leave_held();
-            }
-        }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(Failure::new(
-                exit::CLEANUP,
-                format!(
-                    "cleanup incomplete ({}); `flux-handoff fences` lists what is still held",
-                    problems.join("; ")
-                ),
-            ))
-        }
-    }
-}
-
-fn step_line(step: Step, chains: &[Chain]) -> String {
-    let parents: Vec<String> = chains
+/// The library's options from the resolved settings, checked before any request (exit 2).
+pub fn options(settings: &Settings, holder: Option<Holder>) -> Result<SessionOptions, Failure> {
+    let targets = settings
+        .targets
         .iter()
-        .filter_map(|c| c.parent.as_ref().map(ToString::to_string))
+        .map(|t| {
+            TargetSpec::new(t.object.clone()).with_parent(match &t.parent {
+                settings::ParentSpec::FromLabels => ParentSpec::FromLabels,
+                settings::ParentSpec::None => ParentSpec::TopLevel,
+                settings::ParentSpec::Explicit(p) => ParentSpec::Explicit(p.clone()),
+            })
+        })
         .collect();
-    let targets: Vec<String> = chains.iter().map(|c| c.target.to_string()).collect();
+    let mut opts = SessionOptions::new(targets);
+    opts.holder = holder;
+    opts.lease = settings.lease.clone();
+    opts.keys = settings.keys.clone();
+    opts.strategy = settings.strategy;
+    opts.quiesce = settings.quiesce;
+    opts.controller = settings.controller.clone();
+    opts.interval = settings.interval;
+    opts.timeout = settings.timeout;
+    opts.reason.clone_from(&settings.reason);
+    opts.validate().map_err(|e| Failure::usage(e.to_string()))?;
+    Ok(opts)
+}
+
+/// Starts the session and prints the Lease line.
+pub async fn start(
+    client: Client,
+    opts: SessionOptions,
+    cancel: Cancel,
+    out: &mut Output,
+) -> Result<Session, Failure> {
+    let lease = format!("{}/{}", opts.lease.namespace, opts.lease.name);
+    let session = Session::start(client, opts, cancel)
+        .await
+        .map_err(|e| failure(&e))?;
+    out.phase(&format!(
+        "lease acquired: {lease} (holder {}, epoch {})",
+        session.holder(),
+        session.epoch()
+    ));
+    Ok(session)
+}
+
+/// The phase line of an event.
+pub fn event_line(event: &Event, session_targets: &[String], parents: &[String]) -> String {
+    match event {
+        Event::Step(step) => step_line(*step, session_targets, parents),
+        Event::Released(o) => format!("released: {o}"),
+        Event::LeaseReleased => "lease released".into(),
+        Event::LeaseParked => "lease parked".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The targets and parents of a started session, for phase lines.
+pub fn members(session: &Session) -> (Vec<String>, Vec<String>) {
+    let chains = session.chains();
+    (
+        chains.iter().map(|c| c.target.to_string()).collect(),
+        chains
+            .iter()
+            .filter_map(|c| c.parent.as_ref().map(ToString::to_string))
+            .collect(),
+    )
+}
+
+fn step_line(step: Step, targets: &[String], parents: &[String]) -> String {
     match step {
         Step::QuiesceParents => format!("parent quiet: {}", parents.join(", ")),
         Step::FenceParents => format!("parent fenced: {}", parents.join(", ")),
@@ -271,113 +107,69 @@ fn step_line(step: Step, chains: &[Chain]) -> String {
     }
 }
 
-/// Reads each target (it must exist) and finds its parent; refuses, before the Lease or any
-/// fence is written, a chain whose member is fenced by another holder or suspended by someone
-/// else (each fence's own CAS would refuse it too, but only after the Lease was taken and the
-/// parent fenced, acknowledged and released again — the exit code promises nothing changed).
-async fn resolve_chains(
-    client: &Client,
-    settings: &Settings,
-    holder: &Holder,
-) -> Result<Vec<Chain>, Failure> {
-    let mut chains = Vec::new();
-    for t in &settings.targets {
-        let obj = get_json(client, &t.object)
-            .await
-            .map_err(|e| read_failure(&t.object, &e))?;
-        let parent = match &t.parent {
-            ParentSpec::None => None,
-            ParentSpec::Explicit(p) => Some(p.clone()),
-            ParentSpec::FromLabels => flux_suspend::flux::parent_of(&obj)
-                .map(|p| kustomization(&p.namespace, &p.name))
-                .filter(|p| *p != t.object),
-        };
-        if let Some(p) = &parent {
-            let read = get_json(client, p).await.map_err(|e| read_failure(p, &e))?;
-            preflight(p, &read, settings, holder)?;
-        }
-        preflight(&t.object, &obj, settings, holder)?;
-        chains.push(Chain {
-            parent,
-            target: t.object.clone(),
-        });
-    }
-    Ok(chains)
-}
-
-/// Refuses, before anything is written, while another holder has the Lease and it has not
-/// expired (the acquire decides again on what it reads; a read error is left to it).
-async fn lease_preflight(client: &Client, settings: &Settings) -> Result<(), Failure> {
-    let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
-        kube::Api::namespaced(client.clone(), &settings.lease.namespace);
-    let Ok(Some(lease)) = api.get_opt(&settings.lease.name).await else {
-        return Ok(());
-    };
-    let Some(spec) = lease.spec else {
-        return Ok(());
-    };
-    match spec.holder_identity.as_deref() {
-        Some(other)
-            if !other.is_empty()
-                && !flux_fence::lease_decide::is_expired(
-                    &spec,
-                    k8s_openapi::jiff::Timestamp::now(),
-                ) =>
-        {
+/// The exit code and line of an ended session. The work's own failure is passed in as a
+/// [`Failure`]; a cleanup failure turns success into exit 7, and after an earlier failure it
+/// is noted while that failure's code wins — except an interruption or a refusal, which
+/// promise that what was held was released: then it is exit 7.
+pub fn finish<T>(
+    result: Result<T, Failure>,
+    cleanup: Result<(), flux_suspend::CleanupError>,
+    out: &Output,
+) -> Result<T, Failure> {
+    match (result, cleanup) {
+        (r, Ok(())) => r,
+        (Ok(_), Err(c)) => Err(Failure::new(exit::CLEANUP, cleanup_line(&c))),
+        (Err(f), Err(c)) if matches!(f.code, exit::INTERRUPTED | exit::REFUSED) => {
             Err(Failure::new(
-                exit::REFUSED,
-                format!(
-                    "lease {}/{} is held by {other}",
-                    settings.lease.namespace, settings.lease.name
-                ),
+                exit::CLEANUP,
+                format!("{}; {}", f.message, cleanup_line(&c)),
             ))
         }
-        _ => Ok(()),
+        (Err(f), Err(c)) => {
+            out.note(&cleanup_line(&c));
+            Err(f)
+        }
     }
 }
 
-/// What the fence's decision core would answer for `read` now, without writing: another
-/// owner or an exclusive mark already set is a refusal (exit 3), bad input (the reason) a usage
-/// error. The fence decides again on what it reads when it writes.
-fn preflight(
-    obj: &ObjectRef,
-    read: &serde_json::Value,
-    settings: &Settings,
-    holder: &Holder,
-) -> Result<(), Failure> {
-    let owner = OwnerValue::new(holder.clone(), Epoch(0));
-    let marks = [Mark::field("/spec/suspend", serde_json::json!(true)).exclusive()];
-    let decision = decide_acquire(
-        Some(read),
-        &settings.keys,
-        &owner,
-        &marks,
-        settings.reason.as_deref(),
-        k8s_openapi::jiff::Timestamp::now(),
-    )?;
-    let why = match decision {
-        AcquireDecision::Refuse(Refusal::Owned { holder }) => format!("fenced by {holder}"),
-        AcquireDecision::Refuse(Refusal::AlreadyMarked { at }) => {
-            format!("{at} already set by someone else")
-        }
-        _ => return Ok(()),
-    };
-    Err(Failure::new(exit::REFUSED, format!("{obj}: {why}")))
+/// The work's result of an outcome as a [`Failure`].
+pub fn result<T>(r: Result<Result<T, Failure>, SessionError>) -> Result<T, Failure> {
+    r.map_err(|e| failure(&e)).and_then(|r| r)
 }
 
-fn read_failure(obj: &ObjectRef, e: &kube::Error) -> Failure {
+fn cleanup_line(c: &flux_suspend::CleanupError) -> String {
+    format!("{c}; `flux-handoff fences` lists what is still held")
+}
+
+/// The exit code and one line of a session error.
+pub fn failure(e: &SessionError) -> Failure {
+    let code = match e {
+        SessionError::Invalid(_) => exit::USAGE,
+        SessionError::Refused { .. } => exit::REFUSED,
+        SessionError::RefusedAfterWrites { .. }
+        | SessionError::Read { .. }
+        | SessionError::NotFound(_)
+        | SessionError::LeaseLost(_) => exit::KUBE_API,
+        SessionError::Lease(f) => return Failure::from_fence(f),
+        SessionError::Pause(p) => return Failure::from_suspend(p),
+        SessionError::Cancelled { .. } => exit::INTERRUPTED,
+        SessionError::StartCutShort { .. }
+        | SessionError::NotParked { .. }
+        | SessionError::Cleanup { .. } => exit::CLEANUP,
+        // A panic inside the work, or a later variant.
+        _ => exit::INTERNAL,
+    };
+    let line = match e {
+        SessionError::Read { object, source } => read_line(object, source),
+        SessionError::Cancelled { during, .. } => format!("interrupted {during}"),
+        other => chain(other),
+    };
+    Failure::new(code, line)
+}
+
+fn read_line(object: &str, e: &kube::Error) -> String {
     match e {
-        kube::Error::Api(s) if s.code == 404 => Failure::new(
-            exit::KUBE_API,
-            format!("{obj} not found (is the Flux CRD installed? `flux-handoff doctor` checks)"),
-        ),
-        kube::Error::Api(s) if s.code == 403 => Failure::new(
-            exit::KUBE_API,
-            format!("forbidden to get {obj}: {}", s.message),
-        ),
-        other => Failure::new(
-            exit::KUBE_API,
-            format!("reading {obj}: {}", crate::failure::chain(other)),
-        ),
+        kube::Error::Api(s) if s.code == 403 => format!("forbidden to get {object}: {}", s.message),
+        other => format!("reading {object}: {}", chain(other)),
     }
 }

@@ -1,63 +1,57 @@
 //! `flux-handoff pause`: Lease, fence the chain, retire in-flight reconciles, prove the stable
-//! pause, and leave it paused for `flux-handoff resume --holder`.
+//! pause, and leave it paused (the Lease parked) for `flux-handoff resume --holder`.
 
-use flux_fence::Holder;
+use flux_suspend::Cancel;
 use serde_json::json;
 
 use crate::cli::{Global, PauseArgs};
 use crate::failure::Failure;
 use crate::output::Output;
-use crate::session::Session;
-use crate::signals::Interrupt;
-use crate::{client, config, exit, settings};
+use crate::{client, config, exit, session, settings};
 
 pub async fn run(
     global: &Global,
     args: &PauseArgs,
     out: &mut Output,
-    mut interrupt: Interrupt,
+    cancel: Cancel,
 ) -> Result<u8, Failure> {
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
     let settings = settings::resolve(global, &args.targets, &file).map_err(Failure::usage)?;
+    let opts = session::options(&settings, session::holder(&args.holder)?)?;
+    let lease = opts.lease.clone();
     let client = client::client(global).await?;
-    let holder = Holder::generate();
-    let mut session = Session::start(client, settings, holder, out, &mut interrupt).await?;
-    match session.pause(out, &mut interrupt).await {
-        Ok(proof) => {
-            out.fact(
-                "proof",
-                json!({ "passes": proof.passes(), "counters": proof.counters().to_string() }),
-            );
-            let holder = session.holder.to_string();
-            let lease = session.settings.lease.clone();
-            let held = session.leave_paused().await?;
-            out.fact("holder", json!(holder));
-            out.fact("fences_held", json!(held));
-            out.note(&format!("paused by {holder}; fenced: {}", held.join(", ")));
-            let lease_flag = if lease.namespace == "flux-system" && lease.name == "flux-handoff" {
-                String::new()
-            } else {
-                format!(" --lease {}/{}", lease.namespace, lease.name)
-            };
-            out.note(&format!(
-                "resume with: flux-handoff resume --holder {holder}{lease_flag}"
-            ));
-            println_if_text(out, &holder);
-            Ok(exit::SUCCESS)
-        }
-        Err(failure) => {
-            // Give back whatever was taken; the pause's error code wins over a cleanup error.
-            if let Err(c) = session.cleanup(out).await {
-                out.note(&c.message);
-            }
-            Err(failure)
-        }
-    }
-}
-
-/// In text mode, stdout carries only the holder (so scripts can capture it).
-fn println_if_text(out: &Output, holder: &str) {
+    let started = session::start(client, opts, cancel, out).await?;
+    let (targets, parents) = session::members(&started);
+    let outcome = started
+        .park(|e| out.phase(&session::event_line(&e, &targets, &parents)))
+        .await;
+    let parked = session::finish(
+        outcome.result.map_err(|e| session::failure(&e)),
+        outcome.cleanup,
+        out,
+    )?;
+    let holder = parked.holder.to_string();
+    out.fact(
+        "proof",
+        json!({ "passes": parked.proof.passes(), "counters": parked.proof.counters().to_string() }),
+    );
+    out.fact("holder", json!(holder));
+    out.fact("fences_held", json!(parked.held));
+    out.note(&format!(
+        "paused by {holder}; fenced: {}",
+        parked.held.join(", ")
+    ));
+    let lease_flag = if lease.namespace == "flux-system" && lease.name == "flux-handoff" {
+        String::new()
+    } else {
+        format!(" --lease {}/{}", lease.namespace, lease.name)
+    };
+    out.note(&format!(
+        "resume with: flux-handoff resume --holder {holder}{lease_flag}"
+    ));
+    // In text mode, stdout carries only the holder (so scripts can capture it).
     if !out.is_json() {
         println!("{holder}");
     }
+    Ok(exit::SUCCESS)
 }

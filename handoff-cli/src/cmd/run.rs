@@ -2,21 +2,22 @@
 //! environment, resume — whatever the command's outcome. Exits with the command's status when
 //! the handoff itself succeeded.
 
-use flux_fence::Holder;
+use std::cell::RefCell;
+use std::time::Duration;
+
+use flux_suspend::{Cancel, Paused};
 use serde_json::json;
 
 use crate::cli::{Global, RunArgs};
 use crate::failure::Failure;
 use crate::output::Output;
-use crate::session::Session;
-use crate::signals::Interrupt;
-use crate::{client, config, exit, settings};
+use crate::{client, config, exit, session, settings};
 
 pub async fn run(
     global: &Global,
     args: &RunArgs,
     out: &mut Output,
-    mut interrupt: Interrupt,
+    cancel: Cancel,
 ) -> Result<u8, Failure> {
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
     let settings = settings::resolve(global, &args.targets, &file).map_err(Failure::usage)?;
@@ -24,102 +25,120 @@ pub async fn run(
         .command
         .split_first()
         .ok_or_else(|| Failure::usage("run: no command after --"))?;
+    let opts = session::options(&settings, session::holder(&args.holder)?)?;
     let client = client::client(global).await?;
-    let holder = Holder::generate();
-    let mut session = Session::start(client, settings, holder, out, &mut interrupt).await?;
+    let started = session::start(client, opts, cancel, out).await?;
+    let (targets, parents) = session::members(&started);
+    let out = RefCell::new(out);
+    let outcome = started
+        .run_paused(
+            |e| {
+                let line = session::event_line(&e, &targets, &parents);
+                out.borrow_mut().phase(&line);
+            },
+            |paused| async {
+                let r = command(program, rest, paused, args.grace, &out).await;
+                Ok::<_, std::convert::Infallible>(r)
+            },
+        )
+        .await;
+    let out = out.into_inner();
+    session::finish(session::result(outcome.result), outcome.cleanup, out)
+}
 
-    let outcome = match session.pause(out, &mut interrupt).await {
-        Err(f) => Err(f),
-        Ok(proof) => {
-            out.fact(
-                "proof",
-                json!({ "passes": proof.passes(), "counters": proof.counters().to_string() }),
-            );
-            let targets: Vec<String> = session
-                .chains
-                .iter()
-                .map(|c| c.target.to_string())
-                .collect();
-            let mut cmd = tokio::process::Command::new(program);
-            cmd.args(rest)
-                .env("FLUX_HANDOFF_HOLDER", session.holder.to_string())
-                .env(
-                    "FLUX_HANDOFF_PROOF",
-                    format!("passes={} {}", proof.passes(), proof.counters()),
-                )
-                .env("FLUX_HANDOFF_TARGETS", targets.join(","))
-                // Its own process group, so an interrupt reaches everything it started.
-                .process_group(0)
-                .kill_on_drop(true);
-            match cmd.spawn() {
-                Err(e) => Err(Failure::usage(format!(
-                    "run: cannot start {program:?}: {e}"
-                ))),
-                Ok(mut child) => {
-                    out.phase(&format!("running {program}"));
-                    let status = tokio::select! {
-                        s = child.wait() => Some(s),
-                        () = interrupt.wait() => None,
-                    };
-                    match status {
-                        None => {
-                            stop_group(&mut child).await;
-                            Err(Failure::new(
-                                exit::INTERRUPTED,
-                                format!("interrupted while {program} was running"),
-                            ))
-                        }
-                        Some(Err(e)) => Err(Failure::new(
-                            exit::INTERNAL,
-                            format!("waiting for {program}: {e}"),
-                        )),
-                        Some(Ok(s)) => {
-                            let code = s.code().map_or(exit::INTERNAL, |c| {
-                                u8::try_from(c).unwrap_or(exit::INTERNAL)
-                            });
-                            out.phase(&format!("{program} exited with {code}"));
-                            out.fact("command_exit_code", json!(code));
-                            Ok(code)
-                        }
-                    }
-                }
-            }
+/// Runs the command in its own process group until it exits, or until the session is
+/// cancelled or loses its Lease: then SIGTERM to the group, SIGKILL after `grace` (at once
+/// when hurried).
+async fn command(
+    program: &str,
+    rest: &[String],
+    paused: Paused,
+    grace: Duration,
+    out: &RefCell<&mut Output>,
+) -> Result<u8, Failure> {
+    let proof = format!(
+        "passes={} {}",
+        paused.proof.passes(),
+        paused.proof.counters()
+    );
+    out.borrow_mut().fact(
+        "proof",
+        json!({ "passes": paused.proof.passes(), "counters": paused.proof.counters().to_string() }),
+    );
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(rest)
+        .env("FLUX_HANDOFF_HOLDER", paused.holder.to_string())
+        .env("FLUX_HANDOFF_PROOF", proof)
+        .env("FLUX_HANDOFF_TARGETS", paused.targets.join(","))
+        // Its own process group, so a stop reaches everything it started.
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Failure::usage(format!("run: cannot start {program:?}: {e}")))?;
+    out.borrow_mut().phase(&format!("running {program}"));
+    let status = tokio::select! {
+        s = child.wait() => s,
+        () = paused.cancel.stopped() => {
+            stop_group(&mut child, grace, &paused.cancel).await;
+            return Err(Failure::new(
+                exit::INTERRUPTED,
+                format!("interrupted while {program} was running; it was stopped"),
+            ));
         }
     };
-    // Resume whatever happened; a cleanup failure turns success into failure, but an earlier
-    // failure's code wins.
-    let cleanup = session.cleanup(out).await;
-    match (outcome, cleanup) {
-        (Ok(code), Ok(())) => Ok(code),
-        (Ok(_), Err(c)) => Err(c),
-        (Err(f), Ok(())) => Err(f),
-        (Err(f), Err(c)) => {
-            out.note(&c.message);
-            Err(f)
-        }
+    let status =
+        status.map_err(|e| Failure::new(exit::INTERNAL, format!("waiting for {program}: {e}")))?;
+    let code = exit_code(status);
+    out.borrow_mut()
+        .phase(&format!("{program} exited with {code}"));
+    out.borrow_mut().fact("command_exit_code", json!(code));
+    Ok(code)
+}
+
+/// The exit code of a finished command: its own, or 128+N when signal N ended it.
+fn exit_code(status: std::process::ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => u8::try_from(c).unwrap_or(exit::INTERNAL),
+        (None, Some(sig)) => u8::try_from(128 + sig).unwrap_or(exit::INTERNAL),
+        (None, None) => exit::INTERNAL,
     }
 }
 
-/// How long the command's process group gets between SIGTERM and SIGKILL.
-const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Sends SIGTERM to the command's process group, then SIGKILL if it is still there after
-/// [`STOP_GRACE`]. Signals go through `kill(1)`: this crate forbids unsafe code, and this is
-/// the interrupt path, not a hot one.
-async fn stop_group(child: &mut tokio::process::Child) {
-    let Some(pid) = child.id() else { return };
-    let group = format!("-{pid}");
-    let send = |sig: &str| {
-        let _ = std::process::Command::new("kill")
-            .args([sig, "--", &group])
-            .status();
+/// SIGTERM to the command's process group, then SIGKILL once `grace` passed or the session is
+/// hurried (at once when it already is); waits until the command is gone.
+async fn stop_group(child: &mut tokio::process::Child, grace: Duration, cancel: &Cancel) {
+    use rustix::process::{Pid, Signal, kill_process_group};
+    let Some(group) = child
+        .id()
+        .and_then(|id| Pid::from_raw(i32::try_from(id).ok()?))
+    else {
+        return;
     };
-    send("-TERM");
-    if tokio::time::timeout(STOP_GRACE, child.wait())
-        .await
-        .is_err()
-    {
-        send("-KILL");
-        let _ = child.wait().await;
+    if !cancel.is_hurried() {
+        let _ = kill_process_group(group, Signal::TERM);
+        tokio::select! {
+            _ = child.wait() => return,
+            () = tokio::time::sleep(grace) => {}
+            () = cancel.hurried() => {}
+        }
+    }
+    let _ = kill_process_group(group, Signal::KILL);
+    let _ = child.wait().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+
+    use super::exit_code;
+
+    #[test]
+    fn a_command_ended_by_a_signal_exits_128_plus_the_signal() {
+        // Raw wait statuses: exit code 3 is 3 << 8; killed by SIGTERM (15) is 15.
+        assert_eq!(exit_code(std::process::ExitStatus::from_raw(3 << 8)), 3);
+        assert_eq!(exit_code(std::process::ExitStatus::from_raw(15)), 143);
+        assert_eq!(exit_code(std::process::ExitStatus::from_raw(9)), 137);
     }
 }

@@ -19,7 +19,7 @@ use clap::{Args, Subcommand};
 use crate::cli::Global;
 use crate::failure::Failure;
 use crate::output::Output;
-use crate::signals::Interrupt;
+use flux_suspend::Cancel;
 
 pub use check::CheckArgs;
 pub use reassert::ReassertArgs;
@@ -58,10 +58,10 @@ pub async fn run(
     global: &Global,
     args: &GhcrArgs,
     out: &mut Output,
-    interrupt: Interrupt,
+    cancel: Cancel,
 ) -> Result<u8, Failure> {
     match &args.command {
         GhcrCommand::Check(a) => check::run(global, a, out).await,
-        GhcrCommand::Reassert(a) => reassert::run(global, a, out, interrupt).await,
+        GhcrCommand::Reassert(a) => reassert::run(global, a, out, cancel).await,
     }
 }

@@ -2,10 +2,12 @@
 //! then — paused under the Lease when targets are given — reassert consumer Secrets and the
 //! root Secret, optionally prove Flux sources pull with it, and resume on every exit path.
 
+use std::cell::RefCell;
 use std::time::Duration;
 
 use clap::Args;
-use flux_fence::Holder;
+use flux_suspend::Cancel;
+use flux_suspend::session::STOP_GRACE;
 use ghcr_auth::error::BoxError;
 use ghcr_auth::plan::{SecretTarget, TargetRole};
 use ghcr_auth::reassert::{Consumers, ReassertReport, Reasserter, SecretOutcome, TargetSpec};
@@ -16,13 +18,11 @@ use serde_json::json;
 
 use super::check;
 use super::input::{self, CredentialArgs};
-use crate::cli::{Global, TargetArgs};
+use crate::cli::{Global, HolderArg, TargetArgs};
 use crate::config::{GhcrConfig, split_ref};
 use crate::failure::{Failure, chain};
 use crate::output::Output;
-use crate::session::Session;
-use crate::signals::Interrupt;
-use crate::{client, config, exit, settings};
+use crate::{client, config, exit, session, settings};
 
 /// `flux-handoff ghcr reassert`.
 #[derive(Debug, Args)]
@@ -56,14 +56,19 @@ pub struct ReassertArgs {
     /// the config) the Secrets are reasserted without a pause or Lease.
     #[command(flatten)]
     pub targets: TargetArgs,
+    #[command(flatten)]
+    pub holder: HolderArg,
 }
 
 /// Runs `ghcr reassert`.
+// The output is borrowed across the Secret writes: the session reports no progress while the
+// work runs, so nothing else borrows it then.
+#[allow(clippy::await_holding_refcell_ref)]
 pub async fn run(
     global: &Global,
     args: &ReassertArgs,
     out: &mut Output,
-    mut interrupt: Interrupt,
+    cancel: Cancel,
 ) -> Result<u8, Failure> {
     // 1. Every input, before any I/O.
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
@@ -94,44 +99,51 @@ pub async fn run(
     let Some(settings) = settings else {
         out.phase("no targets: reasserting without a pause or Lease");
         let reasserter = Reasserter::new(client);
-        return tokio::select! {
-            r = work.run(reasserter, out) => r.map(|()| exit::SUCCESS),
-            () = interrupt.wait() => Err(Failure::new(exit::INTERRUPTED, "interrupted while reasserting")),
+        return match cancel.settle(STOP_GRACE, work.run(reasserter, out)).await {
+            Some(r) => r.map(|()| exit::SUCCESS),
+            None => Err(interrupted()),
         };
     };
-    let holder = Holder::generate();
-    let mut session = Session::start(client.clone(), settings, holder, out, &mut interrupt).await?;
-    let outcome = match session.pause(out, &mut interrupt).await {
-        Err(f) => Err(f),
-        Ok(proof) => {
-            out.fact(
-                "proof",
-                json!({ "passes": proof.passes(), "counters": proof.counters().to_string() }),
-            );
-            let reasserter = match session.lease_handle() {
-                Some(lease) => Reasserter::new(client).with_gate(move || {
+    let opts = session::options(&settings, session::holder(&args.holder)?)?;
+    let started = session::start(client.clone(), opts, cancel, out).await?;
+    let (targets, parents) = session::members(&started);
+    let out = RefCell::new(out);
+    let (out_ref, work_ref) = (&out, &work);
+    let outcome = started
+        .run_paused(
+            |e| {
+                let line = session::event_line(&e, &targets, &parents);
+                out.borrow_mut().phase(&line);
+            },
+            |paused| async move {
+                let proof = &paused.proof;
+                out_ref.borrow_mut().fact(
+                    "proof",
+                    json!({ "passes": proof.passes(), "counters": proof.counters().to_string() }),
+                );
+                let lease = paused.lease.clone();
+                let reasserter = Reasserter::new(client).with_gate(move || {
                     let lease = lease.clone();
                     async move { lease.assert().await.map_err(|e| Box::new(e) as BoxError) }
-                }),
-                None => Reasserter::new(client),
-            };
-            tokio::select! {
-                r = work.run(reasserter, out) => r,
-                () = interrupt.wait() => Err(Failure::new(exit::INTERRUPTED, "interrupted while reasserting")),
-            }
-        }
-    };
-    // Resume whatever happened; an earlier failure's code wins over a cleanup failure.
-    let cleanup = session.cleanup(out).await;
-    match (outcome, cleanup) {
-        (Ok(()), Ok(())) => Ok(exit::SUCCESS),
-        (Ok(()), Err(c)) => Err(c),
-        (Err(f), Ok(())) => Err(f),
-        (Err(f), Err(c)) => {
-            out.note(&c.message);
-            Err(f)
-        }
-    }
+                });
+                // The Secrets are written while the RefCell is borrowed; the session reports no
+                // progress while the work runs.
+                let mut out = out_ref.borrow_mut();
+                let run = work_ref.run(reasserter, &mut out);
+                let r = match paused.cancel.settle(STOP_GRACE, run).await {
+                    Some(r) => r,
+                    None => Err(interrupted()),
+                };
+                Ok::<_, std::convert::Infallible>(r)
+            },
+        )
+        .await;
+    let out = out.into_inner();
+    session::finish(session::result(outcome.result), outcome.cleanup, out).map(|()| exit::SUCCESS)
+}
+
+fn interrupted() -> Failure {
+    Failure::new(exit::INTERRUPTED, "interrupted while reasserting")
 }
 
 /// What happens while paused: the Secrets, then the source proofs.

@@ -1,0 +1,98 @@
+//! How a session ends when it does not succeed, and what its cleanup left.
+
+use flux_fence::{FenceError, LossReason};
+
+use crate::error::SuspendError;
+
+/// Why a session did not complete. Each variant says whether anything was changed, so a caller
+/// can map it to its own codes (the `flux-handoff` binary: see its exit-code table).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// An option is invalid; no request was sent.
+    #[error("{0}")]
+    Invalid(String),
+    /// Another holder has a member of the chain, the Lease, or set a mark we need; nothing was
+    /// changed.
+    #[error("{object}: {why}")]
+    Refused { object: String, why: String },
+    /// Another holder refused us only after this session had written (a fence on a parent);
+    /// what it wrote was released again (see the cleanup).
+    #[error("{object}: {why} (found after this run had fenced the chain above it)")]
+    RefusedAfterWrites { object: String, why: String },
+    /// A read before anything was taken failed; nothing was changed.
+    #[error("reading {object}")]
+    Read {
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// A target (or its parent) does not exist; nothing was changed.
+    #[error("{0} not found (is the Flux CRD installed?)")]
+    NotFound(String),
+    /// The Lease could not be acquired or written.
+    #[error("the lease")]
+    Lease(#[source] FenceError),
+    /// The Lease was lost while the session held it: the work (if running) was stopped.
+    #[error("the lease was lost ({0}): the work was stopped")]
+    LeaseLost(LossReason),
+    /// The pause failed (a timeout, an API error, a fence failure).
+    #[error(transparent)]
+    Pause(#[from] SuspendError),
+    /// Stopped by [`crate::Cancel`]; `changed` says whether anything had been taken.
+    #[error("interrupted {during}")]
+    Cancelled { during: String, changed: bool },
+    /// Stopped while the Lease create or update was in flight and it did not answer in time:
+    /// the Lease may be held by this holder until it expires.
+    #[error(
+        "interrupted while taking the lease, and the API server did not answer in time: the \
+         lease may be held by {holder} until it expires"
+    )]
+    StartCutShort { holder: String },
+    /// The caller's work failed.
+    #[error("{0}")]
+    Work(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The caller's work panicked (the pause was still released).
+    #[error("the work panicked: {0}")]
+    WorkPanicked(String),
+    /// The Lease could not be parked after a proven pause: the fences stay, and the Lease will
+    /// look like a crashed run's once it expires.
+    #[error("the pause is in place but the lease {lease} could not be parked: {why}")]
+    NotParked { lease: String, why: String },
+    /// Cleanup could not give back everything; `after` is the error that ended the session
+    /// before cleanup, if any.
+    #[error("{cleanup}")]
+    Cleanup {
+        cleanup: CleanupError,
+        after: Option<Box<SessionError>>,
+    },
+}
+
+/// What a cleanup could not give back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "cleanup incomplete ({why}); still held or unsettled: {}{}",
+    held.join(", "),
+    lease.as_ref().map(|l| format!(" and the lease {l}")).unwrap_or_default()
+)]
+#[non_exhaustive]
+pub struct CleanupError {
+    /// Objects that may still carry our fence, in release order.
+    pub held: Vec<String>,
+    /// The Lease, when it was left held (never released while a fence may be held).
+    pub lease: Option<String>,
+    /// Why, one line.
+    pub why: String,
+}
+
+impl SessionError {
+    /// Whether the session had changed anything on the cluster when it ended this way.
+    #[must_use]
+    pub fn changed_nothing(&self) -> bool {
+        match self {
+            Self::Invalid(_) | Self::Refused { .. } | Self::Read { .. } | Self::NotFound(_) => true,
+            Self::Cancelled { changed, .. } => !changed,
+            _ => false,
+        }
+    }
+}

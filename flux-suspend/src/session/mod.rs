@@ -1,0 +1,516 @@
+//! The whole handoff as one value: validation, the read-only preflight, the Lease, fencing,
+//! retirement, the proof, then either the caller's work under the pause
+//! ([`Session::run_paused`]) or a parked pause ([`Session::park`]) — and cleanup in order on
+//! every path: error, panic inside the work, cancellation, a lost Lease.
+//!
+//! # Guarantees
+//! - No request is sent before [`SessionOptions::validate`] passed; a refusal found by the
+//!   preflight changed nothing.
+//! - Cleanup releases targets, then parents, then the Lease; the Lease is never released
+//!   while a fence may still be held. A fence whose write was in flight when the session was
+//!   hurried is settled by a re-read before the Lease is let go; if it cannot be settled, the
+//!   cleanup error names it and the Lease stays held.
+//! - While the work runs the Lease is watched: when it is lost, the work's [`Cancel`] is
+//!   stopped and the session ends with [`SessionError::LeaseLost`].
+
+mod error;
+mod options;
+mod preflight;
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use flux_fence::{Fencer, Holder, Lease, LeaseAcquire, LeaseGuard, LeaseHandle, LeaseRelease};
+use futures::FutureExt;
+use kube::Client;
+
+pub use error::{CleanupError, SessionError};
+pub use options::{ParentSpec, SessionOptions, TargetSpec};
+
+use crate::cancel::Cancel;
+use crate::handoff::{Chain, Handoff, PauseOptions, PauseOutcome};
+use crate::io::Timing;
+use crate::judge::Proof;
+use crate::steps::Step;
+
+/// How long a write that was in flight when the session was stopped may still take before it
+/// is treated as hurried (abandoned, then settled by a re-read). A hung API server must not
+/// keep a cancelled run alive for the client's read timeout.
+pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Something a session reports while it runs, for progress lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// A step of the pause finished.
+    Step(Step),
+    /// An object was released (targets first).
+    Released(String),
+    /// The Lease was released.
+    LeaseReleased,
+    /// The Lease was parked (a pause left in place).
+    LeaseParked,
+}
+
+/// What the work gets while the chain is provably paused.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Paused {
+    /// The proof of the stable pause.
+    pub proof: Proof,
+    /// The Lease: assert it before each protected write.
+    pub lease: LeaseHandle,
+    /// The session's holder.
+    pub holder: Holder,
+    /// The paused targets.
+    pub targets: Vec<String>,
+    /// Stopped when the session is cancelled or the Lease is lost: finish soon.
+    pub cancel: Cancel,
+}
+
+/// A pause left in place by [`Session::park`]: resume it later by holder.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Parked {
+    /// The holder to resume.
+    pub holder: Holder,
+    /// The objects left fenced, targets first.
+    pub held: Vec<String>,
+    /// The proof of the pause left in place.
+    pub proof: Proof,
+}
+
+/// How a [`Session`] ended: the result, and what its cleanup did. Fold it with
+/// [`Outcome::into_result`] unless the details matter.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Outcome<T> {
+    /// The work's value, or why the session did not complete.
+    pub result: Result<T, SessionError>,
+    /// Objects released, in release order.
+    pub released: Vec<String>,
+    /// Whether the Lease was released.
+    pub lease_released: bool,
+    /// What could not be given back.
+    pub cleanup: Result<(), CleanupError>,
+}
+
+impl<T> Outcome<T> {
+    /// The result, with a cleanup failure folded in ([`SessionError::Cleanup`], keeping the
+    /// earlier error as `after`).
+    ///
+    /// # Errors
+    /// As described.
+    pub fn into_result(self) -> Result<T, SessionError> {
+        match (self.result, self.cleanup) {
+            (r, Ok(())) => r,
+            (Ok(_), Err(cleanup)) => Err(SessionError::Cleanup {
+                cleanup,
+                after: None,
+            }),
+            (Err(e), Err(cleanup)) => Err(SessionError::Cleanup {
+                cleanup,
+                after: Some(Box::new(e)),
+            }),
+        }
+    }
+}
+
+/// One handoff from its Lease to its cleanup. See the module docs.
+///
+/// ```no_run
+/// use flux_suspend::object::kustomization;
+/// use flux_suspend::{Cancel, Session, SessionOptions, TargetSpec};
+///
+/// # async fn deploy(client: kube::Client) -> Result<(), flux_suspend::SessionError> {
+/// let opts = SessionOptions::new(vec![TargetSpec::new(kustomization("flux-system", "apps"))]);
+/// let cancel = Cancel::new(); // stop() it from a signal handler
+/// let session = Session::start(client, opts, cancel).await?;
+/// let outcome = session
+///     .run_paused(|event| println!("{event:?}"), |paused| async move {
+///         println!("paused after {} passes; applying", paused.proof.passes());
+///         Ok::<_, std::io::Error>(())
+///     })
+///     .await;
+/// outcome.into_result()
+/// # }
+/// ```
+pub struct Session {
+    opts: SessionOptions,
+    holder: Holder,
+    chains: Vec<Chain>,
+    lease: Option<LeaseGuard>,
+    handoff: Option<Handoff>,
+    cancel: Cancel,
+}
+
+impl Session {
+    /// Validates the options, runs the read-only preflight, and takes the Lease.
+    ///
+    /// # Errors
+    /// [`SessionError::Invalid`] before any request; [`SessionError::Refused`],
+    /// [`SessionError::NotFound`] or [`SessionError::Read`] with nothing changed;
+    /// [`SessionError::Cancelled`] (nothing changed) when stopped during the reads;
+    /// [`SessionError::StartCutShort`] when stopped while the Lease write hung;
+    /// [`SessionError::Lease`] for an API failure of the Lease.
+    pub async fn start(
+        client: Client,
+        opts: SessionOptions,
+        cancel: Cancel,
+    ) -> Result<Self, SessionError> {
+        opts.validate()?;
+        let holder = opts.holder.clone().unwrap_or_else(Holder::generate);
+        let before_start = || SessionError::Cancelled {
+            during: "before anything was taken: nothing was changed".into(),
+            changed: false,
+        };
+        let chains = cancel
+            .unless_stopped(preflight::preflight(&client, &opts, &holder))
+            .await
+            .ok_or_else(before_start)??;
+        if cancel.is_stopped() {
+            return Err(before_start());
+        }
+        let acquire = Lease::acquire(
+            client.clone(),
+            opts.lease.clone(),
+            holder.clone(),
+            Arc::new(flux_fence::SystemClock),
+        );
+        let acquired = cancel
+            .settle(STOP_GRACE, acquire)
+            .await
+            .ok_or_else(|| SessionError::StartCutShort {
+                holder: holder.to_string(),
+            })?
+            .map_err(SessionError::Lease)?;
+        let lease_name = format!("lease {}/{}", opts.lease.namespace, opts.lease.name);
+        let lease = match acquired {
+            LeaseAcquire::Acquired(g) => g,
+            LeaseAcquire::Held { holder, expired } => {
+                let hint = if expired {
+                    " (it looks expired; `fences recover` releases it once its run is provably gone)"
+                } else {
+                    ""
+                };
+                return Err(SessionError::Refused {
+                    object: lease_name,
+                    why: format!("held by {holder}{hint}"),
+                });
+            }
+            _ => {
+                return Err(SessionError::Refused {
+                    object: lease_name,
+                    why: "another party changed it on every attempt; try again".into(),
+                });
+            }
+        };
+        let fencer = Fencer::new(client.clone(), opts.keys.clone(), lease.owner())
+            .with_lease(lease.handle());
+        let handoff = Handoff::new(client.clone(), fencer).with_cancel(cancel.clone());
+        Ok(Self {
+            opts,
+            holder,
+            chains,
+            lease: Some(lease),
+            handoff: Some(handoff),
+            cancel,
+        })
+    }
+
+    /// The holder of this session.
+    #[must_use]
+    pub fn holder(&self) -> &Holder {
+        &self.holder
+    }
+
+    /// The chains the preflight resolved (target and parent).
+    #[must_use]
+    pub fn chains(&self) -> &[Chain] {
+        &self.chains
+    }
+
+    /// The Lease's epoch (the fencing token).
+    #[must_use]
+    pub fn epoch(&self) -> flux_fence::Epoch {
+        self.lease_handle().epoch()
+    }
+
+    fn lease_handle(&self) -> LeaseHandle {
+        self.lease
+            .as_ref()
+            .map(LeaseGuard::handle)
+            .expect("a started session holds its Lease until it ends")
+    }
+
+    /// Pauses, runs `work` under the proven pause, and releases — on success, error, a panic
+    /// inside `work`, cancellation and a lost Lease alike. `progress` is told each step and
+    /// each release; it is never called while `work` runs.
+    pub async fn run_paused<P, F, Fut, T, E>(mut self, mut progress: P, work: F) -> Outcome<T>
+    where
+        P: FnMut(Event),
+        F: FnOnce(Paused) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let result = match Box::pin(self.pause(&mut progress)).await {
+            Err(e) => Err(e),
+            Ok(proof) => self.work(proof, work).await,
+        };
+        let (released, lease_released, cleanup) = self.cleanup(&mut progress).await;
+        Outcome {
+            result,
+            released,
+            lease_released,
+            cleanup,
+        }
+    }
+
+    /// Pauses and leaves the pause in place: the fences stay and the Lease stays held by this
+    /// holder, parked (marked as a deliberate pause, so recovery does not take it for a
+    /// crashed run). A pause that fails is released as in [`Session::run_paused`].
+    pub async fn park<P: FnMut(Event)>(mut self, mut progress: P) -> Outcome<Parked> {
+        let proof = match Box::pin(self.pause(&mut progress)).await {
+            Ok(p) => p,
+            Err(e) => {
+                let (released, lease_released, cleanup) = self.cleanup(&mut progress).await;
+                return Outcome {
+                    result: Err(e),
+                    released,
+                    lease_released,
+                    cleanup,
+                };
+            }
+        };
+        let held = self
+            .handoff
+            .take()
+            .map(Handoff::leave_paused)
+            .unwrap_or_default();
+        let lease_name = format!("{}/{}", self.opts.lease.namespace, self.opts.lease.name);
+        let parked = match self.lease.take() {
+            None => Ok(()),
+            Some(l) => match l.park(&self.opts.keys.parked).await {
+                Ok(LeaseRelease::Released) => {
+                    progress(Event::LeaseParked);
+                    Ok(())
+                }
+                Ok(other) => Err(other.to_string()),
+                Err(e) => Err(e.to_string()),
+            },
+        };
+        let result = match parked {
+            Ok(()) => Ok(Parked {
+                holder: self.holder.clone(),
+                held,
+                proof,
+            }),
+            Err(why) => Err(SessionError::NotParked {
+                lease: lease_name,
+                why,
+            }),
+        };
+        Outcome {
+            result,
+            released: Vec::new(),
+            lease_released: false,
+            cleanup: Ok(()),
+        }
+    }
+
+    async fn pause(&mut self, progress: &mut impl FnMut(Event)) -> Result<Proof, SessionError> {
+        let opts = PauseOptions {
+            strategy: self.opts.strategy,
+            quiesce: self.opts.quiesce,
+            controller: self.opts.controller.clone(),
+            timing: Timing::new(self.opts.interval, self.opts.timeout),
+            reason: self.opts.reason.clone(),
+        };
+        let handoff = self
+            .handoff
+            .as_mut()
+            .expect("a started session has a handoff");
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut send = move |s: Step| {
+            let _ = tx.send(s);
+        };
+        let chains = self.chains.clone();
+        let result = {
+            let pause = self
+                .cancel
+                .settle(STOP_GRACE, handoff.pause(&chains, &opts, &mut send));
+            let mut pause = std::pin::pin!(pause);
+            loop {
+                tokio::select! {
+                    biased;
+                    Some(step) = rx.recv() => progress(Event::Step(step)),
+                    r = &mut pause => break r,
+                }
+            }
+        };
+        while let Ok(step) = rx.try_recv() {
+            progress(Event::Step(step));
+        }
+        let changed = handoff.holds_anything();
+        match result {
+            None => Err(SessionError::Cancelled {
+                during: "during the pause".into(),
+                changed: true,
+            }),
+            Some(Ok(PauseOutcome::Proven(proof))) => Ok(proof),
+            Some(Ok(PauseOutcome::Refused { object, why })) if changed => {
+                Err(SessionError::RefusedAfterWrites { object, why })
+            }
+            Some(Ok(PauseOutcome::Refused { object, why })) => {
+                Err(SessionError::Refused { object, why })
+            }
+            Some(Err(crate::SuspendError::Cancelled { step })) => Err(SessionError::Cancelled {
+                during: format!("while {}", crate::steps::describe(step)),
+                changed: true,
+            }),
+            Some(Err(e)) => Err(e.into()),
+        }
+    }
+
+    async fn work<F, Fut, T, E>(&mut self, proof: Proof, work: F) -> Result<T, SessionError>
+    where
+        F: FnOnce(Paused) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let lease = self.lease_handle();
+        let cancel = self.cancel.child();
+        let paused = Paused {
+            proof,
+            lease: lease.clone(),
+            holder: self.holder.clone(),
+            targets: self.chains.iter().map(|c| c.target.to_string()).collect(),
+            cancel: cancel.clone(),
+        };
+        let run = AssertUnwindSafe(work(paused)).catch_unwind();
+        let mut run = std::pin::pin!(run);
+        let mut lost = None;
+        let ended = tokio::select! {
+            r = &mut run => r,
+            reason = lease.wait_lost() => {
+                // Stop the work, and wait for it to end: it must not write without the Lease.
+                tracing::error!(%reason, "lease lost while the work runs; stopping it");
+                lost = Some(reason);
+                cancel.stop();
+                run.await
+            }
+        };
+        match (ended, lost) {
+            (_, Some(reason)) => Err(SessionError::LeaseLost(reason)),
+            (Ok(Ok(v)), None) => Ok(v),
+            (Ok(Err(e)), None) => Err(SessionError::Work(e.into())),
+            (Err(panic), None) => Err(SessionError::WorkPanicked(panic_text(panic.as_ref()))),
+        }
+    }
+
+    /// Releases everything — targets, then parents, then the Lease — including a fence whose
+    /// write was in flight when the pause was abandoned (found by our owner value on the
+    /// chain's objects).
+    async fn cleanup(
+        &mut self,
+        progress: &mut impl FnMut(Event),
+    ) -> (Vec<String>, bool, Result<(), CleanupError>) {
+        let mut released = Vec::new();
+        let mut problems = Vec::new();
+        let mut held = Vec::new();
+        if let Some(mut h) = self.handoff.take() {
+            let fencer = h.fencer().clone();
+            let owner = fencer.owner().clone();
+            let mut stray = Vec::new();
+            let members = self
+                .chains
+                .iter()
+                .map(|c| &c.target)
+                .chain(self.chains.iter().filter_map(|c| c.parent.as_ref()));
+            for obj in members {
+                if h.holds(obj) {
+                    continue;
+                }
+                match fencer.adopt_recorded(obj, &owner).await {
+                    Ok(Some(g)) => stray.push(g),
+                    Ok(None) => {}
+                    Err(e) => {
+                        problems.push(format!("{obj} could not be re-read to settle it: {e}"));
+                        held.push(obj.to_string());
+                    }
+                }
+            }
+            h.absorb(stray);
+            match h.resume(None).await {
+                Ok(r) => {
+                    for o in r.released {
+                        progress(Event::Released(o.clone()));
+                        released.push(o);
+                    }
+                }
+                Err(e) => problems.push(crate::error::one_line(&e)),
+            }
+            if h.holds_anything() {
+                held.splice(0..0, h.leave_paused());
+            }
+        }
+        let lease_name = format!("{}/{}", self.opts.lease.namespace, self.opts.lease.name);
+        let mut lease_left = None;
+        let mut lease_released = false;
+        if let Some(lease) = self.lease.take() {
+            if problems.is_empty() {
+                match lease.release().await {
+                    Ok(LeaseRelease::Released | LeaseRelease::Gone) => {
+                        progress(Event::LeaseReleased);
+                        lease_released = true;
+                    }
+                    // Lost to another holder: nothing of ours is left to keep out.
+                    Ok(LeaseRelease::NotOurs { .. }) => {}
+                    Ok(other) => {
+                        problems.push(format!("lease not released: {other}"));
+                        lease_left = Some(lease_name);
+                    }
+                    Err(e) => {
+                        problems.push(format!(
+                            "lease not released: {}",
+                            crate::error::one_line(&e)
+                        ));
+                        lease_left = Some(lease_name);
+                    }
+                }
+            } else {
+                // Never release the Lease while a fence may be held: it keeps others out.
+                lease.leave_held();
+                lease_left = Some(lease_name);
+            }
+        }
+        let cleanup = if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(CleanupError {
+                held,
+                lease: lease_left,
+                why: problems.join("; "),
+            })
+        };
+        (released, lease_released, cleanup)
+    }
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("holder", &self.holder)
+            .field("chains", &self.chains)
+            .field("handoff", &self.handoff)
+            .finish_non_exhaustive()
+    }
+}
+
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(ToString::to_string)
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-text panic".into())
+}

@@ -1,0 +1,208 @@
+//! What a session will do, checked before any request.
+
+use std::time::Duration;
+
+use flux_fence::{AnnotationKeys, Holder, LeaseConfig, ObjectRef};
+
+use crate::io::ControllerRef;
+use crate::retire::Strategy;
+use crate::session::SessionError;
+
+/// A target, and where its parent comes from.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct TargetSpec {
+    /// The Flux object to pause.
+    pub object: ObjectRef,
+    /// The object that applies it.
+    pub parent: ParentSpec,
+}
+
+impl TargetSpec {
+    /// A target whose parent is read from its `kustomize.toolkit.fluxcd.io/name|namespace`
+    /// labels (none when it has no such labels).
+    #[must_use]
+    pub fn new(object: ObjectRef) -> Self {
+        Self {
+            object,
+            parent: ParentSpec::FromLabels,
+        }
+    }
+
+    /// This target with its parent given.
+    #[must_use]
+    pub fn with_parent(mut self, parent: ParentSpec) -> Self {
+        self.parent = parent;
+        self
+    }
+}
+
+/// Where a target's parent comes from.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ParentSpec {
+    /// Read the target's `kustomize.toolkit.fluxcd.io/name|namespace` labels.
+    FromLabels,
+    /// A top-level object: no parent.
+    TopLevel,
+    /// This object.
+    Explicit(ObjectRef),
+}
+
+/// Everything a [`crate::Session`] needs. Start from [`SessionOptions::new`] (or `Default`)
+/// and set what differs; [`SessionOptions::validate`] runs before any request.
+///
+/// ```
+/// use std::time::Duration;
+/// use flux_suspend::object::kustomization;
+/// use flux_suspend::{SessionOptions, TargetSpec};
+///
+/// let mut opts = SessionOptions::new(vec![TargetSpec::new(kustomization("flux-system", "apps"))]);
+/// opts.timeout = Duration::from_secs(120);
+/// opts.reason = Some("rotate the pull secret".into());
+/// assert!(opts.validate().is_ok());
+/// opts.interval = Duration::from_secs(90);
+/// assert!(opts.validate().is_err()); // no room for the proof's two passes
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SessionOptions {
+    /// What to pause.
+    pub targets: Vec<TargetSpec>,
+    /// The transaction's identity; `None` generates one ([`Holder::generate`]).
+    pub holder: Option<Holder>,
+    /// The coordination Lease.
+    pub lease: LeaseConfig,
+    /// The fence annotation keys.
+    pub keys: AnnotationKeys,
+    /// How in-flight reconciles are retired.
+    pub strategy: Strategy,
+    /// Wait for targets to be quiet before fencing them (implied by [`Strategy::None`]).
+    pub quiesce: bool,
+    /// The controller Deployment [`Strategy::Restart`] restarts.
+    pub controller: ControllerRef,
+    /// The spacing of the proof's passes and of every poll.
+    pub interval: Duration,
+    /// The budget of each bounded wait.
+    pub timeout: Duration,
+    /// Why; recorded on each fenced object (annotation and Event). Never a secret.
+    pub reason: Option<String>,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        Self {
+            targets: Vec::new(),
+            holder: None,
+            lease: LeaseConfig::default(),
+            keys: AnnotationKeys::default(),
+            strategy: Strategy::Ack,
+            quiesce: false,
+            controller: ControllerRef::default(),
+            interval: Duration::from_secs(2),
+            timeout: Duration::from_mins(5),
+            reason: None,
+        }
+    }
+}
+
+impl SessionOptions {
+    /// The defaults with these targets.
+    #[must_use]
+    pub fn new(targets: Vec<TargetSpec>) -> Self {
+        Self {
+            targets,
+            ..Self::default()
+        }
+    }
+
+    /// Checks everything that needs no cluster.
+    ///
+    /// # Errors
+    /// [`SessionError::Invalid`] with one line naming the option.
+    pub fn validate(&self) -> Result<(), SessionError> {
+        let invalid = |s: String| Err(SessionError::Invalid(s));
+        if self.targets.is_empty() {
+            return invalid("no target to pause".into());
+        }
+        if self.interval.is_zero() {
+            return invalid("the interval must be above zero".into());
+        }
+        // The proof needs two passes spaced by the interval, and room for one reset.
+        match self.interval.checked_mul(2) {
+            Some(two) if two <= self.timeout => {}
+            _ => {
+                return invalid(format!(
+                    "the interval ({}s) leaves no room for the proof's two passes within the \
+                     timeout ({}s): the timeout must be at least twice the interval",
+                    self.interval.as_secs_f64(),
+                    self.timeout.as_secs_f64()
+                ));
+            }
+        }
+        if let Some(r) = &self.reason {
+            flux_fence::decide::validate_reason(r)
+                .map_err(|e| SessionError::Invalid(format!("reason: {e}")))?;
+        }
+        if self.lease.renew_every.is_zero() || self.lease.renew_every >= self.lease.duration {
+            return invalid("the Lease must be renewed more often than its duration".into());
+        }
+        for t in &self.targets {
+            let is_parent = self
+                .targets
+                .iter()
+                .any(|o| o.parent == ParentSpec::Explicit(t.object.clone()));
+            if is_parent {
+                return invalid(format!("{} is both a target and a parent", t.object));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::kustomization;
+
+    fn opts() -> SessionOptions {
+        SessionOptions::new(vec![TargetSpec::new(kustomization("flux-system", "apps"))])
+    }
+
+    type Change = Box<dyn Fn(&mut SessionOptions)>;
+
+    #[test]
+    fn each_invalid_option_is_refused_with_its_own_line() {
+        let table: Vec<(&str, Change)> = vec![
+            ("no target", Box::new(|o| o.targets.clear())),
+            ("above zero", Box::new(|o| o.interval = Duration::ZERO)),
+            ("twice the interval", Box::new(|o| o.interval = o.timeout)),
+            (
+                "twice the interval",
+                Box::new(|o| o.interval = Duration::MAX),
+            ),
+            ("reason", Box::new(|o| o.reason = Some("a\nb".into()))),
+            (
+                "renewed more often",
+                Box::new(|o| o.lease.renew_every = o.lease.duration),
+            ),
+            (
+                "both a target and a parent",
+                Box::new(|o| {
+                    let apps = kustomization("flux-system", "apps");
+                    o.targets.push(
+                        TargetSpec::new(kustomization("flux-system", "b"))
+                            .with_parent(ParentSpec::Explicit(apps)),
+                    );
+                }),
+            ),
+        ];
+        for (want, change) in table {
+            let mut o = opts();
+            change(&mut o);
+            let err = o.validate().expect_err(want).to_string();
+            assert!(err.contains(want), "{want}: {err}");
+        }
+        assert!(opts().validate().is_ok());
+    }
+}

@@ -1,0 +1,107 @@
+//! The read-only preflight: every target read, its parent found, and a refusal — before the
+//! Lease or any fence is written — of a chain fenced or suspended by someone else, or of a
+//! live foreign Lease. Each write decides again on what it reads; this only keeps the promise
+//! that a refusal changes nothing.
+
+use flux_fence::{
+    AcquireDecision, AnnotationKeys, Epoch, Holder, Mark, ObjectRef, OwnerValue, Refusal,
+    decide_acquire,
+};
+use k8s_openapi::api::coordination::v1::Lease as KubeLease;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use serde_json::Value;
+
+use crate::handoff::Chain;
+use crate::object::{get_json, kustomization};
+use crate::session::{ParentSpec, SessionError, SessionOptions};
+
+/// Reads the Lease and each target and parent; returns the chains.
+pub(crate) async fn preflight(
+    client: &Client,
+    opts: &SessionOptions,
+    holder: &Holder,
+) -> Result<Vec<Chain>, SessionError> {
+    lease(client, opts).await?;
+    let mut chains = Vec::new();
+    for t in &opts.targets {
+        let obj = read(client, &t.object).await?;
+        let parent = match &t.parent {
+            ParentSpec::TopLevel => None,
+            ParentSpec::Explicit(p) => Some(p.clone()),
+            ParentSpec::FromLabels => crate::flux::parent_of(&obj)
+                .map(|p| kustomization(&p.namespace, &p.name))
+                .filter(|p| *p != t.object),
+        };
+        if let Some(p) = &parent {
+            let read = read(client, p).await?;
+            refuse_foreign(p, &read, &opts.keys, opts.reason.as_deref(), holder)?;
+        }
+        refuse_foreign(&t.object, &obj, &opts.keys, opts.reason.as_deref(), holder)?;
+        chains.push(Chain {
+            parent,
+            target: t.object.clone(),
+        });
+    }
+    Ok(chains)
+}
+
+/// Refuses while another holder has the Lease and it has not expired (the acquire decides
+/// again on what it reads; a read error is left to it).
+async fn lease(client: &Client, opts: &SessionOptions) -> Result<(), SessionError> {
+    let api: kube::Api<KubeLease> = kube::Api::namespaced(client.clone(), &opts.lease.namespace);
+    let Ok(Some(lease)) = api.get_opt(&opts.lease.name).await else {
+        return Ok(());
+    };
+    let Some(spec) = lease.spec else {
+        return Ok(());
+    };
+    match spec.holder_identity.as_deref() {
+        Some(other)
+            if !other.is_empty()
+                && !flux_fence::lease_decide::is_expired(&spec, Timestamp::now()) =>
+        {
+            Err(SessionError::Refused {
+                object: format!("lease {}/{}", opts.lease.namespace, opts.lease.name),
+                why: format!("held by {other}"),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+async fn read(client: &Client, obj: &ObjectRef) -> Result<Value, SessionError> {
+    get_json(client, obj).await.map_err(|e| match e {
+        kube::Error::Api(s) if s.code == 404 => SessionError::NotFound(obj.to_string()),
+        source => SessionError::Read {
+            object: obj.to_string(),
+            source,
+        },
+    })
+}
+
+/// What the fence's decision core would answer for `read` now, without writing: another
+/// owner or an exclusive mark already set is a refusal.
+fn refuse_foreign(
+    obj: &ObjectRef,
+    read: &Value,
+    keys: &AnnotationKeys,
+    reason: Option<&str>,
+    holder: &Holder,
+) -> Result<(), SessionError> {
+    let owner = OwnerValue::new(holder.clone(), Epoch(0));
+    let marks = [Mark::field("/spec/suspend", serde_json::json!(true)).exclusive()];
+    let decision = decide_acquire(Some(read), keys, &owner, &marks, reason, Timestamp::now())
+        .map_err(|e| SessionError::Invalid(e.to_string()))?;
+    let why = match decision {
+        AcquireDecision::Refuse(Refusal::Owned { holder }) => format!("fenced by {holder}"),
+        AcquireDecision::Refuse(Refusal::AlreadyMarked { at }) => {
+            format!("{at} already set by someone else")
+        }
+        _ => return Ok(()),
+    };
+    Err(SessionError::Refused {
+        object: obj.to_string(),
+        why,
+    })
+}
