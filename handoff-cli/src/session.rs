@@ -145,7 +145,7 @@ fn cleanup_line(c: &flux_suspend::CleanupError) -> String {
 pub fn failure(e: &SessionError) -> Failure {
     let code = match e {
         SessionError::Invalid(_) => exit::USAGE,
-        SessionError::Refused { .. } => exit::REFUSED,
+        SessionError::Refused { .. } | SessionError::LeaseHeld { .. } => exit::REFUSED,
         SessionError::RefusedAfterWrites { .. }
         | SessionError::Read { .. }
         | SessionError::NotFound(_)

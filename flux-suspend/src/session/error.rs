@@ -16,6 +16,13 @@ pub enum SessionError {
     /// changed.
     #[error("{object}: {why}")]
     Refused { object: String, why: String },
+    /// Another holder has the Lease; nothing was changed.
+    #[error("lease {lease} is held by {holder}{}", if *expired { " (it looks expired; `fences recover` releases it once its run is provably gone)" } else { "" })]
+    LeaseHeld {
+        lease: String,
+        holder: String,
+        expired: bool,
+    },
     /// Another holder refused us only after this session had written (a fence on a parent);
     /// what it wrote was released again (see the cleanup).
     #[error("{object}: {why} (found after this run had fenced the chain above it)")]

@@ -185,23 +185,19 @@ impl Session {
                 holder: holder.to_string(),
             })?
             .map_err(SessionError::Lease)?;
-        let lease_name = format!("lease {}/{}", opts.lease.namespace, opts.lease.name);
+        let lease_name = format!("{}/{}", opts.lease.namespace, opts.lease.name);
         let lease = match acquired {
             LeaseAcquire::Acquired(g) => g,
             LeaseAcquire::Held { holder, expired } => {
-                let hint = if expired {
-                    " (it looks expired; `fences recover` releases it once its run is provably gone)"
-                } else {
-                    ""
-                };
-                return Err(SessionError::Refused {
-                    object: lease_name,
-                    why: format!("held by {holder}{hint}"),
+                return Err(SessionError::LeaseHeld {
+                    lease: lease_name,
+                    holder,
+                    expired,
                 });
             }
             _ => {
                 return Err(SessionError::Refused {
-                    object: lease_name,
+                    object: format!("lease {lease_name}"),
                     why: "another party changed it on every attempt; try again".into(),
                 });
             }

@@ -61,9 +61,10 @@ async fn lease(client: &Client, opts: &SessionOptions) -> Result<(), SessionErro
             if !other.is_empty()
                 && !flux_fence::lease_decide::is_expired(&spec, Timestamp::now()) =>
         {
-            Err(SessionError::Refused {
-                object: format!("lease {}/{}", opts.lease.namespace, opts.lease.name),
-                why: format!("held by {other}"),
+            Err(SessionError::LeaseHeld {
+                lease: format!("{}/{}", opts.lease.namespace, opts.lease.name),
+                holder: other.to_string(),
+                expired: false,
             })
         }
         _ => Ok(()),

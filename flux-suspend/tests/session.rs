@@ -1,0 +1,284 @@
+//! The session API against the real API server with the controller model: `run_paused` releases
+//! on error, panic, cancellation and a lost Lease; the deploy example runs end to end.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{OWNER_KEY, PARENT, TARGET, annotation, suspended};
+use flux_suspend::object::{get_json, kustomization};
+use flux_suspend::{Cancel, Event, Session, SessionError, SessionOptions, Step, TargetSpec};
+use k8s_openapi::api::coordination::v1::Lease;
+use serde_json::Value;
+use testkit::TestNs;
+use testkit::model::{FluxModel, ModelHandle, Phase, Touch, seed_tree};
+
+struct Tree {
+    ns: TestNs,
+    model: ModelHandle,
+}
+
+impl Tree {
+    async fn new(prefix: &str) -> Self {
+        let ns = TestNs::new(prefix).await.unwrap();
+        let tree = seed_tree(&ns.client, &ns.name).await.unwrap();
+        let model = FluxModel::start(ns.client.clone(), tree.model_config());
+        for name in [PARENT, TARGET, "apps"] {
+            model.wait_settled(name, 0).await.unwrap();
+        }
+        Self { ns, model }
+    }
+
+    fn opts(&self) -> SessionOptions {
+        let mut o =
+            SessionOptions::new(vec![TargetSpec::new(kustomization(&self.ns.name, TARGET))]);
+        o.lease.namespace.clone_from(&self.ns.name);
+        o.interval = Duration::from_millis(100);
+        o.timeout = Duration::from_secs(30);
+        o
+    }
+
+    async fn get(&self, name: &str) -> Value {
+        get_json(&self.ns.client, &kustomization(&self.ns.name, name))
+            .await
+            .unwrap()
+    }
+
+    async fn lease_holder(&self) -> Option<String> {
+        self.ns
+            .api::<Lease>()
+            .get_opt("flux-handoff")
+            .await
+            .unwrap()
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+            .filter(|h| !h.is_empty())
+    }
+
+    /// What the server holds afterwards: no fence, no suspend, the Lease free.
+    async fn assert_nothing_held(&self) {
+        for name in [PARENT, TARGET] {
+            let o = self.get(name).await;
+            assert_eq!(annotation(&o, OWNER_KEY), None, "{name} still fenced");
+            assert!(!suspended(&o), "{name} still suspended");
+        }
+        assert_eq!(self.lease_holder().await, None, "the Lease is still held");
+    }
+}
+
+fn released_in_order(released: &[String]) {
+    assert_eq!(released.len(), 2, "{released:?}");
+    assert!(released[0].ends_with(TARGET), "target first: {released:?}");
+    assert!(released[1].ends_with(PARENT), "parent second: {released:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_run_paused_releases_everything_after_the_work_fails() {
+    let t = Tree::new("session-err").await;
+    let session = Session::start(t.ns.client.clone(), t.opts(), Cancel::new())
+        .await
+        .unwrap();
+    let outcome = session
+        .run_paused(
+            |_| {},
+            |paused| async move {
+                assert!(paused.proof.passes() >= 2);
+                Err::<(), _>(std::io::Error::other("the deploy failed"))
+            },
+        )
+        .await;
+    released_in_order(&outcome.released);
+    assert!(outcome.lease_released);
+    assert!(outcome.cleanup.is_ok());
+    let err = outcome.into_result().unwrap_err();
+    assert!(matches!(err, SessionError::Work(_)), "{err:?}");
+    assert_eq!(err.to_string(), "the deploy failed");
+    t.assert_nothing_held().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_run_paused_releases_everything_after_a_panic_in_the_work() {
+    let t = Tree::new("session-panic").await;
+    let session = Session::start(t.ns.client.clone(), t.opts(), Cancel::new())
+        .await
+        .unwrap();
+    let outcome = session
+        .run_paused(
+            |_| {},
+            |_paused| async move {
+                if TARGET.is_empty() {
+                    return Ok::<(), std::io::Error>(());
+                }
+                panic!("the work broke");
+            },
+        )
+        .await;
+    released_in_order(&outcome.released);
+    match outcome.result {
+        Err(SessionError::WorkPanicked(text)) => assert_eq!(text, "the work broke"),
+        other => panic!("expected WorkPanicked, got {other:?}"),
+    }
+    t.assert_nothing_held().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_cancelled_during_the_work_stops_it_and_releases_in_order() {
+    let t = Tree::new("session-cancel-work").await;
+    let cancel = Cancel::new();
+    let session = Session::start(t.ns.client.clone(), t.opts(), cancel.clone())
+        .await
+        .unwrap();
+    let outcome = session
+        .run_paused(
+            |_| {},
+            |paused| async move {
+                // A signal arrives while the work runs; the work sees it through its Cancel.
+                cancel.stop();
+                paused.cancel.stopped().await;
+                Err::<(), _>(std::io::Error::other("stopped"))
+            },
+        )
+        .await;
+    released_in_order(&outcome.released);
+    assert!(outcome.cleanup.is_ok());
+    t.assert_nothing_held().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_cancelled_while_waiting_for_an_ack_releases_what_it_fenced() {
+    let t = Tree::new("session-cancel-ack").await;
+    // The target is mid-reconcile, so the pause waits for its acknowledgement after fencing.
+    t.model.hang_at(TARGET, Phase::Build);
+    t.model
+        .touch_now(
+            TARGET,
+            &Touch::Annotate {
+                key: "reconcile.fluxcd.io/requestedAt".into(),
+                value: "busy".into(),
+            },
+        )
+        .await
+        .unwrap();
+    t.model.wait_hanging(TARGET).await.unwrap();
+    let cancel = Cancel::new();
+    let session = Session::start(t.ns.client.clone(), t.opts(), cancel.clone())
+        .await
+        .unwrap();
+    let mut steps = Vec::new();
+    let outcome = session
+        .run_paused(
+            |e| {
+                if e == Event::Step(Step::FenceTargets) {
+                    cancel.stop();
+                }
+                steps.push(e);
+            },
+            |_paused| async {
+                panic!("the work must not run after a cancelled pause");
+                #[allow(unreachable_code)]
+                Ok::<(), std::io::Error>(())
+            },
+        )
+        .await
+        .into_result();
+    match outcome {
+        Err(SessionError::Cancelled {
+            changed: true,
+            during,
+        }) => {
+            assert!(during.contains("acknowledge"), "{during}");
+        }
+        other => panic!("expected Cancelled, got {other:?}"),
+    }
+    t.model.release(TARGET);
+    assert!(steps.contains(&Event::Released(
+        kustomization(&t.ns.name, TARGET).to_string()
+    )));
+    t.assert_nothing_held().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_lost_while_the_work_runs_stops_it_and_ends_with_lease_lost() {
+    let t = Tree::new("session-lease-lost").await;
+    let mut opts = t.opts();
+    opts.lease.duration = Duration::from_secs(5);
+    opts.lease.renew_every = Duration::from_millis(200);
+    let session = Session::start(t.ns.client.clone(), opts, Cancel::new())
+        .await
+        .unwrap();
+    let leases = t.ns.api::<Lease>();
+    let outcome = session
+        .run_paused(
+            |_| {},
+            |paused| async move {
+                // Another actor deletes the Lease while the work runs.
+                leases
+                    .delete("flux-handoff", &kube::api::DeleteParams::default())
+                    .await
+                    .unwrap();
+                paused.cancel.stopped().await;
+                Ok::<_, std::io::Error>("finished after the stop")
+            },
+        )
+        .await;
+    match &outcome.result {
+        Err(SessionError::LeaseLost(reason)) => {
+            assert_eq!(reason.to_string(), "the Lease was deleted", "{reason:?}");
+        }
+        other => panic!("expected LeaseLost, got {other:?}"),
+    }
+    // The fences carry our epoch: released by CAS even without the Lease.
+    released_in_order(&outcome.released);
+    for name in [PARENT, TARGET] {
+        assert_eq!(annotation(&t.get(name).await, OWNER_KEY), None);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_invalid_options_are_refused_before_any_request() {
+    // A client for an address where nothing listens: any request would fail as an API error.
+    let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
+    let client = kube::Client::try_from(config).unwrap();
+    let mut opts = SessionOptions::new(vec![TargetSpec::new(kustomization("a", "b"))]);
+    opts.interval = opts.timeout;
+    match Session::start(client, opts, Cancel::new()).await {
+        Err(SessionError::Invalid(line)) => assert!(line.contains("interval"), "{line}"),
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_example_deploy_pauses_applies_and_resumes() {
+    let t = Tree::new("session-example").await;
+    let exe = std::env::current_exe().unwrap();
+    // target/<profile>/deps/<test> → target/<profile>/examples/deploy
+    let example = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .unwrap()
+        .join("examples/deploy");
+    assert!(example.exists(), "{} not built", example.display());
+    let kubeconfig = testkit::plane::kubeconfig().unwrap();
+    let out = tokio::process::Command::new(&example)
+        .args([t.ns.name.as_str(), TARGET, "release-info", "v1.2.3"])
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("applied"), "{err}");
+    let cm =
+        t.ns.api::<k8s_openapi::api::core::v1::ConfigMap>()
+            .get("release-info")
+            .await
+            .unwrap();
+    assert_eq!(
+        cm.data
+            .unwrap_or_default()
+            .get("version")
+            .map(String::as_str),
+        Some("v1.2.3")
+    );
+    t.assert_nothing_held().await;
+}
