@@ -282,3 +282,81 @@ async fn session_example_deploy_pauses_applies_and_resumes() {
     );
     t.assert_nothing_held().await;
 }
+
+/// Runs `fut` to its end from inside a synchronous progress callback (multi-thread runtime).
+fn block_on<T>(fut: impl Future<Output = T>) -> T {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(fut))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_park_that_cannot_park_the_lease_is_an_error_naming_it() {
+    let t = Tree::new("session-park").await;
+    let session = Session::start(t.ns.client.clone(), t.opts(), Cancel::new())
+        .await
+        .unwrap();
+    let leases = t.ns.api::<Lease>();
+    let outcome = session
+        .park(|e| {
+            if e == Event::Step(Step::Prove) {
+                // Someone deletes the Lease between the proof and the park.
+                block_on(leases.delete("flux-handoff", &kube::api::DeleteParams::default()))
+                    .unwrap();
+            }
+        })
+        .await;
+    match outcome.result {
+        Err(SessionError::NotParked { lease, .. }) => {
+            assert_eq!(lease, format!("{}/flux-handoff", t.ns.name));
+        }
+        other => panic!("expected NotParked, got {other:?}"),
+    }
+    // The pause itself stays in place for `resume --holder`.
+    assert!(annotation(&t.get(TARGET).await, OWNER_KEY).is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_refusal_found_after_fencing_the_parent_is_not_a_plain_refusal() {
+    let t = Tree::new("session-refused-late").await;
+    let session = Session::start(t.ns.client.clone(), t.opts(), Cancel::new())
+        .await
+        .unwrap();
+    let target = kustomization(&t.ns.name, TARGET);
+    let api = flux_suspend::object::api(&t.ns.client, &target);
+    let outcome = session
+        .run_paused(
+            |e| {
+                if e == Event::Step(Step::FenceParents) {
+                    // Another holder fences the target after our preflight read it.
+                    let patch = serde_json::json!({ "metadata": { "annotations": {
+                        OWNER_KEY: "someone-else;7" } } });
+                    block_on(api.patch(
+                        TARGET,
+                        &kube::api::PatchParams::default(),
+                        &kube::api::Patch::Merge(patch),
+                    ))
+                    .unwrap();
+                }
+            },
+            |_paused| async { Ok::<(), std::io::Error>(()) },
+        )
+        .await;
+    match &outcome.result {
+        Err(e @ SessionError::RefusedAfterWrites { object, .. }) => {
+            assert!(object.ends_with(TARGET), "{object}");
+            assert!(!e.changed_nothing());
+        }
+        other => panic!("expected RefusedAfterWrites, got {other:?}"),
+    }
+    // What this run wrote was undone: the parent is released, the Lease is free; the other
+    // holder's fence on the target is untouched.
+    assert_eq!(outcome.released.len(), 1, "{:?}", outcome.released);
+    assert!(outcome.released[0].ends_with(PARENT));
+    let p = t.get(PARENT).await;
+    assert_eq!(annotation(&p, OWNER_KEY), None);
+    assert!(!suspended(&p));
+    assert_eq!(
+        annotation(&t.get(TARGET).await, OWNER_KEY),
+        Some("someone-else;7")
+    );
+    assert_eq!(t.lease_holder().await, None);
+}
