@@ -14,11 +14,14 @@ pub const TIMEOUT: u8 = 4;
 /// The registry rejected the credential (401, 403, 404) or could not be reached.
 #[allow(dead_code)] // documented now; returned by the `ghcr` subcommands
 pub const REGISTRY: u8 = 5;
-/// A Kubernetes API call failed (unreachable, forbidden, missing CRD, ...).
+/// A Kubernetes API call failed (unreachable, forbidden, missing CRD, ...), the Lease was
+/// lost while the command ran, or another holder refused us only after this run had written
+/// (what it wrote was released).
 pub const KUBE_API: u8 = 6;
 /// The work succeeded but something held could not be released; `flux-handoff fences` lists it.
 pub const CLEANUP: u8 = 7;
-/// Stopped by SIGINT or SIGTERM after releasing what it held (128 + SIGINT).
+/// Stopped by SIGINT or SIGTERM after releasing what it held (128 + SIGINT). `run` exits
+/// 128+N of its own when signal N ended the command.
 pub const INTERRUPTED: u8 = 130;
 
 /// The table printed by `--help` and kept in the README.
@@ -30,6 +33,9 @@ Exit codes:
   3    refused: another holder has the Lease or a fence (nothing was changed)
   4    timeout: the stable-pause proof or another bounded wait did not settle
   5    registry rejected the credential (401/403/404) or was unreachable
-  6    Kubernetes API error (unreachable, forbidden, missing CRD, ...)
-  7    cleanup failed: something is still held (see `flux-handoff fences`)
-  130  interrupted by SIGINT/SIGTERM (held fences were released first)";
+  6    Kubernetes API error (unreachable, forbidden, missing CRD, ...), the Lease was lost
+       while the command ran, or a refusal found only after this run had written (undone)
+  7    cleanup failed: something is still held or unsettled (see `flux-handoff fences`)
+  130  interrupted by SIGINT/SIGTERM (held fences were released first; a second signal
+       kills the command at once and still releases)
+  run exits with its command's code, or 128+N when signal N ended the command";
