@@ -49,7 +49,8 @@ async fn cancel_like_the_runner(child: &mut Child) -> (ExitStatus, bool) {
 
 async fn wait_for_file(path: &Path) {
     for _ in 0..1200 {
-        if path.exists() {
+        // The command writes its pid and a newline: a complete line means it runs.
+        if std::fs::read_to_string(path).is_ok_and(|s| s.ends_with('\n')) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -102,13 +103,34 @@ fn stderr_of(child: &mut Child) -> String {
     s
 }
 
-const IGNORES_SIGTERM: &str = "trap '' TERM; touch \"$MARKER\"; while :; do sleep 0.2; done";
-const EXITS_PROMPTLY: &str = "touch \"$MARKER\"; exec sleep 600";
+// The commands let go of flux-handoff's stderr, so a command that outlives the run (the bug
+// these tests guard against) cannot keep the test reading it forever.
+const IGNORES_SIGTERM: &str =
+    "exec >/dev/null 2>&1; trap '' TERM; echo $$ > \"$MARKER\"; while :; do sleep 0.2; done";
+const EXITS_PROMPTLY: &str = "exec >/dev/null 2>&1; echo $$ > \"$MARKER\"; exec sleep 600";
+
+/// Kills the command's process group when the test ends, whatever happened: a command left
+/// running by a broken run must not outlive the test.
+struct Reaper(PathBuf);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        let pid = std::fs::read_to_string(&self.0)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+            .and_then(Pid::from_raw);
+        if let Some(group) = pid {
+            let _ = rustix::process::kill_process_group(group, Signal::KILL);
+        }
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_like_the_runner_a_command_that_ignores_sigterm_leaves_nothing_held() {
     let c = Cluster::seeded("cancel-ignores").await;
     let m = marker(&c);
+    let _reaper = Reaper(m.clone());
     let mut child = start_run(&c, &m, &[], IGNORES_SIGTERM);
     wait_for_file(&m).await;
     let (status, killed) = cancel_like_the_runner(&mut child).await;
@@ -122,6 +144,7 @@ async fn cancel_like_the_runner_a_command_that_ignores_sigterm_leaves_nothing_he
 async fn cancel_like_the_runner_a_command_that_exits_promptly_leaves_nothing_held() {
     let c = Cluster::seeded("cancel-prompt").await;
     let m = marker(&c);
+    let _reaper = Reaper(m.clone());
     let mut child = start_run(&c, &m, &[], EXITS_PROMPTLY);
     wait_for_file(&m).await;
     let (status, killed) = cancel_like_the_runner(&mut child).await;
@@ -136,6 +159,7 @@ async fn cancel_like_the_runner_a_command_that_exits_promptly_leaves_nothing_hel
 async fn cancel_second_signal_kills_the_command_and_still_releases() {
     let c = Cluster::seeded("cancel-second").await;
     let m = marker(&c);
+    let _reaper = Reaper(m.clone());
     // A grace longer than the runner waits: only the second signal can end the command in time.
     let mut child = start_run(&c, &m, &["--grace", "10m"], IGNORES_SIGTERM);
     wait_for_file(&m).await;
@@ -156,6 +180,7 @@ fn short_lease_config(c: &Cluster) -> PathBuf {
 
 async fn lease_lost_case(c: &Cluster, lose: impl AsyncFnOnce(&kube::Api<Lease>)) {
     let m = marker(c);
+    let _reaper = Reaper(m.clone());
     let config = short_lease_config(c);
     let config_flag = config.to_string_lossy().to_string();
     let mut child = start_run(c, &m, &["--config", &config_flag], EXITS_PROMPTLY);

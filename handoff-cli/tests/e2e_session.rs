@@ -69,6 +69,9 @@ async fn session_holder_flag_names_the_run_in_the_lease_and_the_fences() {
         stderr(&out)
     );
     let lease = c.ns.api::<Lease>().get("flux-handoff").await.unwrap();
-    let left = lease.spec.and_then(|s| s.holder_identity).unwrap_or_default();
+    let left = lease
+        .spec
+        .and_then(|s| s.holder_identity)
+        .unwrap_or_default();
     assert!(left.is_empty(), "the Lease is still held by {left}");
 }
