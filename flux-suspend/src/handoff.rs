@@ -80,6 +80,7 @@ pub struct Handoff {
     parents: Vec<Held>,
     targets: Vec<Held>,
     cancel: Cancel,
+    waiting: Option<tokio::sync::mpsc::UnboundedSender<crate::steps::Waiting>>,
 }
 
 impl std::fmt::Debug for Handoff {
@@ -101,7 +102,19 @@ impl Handoff {
             parents: Vec::new(),
             targets: Vec::new(),
             cancel: Cancel::new(),
+            waiting: None,
         }
+    }
+
+    /// Sends a [`crate::steps::Waiting`] to `tx` about every
+    /// [`crate::steps::WAITING_EVERY`] of each wait of [`Handoff::pause`].
+    #[must_use]
+    pub fn with_waiting(
+        mut self,
+        tx: tokio::sync::mpsc::UnboundedSender<crate::steps::Waiting>,
+    ) -> Self {
+        self.waiting = Some(tx);
+        self
     }
 
     /// Makes [`Handoff::pause`] stop at its next safe point when `cancel` is stopped: a wait is
@@ -231,8 +244,12 @@ impl Handoff {
             match step {
                 Step::QuiesceParents => {
                     for p in &parents {
-                        self.wait(step, io::wait_quiet(&self.client, p, timing))
-                            .await?;
+                        self.wait(
+                            step,
+                            timing.timeout,
+                            io::wait_quiet(&self.client, p, timing),
+                        )
+                        .await?;
                     }
                 }
                 Step::FenceParents => {
@@ -242,11 +259,18 @@ impl Handoff {
                         }
                     }
                 }
-                Step::AwaitParentAcks => self.wait(step, self.await_acks(false, timing)).await?,
+                Step::AwaitParentAcks => {
+                    self.wait(step, timing.timeout, self.await_acks(false, timing))
+                        .await?;
+                }
                 Step::QuiesceTargets => {
                     for t in &targets {
-                        self.wait(step, io::wait_quiet(&self.client, t, timing))
-                            .await?;
+                        self.wait(
+                            step,
+                            timing.timeout,
+                            io::wait_quiet(&self.client, t, timing),
+                        )
+                        .await?;
                     }
                 }
                 Step::FenceTargets => {
@@ -256,7 +280,10 @@ impl Handoff {
                         }
                     }
                 }
-                Step::AwaitTargetAcks => self.wait(step, self.await_acks(true, timing)).await?,
+                Step::AwaitTargetAcks => {
+                    self.wait(step, timing.timeout, self.await_acks(true, timing))
+                        .await?;
+                }
                 Step::RestartController => {
                     let token = flux_fence::Holder::generate().to_string();
                     io::restart_controller(&self.client, &opts.controller, &token, timing).await?;
@@ -275,7 +302,7 @@ impl Handoff {
                         None,
                         timing,
                     );
-                    let proof = self.wait(step, prove).await?;
+                    let proof = self.wait(step, timing.timeout, prove).await?;
                     progress(step);
                     return Ok(PauseOutcome::Proven(proof));
                 }
@@ -455,14 +482,40 @@ impl Handoff {
         Ok(None)
     }
 
-    /// A read-only wait of `step`, abandoned when the handoff is stopped.
+    /// A read-only wait of `step`, abandoned when the handoff is stopped; reports that it still
+    /// waits about every [`crate::steps::WAITING_EVERY`].
     async fn wait<T>(
         &self,
         step: Step,
+        budget: std::time::Duration,
         wait: impl Future<Output = Result<T, SuspendError>>,
     ) -> Result<T, SuspendError> {
+        let started = tokio::time::Instant::now();
+        let ticks = async {
+            let Some(tx) = &self.waiting else {
+                return std::future::pending().await;
+            };
+            let mut every = tokio::time::interval_at(
+                started + crate::steps::WAITING_EVERY,
+                crate::steps::WAITING_EVERY,
+            );
+            loop {
+                every.tick().await;
+                let _ = tx.send(crate::steps::Waiting {
+                    step,
+                    waited: started.elapsed(),
+                    budget,
+                });
+            }
+        };
+        let reported = async {
+            tokio::select! {
+                r = wait => r,
+                () = ticks => unreachable!("the ticks never end"),
+            }
+        };
         self.cancel
-            .unless_stopped(wait)
+            .unless_stopped(reported)
             .await
             .unwrap_or(Err(SuspendError::Cancelled { step }))
     }

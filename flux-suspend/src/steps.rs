@@ -47,6 +47,51 @@ pub fn describe(step: Step) -> &'static str {
     }
 }
 
+/// A wait that is still going on, reported about every [`WAITING_EVERY`] so a person watching
+/// a log can tell a slow controller from a hung tool. Fixed words and the names of the chain's
+/// objects only: no condition message, no secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Waiting {
+    /// The step that waits.
+    pub step: Step,
+    /// How long it has waited.
+    pub waited: std::time::Duration,
+    /// Its budget.
+    pub budget: std::time::Duration,
+}
+
+/// How often a wait reports that it still waits.
+pub const WAITING_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl std::fmt::Display for Waiting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let why = match self.step {
+            Step::AwaitParentAcks => {
+                "a reconcile of the parent that started before its fence is still running"
+            }
+            Step::AwaitTargetAcks => {
+                "a reconcile of the target that started before its fence is still running"
+            }
+            Step::QuiesceParents | Step::QuiesceTargets => "it still reports Reconciling=True",
+            Step::RestartController => {
+                "old controller pods are still there or their replacements are not ready"
+            }
+            Step::Prove => "the chain has not yet read unchanged on two passes in a row",
+            Step::FenceParents | Step::FenceTargets | Step::RefenceReverted => {
+                "another writer keeps changing the object"
+            }
+        };
+        write!(
+            f,
+            "still {} ({}s of {}s): {why}",
+            describe(self.step),
+            self.waited.as_secs(),
+            self.budget.as_secs()
+        )
+    }
+}
+
 /// The steps of a pause, in order.
 #[must_use]
 pub fn pause_steps(strategy: Strategy, quiesce: bool, has_parents: bool) -> Vec<Step> {

@@ -360,3 +360,50 @@ async fn session_refusal_found_after_fencing_the_parent_is_not_a_plain_refusal()
     );
     assert_eq!(t.lease_holder().await, None);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_reports_a_wait_that_goes_on_with_what_it_waits_for() {
+    let t = Tree::new("session-waiting").await;
+    // The target is mid-reconcile: the pause waits for its acknowledgement after fencing it.
+    t.model.hang_at(TARGET, Phase::Build);
+    t.model
+        .touch_now(
+            TARGET,
+            &Touch::Annotate {
+                key: "reconcile.fluxcd.io/requestedAt".into(),
+                value: "busy".into(),
+            },
+        )
+        .await
+        .unwrap();
+    t.model.wait_hanging(TARGET).await.unwrap();
+    let session = Session::start(t.ns.client.clone(), t.opts(), Cancel::new())
+        .await
+        .unwrap();
+    let mut lines = Vec::new();
+    let outcome = session
+        .run_paused(
+            |e| {
+                if let Event::Waiting(w) = &e {
+                    lines.push(w.to_string());
+                    // Told once; then the reconcile that started before the fence ends.
+                    t.model.release(TARGET);
+                }
+            },
+            |_paused| async { Ok::<(), std::io::Error>(()) },
+        )
+        .await;
+    outcome.into_result().unwrap();
+    let first = lines
+        .first()
+        .expect("no waiting line in a wait of over 10 s");
+    assert!(
+        first.starts_with("still waiting for the targets to acknowledge the suspend (10s of 30s)"),
+        "{first}"
+    );
+    assert!(
+        first.ends_with("a reconcile of the target that started before its fence is still running"),
+        "{first}"
+    );
+    t.assert_nothing_held().await;
+}

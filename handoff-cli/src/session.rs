@@ -70,6 +70,17 @@ pub async fn start(
     Ok(session)
 }
 
+/// Prints an event: a finished step or release as a phase line, a wait that goes on as a note
+/// (it finishes nothing).
+pub fn report(out: &mut Output, event: &Event, targets: &[String], parents: &[String]) {
+    let line = event_line(event, targets, parents);
+    if matches!(event, Event::Waiting(_)) {
+        out.note(&line);
+    } else {
+        out.phase(&line);
+    }
+}
+
 /// The phase line of an event.
 pub fn event_line(event: &Event, session_targets: &[String], parents: &[String]) -> String {
     match event {
@@ -77,6 +88,7 @@ pub fn event_line(event: &Event, session_targets: &[String], parents: &[String])
         Event::Released(o) => format!("released: {o}"),
         Event::LeaseReleased => "lease released".into(),
         Event::LeaseParked => "lease parked".into(),
+        Event::Waiting(w) => w.to_string(),
         other => format!("{other:?}"),
     }
 }

@@ -51,6 +51,8 @@ pub enum Event {
     LeaseReleased,
     /// The Lease was parked (a pause left in place).
     LeaseParked,
+    /// A wait still goes on (about every [`crate::steps::WAITING_EVERY`]).
+    Waiting(crate::steps::Waiting),
 }
 
 /// What the work gets while the chain is provably paused.
@@ -143,6 +145,7 @@ pub struct Session {
     lease: Option<LeaseGuard>,
     handoff: Option<Handoff>,
     cancel: Cancel,
+    waiting: tokio::sync::mpsc::UnboundedReceiver<crate::steps::Waiting>,
 }
 
 impl Session {
@@ -204,7 +207,10 @@ impl Session {
         };
         let fencer = Fencer::new(client.clone(), opts.keys.clone(), lease.owner())
             .with_lease(lease.handle());
-        let handoff = Handoff::new(client.clone(), fencer).with_cancel(cancel.clone());
+        let (waiting_tx, waiting) = tokio::sync::mpsc::unbounded_channel();
+        let handoff = Handoff::new(client.clone(), fencer)
+            .with_cancel(cancel.clone())
+            .with_waiting(waiting_tx);
         Ok(Self {
             opts,
             holder,
@@ -212,6 +218,7 @@ impl Session {
             lease: Some(lease),
             handoff: Some(handoff),
             cancel,
+            waiting,
         })
     }
 
@@ -341,6 +348,7 @@ impl Session {
                 tokio::select! {
                     biased;
                     Some(step) = rx.recv() => progress(Event::Step(step)),
+                    Some(w) = self.waiting.recv() => progress(Event::Waiting(w)),
                     r = &mut pause => break r,
                 }
             }

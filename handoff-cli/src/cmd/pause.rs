@@ -23,7 +23,7 @@ pub async fn run(
     let started = session::start(client, opts, cancel, out).await?;
     let (targets, parents) = session::members(&started);
     let outcome = started
-        .park(|e| out.phase(&session::event_line(&e, &targets, &parents)))
+        .park(|e| session::report(out, &e, &targets, &parents))
         .await;
     let parked = session::finish(
         outcome.result.map_err(|e| session::failure(&e)),

@@ -32,10 +32,7 @@ pub async fn run(
     let out = RefCell::new(out);
     let outcome = started
         .run_paused(
-            |e| {
-                let line = session::event_line(&e, &targets, &parents);
-                out.borrow_mut().phase(&line);
-            },
+            |e| session::report(&mut out.borrow_mut(), &e, &targets, &parents),
             |paused| async {
                 let r = command(program, rest, paused, args.grace, &out).await;
                 Ok::<_, std::convert::Infallible>(r)

@@ -111,10 +111,7 @@ pub async fn run(
     let (out_ref, work_ref) = (&out, &work);
     let outcome = started
         .run_paused(
-            |e| {
-                let line = session::event_line(&e, &targets, &parents);
-                out.borrow_mut().phase(&line);
-            },
+            |e| session::report(&mut out.borrow_mut(), &e, &targets, &parents),
             |paused| async move {
                 let proof = &paused.proof;
                 out_ref.borrow_mut().fact(
