@@ -157,10 +157,11 @@ function mainArgs(inputs, holder) {
 /**
  * The post step's command line: release by holder what `holder` still holds, with only the
  * flags that say where the Lease and the cluster are (the main command's other flags, e.g.
- * ghcr's, mean nothing to resume).
+ * ghcr's, mean nothing to resume). They follow the subcommand: `--lease` is resume's own flag,
+ * the others are global and accepted there too.
  */
 function postArgs(inputs, holder) {
-  const a = [];
+  const a = ['resume', '--holder', holder, '--holder-exited'];
   if (inputs.kubeconfig) a.push('--kubeconfig', inputs.kubeconfig);
   if (inputs.config) a.push('--config', inputs.config);
   const args = inputs.args;
@@ -170,7 +171,6 @@ function postArgs(inputs, holder) {
     a.push(args[i]);
     if (args[i] === flag && i + 1 < args.length) a.push(args[++i]);
   }
-  a.push('resume', '--holder', holder, '--holder-exited');
   return a;
 }
 

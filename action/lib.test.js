@@ -63,8 +63,8 @@ test('post command line keeps only where the Lease and the cluster are', () => {
     args: '--lease\nns/l\n--credential-env\nTOKEN\n--namespace=apps\n--context\nprod\n--image\nghcr.io/a:1',
   }));
   assert.deepEqual(lib.postArgs(inputs, 'h1'), [
-    '--config', 'f.toml', '--lease', 'ns/l', '--namespace=apps', '--context', 'prod',
     'resume', '--holder', 'h1', '--holder-exited',
+    '--config', 'f.toml', '--lease', 'ns/l', '--namespace=apps', '--context', 'prod',
   ]);
 });
 
