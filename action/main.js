@@ -36,14 +36,23 @@ function main() {
   console.log(`$ ${inputs.binary} ${args.map(quote).join(' ')}`);
   const child = spawn(inputs.binary, args, { stdio: ['ignore', 'inherit', 'inherit'] });
   let ended = false;
+  let started = false;
+  const pending = [];
   child.on('spawn', () => {
+    started = true;
     lib.appendFileCommand(env, 'GITHUB_STATE', 'pid', String(child.pid));
     const start = lib.startTime(child.pid);
     if (start) lib.appendFileCommand(env, 'GITHUB_STATE', 'pid_start', start);
+    // A signal that came while it was being started is delivered now.
+    for (const sig of pending.splice(0)) child.kill(sig);
   });
   for (const sig of ['SIGINT', 'SIGTERM']) {
     process.on(sig, () => {
       if (ended) return;
+      if (!started) {
+        pending.push(sig);
+        return;
+      }
       console.log(`${sig}: forwarding it to flux-handoff (pid ${child.pid}) so it releases what ${holder} holds`);
       child.kill(sig);
     });
