@@ -316,3 +316,34 @@ fn runner_cancel_action_lib_tests_pass() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runner_cancel_action_pause_is_released_by_the_post_step_when_the_job_ends() {
+    let c = Cluster::seeded("rc-act-pause").await;
+    let before = specs(&c).await;
+    let mut job = Job::new(&[]);
+    let (args, kc) = (flux_args(&c).join("\n"), c.kubeconfig.display().to_string());
+    let inputs = [
+        ("command", "pause"),
+        ("args", args.as_str()),
+        ("kubeconfig", kc.as_str()),
+    ];
+    let main = finish(job.action_main(&inputs)).await;
+    job.keep_state(&main);
+    eprintln!("--- main step log ---\n{}", main.log);
+    assert_eq!(main.code(), 0, "{}", main.log);
+    let holder = job.state["holder"].clone();
+    // Paused between the steps of the job, by this run's holder.
+    let target = c.get(TARGET).await;
+    assert!(suspended(&target));
+    assert!(
+        annotation(&target, OWNER_KEY).is_some_and(|o| o.starts_with(&format!("{holder};"))),
+        "{target}"
+    );
+    // The job ends: without keep-paused, the post step hands everything back.
+    let post = finish(job.action_post(&inputs)).await;
+    eprintln!("--- post step log ---\n{}", post.log);
+    assert_eq!(post.code(), 0, "{}", post.log);
+    assert!(post.log.contains("the job is over"), "{}", post.log);
+    assert_restored(&c, &before).await;
+}
