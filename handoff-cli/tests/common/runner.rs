@@ -310,7 +310,9 @@ impl Ended {
 impl Step {
     fn start(mut c: Command, files: StepFiles) -> Self {
         c.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = c.spawn().expect("starting the step");
+        let mut child = c
+            .spawn()
+            .expect("starting the step (bash; node 20 or later for the action)");
         let log = Arc::new(Mutex::new(Vec::new()));
         let eofs = Arc::new(AtomicUsize::new(0));
         let streams: [Box<dyn Read + Send>; 2] = [
