@@ -2,7 +2,14 @@
 //! on stdout (`--output json`), and in GitHub Actions phase groups and `::error::` annotations
 //! whose untrusted text is escaped so it cannot become a workflow command.
 //!
+//! In GitHub Actions (`GITHUB_ACTIONS=true`) a handoff command (`pause`, `run`, `resume`,
+//! `ghcr reassert`) also reports the Actions way when it ends ([`actions`]): a step summary in
+//! Markdown appended to `$GITHUB_STEP_SUMMARY`, and the outputs `holder`, `outcome`,
+//! `proven_after_s` and `secrets_reasserted` appended to `$GITHUB_OUTPUT`.
+//!
 //! Nothing here ever receives a credential: callers pass phase names, counts and object names.
+
+mod actions;
 
 use std::io::Write;
 use std::time::Instant;
@@ -33,6 +40,8 @@ pub struct Output {
     phase_started: Instant,
     phases: Vec<Phase>,
     facts: serde_json::Map<String, Value>,
+    /// Milliseconds from the start until the pause was proven (the `proof` fact arrived).
+    proven_after: Option<u128>,
 }
 
 impl Output {
@@ -46,6 +55,7 @@ impl Output {
             phase_started: now,
             phases: Vec::new(),
             facts: serde_json::Map::new(),
+            proven_after: None,
         }
     }
 
@@ -87,19 +97,38 @@ impl Output {
         }
     }
 
-    /// Adds a fact to the final JSON document.
+    /// Adds a fact to the final JSON document. The `proof` fact marks the moment the pause was
+    /// proven (the `proven_after_s` output in Actions).
     pub fn fact(&mut self, key: &str, value: Value) {
+        if key == "proof" && self.proven_after.is_none() {
+            self.proven_after = Some(self.started.elapsed().as_millis());
+        }
         self.facts.insert(key.to_string(), value);
     }
 
     /// Prints the end of the run: the error line (as a GitHub annotation in Actions), and with
-    /// `--output json` the one final document on stdout.
+    /// `--output json` the one final document on stdout. In Actions, a handoff command also
+    /// appends its step summary and outputs ([`actions`]); a file that cannot be written is
+    /// reported on stderr and changes nothing else.
     pub fn finish(&self, command: &str, code: u8, error: Option<&str>) {
         if let Some(msg) = error {
             if self.github {
                 eprintln!("::error::{}", escape_data(msg));
             } else {
                 eprintln!("error: {msg}");
+            }
+        }
+        if self.github && actions::reports(command) {
+            let report = actions::Report {
+                command,
+                code,
+                error,
+                phases: &self.phases,
+                facts: &self.facts,
+                proven_after_ms: self.proven_after,
+            };
+            if let Err(e) = actions::write(&report) {
+                eprintln!("::warning::{}", escape_data(&e));
             }
         }
         if self.format == Format::Json {

@@ -6,8 +6,11 @@
 //!   the Flux controller model (`flux-system` seeded).
 //! - `cargo xtask cluster down` — stop both and delete their state.
 //! - `cargo xtask cluster check [--kubeconfig K]` — `flux-handoff doctor` against it (or K).
-//! - `cargo xtask ci` — everything CI checks: fmt, clippy, the launcher build, all tests.
+//! - `cargo xtask ci` — everything CI checks: fmt, clippy, actionlint, the launcher build, all
+//!   tests.
+//! - `cargo xtask actionlint` — actionlint (built and cached) on the action and `docs/*.yml`.
 
+mod actionlint;
 mod bench;
 mod bins;
 mod chaos;
@@ -46,7 +49,9 @@ commands:
                           run `flux-handoff doctor` (read-only preflight: API, Flux CRDs,
                           controller, Lease namespace, permissions) against the control plane
                           of `cluster up`, or against K; fails when a check fails
-  ci                      fmt check, clippy -D warnings, build the launcher, start a private
+  actionlint              build actionlint (Go modules, cached under ~/.cache/flux-handoff)
+                          and lint the workflows under docs/ and, through them, action.yml
+  ci                      fmt check, clippy -D warnings, actionlint, build the launcher, start a private
                           control plane, cargo nextest run --workspace, doc tests; stops the
                           control plane on every exit path
   bench [--quick]         release-build flux-bench and flux-handoff, start a control plane of
@@ -93,6 +98,7 @@ fn main() -> ExitCode {
             bench::run(!flags.is_empty())
         }
         ["ci"] => ci(),
+        ["actionlint"] => actionlint::run(),
         ["-h" | "--help" | "help"] => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -127,6 +133,7 @@ fn ci() -> anyhow::Result<()> {
         ],
         &root,
     )?;
+    actionlint::run()?;
     if !proc::succeeds("cargo", &["nextest", "--version"], &root) {
         anyhow::bail!("cargo-nextest is missing: cargo install --locked cargo-nextest");
     }

@@ -1,0 +1,296 @@
+// The pure parts of the flux-handoff action: reading inputs, building the command line, the
+// holder, and the runner's file commands. No I/O beyond the files the runner hands us, no npm
+// dependency (the action ships as these plain files).
+//
+// How the runner talks to a JavaScript action (actions/runner, src/Runner.Worker):
+// - each input `name` arrives as the environment variable `INPUT_<NAME>`, spaces turned into
+//   `_` and upper-cased, hyphens kept (Handlers/Handler.cs, AddInputsToEnvironment); inputs are
+//   evaluated again for the post step (ActionRunner.cs);
+// - `GITHUB_STATE`, `GITHUB_OUTPUT` and `GITHUB_STEP_SUMMARY` name files fresh for each step,
+//   read back when the step's process has ended, whatever way it ended (FileCommandManager.cs,
+//   processed in a `finally` in ActionRunner.cs);
+// - what the main step saved in `GITHUB_STATE` reaches the post step as `STATE_<name>`
+//   (ActionRunner.cs, "intra-action state").
+'use strict';
+
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+
+/** The subcommands the action runs, by the `command` input. */
+const COMMANDS = {
+  run: ['run'],
+  pause: ['pause'],
+  'ghcr-reassert': ['ghcr', 'reassert'],
+  resume: ['resume'],
+};
+
+/** Exit codes of flux-handoff (handoff-cli/src/exit.rs) as the `outcome` output words. */
+const OUTCOMES = {
+  0: 'succeeded',
+  1: 'internal-error',
+  2: 'usage-error',
+  3: 'refused',
+  4: 'timeout',
+  5: 'registry-error',
+  6: 'api-error',
+  7: 'cleanup-failed',
+  130: 'cancelled',
+};
+
+/** Flags (with a value) that say where the Lease and the cluster are; the post step keeps them. */
+const RELEASE_FLAGS = ['--lease', '--context', '--namespace', '-n', '--kubeconfig', '--config'];
+
+class InputError extends Error {}
+
+/** The value of input `name` as the runner passes it, trimmed ('' when unset). */
+function input(env, name) {
+  const key = `INPUT_${name.replace(/ /g, '_').toUpperCase()}`;
+  return (env[key] || '').trim();
+}
+
+/** `true`/`false` inputs; anything else is refused. */
+function booleanInput(env, name) {
+  const v = input(env, name).toLowerCase();
+  if (v === '' || v === 'false') return false;
+  if (v === 'true') return true;
+  throw new InputError(`input ${name} must be true or false, not ${JSON.stringify(v)}`);
+}
+
+/** The inputs, checked: a mistake is one clear error before anything runs. */
+function readInputs(env) {
+  const command = input(env, 'command');
+  if (!Object.hasOwn(COMMANDS, command)) {
+    throw new InputError(
+      `input command must be one of ${Object.keys(COMMANDS).join(', ')}, not ${JSON.stringify(command)}`,
+    );
+  }
+  const inputs = {
+    command,
+    args: splitArgs(env.INPUT_ARGS || ''),
+    run: (env.INPUT_RUN || '').trim(),
+    binary: input(env, 'binary') || 'flux-handoff',
+    kubeconfig: input(env, 'kubeconfig'),
+    config: input(env, 'config'),
+    reason: input(env, 'reason'),
+    holder: input(env, 'holder'),
+    keepPaused: booleanInput(env, 'keep-paused'),
+    postWaitSeconds: positiveInteger(input(env, 'post-wait-seconds') || '60', 'post-wait-seconds'),
+  };
+  if (command === 'run' && inputs.run === '') {
+    throw new InputError('input run is required with command: run (the command to run while paused)');
+  }
+  if (command !== 'run' && inputs.run !== '') {
+    throw new InputError(`input run is only for command: run, not ${command}`);
+  }
+  if (command === 'resume' && inputs.holder === '') {
+    throw new InputError('input holder is required with command: resume (the holder to release)');
+  }
+  if (command !== 'resume' && inputs.holder !== '') {
+    throw new InputError(`input holder is only for command: resume; ${command} makes its own holder`);
+  }
+  if (inputs.keepPaused && command !== 'pause') {
+    throw new InputError('input keep-paused is only for command: pause');
+  }
+  if (inputs.holder !== '' && !isHolder(inputs.holder)) {
+    throw new InputError('input holder is not a holder (lowercase letters, digits, . and -, at most 63)');
+  }
+  for (const a of inputs.args) {
+    if (a === '--holder' || a.startsWith('--holder=')) {
+      throw new InputError('input args must not carry --holder: the action sets it');
+    }
+  }
+  return inputs;
+}
+
+/** `args`: one argument a line; blank lines are skipped, each line is trimmed. */
+function splitArgs(text) {
+  return text
+    .split(/\r?\n/)
+    .map((l) => l.trim())
+    .filter((l) => l !== '');
+}
+
+function positiveInteger(text, name) {
+  if (!/^[0-9]{1,5}$/.test(text) || Number(text) === 0) {
+    throw new InputError(`input ${name} must be a whole number of seconds above 0`);
+  }
+  return Number(text);
+}
+
+/** Holder syntax (flux-fence/src/holder.rs): [a-z0-9.-], alphanumeric at both ends, <= 63. */
+function isHolder(text) {
+  return text.length <= 63 && /^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/.test(text);
+}
+
+/**
+ * A fresh holder: `gh<run id>.<attempt>-<6 hex>` in a workflow run, `local-<6 hex>` elsewhere.
+ * `random` returns n random bytes (injected for tests).
+ */
+function generateHolder(env, random = crypto.randomBytes) {
+  const suffix = random(3).toString('hex');
+  const numeric = (s) => typeof s === 'string' && /^[0-9]{1,20}$/.test(s);
+  if (numeric(env.GITHUB_RUN_ID) && numeric(env.GITHUB_RUN_ATTEMPT)) {
+    return `gh${env.GITHUB_RUN_ID}.${env.GITHUB_RUN_ATTEMPT}-${suffix}`;
+  }
+  return `local-${suffix}`;
+}
+
+/** Global flags from the inputs (they go before the subcommand). */
+function globalArgs(inputs) {
+  const a = [];
+  if (inputs.kubeconfig) a.push('--kubeconfig', inputs.kubeconfig);
+  if (inputs.config) a.push('--config', inputs.config);
+  if (inputs.reason) a.push('--reason', inputs.reason);
+  return a;
+}
+
+/** The main step's flux-handoff command line (without the binary). */
+function mainArgs(inputs, holder) {
+  const a = [...globalArgs(inputs), ...COMMANDS[inputs.command], '--holder', holder, ...inputs.args];
+  if (inputs.command === 'run') {
+    // The same shell a `run:` step with `shell: bash` gets (ScriptHandlerHelpers.cs).
+    a.push('--', 'bash', '--noprofile', '--norc', '-e', '-o', 'pipefail', '-c', inputs.run);
+  }
+  return a;
+}
+
+/**
+ * The post step's command line: release by holder what `holder` still holds, with only the
+ * flags that say where the Lease and the cluster are (the main command's other flags, e.g.
+ * ghcr's, mean nothing to resume). They follow the subcommand: `--lease` is resume's own flag,
+ * the others are global and accepted there too.
+ */
+function postArgs(inputs, holder) {
+  const a = ['resume', '--holder', holder, '--holder-exited'];
+  if (inputs.kubeconfig) a.push('--kubeconfig', inputs.kubeconfig);
+  if (inputs.config) a.push('--config', inputs.config);
+  const args = inputs.args;
+  for (let i = 0; i < args.length; i++) {
+    const flag = RELEASE_FLAGS.find((f) => args[i] === f || args[i].startsWith(`${f}=`));
+    if (flag === undefined) continue;
+    a.push(args[i]);
+    if (args[i] === flag && i + 1 < args.length) a.push(args[++i]);
+  }
+  return a;
+}
+
+/** What the post step does, from what the main step left in the state. */
+function postPlan(state, inputs) {
+  if (!state.holder) {
+    return { act: false, why: 'the main step stopped before it chose a holder: nothing was taken' };
+  }
+  if (!state.pid) {
+    return { act: false, why: `flux-handoff never started for ${state.holder}: nothing was taken` };
+  }
+  if (state.exit_code === '0') {
+    if (state.command !== 'pause') {
+      return { act: false, why: `flux-handoff finished a complete handoff for ${state.holder} (exit 0): nothing to release` };
+    }
+    if (inputs.keepPaused) {
+      return {
+        act: false,
+        why: `the pause by ${state.holder} stays in place (keep-paused: true); release it with: flux-handoff resume --holder ${state.holder}`,
+      };
+    }
+    return { act: true, why: `the job is over: releasing the pause by ${state.holder}` };
+  }
+  const how = state.exit_code === undefined || state.exit_code === ''
+    ? 'did not report how it ended (the main step was stopped)'
+    : `ended with exit ${state.exit_code} (${outcome(Number(state.exit_code))})`;
+  return { act: true, why: `flux-handoff for ${state.holder} ${how}: releasing whatever ${state.holder} still holds` };
+}
+
+/** The `outcome` word for an exit code. */
+function outcome(code) {
+  return Object.hasOwn(OUTCOMES, code) ? OUTCOMES[code] : 'failed';
+}
+
+/** The exit code of a child that ended with `code` or by `signal` (128 + its number). */
+function exitCodeOf(code, signal, signals) {
+  if (code !== null && code !== undefined) return code;
+  const n = signals[signal];
+  return typeof n === 'number' ? 128 + n : 1;
+}
+
+/** The action's own state saved by the main step, from `STATE_*`. */
+function readState(env) {
+  const s = {};
+  for (const [k, v] of Object.entries(env)) {
+    if (k.startsWith('STATE_')) s[k.slice('STATE_'.length)] = v;
+  }
+  return s;
+}
+
+/**
+ * One `name<<delimiter` block for GITHUB_OUTPUT / GITHUB_STATE: a delimiter found nowhere in
+ * the value, so a value cannot end the block and add others.
+ */
+function fileCommand(name, value, random = crypto.randomBytes) {
+  let delimiter;
+  do {
+    delimiter = `ghadelimiter_${random(12).toString('hex')}`;
+  } while (String(value).includes(delimiter) || name.includes(delimiter));
+  return `${name}<<${delimiter}\n${value}\n${delimiter}\n`;
+}
+
+/** Appends `name=value` to the file named by `env[variable]` (no-op when it is unset). */
+function appendFileCommand(env, variable, name, value) {
+  const path = env[variable];
+  if (!path) return false;
+  fs.appendFileSync(path, fileCommand(name, value), { encoding: 'utf8' });
+  return true;
+}
+
+/** Whether the GITHUB_OUTPUT file already has output `name` (flux-handoff wrote it). */
+function hasOutput(env, name) {
+  const path = env.GITHUB_OUTPUT;
+  if (!path) return false;
+  let text;
+  try {
+    text = fs.readFileSync(path, 'utf8');
+  } catch {
+    return false;
+  }
+  return text.split('\n').some((l) => l.startsWith(`${name}<<`) || l.startsWith(`${name}=`));
+}
+
+/** Escapes text for a workflow command's data (`%`, CR, LF), as handoff-cli's output.rs does. */
+function escapeData(text) {
+  return String(text).replace(/%/g, '%25').replace(/\r/g, '%0D').replace(/\n/g, '%0A');
+}
+
+/** The start time of process `pid` (field 22 of /proc/<pid>/stat), or null without /proc. */
+function startTime(pid, read = (p) => fs.readFileSync(p, 'utf8')) {
+  let stat;
+  try {
+    stat = read(`/proc/${pid}/stat`);
+  } catch {
+    return null;
+  }
+  // The command name (field 2) is in parentheses and may hold spaces: count after the last ')'.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // fields[0] is field 3 (state): field 22 is fields[19]. A zombie has exited.
+  if (fields[0] === 'Z') return null;
+  return fields[19] || null;
+}
+
+module.exports = {
+  COMMANDS,
+  InputError,
+  appendFileCommand,
+  escapeData,
+  exitCodeOf,
+  fileCommand,
+  generateHolder,
+  hasOutput,
+  input,
+  isHolder,
+  mainArgs,
+  outcome,
+  postArgs,
+  postPlan,
+  readInputs,
+  readState,
+  splitArgs,
+  startTime,
+};
