@@ -33,6 +33,8 @@ pub struct Fencer {
     clock: Arc<dyn Clock>,
     lease: Option<LeaseHandle>,
     events: bool,
+    /// Why the releases happen, when it is not the plain end of the work (shared by clones).
+    release_note: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl std::fmt::Debug for Fencer {
@@ -57,7 +59,19 @@ impl Fencer {
             clock: Arc::new(SystemClock),
             lease: None,
             events: true,
+            release_note: Arc::default(),
         }
+    }
+
+    /// Says why the releases from now on happen (e.g. `the run was cancelled`); the
+    /// `HandoffReleased` Event carries it after the reason, so `kubectl describe` tells a
+    /// cancelled or failed run from a finished one. Shared by every clone of this fencer.
+    /// Fixed caller text: never a secret.
+    pub fn note_releases(&self, note: &str) {
+        *self
+            .release_note
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(note.to_string());
     }
 
     /// Uses `clock` for the fence timestamp (the `since` of the prior annotation).
@@ -325,11 +339,21 @@ impl Fencer {
                 Ok(written) => {
                     tracing::info!(object = %obj, owner = %self.owner, "fence released");
                     if self.events {
-                        let msg = events::message(
+                        let mut msg = events::message(
                             "released by",
                             &guard.held.owner,
                             guard.reason.as_deref(),
                         );
+                        let note = self
+                            .release_note
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .clone();
+                        if let Some(note) = note {
+                            msg.push_str(" (");
+                            msg.push_str(&note);
+                            msg.push(')');
+                        }
                         events::record(
                             &self.client,
                             &obj,

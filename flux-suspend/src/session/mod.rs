@@ -261,6 +261,7 @@ impl Session {
             Err(e) => Err(e),
             Ok(proof) => self.work(proof, work).await,
         };
+        self.note_releases(result.as_ref().err());
         let (released, lease_released, cleanup) = self.cleanup(&mut progress).await;
         Outcome {
             result,
@@ -277,6 +278,7 @@ impl Session {
         let proof = match Box::pin(self.pause(&mut progress)).await {
             Ok(p) => p,
             Err(e) => {
+                self.note_releases(Some(&e));
                 let (released, lease_released, cleanup) = self.cleanup(&mut progress).await;
                 return Outcome {
                     result: Err(e),
@@ -319,6 +321,19 @@ impl Session {
             released: Vec::new(),
             lease_released: false,
             cleanup: Ok(()),
+        }
+    }
+
+    /// Tells the release Events why the run ends early: cancelled, Lease lost, or failed.
+    fn note_releases(&self, error: Option<&SessionError>) {
+        let note = match error {
+            _ if self.cancel.is_stopped() => "the run was cancelled",
+            None => return,
+            Some(SessionError::LeaseLost(_)) => "the run lost its Lease",
+            Some(_) => "the run failed",
+        };
+        if let Some(h) = &self.handoff {
+            h.fencer().note_releases(note);
         }
     }
 
