@@ -148,9 +148,13 @@ impl Lease {
     /// Takes over a Lease whose holder the caller proved gone.
     ///
     /// # Guarantees
-    /// Writes only if the Lease names exactly `gone.holder` and looks expired by `clock`, as an
-    /// update carrying the read resourceVersion; the epoch grows by one, so every fence of the
-    /// gone holder carries an older epoch.
+    /// Writes only if the Lease names exactly `gone.holder` and is still at
+    /// `gone.resource_version` (the version the evidence was judged on), as ONE update carrying
+    /// that resourceVersion: a renewal or any other write since makes it
+    /// [`RecoverRefusal::Moved`], never a second try on a newer version. The epoch grows by
+    /// one, so every fence of the gone holder carries an older epoch and the gone holder's next
+    /// renewal finds the Lease lost. `clock` only stamps our `acquireTime`/`renewTime`; it is
+    /// never compared with the holder's `renewTime`.
     ///
     /// # Errors
     /// As [`Lease::acquire`].
@@ -165,6 +169,14 @@ impl Lease {
         let target = format!("{}/{}", cfg.namespace, cfg.name);
         for _ in 0..LEASE_ATTEMPTS {
             let read = read_lease(&api, &cfg.name, &target, crate::READ_RETRY_BUDGET).await?;
+            // A write whose answer was lost may have landed: then the Lease names us.
+            if let Some(epoch) = read.as_ref().and_then(|l| held_by(l, &holder)) {
+                tracing::warn!(lease = %target, gone = %gone.holder, evidence = %gone.evidence, %holder, %epoch, "lease recovered (the answer was lost; the re-read shows it)");
+                let now = clock.now();
+                return Ok(LeaseRecover::Recovered(LeaseGuard::start(
+                    client, cfg, holder, epoch, clock, now,
+                )));
+            }
             let now = clock.now();
             let lease = match decide_recover(read.as_ref(), &cfg, &holder, &gone, now)? {
                 RecoverDecision::Refuse(r) => return Ok(LeaseRecover::Refused(r)),
@@ -179,13 +191,32 @@ impl Lease {
                     )));
                 }
                 Err(e) => match classify(&e) {
-                    Failure::Conflict | Failure::Unknown => {}
+                    // The Lease moved since the evidence: the evidence is void.
+                    Failure::Conflict => {
+                        let found = read_lease(&api, &cfg.name, &target, crate::READ_RETRY_BUDGET)
+                            .await?
+                            .and_then(|l| l.spec?.holder_identity)
+                            .unwrap_or_default();
+                        return Ok(LeaseRecover::Refused(RecoverRefusal::Moved {
+                            holder: found,
+                        }));
+                    }
+                    // The answer was lost: the re-read above tells whether it landed.
+                    Failure::Unknown => {}
                     _ => return Err(error("update", RESOURCE.into(), target, e)),
                 },
             }
         }
         Ok(LeaseRecover::Contended)
     }
+}
+
+/// The epoch at which `holder` holds `lease`, if it does.
+fn held_by(lease: &KubeLease, holder: &Holder) -> Option<Epoch> {
+    let spec = lease.spec.as_ref()?;
+    (spec.holder_identity.as_deref() == Some(holder.as_str()))
+        .then(|| transitions(spec).ok().map(Epoch))
+        .flatten()
 }
 
 /// A cheap, clonable handle to a held Lease: `assert` it before a protected mutation.
