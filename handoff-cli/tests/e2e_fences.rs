@@ -393,7 +393,8 @@ async fn fences_lists_what_a_run_killed_with_sigkill_left_behind() {
         "{}",
         stdout(&out)
     );
-    let resume = format!("resume --holder {holder}");
+    // The run was killed, so this caller knows its process has exited: it says so.
+    let resume = format!("resume --holder {holder} --holder-exited");
     let args: Vec<String> = resume
         .split(' ')
         .map(String::from)
@@ -404,4 +405,74 @@ async fn fences_lists_what_a_run_killed_with_sigkill_left_behind() {
         .await;
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(!suspended(&c.get(TARGET).await));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recover_a_killed_run_watches_the_lease_then_releases_children_first_and_the_lease() {
+    let c = Cluster::seeded("fences-watch").await;
+    // 11 s: long enough for one progress line (about every 10 s of the watch).
+    let cfg = write_config("[lease]\nduration = \"11s\"\n");
+    let cfg_s = cfg.to_str().unwrap();
+    let marker = std::env::temp_dir().join(format!("fh-mark-{}", testkit::random_suffix(6)));
+    let script = format!("touch {} && sleep 120", marker.display());
+    let mut cmd = c.cli();
+    cmd.args(["--config", cfg_s, "run", "--target", TARGET]);
+    cmd.args(c.handoff_flags());
+    cmd.args(["--", "sh", "-c", &script]);
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_mins(1);
+    while !marker.exists() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    child.kill().unwrap(); // SIGKILL: no cleanup runs
+    let _ = child.wait();
+    let holder = lease(&c).await.spec.unwrap().holder_identity.unwrap();
+    let epoch = lease(&c).await.spec.unwrap().lease_transitions.unwrap();
+
+    let out = fences(&c, &["--config", cfg_s, "recover", "--yes"]).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    let ns = &c.ns.name;
+    assert!(
+        err.contains(&format!(
+            "watching lease {ns}/flux-handoff (holder {holder}, resourceVersion "
+        )),
+        "{err}"
+    );
+    assert!(err.contains("s of 11s"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "release: ks/{ns}/{TARGET} (holder {holder}: lease unchanged"
+        )),
+        "{err}"
+    );
+    let (t, p) = (
+        err.find(&format!("released: ks/{ns}/{TARGET}"))
+            .expect(&err),
+        err.find(&format!("released: ks/{ns}/{PARENT}"))
+            .expect(&err),
+    );
+    assert!(t < p, "children before parents: {err}");
+    assert!(
+        err.contains(&format!("lease cleared: {ns}/flux-handoff")),
+        "{err}"
+    );
+    for name in [PARENT, TARGET] {
+        let o = c.get(name).await;
+        assert_eq!(annotation(&o, OWNER_KEY), None, "{name}");
+        assert!(!suspended(&o), "{name}");
+    }
+    let l = lease(&c).await.spec.unwrap();
+    assert_eq!(l.holder_identity, None);
+    assert_eq!(
+        l.lease_transitions,
+        Some(epoch + 1),
+        "taken over, then released"
+    );
 }
