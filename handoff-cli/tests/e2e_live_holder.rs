@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
@@ -11,11 +12,19 @@ use common::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::Value;
 
-/// Starts `flux-handoff run` whose command waits; returns it and its holder once the command
-/// runs (the run is then inside `run -- cmd`, renewing its Lease).
-async fn running(c: &Cluster) -> (Child, String) {
+/// A `flux-handoff run` inside its command, and the file whose removal ends that command.
+struct Running {
+    child: Child,
+    marker: PathBuf,
+}
+
+/// Starts `flux-handoff run` whose command waits until its marker file is removed; returns it
+/// and its holder once the command runs (the run is then inside `run -- cmd`, renewing its
+/// Lease).
+async fn running(c: &Cluster) -> (Running, String) {
     let marker = std::env::temp_dir().join(format!("fh-live-{}", testkit::random_suffix(6)));
-    let script = format!("touch {} && sleep 120", marker.display());
+    let m = marker.display();
+    let script = format!("touch {m} && while [ -e {m} ]; do sleep 0.2; done");
     let mut cmd = c.cli();
     cmd.args(["run", "--target", TARGET]);
     cmd.args(c.handoff_flags());
@@ -36,7 +45,7 @@ async fn running(c: &Cluster) -> (Child, String) {
         .next()
         .unwrap()
         .to_string();
-    (child, holder)
+    (Running { child, marker }, holder)
 }
 
 async fn resume(c: &Cluster, holder: &str, extra: &[&str]) -> std::process::Output {
@@ -66,9 +75,11 @@ async fn held(c: &Cluster) -> Vec<Value> {
     v
 }
 
-fn stop(mut child: Child) {
-    child.kill().unwrap(); // SIGKILL: no cleanup runs
-    let _ = child.wait();
+/// SIGKILLs the run (no cleanup runs), then ends its command.
+fn stop(mut r: Running) {
+    r.child.kill().unwrap();
+    let _ = r.child.wait();
+    let _ = std::fs::remove_file(&r.marker);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
