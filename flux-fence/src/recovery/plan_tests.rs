@@ -111,9 +111,11 @@ fn listing_liveness_is_a_wall_clock_hint_only() {
     );
 }
 
-/// The whole table: (lease, evidence, `include_paused`) → (released, Lease taken over).
-#[test]
-fn the_lease_holder_is_gone_only_on_evidence_at_the_version_read() {
+type Case = (&'static str, LeaseView, HolderEvidence, PlanOptions, bool);
+
+/// The whole table: (lease, evidence, options) → whether the holder is gone (its fences
+/// released, children first, and the Lease taken over at the version read).
+fn cases() -> Vec<Case> {
     let opts = PlanOptions::default();
     let paused = PlanOptions::default().include_paused(true);
     let changed = HolderEvidence::Changed {
@@ -125,81 +127,85 @@ fn the_lease_holder_is_gone_only_on_evidence_at_the_version_read() {
         resource_version: "40".into(),
         evidence: "run 9 attempt 1 completed".into(),
     };
-    let table: Vec<(&str, LeaseView, HolderEvidence, &PlanOptions, bool)> = vec![
+    vec![
         // A wall clock saying "expired" proves nothing.
         (
             "expired, unwatched",
             lease(Some("a"), false, true),
             HolderEvidence::None,
-            &opts,
+            opts.clone(),
             false,
         ),
         (
             "watched, renewed",
             lease(Some("a"), false, true),
             changed.clone(),
-            &opts,
+            opts.clone(),
             false,
         ),
         (
             "watched, unchanged",
             lease(Some("a"), false, false),
             unchanged("a", "40"),
-            &opts,
+            opts.clone(),
             true,
         ),
         (
             "unchanged, but moved since",
             lease(Some("a"), false, false),
             unchanged("a", "39"),
-            &opts,
+            opts.clone(),
             false,
         ),
         (
             "evidence about another",
             lease(Some("a"), false, false),
             unchanged("b", "40"),
-            &opts,
+            opts.clone(),
             false,
         ),
         (
             "reported gone",
             lease(Some("a"), false, false),
             reported,
-            &opts,
+            opts.clone(),
             true,
         ),
         (
             "parked, not opted in",
             lease(Some("a"), true, true),
             unchanged("a", "40"),
-            &opts,
+            opts.clone(),
             false,
         ),
         (
             "parked, opted in, unwatched",
             lease(Some("a"), true, true),
             HolderEvidence::None,
-            &paused,
+            paused.clone(),
             false,
         ),
         (
             "parked, opted in, renewed",
             lease(Some("a"), true, true),
             changed,
-            &paused,
+            paused.clone(),
             false,
         ),
         (
             "parked, opted in, unchanged",
             lease(Some("a"), true, false),
             unchanged("a", "40"),
-            &paused,
+            paused.clone(),
             true,
         ),
-    ];
-    for (what, l, evidence, o, gone) in table {
-        let plan = plan_recover(&parent_and_child("a"), Some(&l), &evidence, o);
+    ]
+}
+
+#[test]
+fn the_lease_holder_is_gone_only_on_evidence_at_the_version_read() {
+    for (what, l, evidence, o, gone) in cases() {
+        let plan = plan_recover(&parent_and_child("a"), Some(&l), &evidence, &o);
         if gone {
             assert_eq!(names(&plan), ["child", "parent"], "{what}: {plan:?}");
             let take = plan.take_lease.as_ref().expect(what);
