@@ -97,6 +97,7 @@ mod holder;
 mod keys;
 mod lease;
 pub mod lease_decide;
+mod lease_recover;
 mod mark;
 mod outcome;
 pub mod pointer;
