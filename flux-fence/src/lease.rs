@@ -12,16 +12,15 @@ use tokio::task::JoinHandle;
 
 use crate::api::{Failure, classify, error, get_retrying};
 use crate::lease_decide::{
-    LeaseDecision, LeaseReleaseDecision, RecoverDecision, RecoverRefusal, RenewDecision,
-    decide_lease_acquire, decide_lease_park, decide_lease_release, decide_recover, decide_renew,
-    is_stale, release_landed, transitions,
+    LeaseDecision, LeaseReleaseDecision, RecoverRefusal, RenewDecision, decide_lease_acquire,
+    decide_lease_park, decide_lease_release, decide_renew, is_stale, release_landed, transitions,
 };
-use crate::{Clock, Epoch, FenceError, GoneHolder, Holder, LeaseConfig, LossReason, OwnerValue};
+use crate::{Clock, Epoch, FenceError, Holder, LeaseConfig, LossReason, OwnerValue};
 
 /// How many read-decide-write rounds a Lease call makes before it reports contention.
 pub const LEASE_ATTEMPTS: usize = 4;
 
-const RESOURCE: &str = "leases.coordination.k8s.io";
+pub(crate) const RESOURCE: &str = "leases.coordination.k8s.io";
 
 /// Entry points for the coordination Lease.
 #[derive(Debug, Clone, Copy)]
@@ -143,48 +142,6 @@ impl Lease {
             }
         }
         Ok(LeaseAcquire::Contended)
-    }
-
-    /// Takes over a Lease whose holder the caller proved gone.
-    ///
-    /// # Guarantees
-    /// Writes only if the Lease names exactly `gone.holder` and looks expired by `clock`, as an
-    /// update carrying the read resourceVersion; the epoch grows by one, so every fence of the
-    /// gone holder carries an older epoch.
-    ///
-    /// # Errors
-    /// As [`Lease::acquire`].
-    pub async fn recover(
-        client: Client,
-        cfg: LeaseConfig,
-        holder: Holder,
-        clock: Arc<dyn Clock>,
-        gone: GoneHolder,
-    ) -> Result<LeaseRecover, FenceError> {
-        let api: Api<KubeLease> = Api::namespaced(client.clone(), &cfg.namespace);
-        let target = format!("{}/{}", cfg.namespace, cfg.name);
-        for _ in 0..LEASE_ATTEMPTS {
-            let read = read_lease(&api, &cfg.name, &target, crate::READ_RETRY_BUDGET).await?;
-            let now = clock.now();
-            let lease = match decide_recover(read.as_ref(), &cfg, &holder, &gone, now)? {
-                RecoverDecision::Refuse(r) => return Ok(LeaseRecover::Refused(r)),
-                RecoverDecision::Take(lease) => lease,
-            };
-            match api.replace(&cfg.name, &PostParams::default(), &lease).await {
-                Ok(lease) => {
-                    let epoch = Epoch(transitions(&lease.spec.unwrap_or_default())?);
-                    tracing::warn!(lease = %target, gone = %gone.holder, evidence = %gone.evidence, %holder, %epoch, "lease recovered");
-                    return Ok(LeaseRecover::Recovered(LeaseGuard::start(
-                        client, cfg, holder, epoch, clock, now,
-                    )));
-                }
-                Err(e) => match classify(&e) {
-                    Failure::Conflict | Failure::Unknown => {}
-                    _ => return Err(error("update", RESOURCE.into(), target, e)),
-                },
-            }
-        }
-        Ok(LeaseRecover::Contended)
     }
 }
 
@@ -329,7 +286,7 @@ pub struct LeaseGuard {
 }
 
 impl LeaseGuard {
-    fn start(
+    pub(crate) fn start(
         client: Client,
         cfg: LeaseConfig,
         holder: Holder,
@@ -512,7 +469,7 @@ impl Drop for LeaseGuard {
 /// transiently (refused or broken connection, 429, 5xx) and `budget` lasts, as
 /// [`crate::Fencer::read`] does: acquire, assert, release and park all read through here, so
 /// one refused connection neither fails a run's start nor leaves the Lease held at its end.
-async fn read_lease(
+pub(crate) async fn read_lease(
     api: &Api<KubeLease>,
     name: &str,
     target: &str,

@@ -109,13 +109,37 @@ pub enum RenewDecision {
     Lost(LossReason),
 }
 
-/// Evidence, supplied by the caller, that a holder is gone (e.g. its CI run has finished).
+/// Evidence, supplied by the caller, that a holder is gone, judged on one read of the Lease.
+///
+/// The evidence is bound to the Lease's `resourceVersion` it was judged on (for example the
+/// one [`crate::recovery::Recovery::watch`] saw unchanged for a full lease duration, or the one
+/// read when a CI system reported the holder's run finished): [`Lease::recover`](crate::Lease::recover)
+/// writes only while the Lease is still exactly that version, so any renewal since voids it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GoneHolder {
     /// The holder that is gone; must equal the Lease's holder.
     pub holder: String,
-    /// What proves it, for the log (e.g. `GitHub run 123 attempt 1 completed`).
+    /// The Lease's `resourceVersion` the evidence was judged on.
+    pub resource_version: String,
+    /// What proves it, for the log (e.g. `unchanged for 60s while watched`).
     pub evidence: String,
+}
+
+impl GoneHolder {
+    /// Evidence that `holder` is gone, judged on the Lease at `resource_version`.
+    #[must_use]
+    pub fn new(
+        holder: impl Into<String>,
+        resource_version: impl Into<String>,
+        evidence: impl Into<String>,
+    ) -> Self {
+        Self {
+            holder: holder.into(),
+            resource_version: resource_version.into(),
+            evidence: evidence.into(),
+        }
+    }
 }
 
 /// The answer of [`decide_recover`].
@@ -141,8 +165,9 @@ pub enum RecoverRefusal {
         /// The holder found.
         holder: String,
     },
-    /// The holder named by the evidence still renews within the duration.
-    NotExpired {
+    /// The Lease changed since the evidence was judged (another `resourceVersion`): its
+    /// holder renewed it, or another party wrote it. The evidence is void.
+    Moved {
         /// The holder found.
         holder: String,
     },
@@ -242,8 +267,10 @@ pub fn is_expired(spec: &LeaseSpec, now: Timestamp) -> bool {
 /// Decides an explicit recovery of a Lease held by a holder the caller proved gone.
 ///
 /// # Guarantees
-/// Takes the Lease only if its holder is exactly `gone.holder` *and* it looks expired by our
-/// clock, with an update carrying the read resourceVersion.
+/// Takes the Lease only if its holder is exactly `gone.holder` *and* its `resourceVersion` is
+/// exactly the one the evidence was judged on, with an update carrying that resourceVersion.
+/// The local wall clock is never compared with the holder's `renewTime` (a clock running ahead
+/// would take a live Lease); `now` only stamps `acquireTime` and `renewTime` of our hold.
 ///
 /// # Errors
 /// [`FenceError::Malformed`] for a negative `leaseTransitions`.
@@ -260,11 +287,12 @@ pub fn decide_recover(
     let spec = lease.spec.clone().unwrap_or_default();
     let epoch = transitions(&spec)?;
     let refuse = |r| Ok(RecoverDecision::Refuse(r));
+    let rv = lease.metadata.resource_version.as_deref();
     match spec.holder_identity.as_deref().filter(|h| !h.is_empty()) {
         None => refuse(RecoverRefusal::Free),
         Some(h) if h != gone.holder => refuse(RecoverRefusal::OtherHolder { holder: h.into() }),
-        Some(h) if !is_expired(&spec, now) => {
-            refuse(RecoverRefusal::NotExpired { holder: h.into() })
+        Some(h) if rv != Some(gone.resource_version.as_str()) => {
+            refuse(RecoverRefusal::Moved { holder: h.into() })
         }
         Some(_) => {
             let mut next = lease.clone();

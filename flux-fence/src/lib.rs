@@ -70,7 +70,10 @@
 //!    behind, from the annotations alone ([`Fencer::adopt_recorded`]).
 //! 7. **Discover.** [`discover::discover`] lists the Lease and every fenced object with holder,
 //!    epoch, age and the exact CAS release patch.
-//! 8. **Events.** Acquire and release record `HandoffFenced` / `HandoffReleased` Events on the
+//! 8. **Recover.** [`recovery`] judges which fences a gone holder left may be released, on
+//!    evidence (the Lease unchanged for a full duration while watched, never the wall clock),
+//!    takes the Lease first and releases children before parents.
+//! 9. **Events.** Acquire and release record `HandoffFenced` / `HandoffReleased` Events on the
 //!    object; failing to record one is logged, never fatal.
 //!
 //! # Guarantees
@@ -94,9 +97,11 @@ mod holder;
 mod keys;
 mod lease;
 pub mod lease_decide;
+mod lease_recover;
 mod mark;
 mod outcome;
 pub mod pointer;
+pub mod recovery;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decide::{

@@ -124,10 +124,8 @@ async fn held_expired_lease_is_not_taken_over_and_only_recover_with_evidence_tak
     );
 
     // Recovery with evidence about the wrong holder is refused.
-    let wrong = GoneHolder {
-        holder: "gh1.1-nobody".into(),
-        evidence: "test".into(),
-    };
+    let rv = after.metadata.resource_version.clone().unwrap();
+    let wrong = GoneHolder::new("gh1.1-nobody", rv.clone(), "test");
     let r = Lease::recover(
         ns.client.clone(),
         c.clone(),
@@ -141,22 +139,21 @@ async fn held_expired_lease_is_not_taken_over_and_only_recover_with_evidence_tak
         matches!(r, LeaseRecover::Refused(RecoverRefusal::OtherHolder { .. })),
         "{r:?}"
     );
-    // Not expired by a present-day clock: refused as well.
-    let gone = GoneHolder {
-        holder: first.to_string(),
-        evidence: "run finished".into(),
-    };
+    // Evidence judged on a version the holder has renewed since: refused, however far ahead
+    // the recovering clock runs.
+    a.assert().await.unwrap();
+    let stale = GoneHolder::new(first.to_string(), rv, "run finished");
     let r = Lease::recover(
         ns.client.clone(),
         c.clone(),
         second.clone(),
-        Arc::new(SystemClock),
-        gone.clone(),
+        Arc::new(clock.clone()),
+        stale,
     )
     .await
     .unwrap();
     assert!(
-        matches!(r, LeaseRecover::Refused(RecoverRefusal::NotExpired { .. })),
+        matches!(r, LeaseRecover::Refused(RecoverRefusal::Moved { .. })),
         "{r:?}"
     );
     assert_eq!(
@@ -164,12 +161,20 @@ async fn held_expired_lease_is_not_taken_over_and_only_recover_with_evidence_tak
         Some(first.to_string())
     );
 
-    // Named holder and expired: taken over as a CAS at the next epoch.
+    // Named holder at the version read: taken over as a CAS at the next epoch.
+    let now_rv = api
+        .get("flux-handoff")
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let gone = GoneHolder::new(first.to_string(), now_rv, "run finished");
     let r = Lease::recover(
         ns.client.clone(),
         c.clone(),
         second.clone(),
-        Arc::new(clock),
+        Arc::new(SystemClock),
         gone,
     )
     .await

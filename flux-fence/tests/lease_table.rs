@@ -172,27 +172,24 @@ fn staleness_and_expiry_follow_the_injected_clock() {
 }
 
 #[test]
-fn recovery_needs_the_named_holder_and_expiry() {
+fn recovery_needs_the_named_holder_at_the_version_the_evidence_was_judged_on() {
+    // The recovering clock runs far ahead: the wall clock never decides a recovery.
     let clock = ManualClock::new(t0());
+    clock.advance(Duration::from_hours(24));
     let read = lease(Some("gh9.1-zzzzzz"), 2, t0());
-    let gone = GoneHolder {
-        holder: "gh9.1-zzzzzz".into(),
-        evidence: "run 9 completed".into(),
-    };
-    let wrong = GoneHolder {
-        holder: "gh8.1-yyyyyy".into(),
-        evidence: "run 8 completed".into(),
-    };
+    let gone = GoneHolder::new("gh9.1-zzzzzz", "42", "unchanged for 30s while watched");
+    let stale = GoneHolder::new("gh9.1-zzzzzz", "41", "unchanged for 30s while watched");
+    let wrong = GoneHolder::new("gh8.1-yyyyyy", "42", "run 8 completed");
     let decide = |g: &GoneHolder, l: Option<&Lease>| {
         decide_recover(l, &cfg(), &me(), g, clock.now()).unwrap()
     };
     assert_eq!(
-        decide(&gone, Some(&read)),
-        RecoverDecision::Refuse(RecoverRefusal::NotExpired {
+        decide(&stale, Some(&read)),
+        RecoverDecision::Refuse(RecoverRefusal::Moved {
             holder: "gh9.1-zzzzzz".into()
-        })
+        }),
+        "renewed since the evidence: refused however old renewTime looks"
     );
-    clock.advance(Duration::from_secs(31));
     assert_eq!(
         decide(&wrong, Some(&read)),
         RecoverDecision::Refuse(RecoverRefusal::OtherHolder {
@@ -207,6 +204,12 @@ fn recovery_needs_the_named_holder_and_expiry() {
         decide(&gone, Some(&lease(None, 2, t0()))),
         RecoverDecision::Refuse(RecoverRefusal::Free)
     );
+    // A fresh renewTime by our clock does not matter either: the version decides.
+    let fresh = lease(Some("gh9.1-zzzzzz"), 2, clock.now());
+    assert!(matches!(
+        decide(&gone, Some(&fresh)),
+        RecoverDecision::Take(_)
+    ));
     let RecoverDecision::Take(l) = decide(&gone, Some(&read)) else {
         panic!("expected take")
     };

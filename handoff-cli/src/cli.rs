@@ -152,10 +152,21 @@ pub struct PauseArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = "\
+A holder is adopted only when its pause is parked (`flux-handoff pause` parks the Lease) or \
+when you attest with --holder-exited that its process has exited. A Lease held by the holder \
+and not parked looks live (for example a `run` whose command is still running): resume then \
+refuses with exit 3 and changes nothing. Use `flux-handoff fences recover` to prove it gone by \
+watching the Lease, or --holder-exited when you know its process has exited.")]
 pub struct ResumeArgs {
     /// The holder whose fences to release (default: `$FLUX_HANDOFF_HOLDER`; pause prints it).
     #[arg(long, env = "FLUX_HANDOFF_HOLDER", value_name = "HOLDER")]
     pub holder: String,
+    /// Attest that the holder's process has exited (e.g. a CI post step after its job's main
+    /// step ended), so a Lease it holds without having parked it may be adopted and released.
+    /// Without it, such a Lease looks live and resume refuses (exit 3, nothing changed).
+    #[arg(long)]
+    pub holder_exited: bool,
     /// After releasing, request a reconcile and wait until each object is Ready for its
     /// current generation.
     #[arg(long)]

@@ -393,7 +393,8 @@ async fn fences_lists_what_a_run_killed_with_sigkill_left_behind() {
         "{}",
         stdout(&out)
     );
-    let resume = format!("resume --holder {holder}");
+    // The run was killed, so this caller knows its process has exited: it says so.
+    let resume = format!("resume --holder {holder} --holder-exited");
     let args: Vec<String> = resume
         .split(' ')
         .map(String::from)
@@ -404,4 +405,160 @@ async fn fences_lists_what_a_run_killed_with_sigkill_left_behind() {
         .await;
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(!suspended(&c.get(TARGET).await));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recover_a_killed_run_watches_the_lease_then_releases_children_first_and_the_lease() {
+    let c = Cluster::seeded("fences-watch").await;
+    // 11 s: long enough for one progress line (about every 10 s of the watch).
+    let cfg = write_config("[lease]\nduration = \"11s\"\n");
+    let cfg_s = cfg.to_str().unwrap();
+    let marker = std::env::temp_dir().join(format!("fh-mark-{}", testkit::random_suffix(6)));
+    let path = marker.display();
+    let script = format!("touch {path} && while [ -e {path} ]; do sleep 0.2; done");
+    let mut cmd = c.cli();
+    cmd.args(["--config", cfg_s, "run", "--target", TARGET]);
+    cmd.args(c.handoff_flags());
+    cmd.args(["--", "sh", "-c", &script]);
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_mins(1);
+    while !marker.exists() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    child.kill().unwrap(); // SIGKILL: no cleanup runs
+    let _ = child.wait();
+    std::fs::remove_file(&marker).unwrap(); // ends the command
+    let holder = lease(&c).await.spec.unwrap().holder_identity.unwrap();
+    let epoch = lease(&c).await.spec.unwrap().lease_transitions.unwrap();
+
+    let out = fences(&c, &["--config", cfg_s, "recover", "--yes"]).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    let ns = &c.ns.name;
+    assert!(
+        err.contains(&format!(
+            "watching lease {ns}/flux-handoff (holder {holder}, resourceVersion "
+        )),
+        "{err}"
+    );
+    assert!(err.contains("s of 11s"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "release: ks/{ns}/{TARGET} (holder {holder}: lease unchanged"
+        )),
+        "{err}"
+    );
+    let (at_target, at_parent) = (
+        err.find(&format!("released: ks/{ns}/{TARGET}"))
+            .expect(&err),
+        err.find(&format!("released: ks/{ns}/{PARENT}"))
+            .expect(&err),
+    );
+    assert!(at_target < at_parent, "children before parents: {err}");
+    assert!(
+        err.contains(&format!("lease cleared: {ns}/flux-handoff")),
+        "{err}"
+    );
+    for name in [PARENT, TARGET] {
+        let o = c.get(name).await;
+        assert_eq!(annotation(&o, OWNER_KEY), None, "{name}");
+        assert!(!suspended(&o), "{name}");
+    }
+    let l = lease(&c).await.spec.unwrap();
+    assert_eq!(l.holder_identity, None);
+    assert_eq!(
+        l.lease_transitions,
+        Some(epoch + 1),
+        "taken over, then released"
+    );
+}
+
+/// A wall clock `by` off the system clock.
+#[derive(Debug)]
+struct SkewedClock(k8s_openapi::jiff::SignedDuration);
+
+impl flux_fence::Clock for SkewedClock {
+    fn now(&self) -> k8s_openapi::jiff::Timestamp {
+        k8s_openapi::jiff::Timestamp::now()
+            .checked_add(self.0)
+            .unwrap()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recover_keeps_a_live_session_whose_renew_times_lag_the_recovering_clock_by_50s() {
+    use std::sync::Arc;
+
+    use flux_fence::{AcquireOutcome, AnnotationKeys, Fencer, Holder, LeaseAcquire, LeaseConfig};
+
+    let c = Cluster::seeded("fences-skew").await;
+    // A live session renewing every 500 ms within a 3 s duration, on a machine whose clock
+    // runs 50 s behind the recovering one (the same as the recovering clock 50 s ahead): by
+    // the recovering wall clock its Lease expired long ago.
+    let cfg = LeaseConfig {
+        namespace: c.ns.name.clone(),
+        name: "flux-handoff".into(),
+        duration: Duration::from_secs(3),
+        renew_every: Duration::from_millis(500),
+    };
+    let clock = Arc::new(SkewedClock(k8s_openapi::jiff::SignedDuration::from_secs(
+        -50,
+    )));
+    let holder = Holder::local("skewed", std::process::id());
+    let LeaseAcquire::Acquired(session) =
+        flux_fence::Lease::acquire(c.ns.client.clone(), cfg, holder.clone(), clock.clone())
+            .await
+            .unwrap()
+    else {
+        panic!("lease")
+    };
+    let fencer = Fencer::new(
+        c.ns.client.clone(),
+        AnnotationKeys::default(),
+        session.owner(),
+    )
+    .with_clock(clock)
+    .with_lease(session.handle());
+    let target = flux_suspend::object::kustomization(&c.ns.name, TARGET);
+    let marks = vec![
+        flux_fence::Mark::field("/spec/suspend", serde_json::json!(true)).exclusive(),
+        flux_fence::Mark::annotation("kustomize.toolkit.fluxcd.io/reconcile", "disabled"),
+    ];
+    let AcquireOutcome::Acquired(guard) = fencer.acquire(&target, marks, None).await.unwrap()
+    else {
+        panic!("fence")
+    };
+    let out = fences(&c, &["recover", "--yes", "--include-paused"]).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "keep: ks/{}/{TARGET}: {holder} is live: holder has the Lease, renewed while watched",
+            c.ns.name
+        )),
+        "{err}"
+    );
+    let after = c.get(TARGET).await;
+    assert_eq!(
+        annotation(&after, OWNER_KEY),
+        Some(session.owner().to_string().as_str()),
+        "nothing released"
+    );
+    assert!(suspended(&after));
+    assert_eq!(
+        lease(&c).await.spec.unwrap().holder_identity,
+        Some(holder.to_string())
+    );
+    session
+        .assert()
+        .await
+        .expect("the session still holds its Lease");
+    fencer.release(guard).await.unwrap();
+    session.release().await.unwrap();
 }

@@ -2,26 +2,23 @@
 //! release command (read-only); `fences release` releases one fence with a CAS; `fences
 //! recover` releases only provably orphaned fences (dry run unless `--yes`).
 //!
-//! The decisions live in [`assess`] (pure); this file and its siblings read, ask, print, write.
+//! The rules live in `flux_fence::recovery` (pure, plus its thin I/O layer); these files parse,
+//! print and map exit codes ([`render`] holds the words).
 
-pub mod assess;
 mod recover;
 mod release;
+pub mod render;
 mod table;
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use clap::{Args, Subcommand};
-use flux_fence::discover::{self, FenceReport, Scope};
-use flux_fence::{AnnotationKeys, Clock, LeaseConfig, SystemClock};
+use flux_fence::discover::Scope;
+use flux_fence::recovery::{Recovery, Snapshot};
+use flux_fence::{AnnotationKeys, LeaseConfig};
 use flux_suspend::object::{helmrelease_resource, kustomization_resource};
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
-use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::Api;
 
-use self::assess::LeaseView;
 use crate::cli::{Global, TargetArgs};
 use crate::failure::Failure;
 use crate::output::Output;
@@ -57,8 +54,9 @@ pub struct ScopeArgs {
 pub enum FencesAction {
     /// Release one fence with a CAS on what was just observed (restores every prior value).
     Release(release::ReleaseArgs),
-    /// Release only provably orphaned fences (children first), then clear an expired Lease.
-    /// Dry run unless --yes.
+    /// Release only provably orphaned fences: watch the Lease for one full lease duration,
+    /// take it over if it stayed unchanged, release children before parents, release the
+    /// Lease. Dry run unless --yes.
     Recover(recover::RecoverArgs),
 }
 
@@ -123,39 +121,21 @@ impl Context {
         })
     }
 
-    /// Discovery in `scope`, and the Lease, as read now.
-    pub async fn snapshot(&self, scope: &Scope) -> Result<Snapshot, Failure> {
-        let clock = SystemClock;
-        let report = discover::discover(
-            &self.client,
-            &self.keys,
-            &[kustomization_resource(), helmrelease_resource()],
-            scope,
-            None,
-            &clock,
+    /// The recovery rules, set up for this scope, Lease and keys.
+    pub fn recovery(&self) -> Recovery {
+        Recovery::new(
+            self.client.clone(),
+            self.keys.clone(),
+            self.lease.clone(),
+            vec![kustomization_resource(), helmrelease_resource()],
+            render::child_mark(),
         )
-        .await?;
-        let now = clock.now();
-        let api: Api<KubeLease> = Api::namespaced(self.client.clone(), &self.lease.namespace);
-        let read = api.get_opt(&self.lease.name).await.map_err(|e| {
-            Failure::new(
-                exit::KUBE_API,
-                kube_line("get", "leases.coordination.k8s.io", &self.lease_name(), &e),
-            )
-        })?;
-        let lease = match read {
-            None => None,
-            Some(l) => Some(LeaseView {
-                found: discover::inspect_lease(&l, &self.keys, now)?,
-                duration: l
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.lease_duration_seconds)
-                    .and_then(|s| u64::try_from(s).ok())
-                    .map(Duration::from_secs),
-            }),
-        };
-        Ok(Snapshot { report, lease, now })
+        .scope(self.scope.clone())
+    }
+
+    /// Discovery in the scope, and the Lease, as read now.
+    pub async fn snapshot(&self) -> Result<Snapshot, Failure> {
+        Ok(self.recovery().snapshot().await?)
     }
 
     /// The Lease's holder, if it can be read (evidence for notes only).
@@ -172,17 +152,6 @@ impl Context {
     pub fn lease_name(&self) -> String {
         format!("{}/{}", self.lease.namespace, self.lease.name)
     }
-
-    pub fn clock() -> Arc<dyn Clock> {
-        Arc::new(SystemClock)
-    }
-}
-
-/// What one look at the cluster showed.
-pub(crate) struct Snapshot {
-    pub report: FenceReport,
-    pub lease: Option<LeaseView>,
-    pub now: Timestamp,
 }
 
 /// `verb resource target: cause`, with 403 spelled as "forbidden to".
@@ -199,8 +168,9 @@ pub(crate) fn kube_line(verb: &str, resource: &str, target: &str, e: &kube::Erro
 }
 
 async fn list(ctx: &Context, out: &mut Output) -> Result<u8, Failure> {
-    let snap = ctx.snapshot(&ctx.scope).await?;
-    let rows = assess::assess(&snap.report, snap.lease.as_ref(), &ctx.suffix);
+    let snap = ctx.snapshot().await?;
+    let rows =
+        flux_fence::recovery::assess(&snap.report, snap.lease.as_ref(), &render::child_mark());
     table::emit(ctx, &snap, &rows, out);
     Ok(exit::SUCCESS)
 }

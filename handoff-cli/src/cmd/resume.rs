@@ -1,11 +1,13 @@
 //! `flux-handoff resume --holder H`: release what H holds, targets before parents, then the
-//! Lease; optionally wait until each released object is Ready for its generation.
+//! Lease; optionally wait until each released object is Ready for its generation. H's Lease is
+//! adopted only when parked or when `--holder-exited` attests its process is gone.
 
 use std::str::FromStr;
 use std::sync::Arc;
 
 use flux_fence::discover::FoundState;
-use flux_fence::{Fencer, Holder, Lease, LeaseAcquire, LeaseRelease, discover};
+use flux_fence::recovery::{Adoption, HolderProcess, adopt_holder};
+use flux_fence::{Fencer, Holder, LeaseGuard, LeaseRelease, discover};
 use flux_suspend::Handoff;
 use flux_suspend::io::Timing;
 use flux_suspend::object::{helmrelease_resource, kustomization_resource};
@@ -28,37 +30,7 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
     let settings = settings::resolve(global, &targets, &file).map_err(Failure::usage)?;
     let client = client::client(global).await?;
 
-    // Re-take the Lease as the same holder (it is adopted at its epoch), so no other handoff
-    // starts while we release.
-    let lease = match Lease::acquire(
-        client.clone(),
-        settings.lease.clone(),
-        holder.clone(),
-        Arc::new(flux_fence::SystemClock),
-    )
-    .await?
-    {
-        LeaseAcquire::Acquired(g) => g,
-        LeaseAcquire::Held { holder: other, .. } => {
-            return Err(Failure::new(
-                exit::REFUSED,
-                format!(
-                    "lease {}/{} is held by {other}, not {holder}",
-                    settings.lease.namespace, settings.lease.name
-                ),
-            ));
-        }
-        // Contended (another party moved it on every attempt), or a later variant.
-        _ => {
-            return Err(Failure::new(
-                exit::REFUSED,
-                format!(
-                    "lease {}/{} not acquired: another party changed it on every attempt; try again",
-                    settings.lease.namespace, settings.lease.name
-                ),
-            ));
-        }
-    };
+    let lease = adopt(&client, &settings, &holder, args.holder_exited).await?;
     let report = discover::discover(
         &client,
         &settings.keys,
@@ -111,4 +83,47 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
         out.phase("every released object is Ready");
     }
     Ok(exit::SUCCESS)
+}
+
+/// Takes the Lease as `holder` (a parked pause, or one whose exit is attested, is adopted at
+/// its epoch; a free one is taken), so no other handoff starts while we release. A Lease the
+/// holder holds without having parked it looks live: refused, nothing written.
+async fn adopt(
+    client: &kube::Client,
+    settings: &settings::Settings,
+    holder: &Holder,
+    holder_exited: bool,
+) -> Result<LeaseGuard, Failure> {
+    let process = if holder_exited {
+        HolderProcess::Exited
+    } else {
+        HolderProcess::Unknown
+    };
+    let lease_name = format!("{}/{}", settings.lease.namespace, settings.lease.name);
+    let adopted = adopt_holder(
+        client.clone(),
+        settings.lease.clone(),
+        &settings.keys,
+        holder.clone(),
+        Arc::new(flux_fence::SystemClock),
+        process,
+    )
+    .await?;
+    let refused = |line: String| Err(Failure::new(exit::REFUSED, line));
+    match adopted {
+        Adoption::Adopted(g) => Ok(g),
+        Adoption::LooksLive => refused(format!(
+            "lease {lease_name} is held by {holder}, not parked: {holder} looks live (e.g. a run \
+             whose command is still running); nothing changed. Run `flux-handoff fences recover` \
+             to prove it gone by watching the Lease, or, if you know its process has exited, \
+             `flux-handoff resume --holder {holder} --holder-exited`"
+        )),
+        Adoption::OtherHolder { holder: other } => refused(format!(
+            "lease {lease_name} is held by {other}, not {holder}"
+        )),
+        // Contended (another party moved it on every attempt), or a later variant.
+        _ => refused(format!(
+            "lease {lease_name} not acquired: another party changed it on every attempt; try again"
+        )),
+    }
 }

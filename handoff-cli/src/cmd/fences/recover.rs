@@ -1,201 +1,166 @@
-//! `flux-handoff fences recover [--yes]`: release only provably orphaned fences, children
-//! before parents, then clear a Lease whose holder's renew stopped. Without `--yes` it only
-//! prints what it would do and, for each fence it keeps, why.
+//! `flux-handoff fences recover [--yes]`: watch the Lease for one full lease duration; if it
+//! stayed unchanged, take it over (a CAS on the watched version) before releasing anything,
+//! release the orphaned fences children first, then release the Lease. Without `--yes` it only
+//! prints what it would do and, for each thing it keeps, why. The rules live in
+//! `flux_fence::recovery`.
 
 use clap::Args;
-use flux_fence::{Fencer, GoneHolder, Holder, Lease, LeaseRecover, LeaseRelease, ReleaseOutcome};
+use flux_fence::recovery::{RecoverOutcome, RecoverPlan, RecoverReport, WatchProgress};
+use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
 use super::Context;
-use super::assess::{self, plan_recover, short_ref};
+use super::render::{self, short_ref};
 use crate::exit;
 use crate::failure::Failure;
 use crate::output::Output;
 
 /// `fences recover`.
 #[derive(Debug, Args)]
-#[command(
-    after_help = "Evidence used: the Lease. A fence is provably orphaned when its holder is not \
-the current Lease holder, or holds the Lease but stopped renewing it (expired) without having \
-parked it on purpose (`flux-handoff pause` parks it; see --include-paused). Evidence from CI \
-(e.g. whether a GitHub Actions run has finished) is not consulted yet; a later version may add it."
-)]
+#[command(after_help = "\
+Evidence used: the Lease, watched. When the Lease is held (and not a parked pause left out), \
+recover reads it and watches it for one full lease duration (leaseDurationSeconds) on its own \
+monotonic clock, printing progress about every 10s: a holder that renews shows a new \
+resourceVersion and is kept as live; one whose Lease stayed unchanged is gone. The holder's \
+renewTime is never compared with this machine's clock, so a clock running ahead cannot release \
+a live run. The Lease is then taken over with a compare-and-swap on the watched version before \
+any fence is released; if that loses (the holder renewed, or someone else wrote the Lease), \
+nothing is released and recover exits 3. Fences of a holder that does not hold the Lease are \
+orphaned without a watch. A deliberate pause (`flux-handoff pause` parks its Lease) is kept \
+unless --include-paused. Evidence from CI (e.g. whether a GitHub Actions run has finished) is \
+not consulted yet.")]
 pub struct RecoverArgs {
-    /// Release for real. Without it, print what would be released and what is kept, and why
-    /// (dry run, the default).
+    /// Release for real. Without it, watch and print what would be released and what is kept,
+    /// and why (dry run, the default).
     #[arg(long)]
     pub yes: bool,
     /// Also release deliberate pauses (`flux-handoff pause` parks its Lease): their Lease stops
-    /// being renewed on purpose, so expiry alone does not make them orphans.
+    /// being renewed on purpose, so only this flag lets recover release them (still after a
+    /// watch shows the Lease unchanged).
     #[arg(long)]
     pub include_paused: bool,
 }
 
 pub async fn run(ctx: &Context, args: &RecoverArgs, out: &mut Output) -> Result<u8, Failure> {
-    let snap = ctx.snapshot(&ctx.scope).await?;
-    let rows = assess::assess(&snap.report, snap.lease.as_ref(), &ctx.suffix);
-    let plan = plan_recover(&rows, snap.lease.as_ref(), snap.now, args.include_paused);
-    report_plan(ctx, &plan, args.yes, out);
+    let recovery = ctx.recovery().include_paused(args.include_paused);
+    let lease = ctx.lease_name();
+    let planned = {
+        let shown: &Output = out;
+        let mut progress = |p: &WatchProgress| {
+            shown.note(&format!(
+                "watching lease {lease} (holder {}, resourceVersion {}): unchanged for {}s of {}s",
+                p.holder,
+                p.resource_version,
+                p.unchanged_for.as_secs(),
+                p.duration.as_secs()
+            ));
+        };
+        recovery.plan(&mut progress).await?
+    };
+    let now = planned.snapshot.now;
+    let plan = &planned.plan;
     if !args.yes {
-        if plan.release.is_empty() && plan.lease.is_none() {
+        report_plan(ctx, plan, now, false, out);
+        if plan.is_empty() {
             out.note("nothing is provably orphaned");
         } else {
             out.note("dry run: nothing changed; run again with --yes to release");
         }
         return Ok(exit::SUCCESS);
     }
+    match recovery.execute(plan).await? {
+        RecoverOutcome::LeaseRaceLost { gone, why } => Err(Failure::new(
+            exit::REFUSED,
+            format!(
+                "lease {lease} not taken over from {gone}: {why}; it may be live, so no fence was touched"
+            ),
+        )),
+        RecoverOutcome::Done(report) => {
+            report_plan(ctx, plan, now, true, out);
+            done(ctx, &report, out)
+        }
+        _ => Err(Failure::new(exit::INTERNAL, "unexpected recovery outcome")),
+    }
+}
 
-    let mut failed_holders: Vec<String> = Vec::new();
-    let mut problems = Vec::new();
-    let mut released = Vec::new();
-    for (obj, holder, _) in &plan.release {
-        let name = short_ref(obj);
-        if failed_holders.contains(holder) && !is_target_row(&rows, obj) {
-            problems.push(format!(
-                "{name}: kept because a child of {holder} was not released"
-            ));
-            continue;
-        }
-        match release_one(ctx, obj, holder).await {
-            Ok(()) => {
-                out.phase(&format!("released: {name}"));
-                released.push(name);
-            }
-            Err(why) => {
-                failed_holders.push(holder.clone());
-                problems.push(format!("{name}: {why}"));
-            }
-        }
+/// Prints what was released and cleared; exit 7 when something planned stayed held.
+fn done(ctx: &Context, report: &RecoverReport, out: &mut Output) -> Result<u8, Failure> {
+    let released: Vec<String> = report.released.iter().map(short_ref).collect();
+    for name in &released {
+        out.phase(&format!("released: {name}"));
     }
     out.fact("released", json!(released));
-    if let Some((holder, evidence)) = &plan.lease {
-        if failed_holders.contains(holder) {
-            problems.push(format!(
-                "lease {}: kept because a fence of {holder} was not released",
-                ctx.lease_name()
-            ));
-        } else {
-            match clear_lease(ctx, holder, evidence).await {
-                Ok(()) => out.phase(&format!("lease cleared: {}", ctx.lease_name())),
-                Err(why) => problems.push(format!("lease {}: {why}", ctx.lease_name())),
-            }
-        }
+    if report.lease_released {
+        out.phase(&format!("lease cleared: {}", ctx.lease_name()));
     }
-    if problems.is_empty() {
-        Ok(exit::SUCCESS)
-    } else {
-        Err(Failure::new(
-            exit::CLEANUP,
-            format!(
-                "recovery incomplete ({}); `flux-handoff fences` lists what is still held",
-                problems.join("; ")
-            ),
-        ))
+    if report.problems.is_empty() {
+        return Ok(exit::SUCCESS);
     }
-}
-
-fn is_target_row(rows: &[assess::Row], obj: &flux_fence::ObjectRef) -> bool {
-    rows.iter().any(|r| r.object == *obj && r.target)
-}
-
-/// Adopts the recorded fence of `holder` on `obj` and releases it with a CAS.
-async fn release_one(
-    ctx: &Context,
-    obj: &flux_fence::ObjectRef,
-    holder: &str,
-) -> Result<(), String> {
-    // The owner value (holder;epoch) is re-read from the object, never assumed.
-    let read = flux_suspend::object::get_json(&ctx.client, obj)
-        .await
-        .map_err(|e| super::kube_line("get", &obj.resource.plural, &short_ref(obj), &e))?;
-    let owner = flux_fence::discover::owner_of(&read, &ctx.keys)
-        .and_then(|o| o.parse::<flux_fence::OwnerValue>().ok())
-        .filter(|o| o.holder.as_str() == holder)
-        .ok_or_else(|| format!("no longer fenced by {holder}; nothing changed"))?;
-    let fencer = Fencer::new(ctx.client.clone(), ctx.keys.clone(), owner.clone());
-    let guard = fencer
-        .adopt_recorded(obj, &owner)
-        .await
-        .map_err(|e| crate::failure::chain(&e))?
-        .ok_or_else(|| format!("no longer fenced by {holder}; nothing changed"))?;
-    match fencer
-        .release(guard)
-        .await
-        .map_err(|e| crate::failure::chain(&e))?
-    {
-        ReleaseOutcome::Released { .. } => Ok(()),
-        ReleaseOutcome::Kept { guard, why } => {
-            (*guard).leave_in_place();
-            Err(format!("kept: {why:?}"))
-        }
-        other => Err(format!("not released: {other:?}")),
-    }
-}
-
-/// Takes the expired Lease over from `gone` (CAS on what was read, epoch + 1) and releases it.
-async fn clear_lease(ctx: &Context, gone: &str, evidence: &str) -> Result<(), String> {
-    let recovered = Lease::recover(
-        ctx.client.clone(),
-        ctx.lease.clone(),
-        Holder::generate(),
-        Context::clock(),
-        GoneHolder {
-            holder: gone.to_string(),
-            evidence: evidence.to_string(),
-        },
-    )
-    .await
-    .map_err(|e| crate::failure::chain(&e))?;
-    let guard = match recovered {
-        LeaseRecover::Recovered(g) => g,
-        LeaseRecover::Refused(r) => return Err(format!("not recovered: {r:?}")),
-        other => return Err(format!("not recovered: {other:?}")),
-    };
-    match guard
-        .release()
-        .await
-        .map_err(|e| crate::failure::chain(&e))?
-    {
-        LeaseRelease::Released | LeaseRelease::Gone => Ok(()),
-        other => Err(format!("not released: {other}")),
-    }
+    let problems: Vec<String> = report
+        .problems
+        .iter()
+        .map(|(s, why)| format!("{}: {why}", render::subject(s, &ctx.lease_name())))
+        .collect();
+    Err(Failure::new(
+        exit::CLEANUP,
+        format!(
+            "recovery incomplete ({}); `flux-handoff fences` lists what is still held",
+            problems.join("; ")
+        ),
+    ))
 }
 
 /// Prints what will be (or would be) released and cleared, and what is kept and why.
-fn report_plan(ctx: &Context, plan: &assess::RecoverPlan, yes: bool, out: &mut Output) {
-    let args_yes = yes;
-    let verb = if args_yes { "release" } else { "would release" };
-    for (obj, holder, evidence) in &plan.release {
+fn report_plan(ctx: &Context, plan: &RecoverPlan, now: Timestamp, yes: bool, out: &mut Output) {
+    let verb = if yes { "release" } else { "would release" };
+    for p in &plan.release {
         out.note(&format!(
-            "{verb}: {} (holder {holder}: {evidence})",
-            short_ref(obj)
+            "{verb}: {} (holder {}: {})",
+            short_ref(&p.object),
+            p.holder,
+            p.why
         ));
     }
-    if let Some((holder, evidence)) = &plan.lease {
-        let v = if args_yes { "clear" } else { "would clear" };
+    if let Some(gone) = &plan.take_lease {
+        let v = if yes { "clear" } else { "would clear" };
         out.note(&format!(
-            "{v}: lease {} (holder {holder}: {evidence})",
-            ctx.lease_name()
+            "{v}: lease {} (holder {}: {})",
+            ctx.lease_name(),
+            gone.holder,
+            gone.evidence
         ));
     }
-    for (name, why) in &plan.keep {
+    let kept: Vec<(String, String)> = plan
+        .keep
+        .iter()
+        .map(|(s, why)| {
+            (
+                render::subject(s, &ctx.lease_name()),
+                render::keep(why, now),
+            )
+        })
+        .collect();
+    for (name, why) in &kept {
         out.note(&format!("keep: {name}: {why}"));
     }
-    out.fact("dry_run", json!(!args_yes));
+    out.fact("dry_run", json!(!yes));
     out.fact(
         "release",
         json!(
             plan.release
                 .iter()
-                .map(|(o, h, e)| json!({"object": short_ref(o), "holder": h, "evidence": e}))
+                .map(|p| json!({
+                    "object": short_ref(&p.object),
+                    "holder": p.holder,
+                    "evidence": p.why.to_string(),
+                }))
                 .collect::<Vec<_>>()
         ),
     );
     out.fact(
         "keep",
         json!(
-            plan.keep
-                .iter()
+            kept.iter()
                 .map(|(n, w)| json!({"object": n, "why": w}))
                 .collect::<Vec<_>>()
         ),
@@ -203,9 +168,9 @@ fn report_plan(ctx: &Context, plan: &assess::RecoverPlan, yes: bool, out: &mut O
     out.fact(
         "lease",
         json!(
-            plan.lease
+            plan.take_lease
                 .as_ref()
-                .map(|(h, e)| json!({"holder": h, "evidence": e}))
+                .map(|g| json!({"holder": g.holder, "evidence": g.evidence}))
         ),
     );
 }

@@ -10,7 +10,7 @@ use flux_suspend::object::get_json;
 use serde_json::json;
 
 use super::Context;
-use super::assess::{self, held_children, is_target, short_ref};
+use super::render::{self, short_ref};
 use crate::cli::Global;
 use crate::failure::Failure;
 use crate::output::Output;
@@ -76,7 +76,7 @@ pub async fn run(
                 exit::REFUSED,
                 format!(
                     "{name}: {}; nothing changed",
-                    assess::Withhold::MarkMoved(at.clone())
+                    render::withhold(&flux_fence::recovery::Withhold::MarkMoved(at.clone()))
                 ),
             ));
         }
@@ -87,7 +87,7 @@ pub async fn run(
             ));
         }
     };
-    if !is_target(marks) {
+    if !render::child_mark().is_child(marks) {
         refuse_while_children_held(ctx, &holder, &found, &name).await?;
     }
 
@@ -98,7 +98,7 @@ pub async fn run(
     let lease_holder = ctx.snapshot_lease_holder().await;
     out.note(&format!(
         "observed: {name} fenced by {owner} {} ago, resourceVersion {rv}",
-        assess::age(*age)
+        render::age(*age)
     ));
     for m in marks {
         let prior = m
@@ -109,7 +109,7 @@ pub async fn run(
     }
     if lease_holder.as_deref() == Some(holder.as_str()) {
         out.note(&format!(
-            "note: {holder} still holds the Lease {}; release it afterwards with `flux-handoff resume --holder {holder} --lease {}`",
+            "note: {holder} still holds the Lease {}; release it afterwards with `flux-handoff resume --holder {holder} --lease {}` (add --holder-exited unless it was parked by `pause`)",
             ctx.lease_name(),
             ctx.lease_name()
         ));
@@ -153,7 +153,15 @@ async fn refuse_while_children_held(
         &SystemClock,
     )
     .await?;
-    let children = held_children(holder.as_str(), found, &all.fences);
+    let children: Vec<String> = flux_fence::recovery::held_children(
+        holder.as_str(),
+        found,
+        &all.fences,
+        &render::child_mark(),
+    )
+    .iter()
+    .map(short_ref)
+    .collect();
     if !children.is_empty() {
         return Err(Failure::new(
             exit::REFUSED,

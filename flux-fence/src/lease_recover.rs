@@ -1,0 +1,90 @@
+//! [`Lease::recover`]: taking a Lease over from a holder the caller proved gone, with ONE CAS
+//! on the Lease version the evidence was judged on.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::coordination::v1::Lease as KubeLease;
+use kube::Client;
+use kube::api::{Api, PostParams};
+
+use crate::api::{Failure, classify, error};
+use crate::lease::{LeaseRecover, RESOURCE, read_lease};
+use crate::lease_decide::{RecoverDecision, RecoverRefusal, decide_recover, transitions};
+use crate::{
+    Clock, Epoch, FenceError, GoneHolder, Holder, LEASE_ATTEMPTS, Lease, LeaseConfig, LeaseGuard,
+};
+
+impl Lease {
+    /// Takes over a Lease whose holder the caller proved gone.
+    ///
+    /// # Guarantees
+    /// Writes only if the Lease names exactly `gone.holder` and is still at
+    /// `gone.resource_version` (the version the evidence was judged on), as ONE update carrying
+    /// that resourceVersion: a renewal or any other write since makes it
+    /// [`RecoverRefusal::Moved`], never a second try on a newer version. The epoch grows by
+    /// one, so every fence of the gone holder carries an older epoch and the gone holder's next
+    /// renewal finds the Lease lost. `clock` only stamps our `acquireTime`/`renewTime`; it is
+    /// never compared with the holder's `renewTime`.
+    ///
+    /// # Errors
+    /// As [`Lease::acquire`].
+    pub async fn recover(
+        client: Client,
+        cfg: LeaseConfig,
+        holder: Holder,
+        clock: Arc<dyn Clock>,
+        gone: GoneHolder,
+    ) -> Result<LeaseRecover, FenceError> {
+        let api: Api<KubeLease> = Api::namespaced(client.clone(), &cfg.namespace);
+        let target = format!("{}/{}", cfg.namespace, cfg.name);
+        for _ in 0..LEASE_ATTEMPTS {
+            let read = read_lease(&api, &cfg.name, &target, crate::READ_RETRY_BUDGET).await?;
+            // A write whose answer was lost may have landed: then the Lease names us.
+            if let Some(epoch) = read.as_ref().and_then(|l| held_by(l, &holder)) {
+                tracing::warn!(lease = %target, gone = %gone.holder, evidence = %gone.evidence, %holder, %epoch, "lease recovered (the answer was lost; the re-read shows it)");
+                let now = clock.now();
+                return Ok(LeaseRecover::Recovered(LeaseGuard::start(
+                    client, cfg, holder, epoch, clock, now,
+                )));
+            }
+            let now = clock.now();
+            let lease = match decide_recover(read.as_ref(), &cfg, &holder, &gone, now)? {
+                RecoverDecision::Refuse(r) => return Ok(LeaseRecover::Refused(r)),
+                RecoverDecision::Take(lease) => lease,
+            };
+            match api.replace(&cfg.name, &PostParams::default(), &lease).await {
+                Ok(lease) => {
+                    let epoch = Epoch(transitions(&lease.spec.unwrap_or_default())?);
+                    tracing::warn!(lease = %target, gone = %gone.holder, evidence = %gone.evidence, %holder, %epoch, "lease recovered");
+                    return Ok(LeaseRecover::Recovered(LeaseGuard::start(
+                        client, cfg, holder, epoch, clock, now,
+                    )));
+                }
+                Err(e) => match classify(&e) {
+                    // The Lease moved since the evidence: the evidence is void.
+                    Failure::Conflict => {
+                        let found = read_lease(&api, &cfg.name, &target, crate::READ_RETRY_BUDGET)
+                            .await?
+                            .and_then(|l| l.spec?.holder_identity)
+                            .unwrap_or_default();
+                        return Ok(LeaseRecover::Refused(RecoverRefusal::Moved {
+                            holder: found,
+                        }));
+                    }
+                    // The answer was lost: the re-read above tells whether it landed.
+                    Failure::Unknown => {}
+                    _ => return Err(error("update", RESOURCE.into(), target, e)),
+                },
+            }
+        }
+        Ok(LeaseRecover::Contended)
+    }
+}
+
+/// The epoch at which `holder` holds `lease`, if it does.
+fn held_by(lease: &KubeLease, holder: &Holder) -> Option<Epoch> {
+    let spec = lease.spec.as_ref()?;
+    (spec.holder_identity.as_deref() == Some(holder.as_str()))
+        .then(|| transitions(spec).ok().map(Epoch))
+        .flatten()
+}

@@ -1,0 +1,290 @@
+//! The recover plan: which fences may be released (children before parents), which are kept
+//! and why, and whether the Lease must be taken over first. Pure.
+
+use std::time::Duration;
+
+use super::assess::{Action, LeaseView, Liveness, Orphan, Row, Withhold};
+use crate::{GoneHolder, ObjectRef};
+
+/// What is known about the Lease holder beyond the Lease as read: the caller fills it, from
+/// [`crate::recovery::Recovery::watch`] or from a source outside the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HolderEvidence {
+    /// Nothing (no watch was needed or made). A Lease holder is then never judged gone.
+    None,
+    /// The Lease kept `resource_version` for `watched` (at least its duration), measured on
+    /// our own monotonic clock: its holder did not renew.
+    Unchanged {
+        /// The Lease holder watched.
+        holder: String,
+        /// The version that did not change.
+        resource_version: String,
+        /// How long it was watched.
+        watched: Duration,
+    },
+    /// The Lease changed `after` into the watch: its holder renews (or someone wrote it).
+    Changed {
+        /// The Lease holder watched.
+        holder: String,
+        /// When the change was seen.
+        after: Duration,
+    },
+    /// A source outside the cluster (for example a CI system reporting that the holder's run
+    /// has finished) proves the holder gone, judged on the Lease at `resource_version`.
+    Reported {
+        /// The holder the report is about.
+        holder: String,
+        /// The Lease version the report was judged on.
+        resource_version: String,
+        /// The report, in words (no secrets).
+        evidence: String,
+    },
+}
+
+/// Options of [`plan_recover`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PlanOptions {
+    /// Also release deliberate pauses (a parked Lease), once proved unrenewed.
+    pub include_paused: bool,
+}
+
+impl PlanOptions {
+    /// Sets [`PlanOptions::include_paused`].
+    #[must_use]
+    pub fn include_paused(mut self, on: bool) -> Self {
+        self.include_paused = on;
+        self
+    }
+}
+
+/// What a kept entry is.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Subject {
+    /// A fenced object.
+    Fence(ObjectRef),
+    /// The Lease.
+    Lease,
+}
+
+/// Why something is kept.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum KeepReason {
+    /// Its holder is not proved gone.
+    Live {
+        /// The holder.
+        holder: String,
+        /// The evidence.
+        liveness: Liveness,
+    },
+    /// A deliberate pause (parked Lease), kept unless `include_paused`.
+    Paused {
+        /// The holder.
+        holder: String,
+    },
+    /// Its release cannot be justified.
+    Withheld(Withhold),
+    /// A parent whose child (same holder) is kept.
+    ChildKept {
+        /// The holder.
+        holder: String,
+    },
+    /// The owner annotation names no holder.
+    UnknownHolder,
+}
+
+/// One fence to release.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedRelease {
+    /// The object.
+    pub object: ObjectRef,
+    /// Its holder.
+    pub holder: String,
+    /// A child (released before every parent).
+    pub child: bool,
+    /// Why its holder counts as gone.
+    pub why: Orphan,
+}
+
+/// What a recovery does, in order: take the Lease (when its holder is proved gone), release
+/// the fences (children before parents), release the Lease.
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct RecoverPlan {
+    /// The Lease to take over first, with the evidence it is taken on (a CAS on that version).
+    pub take_lease: Option<GoneHolder>,
+    /// Fences to release, in order (children before parents).
+    pub release: Vec<PlannedRelease>,
+    /// What is kept, and why.
+    pub keep: Vec<(Subject, KeepReason)>,
+}
+
+impl RecoverPlan {
+    /// Whether the plan changes nothing.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.take_lease.is_none() && self.release.is_empty()
+    }
+}
+
+/// The Lease holder and version a recovery must watch before it may judge that holder gone:
+/// `None` when the Lease is absent or free, or parked and `include_paused` is off (then nothing
+/// of its holder is released, so no evidence is needed).
+#[must_use]
+pub fn needs_watch(lease: Option<&LeaseView>, opts: &PlanOptions) -> Option<(String, String)> {
+    let l = lease?;
+    let holder = l.found.holder.clone()?;
+    if l.found.parked && !opts.include_paused {
+        return None;
+    }
+    Some((holder, l.resource_version.clone()?))
+}
+
+/// Plans a recovery.
+///
+/// # Guarantees
+/// - A fence whose holder holds the Lease is released only when `evidence` proves that holder
+///   gone *at the very Lease version read* (`lease.resource_version`), and then the Lease is
+///   taken over first ([`RecoverPlan::take_lease`]). The wall clock is never consulted.
+/// - A deliberate pause (parked Lease) is kept unless `include_paused`, and even then needs
+///   the same evidence.
+/// - A fence whose holder does not hold the Lease (absent, free, or held by another) is
+///   orphaned: a holder always holds the Lease while it holds fences.
+/// - Children are released before parents; a parent stays while a child of its holder stays.
+#[must_use]
+pub fn plan_recover(
+    rows: &[Row],
+    lease: Option<&LeaseView>,
+    evidence: &HolderEvidence,
+    opts: &PlanOptions,
+) -> RecoverPlan {
+    let mut plan = RecoverPlan::default();
+    let lease_holder = lease.and_then(|l| l.found.holder.clone());
+    let judged = lease_holder
+        .as_ref()
+        .map(|h| judge_lease_holder(h, lease, evidence, opts));
+    if let (Some(h), Some(Ok(why)), Some(l)) = (&lease_holder, &judged, lease) {
+        plan.take_lease = Some(GoneHolder::new(
+            h.clone(),
+            l.resource_version.clone().unwrap_or_default(),
+            why.to_string(),
+        ));
+    }
+    let mut kept_children_of: Vec<String> = Vec::new();
+    let mut parents = Vec::new();
+    for row in rows {
+        let subject = Subject::Fence(row.object.clone());
+        let Some(holder) = &row.holder else {
+            let why = match &row.action {
+                Action::Withheld(w) => KeepReason::Withheld(w.clone()),
+                _ => KeepReason::UnknownHolder,
+            };
+            plan.keep.push((subject, why));
+            continue;
+        };
+        let gone = match (&lease_holder, &judged) {
+            (Some(h), Some(j)) if h == holder => j.clone(),
+            (Some(h), _) => Ok(Orphan::OtherHolder(h.clone())),
+            (None, _) if lease.is_some() => Ok(Orphan::LeaseFree),
+            (None, _) => Ok(Orphan::NoLease),
+        };
+        let keep = match (gone, &row.action) {
+            (Err(why), _) => Err(why),
+            // A parent withheld for its children waits for them below: they are judged first.
+            (Ok(why), Action::Release { .. } | Action::Withheld(Withhold::ChildrenHeld { .. })) => {
+                Ok(why)
+            }
+            (Ok(_), Action::Withheld(w)) => Err(KeepReason::Withheld(w.clone())),
+        };
+        match keep {
+            Err(why) => {
+                if row.child {
+                    kept_children_of.push(holder.clone());
+                }
+                plan.keep.push((subject, why));
+            }
+            Ok(why) => {
+                let planned = PlannedRelease {
+                    object: row.object.clone(),
+                    holder: holder.clone(),
+                    child: row.child,
+                    why,
+                };
+                if row.child {
+                    plan.release.push(planned);
+                } else {
+                    parents.push(planned);
+                }
+            }
+        }
+    }
+    for p in parents {
+        if kept_children_of.contains(&p.holder) {
+            plan.keep.push((
+                Subject::Fence(p.object),
+                KeepReason::ChildKept { holder: p.holder },
+            ));
+        } else {
+            plan.release.push(p);
+        }
+    }
+    if let (Some(_), Some(Err(why))) = (&lease_holder, judged) {
+        plan.keep.push((Subject::Lease, why));
+    }
+    plan
+}
+
+/// Whether the Lease holder `h` is proved gone, and by what; else why it is kept.
+fn judge_lease_holder(
+    h: &str,
+    lease: Option<&LeaseView>,
+    evidence: &HolderEvidence,
+    opts: &PlanOptions,
+) -> Result<Orphan, KeepReason> {
+    let Some(l) = lease else {
+        return Ok(Orphan::NoLease);
+    };
+    if l.found.parked && !opts.include_paused {
+        return Err(KeepReason::Paused { holder: h.into() });
+    }
+    let read = l.resource_version.as_deref();
+    let live = |renewed_while_watched| KeepReason::Live {
+        holder: h.into(),
+        liveness: Liveness::Live {
+            renewed: l.found.renewed,
+            renewed_while_watched,
+        },
+    };
+    let proved = match evidence {
+        HolderEvidence::Unchanged {
+            holder,
+            resource_version,
+            watched,
+        } if holder == h && Some(resource_version.as_str()) == read => Orphan::Unrenewed {
+            watched: *watched,
+            resource_version: resource_version.clone(),
+        },
+        HolderEvidence::Reported {
+            holder,
+            resource_version,
+            evidence,
+        } if holder == h && Some(resource_version.as_str()) == read => {
+            Orphan::Reported(evidence.clone())
+        }
+        HolderEvidence::Changed { holder, after } if holder == h => return Err(live(Some(*after))),
+        // Unwatched, or watched at another version (it moved since): not proved gone.
+        _ => return Err(live(None)),
+    };
+    Ok(if l.found.parked {
+        Orphan::PausedReleased
+    } else {
+        proved
+    })
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;

@@ -1,0 +1,331 @@
+//! Table tests of the recover plan.
+
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ApiResource, GroupVersionKind};
+
+use super::*;
+use crate::discover::FoundLease;
+use crate::recovery::assess::{Action, LeaseView, Liveness, Orphan, Row, Withhold};
+use crate::{MarkAt, ObjectRef};
+
+fn ks(name: &str) -> ObjectRef {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization"),
+        "kustomizations",
+    );
+    ObjectRef::new(ar, "ns", name)
+}
+
+fn lease(holder: Option<&str>, parked: bool, expired: bool) -> LeaseView {
+    LeaseView {
+        found: FoundLease {
+            namespace: "flux-system".into(),
+            name: "flux-handoff".into(),
+            holder: holder.map(str::to_string),
+            epoch: 3,
+            acquired: None,
+            renewed: Some(Timestamp::UNIX_EPOCH),
+            expired,
+            parked,
+            release_patch: None,
+        },
+        duration: Some(Duration::from_secs(2)),
+        resource_version: Some("40".into()),
+    }
+}
+
+fn row(holder: &str, name: &str, child: bool, action: Action) -> Row {
+    Row {
+        object: ks(name),
+        holder: Some(holder.into()),
+        epoch: Some(3),
+        age: Some(Duration::from_secs(5)),
+        child,
+        liveness: None,
+        action,
+    }
+}
+
+fn release() -> Action {
+    Action::Release { patch: "[]".into() }
+}
+
+fn unchanged(holder: &str, rv: &str) -> HolderEvidence {
+    HolderEvidence::Unchanged {
+        holder: holder.into(),
+        resource_version: rv.into(),
+        watched: Duration::from_secs(2),
+    }
+}
+
+fn names(plan: &RecoverPlan) -> Vec<&str> {
+    plan.release
+        .iter()
+        .map(|p| p.object.name.as_str())
+        .collect()
+}
+
+fn parent_and_child(holder: &str) -> Vec<Row> {
+    vec![
+        row(
+            holder,
+            "parent",
+            false,
+            Action::Withheld(Withhold::ChildrenHeld {
+                holder: holder.into(),
+                children: vec![ks("child")],
+            }),
+        ),
+        row(holder, "child", true, release()),
+    ]
+}
+
+#[test]
+fn listing_liveness_is_a_wall_clock_hint_only() {
+    use crate::recovery::assess::liveness;
+    assert_eq!(liveness("a", None), Liveness::Orphaned(Orphan::NoLease));
+    assert_eq!(
+        liveness("a", Some(&lease(None, false, false))),
+        Liveness::Orphaned(Orphan::LeaseFree)
+    );
+    assert_eq!(
+        liveness("a", Some(&lease(Some("b"), false, false))),
+        Liveness::Orphaned(Orphan::OtherHolder("b".into()))
+    );
+    assert!(matches!(
+        liveness("a", Some(&lease(Some("a"), false, false))),
+        Liveness::Live { .. }
+    ));
+    assert_eq!(
+        liveness("a", Some(&lease(Some("a"), true, true))),
+        Liveness::Paused
+    );
+    let Liveness::Orphaned(o) = liveness("a", Some(&lease(Some("a"), false, true))) else {
+        panic!("expected orphaned")
+    };
+    assert_eq!(
+        o.to_string(),
+        "lease expired at 1970-01-01T00:00:02Z; holder's renew stopped"
+    );
+}
+
+type Case = (&'static str, LeaseView, HolderEvidence, PlanOptions, bool);
+
+/// The whole table: (lease, evidence, options) → whether the holder is gone (its fences
+/// released, children first, and the Lease taken over at the version read).
+fn cases() -> Vec<Case> {
+    let opts = PlanOptions::default();
+    let paused = PlanOptions::default().include_paused(true);
+    let changed = HolderEvidence::Changed {
+        holder: "a".into(),
+        after: Duration::from_secs(1),
+    };
+    let reported = HolderEvidence::Reported {
+        holder: "a".into(),
+        resource_version: "40".into(),
+        evidence: "run 9 attempt 1 completed".into(),
+    };
+    vec![
+        // A wall clock saying "expired" proves nothing.
+        (
+            "expired, unwatched",
+            lease(Some("a"), false, true),
+            HolderEvidence::None,
+            opts.clone(),
+            false,
+        ),
+        (
+            "watched, renewed",
+            lease(Some("a"), false, true),
+            changed.clone(),
+            opts.clone(),
+            false,
+        ),
+        (
+            "watched, unchanged",
+            lease(Some("a"), false, false),
+            unchanged("a", "40"),
+            opts.clone(),
+            true,
+        ),
+        (
+            "unchanged, but moved since",
+            lease(Some("a"), false, false),
+            unchanged("a", "39"),
+            opts.clone(),
+            false,
+        ),
+        (
+            "evidence about another",
+            lease(Some("a"), false, false),
+            unchanged("b", "40"),
+            opts.clone(),
+            false,
+        ),
+        (
+            "reported gone",
+            lease(Some("a"), false, false),
+            reported,
+            opts.clone(),
+            true,
+        ),
+        (
+            "parked, not opted in",
+            lease(Some("a"), true, true),
+            unchanged("a", "40"),
+            opts.clone(),
+            false,
+        ),
+        (
+            "parked, opted in, unwatched",
+            lease(Some("a"), true, true),
+            HolderEvidence::None,
+            paused.clone(),
+            false,
+        ),
+        (
+            "parked, opted in, renewed",
+            lease(Some("a"), true, true),
+            changed,
+            paused.clone(),
+            false,
+        ),
+        (
+            "parked, opted in, unchanged",
+            lease(Some("a"), true, false),
+            unchanged("a", "40"),
+            paused.clone(),
+            true,
+        ),
+    ]
+}
+
+#[test]
+fn the_lease_holder_is_gone_only_on_evidence_at_the_version_read() {
+    for (what, l, evidence, o, gone) in cases() {
+        let plan = plan_recover(&parent_and_child("a"), Some(&l), &evidence, &o);
+        if gone {
+            assert_eq!(names(&plan), ["child", "parent"], "{what}: {plan:?}");
+            let take = plan.take_lease.as_ref().expect(what);
+            assert_eq!(
+                (take.holder.as_str(), take.resource_version.as_str()),
+                ("a", "40"),
+                "{what}"
+            );
+            assert!(plan.keep.is_empty(), "{what}: {plan:?}");
+        } else {
+            assert!(plan.is_empty(), "{what}: {plan:?}");
+            assert_eq!(
+                plan.keep.len(),
+                3,
+                "{what}: both fences and the Lease kept: {plan:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn fences_of_a_holder_without_the_lease_need_no_watch_and_no_takeover() {
+    let opts = PlanOptions::default();
+    for (l, why) in [
+        (None, Orphan::NoLease),
+        (Some(lease(None, false, false)), Orphan::LeaseFree),
+        (
+            Some(lease(Some("b"), false, false)),
+            Orphan::OtherHolder("b".into()),
+        ),
+    ] {
+        assert_eq!(
+            needs_watch(l.as_ref(), &opts).map(|(h, _)| h),
+            l.as_ref().and_then(|l| l.found.holder.clone())
+        );
+        let plan = plan_recover(
+            &parent_and_child("a"),
+            l.as_ref(),
+            &HolderEvidence::None,
+            &opts,
+        );
+        assert_eq!(names(&plan), ["child", "parent"]);
+        assert_eq!(plan.release[0].why, why);
+        assert!(plan.take_lease.is_none(), "{plan:?}");
+    }
+    assert_eq!(
+        needs_watch(Some(&lease(Some("a"), true, true)), &opts),
+        None,
+        "a parked pause left out needs no evidence"
+    );
+}
+
+#[test]
+fn a_parent_stays_while_a_child_of_its_holder_stays_and_moved_marks_are_kept() {
+    let l = lease(None, false, false);
+    let rows = [
+        row(
+            "b",
+            "moved",
+            true,
+            Action::Withheld(Withhold::MarkMoved(MarkAt::Field("/spec/suspend".into()))),
+        ),
+        row("b", "parent", false, release()),
+        row("c", "other", true, release()),
+    ];
+    let plan = plan_recover(
+        &rows,
+        Some(&l),
+        &HolderEvidence::None,
+        &PlanOptions::default(),
+    );
+    assert_eq!(names(&plan), ["other"]);
+    assert_eq!(
+        plan.keep,
+        [
+            (
+                Subject::Fence(ks("moved")),
+                KeepReason::Withheld(Withhold::MarkMoved(MarkAt::Field("/spec/suspend".into())))
+            ),
+            (
+                Subject::Fence(ks("parent")),
+                KeepReason::ChildKept { holder: "b".into() }
+            ),
+        ]
+    );
+}
+
+#[test]
+fn a_kept_live_holder_says_why_and_its_lease_is_kept_too() {
+    let l = lease(Some("a"), false, false);
+    let evidence = HolderEvidence::Changed {
+        holder: "a".into(),
+        after: Duration::from_secs(4),
+    };
+    let plan = plan_recover(
+        &[row("a", "live", true, release())],
+        Some(&l),
+        &evidence,
+        &PlanOptions::default(),
+    );
+    let live = KeepReason::Live {
+        holder: "a".into(),
+        liveness: Liveness::Live {
+            renewed: Some(Timestamp::UNIX_EPOCH),
+            renewed_while_watched: Some(Duration::from_secs(4)),
+        },
+    };
+    assert_eq!(
+        plan.keep,
+        [
+            (Subject::Fence(ks("live")), live.clone()),
+            (Subject::Lease, live)
+        ]
+    );
+    let parked = lease(Some("a"), true, true);
+    let plan = plan_recover(
+        &[row("a", "apps", true, release())],
+        Some(&parked),
+        &HolderEvidence::None,
+        &PlanOptions::default(),
+    );
+    assert_eq!(plan.keep[0].1, KeepReason::Paused { holder: "a".into() });
+}

@@ -1,0 +1,417 @@
+//! The thin I/O layer of recovery: read the Lease, watch it, discover the fences, ask
+//! [`super::plan_recover`], then take the Lease (CAS on the watched version) before any fence
+//! is released, release children before parents, and release the Lease.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease as KubeLease;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject};
+
+use super::assess::{ChildMark, LeaseView, Row, assess};
+use super::plan::{HolderEvidence, PlanOptions, RecoverPlan, Subject, needs_watch, plan_recover};
+use super::watch::{WatchProgress, WatchTiming, watch_lease};
+use crate::api::{error, get_retrying};
+use crate::discover::{self, FenceReport, Scope, owner_of};
+use crate::{
+    AnnotationKeys, Clock, Epoch, FenceError, Fencer, Holder, Lease, LeaseConfig, LeaseRecover,
+    LeaseRelease, ObjectRef, OwnerValue, RecoverRefusal, ReleaseOutcome, SystemClock,
+};
+
+/// Recovery of fences and a Lease left by gone holders. Build it, then [`Recovery::plan`]
+/// (reads and watches only) and [`Recovery::execute`] (writes).
+#[derive(Clone)]
+pub struct Recovery {
+    client: Client,
+    keys: AnnotationKeys,
+    lease: LeaseConfig,
+    kinds: Vec<ApiResource>,
+    child: ChildMark,
+    scope: Scope,
+    opts: PlanOptions,
+    clock: Arc<dyn Clock>,
+    holder: Holder,
+    timing: WatchTiming,
+}
+
+/// One look at the cluster: every fence and the Lease.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Snapshot {
+    /// What discovery found.
+    pub report: FenceReport,
+    /// The Lease, if it exists.
+    pub lease: Option<LeaseView>,
+    /// When it was taken, by the injected clock (for ages only).
+    pub now: Timestamp,
+}
+
+/// What [`Recovery::plan`] found and decided.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Planned {
+    /// The look at the cluster the plan is made on (taken after the watch).
+    pub snapshot: Snapshot,
+    /// Every fence, judged.
+    pub rows: Vec<Row>,
+    /// The evidence about the Lease holder.
+    pub evidence: HolderEvidence,
+    /// The plan.
+    pub plan: RecoverPlan,
+}
+
+/// The outcome of [`Recovery::execute`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum RecoverOutcome {
+    /// The Lease takeover (a CAS on the watched version) did not land: its holder renewed or
+    /// another party wrote it after the evidence. No fence was touched.
+    LeaseRaceLost {
+        /// The holder the evidence was about.
+        gone: String,
+        /// Why the takeover was refused, in words.
+        why: String,
+    },
+    /// The plan ran.
+    Done(RecoverReport),
+}
+
+/// What a recovery did.
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct RecoverReport {
+    /// The epoch at which we took the Lease over, if we did.
+    pub lease_taken: Option<Epoch>,
+    /// The fences released, in the order released.
+    pub released: Vec<ObjectRef>,
+    /// Whether the Lease taken over was released again.
+    pub lease_released: bool,
+    /// What could not be done, in words.
+    pub problems: Vec<(Subject, String)>,
+}
+
+impl std::fmt::Debug for Recovery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recovery")
+            .field("lease", &self.lease)
+            .field("scope", &self.scope)
+            .field("opts", &self.opts)
+            .field("holder", &self.holder)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Recovery {
+    /// A recovery of fences on objects of `kinds` (in the namespace scope `Scope::All` unless
+    /// set) and of the Lease `lease`, recognising children by `child`.
+    #[must_use]
+    pub fn new(
+        client: Client,
+        keys: AnnotationKeys,
+        lease: LeaseConfig,
+        kinds: Vec<ApiResource>,
+        child: ChildMark,
+    ) -> Self {
+        Self {
+            client,
+            keys,
+            lease,
+            kinds,
+            child,
+            scope: Scope::All,
+            opts: PlanOptions::default(),
+            clock: Arc::new(SystemClock),
+            holder: Holder::generate(),
+            timing: WatchTiming {
+                poll_every: Duration::from_secs(1),
+                progress_every: Duration::from_secs(10),
+            },
+        }
+    }
+
+    /// Where to look for fences (default: every namespace).
+    #[must_use]
+    pub fn scope(mut self, scope: Scope) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// Also release deliberate pauses (parked Lease), once proved unrenewed (default off).
+    #[must_use]
+    pub fn include_paused(mut self, on: bool) -> Self {
+        self.opts = self.opts.include_paused(on);
+        self
+    }
+
+    /// The wall clock, used for ages and to stamp our own Lease times only; never to judge a
+    /// holder gone (default: the system clock).
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The holder identity the Lease is taken over with (default: generated).
+    #[must_use]
+    pub fn holder(mut self, holder: Holder) -> Self {
+        self.holder = holder;
+        self
+    }
+
+    /// How often the watch reads the Lease (default 1 s) and reports progress (default 10 s).
+    #[must_use]
+    pub fn watch_timing(mut self, poll_every: Duration, progress_every: Duration) -> Self {
+        self.timing = WatchTiming {
+            poll_every: poll_every.max(Duration::from_millis(50)),
+            progress_every: progress_every.max(Duration::from_millis(50)),
+        };
+        self
+    }
+
+    /// Discovery and the Lease, as read now. Read-only.
+    ///
+    /// # Errors
+    /// API failures ([`FenceError::Forbidden`] naming the verb on 403).
+    pub async fn snapshot(&self) -> Result<Snapshot, FenceError> {
+        let clock = Arc::clone(&self.clock);
+        let report = discover::discover(
+            &self.client,
+            &self.keys,
+            &self.kinds,
+            &self.scope,
+            None,
+            &*clock,
+        )
+        .await?;
+        let now = self.clock.now();
+        let lease = self
+            .read_lease()
+            .await?
+            .map(|l| LeaseView::from_lease(&l, &self.keys, now))
+            .transpose()?;
+        Ok(Snapshot { report, lease, now })
+    }
+
+    /// Watches the Lease when a recovery needs evidence about its holder (it is held, and not
+    /// a parked pause left out): returns [`HolderEvidence::Unchanged`] once its
+    /// `resourceVersion` stayed the same for its full `leaseDurationSeconds` on our monotonic
+    /// clock, [`HolderEvidence::Changed`] as soon as it changes, [`HolderEvidence::None`] when
+    /// no watch is needed. `progress` is called about every 10 s of the wait. Read-only.
+    ///
+    /// # Errors
+    /// API failures.
+    pub async fn watch(
+        &self,
+        lease: Option<&LeaseView>,
+        progress: &mut (dyn FnMut(&WatchProgress) + Send),
+    ) -> Result<HolderEvidence, FenceError> {
+        let Some(watched) = needs_watch(lease, &self.opts) else {
+            return Ok(HolderEvidence::None);
+        };
+        let duration = lease
+            .and_then(|l| l.duration)
+            .unwrap_or(self.lease.duration)
+            .max(Duration::from_secs(1));
+        watch_lease(
+            &self.api(),
+            &self.lease.name,
+            &self.target(),
+            watched,
+            duration,
+            self.timing,
+            progress,
+        )
+        .await
+    }
+
+    /// Reads the Lease, watches it if needed, then discovers the fences and plans. Read-only.
+    ///
+    /// # Errors
+    /// API failures.
+    pub async fn plan(
+        &self,
+        progress: &mut (dyn FnMut(&WatchProgress) + Send),
+    ) -> Result<Planned, FenceError> {
+        let now = self.clock.now();
+        let first = self
+            .read_lease()
+            .await?
+            .map(|l| LeaseView::from_lease(&l, &self.keys, now))
+            .transpose()?;
+        let evidence = self.watch(first.as_ref(), progress).await?;
+        let snapshot = self.snapshot().await?;
+        let rows = assess(&snapshot.report, snapshot.lease.as_ref(), &self.child);
+        let plan = plan_recover(&rows, snapshot.lease.as_ref(), &evidence, &self.opts);
+        Ok(Planned {
+            snapshot,
+            rows,
+            evidence,
+            plan,
+        })
+    }
+
+    /// Runs `plan`: takes the Lease over first when planned (ONE CAS on the version the
+    /// evidence was judged on; if it does not land, nothing else is touched), then releases the
+    /// fences in order, asserting the Lease before each (a parent is kept when a child of its
+    /// holder was not released), then releases the Lease.
+    ///
+    /// # Errors
+    /// API failures of the Lease takeover. Failures of single releases are reported in
+    /// [`RecoverReport::problems`].
+    pub async fn execute(&self, plan: &RecoverPlan) -> Result<RecoverOutcome, FenceError> {
+        let mut report = RecoverReport::default();
+        let guard = match &plan.take_lease {
+            None => None,
+            Some(gone) => {
+                let taken = Lease::recover(
+                    self.client.clone(),
+                    self.lease.clone(),
+                    self.holder.clone(),
+                    Arc::clone(&self.clock),
+                    gone.clone(),
+                )
+                .await?;
+                match taken {
+                    LeaseRecover::Recovered(g) => {
+                        report.lease_taken = Some(g.epoch());
+                        Some(g)
+                    }
+                    LeaseRecover::Refused(r) => {
+                        return Ok(RecoverOutcome::LeaseRaceLost {
+                            gone: gone.holder.clone(),
+                            why: refusal_words(&r),
+                        });
+                    }
+                    _ => {
+                        return Ok(RecoverOutcome::LeaseRaceLost {
+                            gone: gone.holder.clone(),
+                            why: "another party changed it on every attempt".into(),
+                        });
+                    }
+                }
+            }
+        };
+        let mut failed_holders: Vec<String> = Vec::new();
+        for p in &plan.release {
+            let subject = Subject::Fence(p.object.clone());
+            if failed_holders.contains(&p.holder) && !p.child {
+                report.problems.push((
+                    subject,
+                    format!("kept because a child of {} was not released", p.holder),
+                ));
+                continue;
+            }
+            if let Some(g) = &guard
+                && let Err(e) = g.assert().await
+            {
+                report
+                    .problems
+                    .push((subject, format!("not released: {}", words(&e))));
+                failed_holders.push(p.holder.clone());
+                continue;
+            }
+            match self.release_one(&p.object, &p.holder).await {
+                Ok(()) => report.released.push(p.object.clone()),
+                Err(why) => {
+                    failed_holders.push(p.holder.clone());
+                    report.problems.push((subject, why));
+                }
+            }
+        }
+        if let Some(g) = guard {
+            match g.release().await {
+                Ok(LeaseRelease::Released | LeaseRelease::Gone) => report.lease_released = true,
+                Ok(other) => report
+                    .problems
+                    .push((Subject::Lease, format!("not released: {other}"))),
+                Err(e) => report
+                    .problems
+                    .push((Subject::Lease, format!("not released: {}", words(&e)))),
+            }
+        }
+        Ok(RecoverOutcome::Done(report))
+    }
+
+    /// Adopts the recorded fence of `holder` on `obj` (owner re-read from the object, never
+    /// assumed) and releases it with a CAS.
+    async fn release_one(&self, obj: &ObjectRef, holder: &str) -> Result<(), String> {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &obj.namespace, &obj.resource);
+        let read = get_retrying(&api, &obj.name, obj, crate::READ_RETRY_BUDGET)
+            .await
+            .map_err(|e| words(&error("get", obj.resource_name(), obj.target(), e)))?
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|e| words(&e))?;
+        let gone = || format!("no longer fenced by {holder}; nothing changed");
+        let owner = read
+            .as_ref()
+            .and_then(|r| owner_of(r, &self.keys))
+            .and_then(|o| o.parse::<OwnerValue>().ok())
+            .filter(|o| o.holder.as_str() == holder)
+            .ok_or_else(gone)?;
+        let fencer = Fencer::new(self.client.clone(), self.keys.clone(), owner.clone())
+            .with_clock(Arc::clone(&self.clock));
+        let guard = fencer
+            .adopt_recorded(obj, &owner)
+            .await
+            .map_err(|e| words(&e))?
+            .ok_or_else(gone)?;
+        match fencer.release(guard).await.map_err(|e| words(&e))? {
+            ReleaseOutcome::Released { .. } => Ok(()),
+            ReleaseOutcome::Kept { guard, why } => {
+                (*guard).leave_in_place();
+                Err(format!("kept: {why:?}"))
+            }
+            other => Err(format!("not released: {other:?}")),
+        }
+    }
+
+    async fn read_lease(&self) -> Result<Option<KubeLease>, FenceError> {
+        get_retrying(
+            &self.api(),
+            &self.lease.name,
+            &self.target(),
+            crate::READ_RETRY_BUDGET,
+        )
+        .await
+        .map_err(|e| error("get", "leases.coordination.k8s.io".into(), self.target(), e))
+    }
+
+    fn api(&self) -> Api<KubeLease> {
+        Api::namespaced(self.client.clone(), &self.lease.namespace)
+    }
+
+    fn target(&self) -> String {
+        format!("{}/{}", self.lease.namespace, self.lease.name)
+    }
+}
+
+/// A refused takeover, in words.
+fn refusal_words(r: &RecoverRefusal) -> String {
+    match r {
+        RecoverRefusal::Missing => "the Lease was deleted".into(),
+        RecoverRefusal::Free => "the Lease was released".into(),
+        RecoverRefusal::OtherHolder { holder } => format!("the Lease is now held by {holder}"),
+        RecoverRefusal::Moved { holder } if holder.is_empty() => {
+            "the Lease changed after the watch".into()
+        }
+        RecoverRefusal::Moved { holder } => {
+            format!("the Lease changed after the watch (held by {holder})")
+        }
+    }
+}
+
+/// An error and its causes, `outer: inner: ...`.
+fn words(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cause = c.source();
+    }
+    s
+}
