@@ -173,6 +173,9 @@ pub fn failure(e: &SessionError) -> Failure {
     };
     let line = match e {
         SessionError::Read { object, source } => read_line(object, source),
+        SessionError::StartCutShort { .. } | SessionError::NotParked { .. } => {
+            format!("{}; `flux-handoff fences` shows it", chain(e))
+        }
         SessionError::Cancelled { during, .. } => format!("interrupted {during}"),
         other => chain(other),
     };
