@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use kube::Client;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch};
 use serde_json::Value;
 
 use crate::api::{Failure, classify, error, get_retrying};
@@ -91,6 +91,13 @@ impl Fencer {
     #[must_use]
     pub fn keys(&self) -> &AnnotationKeys {
         &self.keys
+    }
+
+    /// The Lease this fencer asserts before each acquire write ([`Fencer::with_lease`]), for
+    /// callers guarding their own protected writes with the same Lease.
+    #[must_use]
+    pub fn lease(&self) -> Option<&LeaseHandle> {
+        self.lease.as_ref()
     }
 
     /// Fences `obj`: one CAS patch adding the owner, prior and reason annotations and `marks`.
@@ -186,7 +193,7 @@ impl Fencer {
             .api(obj)
             .patch(
                 &obj.name,
-                &PatchParams::default(),
+                &crate::api::patch_params(),
                 &Patch::Json::<()>(plan.patch.clone()),
             )
             .await
@@ -317,7 +324,7 @@ impl Fencer {
                 .api(&obj)
                 .patch(
                     &obj.name,
-                    &PatchParams::default(),
+                    &crate::api::patch_params(),
                     &Patch::Json::<()>(patch),
                 )
                 .await

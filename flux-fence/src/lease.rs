@@ -7,7 +7,7 @@ use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use tokio::task::JoinHandle;
 
 use crate::api::{Failure, classify, error, get_retrying};
@@ -119,11 +119,13 @@ impl Lease {
                     let guard = LeaseGuard::start(client, cfg, holder, epoch, clock, renewed);
                     return Ok(LeaseAcquire::Acquired(guard));
                 }
-                LeaseDecision::Create(lease) => {
-                    (api.create(&PostParams::default(), &lease).await, "create")
-                }
+                LeaseDecision::Create(lease) => (
+                    api.create(&crate::api::post_params(), &lease).await,
+                    "create",
+                ),
                 LeaseDecision::Take(lease) => (
-                    api.replace(&cfg.name, &PostParams::default(), &lease).await,
+                    api.replace(&cfg.name, &crate::api::post_params(), &lease)
+                        .await,
                     "update",
                 ),
             };
@@ -170,7 +172,10 @@ impl Lease {
                 RecoverDecision::Refuse(r) => return Ok(LeaseRecover::Refused(r)),
                 RecoverDecision::Take(lease) => lease,
             };
-            match api.replace(&cfg.name, &PostParams::default(), &lease).await {
+            match api
+                .replace(&cfg.name, &crate::api::post_params(), &lease)
+                .await
+            {
                 Ok(lease) => {
                     let epoch = Epoch(transitions(&lease.spec.unwrap_or_default())?);
                     tracing::warn!(lease = %target, gone = %gone.holder, evidence = %gone.evidence, %holder, %epoch, "lease recovered");
@@ -234,7 +239,7 @@ impl LeaseHandle {
             };
             match s
                 .api
-                .replace(&s.cfg.name, &PostParams::default(), &lease)
+                .replace(&s.cfg.name, &crate::api::post_params(), &lease)
                 .await
             {
                 Ok(written) => {
@@ -459,7 +464,7 @@ impl LeaseGuard {
             };
             match s
                 .api
-                .replace(&s.cfg.name, &PostParams::default(), &lease)
+                .replace(&s.cfg.name, &crate::api::post_params(), &lease)
                 .await
             {
                 Ok(_) => {

@@ -98,6 +98,7 @@ mod mark;
 mod outcome;
 pub mod pointer;
 
+pub use api::{FIELD_MANAGER, patch_params, post_params};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decide::{
     AcquireDecision, AcquirePlan, Adoption, Held, Refusal, ReleaseDecision, Unclear, adopt,
