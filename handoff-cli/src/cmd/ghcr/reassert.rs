@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use clap::Args;
 use flux_fence::Holder;
-use ghcr_auth::error::BoxError;
 use ghcr_auth::plan::{SecretTarget, TargetRole};
 use ghcr_auth::reassert::{Consumers, ReassertReport, Reasserter, SecretOutcome, TargetSpec};
 use ghcr_auth::source::{RequestOutcome, SourceProof, SourceRef, prove_source};
@@ -109,10 +108,7 @@ pub async fn run(
                 json!({ "passes": proof.passes(), "counters": proof.counters().to_string() }),
             );
             let reasserter = match session.lease_handle() {
-                Some(lease) => Reasserter::new(client).with_gate(move || {
-                    let lease = lease.clone();
-                    async move { lease.assert().await.map_err(|e| Box::new(e) as BoxError) }
-                }),
+                Some(lease) => Reasserter::new(client).with_lease(lease),
                 None => Reasserter::new(client),
             };
             tokio::select! {
@@ -170,9 +166,15 @@ impl Work {
         ));
         let mut proven = Vec::new();
         for source in &self.sources {
-            let proof = prove_source(&self.client, source, self.deadline, self.poll)
-                .await
-                .map_err(|e| Failure::new(exit::KUBE_API, chain(&e)))?;
+            let proof = prove_source(
+                &self.client,
+                source,
+                reasserter.gate(),
+                self.deadline,
+                self.poll,
+            )
+            .await
+            .map_err(|e| Failure::new(exit::KUBE_API, chain(&e)))?;
             let name = format!("{}/{}", source.namespace, source.name);
             match proof {
                 SourceProof::Ready { revision } => {
@@ -324,6 +326,9 @@ fn secret_spec(
     }
     if matches!(&consumers, Consumers::Selector(s) if s.trim().is_empty()) {
         return Err("--namespace-selector must not be empty".into());
+    }
+    if let Consumers::Selector(s) = &consumers {
+        ghcr_auth::selector::validate(s).map_err(|e| format!("--namespace-selector: {e}"))?;
     }
     let secret_name = args
         .secret_name
