@@ -40,6 +40,14 @@ fn to_json<T: k8s_openapi::serde::Serialize>(obj: &T) -> Value {
     serde_json::to_value(obj).unwrap()
 }
 
+fn requested_at(obj: &kube::api::DynamicObject) -> Option<String> {
+    obj.metadata
+        .annotations
+        .as_ref()?
+        .get(REQUESTED_AT)
+        .cloned()
+}
+
 /// Runs `f` to completion from inside a sync progress callback (multi-thread runtime only).
 fn block_on<T>(f: impl Future<Output = T>) -> T {
     tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
@@ -138,10 +146,7 @@ async fn restart_reack_retires_a_target_reconcile_the_new_controller_started() {
                 unreachable!()
             };
             let t = block_on(target_api.get(TARGET)).unwrap();
-            let nonce = t.data["metadata"]["annotations"][REQUESTED_AT]
-                .as_str()
-                .unwrap()
-                .to_string();
+            let nonce = requested_at(&t).expect("the fence wrote a nonce");
             *after_restart.lock().unwrap() = Some((nonce, run));
         }
         _ => {}
@@ -153,7 +158,7 @@ async fn restart_reack_retires_a_target_reconcile_the_new_controller_started() {
             let seen = after_restart.lock().unwrap().clone();
             if let Some((nonce, _)) = seen {
                 let t = target_api.get(TARGET).await.unwrap();
-                if t.data["metadata"]["annotations"][REQUESTED_AT] != json!(nonce) {
+                if requested_at(&t).as_deref() != Some(nonce.as_str()) {
                     model.release(TARGET);
                     break;
                 }
