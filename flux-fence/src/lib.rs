@@ -97,6 +97,7 @@ pub mod lease_decide;
 mod mark;
 mod outcome;
 pub mod pointer;
+mod remark;
 
 pub use api::{FIELD_MANAGER, patch_params, post_params};
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -116,3 +117,4 @@ pub use lease::{
 pub use lease_decide::{GoneHolder, LeaseConfig, LossReason, RecoverRefusal};
 pub use mark::{Mark, MarkAt, PriorRecord, RecordedMark, Restore};
 pub use outcome::{AcquireOutcome, Applied, Kept, LostAcquire, ReleaseOutcome};
+pub use remark::{RemarkDecision, decide_remark};

@@ -423,25 +423,29 @@ impl Handoff {
     /// After a restart: put back every mark a pre-restart parent execution reverted, then
     /// retire what the restart started — the new controller may already be reconciling a
     /// member (one it found reverted, before the re-fence) — with a fresh nonce on every member
-    /// and its acknowledgement. Every write asserts the Lease first.
+    /// ([`Fencer::remark`]: CAS, Lease asserted, the prior kept for the release) and its
+    /// acknowledgement.
     async fn refence_and_reack(&mut self, timing: Timing) -> Result<(), SuspendError> {
         let owner_key = self.fencer.keys().owner.clone();
         let lease = self.fencer.lease().cloned();
         for h in self.parents.iter().chain(&self.targets) {
             io::refence(&self.client, &h.guard, &owner_key, lease.as_ref()).await?;
         }
+        let at = MarkAt::Annotation(REQUESTED_AT_ANNOTATION.into());
         for h in self.parents.iter_mut().chain(self.targets.iter_mut()) {
             let nonce = new_nonce();
-            io::reack(
-                &self.client,
-                &h.guard,
-                &owner_key,
-                lease.as_ref(),
-                &nonce,
-                timing,
-            )
-            .await?;
-            h.nonce = Some(nonce);
+            let ours = self
+                .fencer
+                .remark(&mut h.guard, &at, json!(nonce))
+                .await
+                .map_err(|source| SuspendError::Fence {
+                    step: "requesting an acknowledgement after the restart",
+                    source,
+                })?;
+            if ours {
+                io::wait_acknowledged(&self.client, h.guard.object(), &nonce, timing).await?;
+                h.nonce = Some(nonce);
+            }
         }
         Ok(())
     }

@@ -1,20 +1,19 @@
-//! After a controller restart: put back marks a pre-restart parent execution reverted, and
-//! retire whatever the restart itself started with a fresh nonce per member.
+//! After a controller restart: put back marks a pre-restart parent execution reverted.
 //!
-//! Both writes are JSON Patches that `test` the uid, the resourceVersion just read and our owner
+//! The write is a JSON Patch that `test`s the uid, the resourceVersion just read and our owner
 //! annotation, sent only after the Lease was asserted; a lost race re-reads and decides again.
+//! (The fresh nonce that follows it is [`flux_fence::Fencer::remark`].)
 
 use flux_fence::{FenceGuard, LeaseHandle, Restore};
 use kube::Client;
 use kube::api::Patch;
 use serde_json::{Value, json};
 
-use super::{Timing, wait_acknowledged};
 use crate::error::SuspendError;
-use crate::flux::{REQUESTED_AT_ANNOTATION, annotation};
+use crate::flux::annotation;
 use crate::object;
 
-/// Read-decide-write rounds of one re-fence or nonce write before it reports contention (a
+/// Read-decide-write rounds of one re-fence before it reports contention (a
 /// controller writing status moves the resourceVersion between our read and our patch).
 const ROUNDS: usize = 8;
 
@@ -24,8 +23,8 @@ const ROUNDS: usize = 8;
 /// (the proof then says so).
 ///
 /// # Errors
-/// [`SuspendError::Fence`] with [`FenceError::LeaseLost`] when `lease` is lost (nothing is
-/// written); API failures; [`SuspendError::Invalid`] after [`ROUNDS`] lost races.
+/// [`SuspendError::Fence`] with [`flux_fence::FenceError::LeaseLost`] when `lease` is lost (nothing is
+/// written); API failures; [`SuspendError::Invalid`] after 8 lost races.
 pub async fn refence(
     client: &Client,
     guard: &FenceGuard,
@@ -48,37 +47,6 @@ pub async fn refence(
         reverted
     })
     .await
-}
-
-/// Writes `nonce` as the object's `reconcile.fluxcd.io/requestedAt` (CAS, Lease asserted) and
-/// waits until the object acknowledges it.
-///
-/// # Guarantees
-/// When this returns `Ok`, no reconcile of the object that began before the nonce was written
-/// is still running — including one the restarted controller began while a pre-restart parent
-/// execution had reverted the object's suspend (flux-model.md, facts 2 and 3).
-///
-/// # Errors
-/// As [`refence`], and [`SuspendError::AckTimeout`].
-pub async fn reack(
-    client: &Client,
-    guard: &FenceGuard,
-    owner_key: &str,
-    lease: Option<&LeaseHandle>,
-    nonce: &str,
-    timing: Timing,
-) -> Result<(), SuspendError> {
-    cas_loop(
-        client,
-        guard,
-        owner_key,
-        lease,
-        "requesting an acknowledgement after the restart",
-        |_| vec![nonce_op(nonce)],
-    )
-    .await?;
-    wait_acknowledged(client, guard.object(), nonce, timing).await?;
-    Ok(())
 }
 
 /// Reads the object; when it is still ours, sends `ops(read)` (if any) behind `test`s of uid,
@@ -151,11 +119,6 @@ fn guarded_patch(
     serde_json::from_value(Value::Array(all)).ok()
 }
 
-fn nonce_op(nonce: &str) -> Value {
-    json!({ "op": "add", "path": flux_fence::pointer::annotation(REQUESTED_AT_ANNOTATION),
-            "value": nonce })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,7 +138,7 @@ mod tests {
             "u1",
             "flux-handoff.io/owner",
             "h;1",
-            vec![nonce_op("n1")],
+            vec![json!({ "op": "add", "path": "/metadata/annotations/reconcile.fluxcd.io~1requestedAt", "value": "n1" })],
         )
         .unwrap();
         let v = serde_json::to_value(&p).unwrap();
@@ -201,13 +164,21 @@ mod tests {
     fn nothing_is_written_to_an_object_that_is_not_ours_or_when_there_is_nothing_to_do() {
         let key = "flux-handoff.io/owner";
         let cases = [
-            (obj("u2", Some("h;1")), vec![nonce_op("n")], "recreated"),
+            (
+                obj("u2", Some("h;1")),
+                vec![json!({ "op": "add", "path": "/x", "value": 1 })],
+                "recreated",
+            ),
             (
                 obj("u1", Some("other;2")),
-                vec![nonce_op("n")],
+                vec![json!({ "op": "add", "path": "/x", "value": 1 })],
                 "another owner",
             ),
-            (obj("u1", None), vec![nonce_op("n")], "released"),
+            (
+                obj("u1", None),
+                vec![json!({ "op": "add", "path": "/x", "value": 1 })],
+                "released",
+            ),
             (obj("u1", Some("h;1")), vec![], "no op"),
         ];
         for (o, ops, why) in cases {
