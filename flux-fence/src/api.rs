@@ -1,9 +1,32 @@
 //! How the I/O layer reads the API server's answers: a small classification of `kube::Error`
 //! and the naming of resources in error messages.
 
-use kube::api::ApiResource;
+use kube::api::{ApiResource, PatchParams, PostParams};
 
 use crate::FenceError;
+
+/// The field manager every write of flux-handoff names (fences, releases, the Lease, Events,
+/// the controller restart, re-fences, reconcile requests, Secrets), so `managedFields` and
+/// Flux's server-side apply tell our writes from everyone else's.
+pub const FIELD_MANAGER: &str = "flux-handoff";
+
+/// `PatchParams` naming [`FIELD_MANAGER`]: use it for every patch.
+#[must_use]
+pub fn patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    }
+}
+
+/// `PostParams` naming [`FIELD_MANAGER`]: use it for every create and update.
+#[must_use]
+pub fn post_params() -> PostParams {
+    PostParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PostParams::default()
+    }
+}
 
 /// What a failed call means for the protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, ObjectMeta};
 
 use crate::{ObjectRef, OwnerValue};
 
@@ -72,7 +72,7 @@ pub(crate) async fn record(
         ..Event::default()
     };
     let api: Api<Event> = Api::namespaced(client.clone(), &obj.namespace);
-    if let Err(e) = api.create(&PostParams::default(), &event).await {
+    if let Err(e) = api.create(&crate::api::post_params(), &event).await {
         tracing::warn!(object = %obj, reason, error = %e, "recording Event failed; the fence is unaffected");
     }
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use kube::Client;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch};
 use serde_json::Value;
 
 use crate::api::{Failure, classify, error, get_retrying};
@@ -15,7 +15,8 @@ use crate::events::{self, EventKind};
 use crate::guard::{FenceGuard, ObjectRef};
 use crate::lease::LeaseHandle;
 use crate::outcome::{AcquireOutcome, Applied, Kept, LostAcquire, ReleaseOutcome};
-use crate::{AnnotationKeys, Clock, FenceError, Mark, OwnerValue, SystemClock};
+use crate::remark::{RemarkDecision, decide_remark};
+use crate::{AnnotationKeys, Clock, FenceError, Mark, MarkAt, OwnerValue, SystemClock};
 
 /// How many read-decide-write rounds an acquire or release makes before it reports contention.
 pub const MAX_ATTEMPTS: usize = 4;
@@ -105,6 +106,13 @@ impl Fencer {
     #[must_use]
     pub fn keys(&self) -> &AnnotationKeys {
         &self.keys
+    }
+
+    /// The Lease this fencer asserts before each acquire write ([`Fencer::with_lease`]), for
+    /// callers guarding their own protected writes with the same Lease.
+    #[must_use]
+    pub fn lease(&self) -> Option<&LeaseHandle> {
+        self.lease.as_ref()
     }
 
     /// Fences `obj`: one CAS patch adding the owner, prior and reason annotations and `marks`.
@@ -200,7 +208,7 @@ impl Fencer {
             .api(obj)
             .patch(
                 &obj.name,
-                &PatchParams::default(),
+                &crate::api::patch_params(),
                 &Patch::Json::<()>(plan.patch.clone()),
             )
             .await
@@ -331,7 +339,7 @@ impl Fencer {
                 .api(&obj)
                 .patch(
                     &obj.name,
-                    &PatchParams::default(),
+                    &crate::api::patch_params(),
                     &Patch::Json::<()>(patch),
                 )
                 .await
@@ -391,6 +399,85 @@ impl Fencer {
         Ok(ReleaseOutcome::Kept {
             guard: Box::new(guard),
             why: Kept::Contended,
+        })
+    }
+
+    /// Moves the mark at `at` of a fence we hold to `value` (e.g. a fresh `requestedAt` nonce):
+    /// ONE JSON Patch that tests uid, resourceVersion and our owner, sets the mark and rewrites
+    /// the prior annotation with the new value and the same prior ([`decide_remark`]). The guard
+    /// follows, so the release still restores the pre-fence value. `Ok(false)`: the object is
+    /// gone or not ours any more; nothing was written.
+    ///
+    /// # Guarantees
+    /// With [`Fencer::with_lease`], the Lease is asserted before each write; 409/422 re-read
+    /// and decide again (at most [`MAX_ATTEMPTS`] rounds); a lost response is judged by a
+    /// re-read showing exactly the new mark and prior.
+    ///
+    /// # Errors
+    /// [`FenceError::LeaseLost`], [`FenceError::InvalidMark`] (no mark at `at`),
+    /// [`FenceError::Contended`], API failures.
+    pub async fn remark(
+        &self,
+        guard: &mut FenceGuard,
+        at: &MarkAt,
+        value: Value,
+    ) -> Result<bool, FenceError> {
+        let obj = guard.object.clone();
+        for _ in 0..MAX_ATTEMPTS {
+            let read = self.read(&obj).await?;
+            let read_rv = read
+                .as_ref()
+                .and_then(|o| o.pointer("/metadata/resourceVersion"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let (patch, held) =
+                match decide_remark(read.as_ref(), &self.keys, &guard.held, at, &value)? {
+                    RemarkDecision::Patch { patch, held } => (patch, held),
+                    RemarkDecision::NotOurs => return Ok(false),
+                };
+            if let Some(lease) = &self.lease {
+                lease.assert().await?;
+            }
+            let sent = self
+                .api(&obj)
+                .patch(
+                    &obj.name,
+                    &crate::api::patch_params(),
+                    &Patch::Json::<()>(patch),
+                )
+                .await;
+            match sent {
+                Ok(_) => {
+                    guard.held = held;
+                    return Ok(true);
+                }
+                Err(e) => match classify(&e) {
+                    Failure::Conflict | Failure::NotFound => {}
+                    Failure::Invalid => {
+                        if !self.moved_since(&obj, &read_rv).await? {
+                            return Err(rejected(&obj, e));
+                        }
+                    }
+                    Failure::Unknown => {
+                        tracing::warn!(object = %obj, error = %e, "remark response lost; re-reading");
+                        let again = self.read(&obj).await?;
+                        if again.is_some_and(|o| {
+                            held_from_annotations(&o, &self.keys).is_ok_and(|(h, _)| h == held)
+                                && o.pointer(&at.pointer()) == Some(&value)
+                        }) {
+                            guard.held = held;
+                            return Ok(true);
+                        }
+                    }
+                    Failure::Forbidden | Failure::Other => {
+                        return Err(error("patch", obj.resource_name(), obj.target(), e));
+                    }
+                },
+            }
+        }
+        Err(FenceError::Contended {
+            what: "moving a fence mark",
         })
     }
 

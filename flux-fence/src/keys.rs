@@ -29,6 +29,22 @@ impl AnnotationKeys {
         }
     }
 
+    /// Keys under `prefix`, only if it is a valid annotation prefix: a DNS subdomain (lowercase
+    /// letters, digits, `-` and `.`; dot-separated labels of 1–63 characters that start and
+    /// end with a letter or digit; at most 253 characters), as the API server requires.
+    ///
+    /// # Errors
+    /// One line naming the prefix and the rule it breaks.
+    pub fn checked(prefix: &str) -> Result<Self, String> {
+        if is_dns_subdomain(prefix) {
+            Ok(Self::with_prefix(prefix))
+        } else {
+            Err(format!(
+                "annotation prefix {prefix:?} is not a DNS subdomain (e.g. flux-handoff.io)"
+            ))
+        }
+    }
+
     /// Whether `key` is one of the three keys the fence itself manages.
     #[must_use]
     pub fn is_own(&self, key: &str) -> bool {
@@ -39,5 +55,52 @@ impl AnnotationKeys {
 impl Default for AnnotationKeys {
     fn default() -> Self {
         Self::with_prefix(DEFAULT_PREFIX)
+    }
+}
+
+fn is_dns_subdomain(s: &str) -> bool {
+    let label = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(label)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checked_prefix_accepts_dns_subdomains_only() {
+        for good in ["flux-handoff.io", "a", "ops.example.com", "x1-y2.z"] {
+            assert!(AnnotationKeys::checked(good).is_ok(), "{good}");
+        }
+        let long = "a".repeat(64);
+        for bad in [
+            "",
+            "a/b",
+            "Flux.io",
+            "-a.io",
+            "a-.io",
+            "a..io",
+            ".a",
+            "a.",
+            "a b",
+            "a_b",
+            "é.io",
+            long.as_str(),
+            "a\nb",
+        ] {
+            let err = AnnotationKeys::checked(bad).unwrap_err();
+            assert_eq!(err.lines().count(), 1, "{bad}");
+        }
+        assert!(
+            AnnotationKeys::checked(&"a.".repeat(127)).is_err(),
+            "over 253"
+        );
     }
 }

@@ -7,7 +7,7 @@ use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use tokio::task::JoinHandle;
 
 use crate::api::{Failure, classify, error, get_retrying};
@@ -118,11 +118,13 @@ impl Lease {
                     let guard = LeaseGuard::start(client, cfg, holder, epoch, clock, renewed);
                     return Ok(LeaseAcquire::Acquired(guard));
                 }
-                LeaseDecision::Create(lease) => {
-                    (api.create(&PostParams::default(), &lease).await, "create")
-                }
+                LeaseDecision::Create(lease) => (
+                    api.create(&crate::api::post_params(), &lease).await,
+                    "create",
+                ),
                 LeaseDecision::Take(lease) => (
-                    api.replace(&cfg.name, &PostParams::default(), &lease).await,
+                    api.replace(&cfg.name, &crate::api::post_params(), &lease)
+                        .await,
                     "update",
                 ),
             };
@@ -193,7 +195,7 @@ impl LeaseHandle {
             };
             match s
                 .api
-                .replace(&s.cfg.name, &PostParams::default(), &lease)
+                .replace(&s.cfg.name, &crate::api::post_params(), &lease)
                 .await
             {
                 Ok(written) => {
@@ -438,7 +440,7 @@ impl LeaseGuard {
             };
             match s
                 .api
-                .replace(&s.cfg.name, &PostParams::default(), &lease)
+                .replace(&s.cfg.name, &crate::api::post_params(), &lease)
                 .await
             {
                 Ok(_) => {

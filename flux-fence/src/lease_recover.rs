@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 
 use crate::api::{Failure, classify, error};
 use crate::lease::{LeaseRecover, RESOURCE, read_lease};
@@ -52,7 +52,10 @@ impl Lease {
                 RecoverDecision::Refuse(r) => return Ok(LeaseRecover::Refused(r)),
                 RecoverDecision::Take(lease) => lease,
             };
-            match api.replace(&cfg.name, &PostParams::default(), &lease).await {
+            match api
+                .replace(&cfg.name, &crate::api::post_params(), &lease)
+                .await
+            {
                 Ok(lease) => {
                     let epoch = Epoch(transitions(&lease.spec.unwrap_or_default())?);
                     tracing::warn!(lease = %target, gone = %gone.holder, evidence = %gone.evidence, %holder, %epoch, "lease recovered");

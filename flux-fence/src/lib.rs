@@ -102,7 +102,9 @@ mod mark;
 mod outcome;
 pub mod pointer;
 pub mod recovery;
+mod remark;
 
+pub use api::{FIELD_MANAGER, patch_params, post_params};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decide::{
     AcquireDecision, AcquirePlan, Adoption, Held, Refusal, ReleaseDecision, Unclear, adopt,
@@ -120,3 +122,4 @@ pub use lease::{
 pub use lease_decide::{GoneHolder, LeaseConfig, LossReason, RecoverRefusal};
 pub use mark::{Mark, MarkAt, PriorRecord, RecordedMark, Restore};
 pub use outcome::{AcquireOutcome, Applied, Kept, LostAcquire, ReleaseOutcome};
+pub use remark::{RemarkDecision, decide_remark};

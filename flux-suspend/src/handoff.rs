@@ -4,8 +4,8 @@ use flux_fence::{
     AcquireOutcome, FenceGuard, Fencer, Mark, MarkAt, ObjectRef, ReleaseOutcome, Restore,
 };
 use kube::Client;
-use kube::api::{Patch, PatchParams};
-use serde_json::{Value, json};
+use kube::api::Patch;
+use serde_json::json;
 
 use crate::cancel::Cancel;
 use crate::error::SuspendError;
@@ -286,13 +286,16 @@ impl Handoff {
                 }
                 Step::RestartController => {
                     let token = flux_fence::Holder::generate().to_string();
-                    io::restart_controller(&self.client, &opts.controller, &token, timing).await?;
+                    io::restart_controller(
+                        &self.client,
+                        &opts.controller,
+                        &token,
+                        self.fencer.lease(),
+                        timing,
+                    )
+                    .await?;
                 }
-                Step::RefenceReverted => {
-                    for h in self.parents.iter().chain(&self.targets) {
-                        refence(&self.client, &h.guard, self.fencer.keys().owner.as_str()).await?;
-                    }
-                }
+                Step::RefenceReverted => self.refence_and_reack(timing).await?,
                 Step::Prove => {
                     let chain = self.proof_chain();
                     let prove = io::prove_stable_pause(
@@ -520,6 +523,36 @@ impl Handoff {
             .unwrap_or(Err(SuspendError::Cancelled { step }))
     }
 
+    /// After a restart: put back every mark a pre-restart parent execution reverted, then
+    /// retire what the restart started — the new controller may already be reconciling a
+    /// member (one it found reverted, before the re-fence) — with a fresh nonce on every member
+    /// ([`Fencer::remark`]: CAS, Lease asserted, the prior kept for the release) and its
+    /// acknowledgement.
+    async fn refence_and_reack(&mut self, timing: Timing) -> Result<(), SuspendError> {
+        let owner_key = self.fencer.keys().owner.clone();
+        let lease = self.fencer.lease().cloned();
+        for h in self.parents.iter().chain(&self.targets) {
+            io::refence(&self.client, &h.guard, &owner_key, lease.as_ref()).await?;
+        }
+        let at = MarkAt::Annotation(REQUESTED_AT_ANNOTATION.into());
+        for h in self.parents.iter_mut().chain(self.targets.iter_mut()) {
+            let nonce = new_nonce();
+            let ours = self
+                .fencer
+                .remark(&mut h.guard, &at, json!(nonce))
+                .await
+                .map_err(|source| SuspendError::Fence {
+                    step: "requesting an acknowledgement after the restart",
+                    source,
+                })?;
+            if ours {
+                io::wait_acknowledged(&self.client, h.guard.object(), &nonce, timing).await?;
+                h.nonce = Some(nonce);
+            }
+        }
+        Ok(())
+    }
+
     fn push(&mut self, is_target: bool, held: Held) {
         if is_target {
             self.targets.push(held);
@@ -607,57 +640,6 @@ pub fn new_nonce() -> String {
     k8s_openapi::jiff::Timestamp::now().to_string()
 }
 
-/// Puts back any exact mark a pre-restart parent execution reverted, with a CAS on the read
-/// object that also tests it is still ours.
-async fn refence(client: &Client, guard: &FenceGuard, owner_key: &str) -> Result<(), SuspendError> {
-    let obj = object::get_json(client, guard.object())
-        .await
-        .map_err(SuspendError::kube(
-            "re-reading a fenced object after the restart",
-        ))?;
-    let owner = guard.owner().to_string();
-    if obj.pointer("/metadata/uid").and_then(Value::as_str) != Some(guard.uid())
-        || crate::flux::annotation(&obj, owner_key) != Some(owner.as_str())
-    {
-        return Ok(()); // not ours any more: the proof will say so (not_owned)
-    }
-    let reverted: Vec<_> = guard
-        .held()
-        .marks
-        .iter()
-        .filter(|m| m.restore == Restore::Exact && obj.pointer(&m.at.pointer()) != Some(&m.value))
-        .collect();
-    if reverted.is_empty() {
-        return Ok(());
-    }
-    tracing::warn!(object = %guard.object(), "a mark was reverted before the restart; re-fencing");
-    let mut ops = vec![
-        json!({ "op": "test", "path": "/metadata/uid", "value": guard.uid() }),
-        json!({ "op": "test", "path": "/metadata/resourceVersion",
-                "value": obj.pointer("/metadata/resourceVersion") }),
-        json!({ "op": "test", "path": flux_fence::pointer::annotation(owner_key), "value": owner }),
-    ];
-    ops.extend(
-        reverted
-            .iter()
-            .map(|m| json!({ "op": "add", "path": m.at.pointer(), "value": m.value })),
-    );
-    let patch: json_patch::Patch =
-        serde_json::from_value(Value::Array(ops)).map_err(|e| SuspendError::Invalid {
-            step: "building the re-fence patch",
-            detail: e.to_string(),
-        })?;
-    object::api(client, guard.object())
-        .patch(
-            &guard.object().name,
-            &PatchParams::default(),
-            &Patch::Json::<()>(patch),
-        )
-        .await
-        .map_err(SuspendError::kube("re-fencing a reverted object"))?;
-    Ok(())
-}
-
 /// Requests a reconcile of a released object (uid precondition) and waits until it is Ready
 /// for its current generation with that request handled.
 async fn wait_ready_after_resume(
@@ -670,7 +652,7 @@ async fn wait_ready_after_resume(
     let patch =
         json!({ "metadata": { "uid": uid, "annotations": { REQUESTED_AT_ANNOTATION: nonce } } });
     object::api(client, obj)
-        .patch(&obj.name, &PatchParams::default(), &Patch::Merge(patch))
+        .patch(&obj.name, &flux_fence::patch_params(), &Patch::Merge(patch))
         .await
         .map_err(SuspendError::kube("requesting a reconcile after resume"))?;
     let last = std::sync::Mutex::new(Readiness::Pending);

@@ -74,7 +74,7 @@ async fn restart_old_pods_terminating_slowly_keep_the_proof_pending() {
     let w = World::with_config("sus-rstslow", slow_grace(Duration::from_secs(30))).await;
     let before = pod_uids(&w).await;
     let short = Timing::new(Duration::from_millis(100), Duration::from_secs(2));
-    let err = restart_controller(&w.ns.client, &controller(&w), "token-1", short)
+    let err = restart_controller(&w.ns.client, &controller(&w), "token-1", None, short)
         .await
         .unwrap_err();
     let SuspendError::RestartTimeout { old, .. } = err else {
@@ -128,6 +128,7 @@ async fn restart_ambiguous_patch_is_adopted_by_its_token() {
         &controller(&w),
         snapshot.clone(),
         "lost-token",
+        None,
         timing,
     )
     .await

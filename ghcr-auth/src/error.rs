@@ -60,6 +60,19 @@ pub enum GhcrError {
         #[source]
         source: BoxError,
     },
+    /// A caller-supplied gate (e.g. the Lease assertion) refused or failed before a reconcile
+    /// request to a Flux source.
+    #[error("asserting the write gate before requesting a reconcile of {what}")]
+    SourceGate {
+        /// The source, e.g. `OCIRepository ns/name`.
+        what: String,
+        #[source]
+        source: BoxError,
+    },
+    /// A namespace label selector does not parse ([`crate::selector::validate`]); nothing was
+    /// requested.
+    #[error("{0}")]
+    InvalidSelector(String),
     /// A Kubernetes API call failed in a way that is not an expected outcome.
     #[error("{verb} {what}")]
     Kube {

@@ -36,7 +36,7 @@
 //!
 //! // 4. Prove Flux itself pulls with it.
 //! let source = SourceRef::oci_repository("flux-system", "apps");
-//! let proof = prove_source(&client, &source, Duration::from_secs(120), Duration::from_secs(2)).await?;
+//! let proof = prove_source(&client, &source, &ghcr_auth::reassert::NoGate, Duration::from_secs(120), Duration::from_secs(2)).await?;
 //! assert!(matches!(proof, SourceProof::Ready { .. }));
 //! # Ok(()) }
 //! ```
@@ -85,6 +85,7 @@ pub mod mask;
 pub mod plan;
 pub mod reassert;
 pub mod registry;
+pub mod selector;
 pub mod source;
 
 pub use credential::{CredentialFormat, CredentialSource, DockerConfig, RegistryAuth};

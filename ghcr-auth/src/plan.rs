@@ -14,6 +14,11 @@ use serde_json::json;
 
 use crate::credential::{DockerConfig, SECRET_KEY, SECRET_TYPE};
 
+/// The annotation a written Secret carries: the `holder;epoch` of the Lease the write was made
+/// under (see [`plan_stamped`]), so a Secret tells which handoff, at which fencing epoch, last
+/// wrote it.
+pub const REVISION_ANNOTATION: &str = "flux-handoff.io/revision";
+
 /// One Secret to reassert.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SecretTarget {
@@ -143,8 +148,28 @@ pub fn plan(
     desired: &DockerConfig,
     observed: Option<&Secret>,
 ) -> SecretPlan {
+    plan_stamped(target, desired, observed, None)
+}
+
+/// [`plan`], with every write also setting [`REVISION_ANNOTATION`] to `revision` (the
+/// `holder;epoch` of the Lease the write is made under). A Secret that already holds the
+/// credential is still not written.
+#[must_use]
+pub fn plan_stamped(
+    target: &SecretTarget,
+    desired: &DockerConfig,
+    observed: Option<&Secret>,
+    revision: Option<&str>,
+) -> SecretPlan {
     let Some(secret) = observed else {
-        return SecretPlan::Create(Box::new(desired_secret(target, desired)));
+        let mut created = desired_secret(target, desired);
+        if let Some(r) = revision {
+            created.metadata.annotations = Some(BTreeMap::from([(
+                REVISION_ANNOTATION.to_string(),
+                r.to_string(),
+            )]));
+        }
+        return SecretPlan::Create(Box::new(created));
     };
     let found_type = secret.type_.clone().unwrap_or_else(|| "Opaque".to_string());
     if found_type != SECRET_TYPE {
@@ -165,7 +190,7 @@ pub fn plan(
     };
     SecretPlan::Replace {
         drift,
-        patch: replace_patch(secret, desired),
+        patch: replace_patch(secret, desired, revision),
     }
 }
 
@@ -212,7 +237,11 @@ fn stored_config(secret: &Secret) -> Stored {
     DockerConfig::parse(text.expose_secret()).map_or(Stored::Unparseable, Stored::Config)
 }
 
-fn replace_patch(secret: &Secret, desired: &DockerConfig) -> json_patch::Patch {
+fn replace_patch(
+    secret: &Secret,
+    desired: &DockerConfig,
+    revision: Option<&str>,
+) -> json_patch::Patch {
     let rendered = desired.render();
     let encoded = STANDARD.encode(rendered.expose_secret());
     let mut ops = vec![
@@ -228,6 +257,16 @@ fn replace_patch(secret: &Secret, desired: &DockerConfig) -> json_patch::Patch {
         ops.push(json!({ "op": "add", "path": "/data", "value": {} }));
     }
     ops.push(json!({ "op": "add", "path": "/data/.dockerconfigjson", "value": encoded }));
+    if let Some(r) = revision {
+        if secret.metadata.annotations.is_none() {
+            ops.push(json!({ "op": "add", "path": "/metadata/annotations", "value": {} }));
+        }
+        ops.push(json!({
+            "op": "add",
+            "path": format!("/metadata/annotations/{}", REVISION_ANNOTATION.replace('/', "~1")),
+            "value": r,
+        }));
+    }
     serde_json::from_value(serde_json::Value::Array(ops))
         .expect("the reassertion patch is a well-formed JSON Patch")
 }

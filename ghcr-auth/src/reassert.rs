@@ -4,16 +4,17 @@
 use std::fmt;
 use std::future::Future;
 
+use flux_fence::LeaseHandle;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::Client;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch};
 use tracing::{info, warn};
 
 use crate::credential::DockerConfig;
 use crate::error::{BoxError, GhcrError};
 use crate::plan::{
-    Drift, Refusal, SecretPlan, SecretTarget, TargetRole, holds, order_targets, plan,
+    Drift, Refusal, SecretPlan, SecretTarget, TargetRole, holds, order_targets, plan_stamped,
 };
 
 /// A check run before every write, e.g. "assert the handoff Lease is still ours". One method,
@@ -30,6 +31,14 @@ where
 {
     fn check(&self) -> BoxFuture<'_, Result<(), BoxError>> {
         Box::pin(self())
+    }
+}
+
+/// The handoff Lease as a gate: [`LeaseHandle::assert`] (renew and read back) before each write;
+/// a lost Lease fails with [`flux_fence::FenceError::LeaseLost`] as the gate error's source.
+impl WriteGate for LeaseHandle {
+    fn check(&self) -> BoxFuture<'_, Result<(), BoxError>> {
+        Box::pin(async move { self.assert().await.map_err(|e| Box::new(e) as BoxError) })
     }
 }
 
@@ -199,6 +208,7 @@ impl fmt::Display for ReassertReport {
 pub struct Reasserter {
     client: Client,
     gate: Box<dyn WriteGate>,
+    revision: Option<String>,
 }
 
 impl fmt::Debug for Reasserter {
@@ -214,7 +224,26 @@ impl Reasserter {
         Self {
             client,
             gate: Box::new(NoGate),
+            revision: None,
         }
+    }
+
+    /// Guards every write with the handoff Lease: asserts it (renew and read back) before each
+    /// write, and stamps each written Secret's [`crate::plan::REVISION_ANNOTATION`] with the
+    /// Lease's `holder;epoch`. A lost Lease stops the reassertion before it writes
+    /// ([`GhcrError::Gate`] whose source is [`flux_fence::FenceError::LeaseLost`]).
+    #[must_use]
+    pub fn with_lease(mut self, lease: LeaseHandle) -> Self {
+        self.revision = Some(lease.owner().to_string());
+        self.gate = Box::new(lease);
+        self
+    }
+
+    /// The gate run before every write; pass it to [`crate::source::prove_source`] so the
+    /// reconcile requests are guarded by the same Lease.
+    #[must_use]
+    pub fn gate(&self) -> &dyn WriteGate {
+        self.gate.as_ref()
     }
 
     /// Runs `gate` before every write (e.g. a Lease assertion).
@@ -227,7 +256,8 @@ impl Reasserter {
     /// Resolves `spec` into ordered targets: consumers first, root last.
     ///
     /// # Errors
-    /// [`GhcrError::Kube`] when namespaces cannot be listed.
+    /// [`GhcrError::InvalidSelector`] (before any request); [`GhcrError::Kube`] when namespaces
+    /// cannot be listed.
     pub async fn resolve(
         &self,
         spec: &TargetSpec,
@@ -235,6 +265,7 @@ impl Reasserter {
         let namespaces = match &spec.consumers {
             Consumers::Namespaces(list) => list.clone(),
             Consumers::Selector(selector) => {
+                crate::selector::validate(selector).map_err(GhcrError::InvalidSelector)?;
                 let list = Api::<Namespace>::all(self.client.clone())
                     .list(&ListParams::default().labels(selector))
                     .await
@@ -328,7 +359,7 @@ impl Reasserter {
             Ok(o) => o,
             Err(e) => return classify_read(e, target),
         };
-        let decided = plan(target, config, observed.as_ref());
+        let decided = plan_stamped(target, config, observed.as_ref(), self.revision.as_deref());
         let (write, drift) = match decided {
             SecretPlan::Unchanged { resource_version } => {
                 return Ok(SecretOutcome::Unchanged { resource_version });
@@ -343,11 +374,11 @@ impl Reasserter {
             source,
         })?;
         let result = match &write {
-            Write::Create(secret) => api.create(&PostParams::default(), secret).await,
+            Write::Create(secret) => api.create(&flux_fence::post_params(), secret).await,
             Write::Patch(patch) => {
                 api.patch(
                     &target.name,
-                    &PatchParams::default(),
+                    &flux_fence::patch_params(),
                     &Patch::Json::<()>(patch.clone()),
                 )
                 .await

@@ -5,11 +5,12 @@
 use std::time::Duration;
 
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch};
 use serde_json::{Value, json};
 use tracing::debug;
 
 use crate::error::GhcrError;
+use crate::reassert::WriteGate;
 
 /// The annotation that requests a reconcile; its value is the nonce.
 pub const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
@@ -215,14 +216,17 @@ pub fn new_nonce() -> String {
 }
 
 /// Sets `requestedAt = nonce` on the source by a CAS patch on a fresh read, re-reading and
-/// trying again (at most [`MAX_REQUEST_ATTEMPTS`]) when the object moved in between.
+/// trying again (at most [`MAX_REQUEST_ATTEMPTS`]) when the object moved in between. `gate`
+/// (the handoff Lease, e.g. [`crate::reassert::Reasserter::gate`]) runs before every patch.
 ///
 /// # Errors
+/// [`GhcrError::SourceGate`] when the gate refuses (nothing is written);
 /// [`GhcrError::Kube`] for API failures other than 403/404/409/422.
 pub async fn request_reconcile(
     client: &Client,
     source: &SourceRef,
     nonce: &str,
+    gate: &dyn WriteGate,
 ) -> Result<RequestOutcome, GhcrError> {
     let api = source.api(client.clone());
     for _ in 0..MAX_REQUEST_ATTEMPTS {
@@ -233,8 +237,14 @@ pub async fn request_reconcile(
             Err(e) => return Err(kube_err("reading", source, e)),
         };
         let patch = Patch::Json::<()>(request_patch(&obj, nonce));
+        gate.check()
+            .await
+            .map_err(|source_err| GhcrError::SourceGate {
+                what: source.describe(),
+                source: source_err,
+            })?;
         match api
-            .patch(&source.name, &PatchParams::default(), &patch)
+            .patch(&source.name, &flux_fence::patch_params(), &patch)
             .await
         {
             Ok(o) => {
@@ -302,11 +312,12 @@ pub async fn await_source(
 pub async fn prove_source(
     client: &Client,
     source: &SourceRef,
+    gate: &dyn WriteGate,
     deadline: Duration,
     poll: Duration,
 ) -> Result<SourceProof, GhcrError> {
     let nonce = new_nonce();
-    match request_reconcile(client, source, &nonce).await? {
+    match request_reconcile(client, source, &nonce, gate).await? {
         RequestOutcome::Requested { .. } => {
             await_source(client, source, &nonce, deadline, poll).await
         }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use ghcr_auth::DockerConfig;
 use ghcr_auth::credential::{SECRET_KEY, SECRET_TYPE};
 use ghcr_auth::plan::SecretTarget;
-use ghcr_auth::reassert::{Reasserter, SecretOutcome};
+use ghcr_auth::reassert::{NoGate, Reasserter, SecretOutcome};
 use ghcr_auth::source::{
     REQUESTED_AT, RequestOutcome, SourceProof, SourceRef, SourceVerdict, judge_source,
     prove_source, request_patch, request_reconcile,
@@ -151,7 +151,7 @@ async fn reconcile_request_sets_the_nonce_and_keeps_other_annotations() {
     let api: Api<DynamicObject> =
         Api::namespaced_with(ns.client.clone(), &ns.name, &oci_repository_resource());
     let src = SourceRef::oci_repository(&ns.name, "app");
-    let first = request_reconcile(&ns.client, &src, "nonce-1")
+    let first = request_reconcile(&ns.client, &src, "nonce-1", &NoGate)
         .await
         .unwrap();
     assert!(matches!(first, RequestOutcome::Requested { .. }));
@@ -162,7 +162,7 @@ async fn reconcile_request_sets_the_nonce_and_keeps_other_annotations() {
     )
     .await
     .unwrap();
-    request_reconcile(&ns.client, &src, "nonce-2")
+    request_reconcile(&ns.client, &src, "nonce-2", &NoGate)
         .await
         .unwrap();
     let after = api.get("app").await.unwrap();
@@ -181,7 +181,9 @@ async fn reconcile_request_on_a_missing_source_is_not_found() {
     let ns = TestNs::new("src-missing").await.unwrap();
     let src = SourceRef::oci_repository(&ns.name, "nope");
     assert_eq!(
-        request_reconcile(&ns.client, &src, "n").await.unwrap(),
+        request_reconcile(&ns.client, &src, "n", &NoGate)
+            .await
+            .unwrap(),
         RequestOutcome::NotFound
     );
 }
@@ -191,7 +193,7 @@ async fn source_without_a_controller_times_out_within_the_callers_deadline() {
     let ns = TestNs::new("src-idle").await.unwrap();
     create_source(&ns, "oci://127.0.0.1:1/team/app").await;
     let src = SourceRef::oci_repository(&ns.name, "app");
-    let proof = prove_source(&ns.client, &src, Duration::from_millis(500), POLL)
+    let proof = prove_source(&ns.client, &src, &NoGate, Duration::from_millis(500), POLL)
         .await
         .unwrap();
     assert_eq!(proof, SourceProof::TimedOut);
@@ -237,7 +239,7 @@ async fn flux_source_fails_with_the_expired_credential_and_is_ready_after_reasse
     let _model = SourceModel::start(ns.client.clone(), &ns.name);
     let src = SourceRef::oci_repository(&ns.name, "app");
 
-    let before = prove_source(&ns.client, &src, DEADLINE, POLL)
+    let before = prove_source(&ns.client, &src, &NoGate, DEADLINE, POLL)
         .await
         .unwrap();
     assert_eq!(
@@ -256,7 +258,7 @@ async fn flux_source_fails_with_the_expired_credential_and_is_ready_after_reasse
         "{outcome:?}"
     );
 
-    let after = prove_source(&ns.client, &src, DEADLINE, POLL)
+    let after = prove_source(&ns.client, &src, &NoGate, DEADLINE, POLL)
         .await
         .unwrap();
     assert_eq!(
@@ -289,7 +291,7 @@ async fn suspended_source_is_reported_suspended_not_ready() {
     let _model = SourceModel::start(ns.client.clone(), &ns.name);
     let src = SourceRef::oci_repository(&ns.name, "app");
     assert_eq!(
-        prove_source(&ns.client, &src, DEADLINE, POLL)
+        prove_source(&ns.client, &src, &NoGate, DEADLINE, POLL)
             .await
             .unwrap(),
         SourceProof::Suspended

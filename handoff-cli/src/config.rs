@@ -12,9 +12,9 @@
 //! retire = "ack"                 # ack | restart | none
 //! quiesce = false
 //!
-//! [controller]                   # the Deployment `--retire restart` restarts
-//! namespace = "flux-system"
-//! name = "kustomize-controller"
+//! [controller]                   # the Deployment `--retire restart` restarts: the one that
+//! namespace = "flux-system"      # reconciles the targets (helm-controller for HelmReleases;
+//! name = "kustomize-controller"  # targets of both kinds cannot share one restart: exit 2)
 //!
 //! [[targets]]
 //! kind = "Kustomization"         # or HelmRelease

@@ -2,14 +2,34 @@
 
 use std::time::Duration;
 
+/// The longest duration accepted anywhere (7 days). Every wait adds its duration to the clock;
+/// a value beyond this is a typo, and one like `99999999999999h` would overflow that addition.
+pub const MAX: Duration = Duration::from_hours(7 * 24);
+
 /// Parses a duration such as `300s`, `5m`, `1m30s` or `250ms`. A bare number is seconds.
+/// Anything above [`MAX`] (including values that overflow) is refused with one line.
 pub fn parse(text: &str) -> Result<Duration, String> {
+    let d = parse_unbounded(text)?;
+    if d > MAX {
+        return Err(format!(
+            "duration {text:?} is too large (at most {}h)",
+            MAX.as_secs() / 3600
+        ));
+    }
+    Ok(d)
+}
+
+fn parse_unbounded(text: &str) -> Result<Duration, String> {
     let s = text.trim();
     if s.is_empty() {
         return Err("empty duration".into());
     }
-    if let Ok(secs) = s.parse::<u64>() {
-        return Ok(Duration::from_secs(secs));
+    let too_large = || format!("duration {text:?} is too large");
+    if s.bytes().all(|b| b.is_ascii_digit()) {
+        return s
+            .parse::<u64>()
+            .map(Duration::from_secs)
+            .map_err(|_| too_large());
     }
     let mut total = Duration::ZERO;
     let mut rest = s;
@@ -22,9 +42,7 @@ pub fn parse(text: &str) -> Result<Duration, String> {
                 "invalid duration {text:?} (use e.g. 500ms, 30s, 5m, 1h)"
             ));
         }
-        let n: u64 = rest[..digits]
-            .parse()
-            .map_err(|_| format!("duration {text:?} is too large"))?;
+        let n: u64 = rest[..digits].parse().map_err(|_| too_large())?;
         rest = &rest[digits..];
         let unit_len = rest
             .find(|c: char| c.is_ascii_digit())
@@ -32,15 +50,15 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         let part = match &rest[..unit_len] {
             "ms" => Duration::from_millis(n),
             "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n.saturating_mul(60)),
-            "h" => Duration::from_secs(n.saturating_mul(3600)),
+            "m" => Duration::from_secs(n.checked_mul(60).ok_or_else(too_large)?),
+            "h" => Duration::from_secs(n.checked_mul(3600).ok_or_else(too_large)?),
             _ => {
                 return Err(format!(
                     "invalid duration {text:?} (use e.g. 500ms, 30s, 5m, 1h)"
                 ));
             }
         };
-        total = total.saturating_add(part);
+        total = total.checked_add(part).ok_or_else(too_large)?;
         rest = &rest[unit_len..];
     }
     Ok(total)
@@ -61,6 +79,27 @@ mod tests {
             Ok(Duration::from_mins(1) + Duration::from_secs(30))
         );
         assert_eq!(parse("1h"), Ok(Duration::from_hours(1)));
+    }
+
+    #[test]
+    fn overflowing_or_huge_durations_are_refused_not_saturated() {
+        for huge in [
+            "99999999999999h",
+            "99999999999999m",
+            "18446744073709551615",
+            "18446744073709551616",
+            "99999999999999999999s",
+            "18446744073709551615ms",
+            "5124095576030431h",
+            "9223372036854775807s1s",
+            "169h",
+        ] {
+            let err = parse(huge).unwrap_err();
+            assert!(err.contains("too large"), "{huge}: {err}");
+            assert_eq!(err.lines().count(), 1);
+        }
+        assert_eq!(parse("168h"), Ok(MAX));
+        assert_eq!(parse("604800"), Ok(MAX));
     }
 
     #[test]

@@ -92,16 +92,10 @@ pub fn resolve(global: &Global, args: &TargetArgs, file: &FileConfig) -> Result<
     let controller = controller_ref(file, args)?;
 
     let keys = match fence.and_then(|f| f.annotation_prefix.as_deref()) {
-        Some(p) => {
-            if p.is_empty() || p.contains('/') || p.len() > 200 {
-                return Err(format!(
-                    "config: fence.annotation_prefix {p:?} must be a DNS subdomain"
-                ));
-            }
-            AnnotationKeys::with_prefix(p)
-        }
+        Some(p) => AnnotationKeys::checked(p).map_err(|e| format!("config: fence.{e}"))?,
         None => AnnotationKeys::default(),
     };
+    restart_fits_targets(strategy, &controller, &targets)?;
     if let Some(r) = &global.reason {
         flux_fence::decide::validate_reason(r).map_err(|e| format!("--reason: {e}"))?;
     }
@@ -119,6 +113,45 @@ pub fn resolve(global: &Global, args: &TargetArgs, file: &FileConfig) -> Result<
         timeout: global.timeout,
         interval: global.interval,
     })
+}
+
+/// `--retire restart` restarts ONE controller, so it must be the one that reconciles the
+/// targets: a `HelmRelease` target needs `--controller` naming a helm-controller Deployment
+/// (its name contains `helm-controller`), a Kustomization target one that is not; targets of
+/// both kinds cannot share one restart (use `--retire ack`, or two handoffs). Refused with exit
+/// 2 before any request, rather than restarting a controller that retires nothing.
+fn restart_fits_targets(
+    strategy: Strategy,
+    controller: &ControllerRef,
+    targets: &[TargetSpec],
+) -> Result<(), String> {
+    if strategy != Strategy::Restart {
+        return Ok(());
+    }
+    let helm = targets
+        .iter()
+        .filter(|t| t.object.resource.kind == "HelmRelease")
+        .count();
+    let helm_controller = controller.name.contains("helm-controller");
+    if helm > 0 && helm < targets.len() {
+        return Err(
+            "--retire restart: HelmRelease and Kustomization targets are reconciled by \
+                    different controllers; use --retire ack or pause them separately"
+                .into(),
+        );
+    }
+    if helm > 0 && !helm_controller {
+        return Err(format!(
+            "--retire restart with a HelmRelease target must restart helm-controller, not {controller}: \
+             pass --controller <namespace>/helm-controller, or use --retire ack"
+        ));
+    }
+    if helm == 0 && helm_controller {
+        return Err(format!(
+            "--retire restart with a Kustomization target must restart kustomize-controller, not {controller}"
+        ));
+    }
+    Ok(())
 }
 
 fn kind_resource(kind: &str) -> Option<kube::api::ApiResource> {
@@ -231,6 +264,86 @@ mod tests {
         assert_eq!((t.namespace.as_str(), t.name.as_str()), ("apps", "podinfo"));
         for bad in ["", "a/b/c/d", "zz/ns/name", "Apps", "a//b"] {
             assert!(parse_target(bad, "x").is_err(), "{bad}");
+        }
+    }
+
+    fn resolve_args(args: &[&str], file: &FileConfig) -> Result<Settings, String> {
+        use clap::Parser;
+        let words = ["flux-handoff", "pause"].iter().chain(args).copied();
+        let cli = crate::cli::Cli::try_parse_from(words).unwrap();
+        let crate::cli::Command::Pause(p) = &cli.command else {
+            panic!("pause");
+        };
+        resolve(&cli.global, &p.targets, file)
+    }
+
+    #[test]
+    fn retire_restart_must_restart_the_controller_of_the_targets() {
+        let refused = [
+            (
+                &["-t", "hr/podinfo", "--retire", "restart"][..],
+                "helm-controller",
+            ),
+            (
+                &[
+                    "-t",
+                    "hr/podinfo",
+                    "-t",
+                    "apps",
+                    "--retire",
+                    "restart",
+                    "--controller",
+                    "flux-system/helm-controller",
+                ][..],
+                "different controllers",
+            ),
+            (
+                &[
+                    "-t",
+                    "apps",
+                    "--retire",
+                    "restart",
+                    "--controller",
+                    "helm-controller",
+                ][..],
+                "kustomize-controller",
+            ),
+        ];
+        for (args, want) in refused {
+            let err = resolve_args(args, &FileConfig::default()).unwrap_err();
+            assert!(err.contains(want), "{args:?}: {err}");
+            assert_eq!(err.lines().count(), 1);
+        }
+        let ok = [
+            &[
+                "-t",
+                "hr/podinfo",
+                "--retire",
+                "restart",
+                "--controller",
+                "helm-controller",
+            ][..],
+            &["-t", "hr/podinfo", "--retire", "ack"][..],
+            &["-t", "apps", "--retire", "restart"][..],
+        ];
+        for args in ok {
+            assert!(
+                resolve_args(args, &FileConfig::default()).is_ok(),
+                "{args:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_malformed_annotation_prefix_is_a_usage_error() {
+        for bad in ["", "Flux.io", "a/b", "-x.io", "a..b", "a b"] {
+            let file =
+                crate::config::parse(&format!("[fence]\nannotation_prefix = {bad:?}\n")).unwrap();
+            let err = resolve_args(&["-t", "apps"], &file).unwrap_err();
+            assert!(
+                err.starts_with("config: fence.annotation prefix"),
+                "{bad}: {err}"
+            );
         }
     }
 

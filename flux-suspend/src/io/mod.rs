@@ -3,11 +3,13 @@
 mod ack;
 mod prove;
 mod quiesce;
+mod refence;
 mod restart;
 
 pub use ack::wait_acknowledged;
 pub use prove::{ProofTarget, prove_stable_pause};
 pub use quiesce::wait_quiet;
+pub use refence::refence;
 pub use restart::{
     ControllerRef, RESTARTED_AT, RestartSnapshot, execute_restart, restart_controller,
     snapshot_controller,

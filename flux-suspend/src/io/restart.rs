@@ -1,9 +1,10 @@
 use std::collections::BTreeSet;
 
+use flux_fence::LeaseHandle;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch};
 use serde_json::{Value, json};
 
 use super::{Timing, lock, poll_soon};
@@ -105,13 +106,15 @@ pub async fn snapshot_controller(
 /// # Guarantees
 /// - The patch tests the uid and resourceVersion it read; a lost race re-reads and decides
 ///   again (bounded), never overwrites.
+/// - With a `lease`, it is asserted (renewed and read back) before every patch: a lost Lease
+///   sends no patch.
 /// - A patch whose response was lost is adopted only if the Deployment carries `token`.
 /// - Old Pods still terminating keep the proof pending: a terminating controller may still be
 ///   reconciling.
 ///
 /// # Errors
 /// [`SuspendError::RestartTimeout`], [`SuspendError::Kube`], [`SuspendError::Invalid`] (no
-/// selector).
+/// selector), [`SuspendError::Fence`] with [`flux_fence::FenceError::LeaseLost`].
 ///
 /// # Caveats
 /// Use a fresh `token` per restart. A Deployment that already carries `token` at the first read
@@ -121,14 +124,15 @@ pub async fn restart_controller(
     client: &Client,
     controller: &ControllerRef,
     token: &str,
+    lease: Option<&LeaseHandle>,
     timing: Timing,
 ) -> Result<(), SuspendError> {
     let snapshot = snapshot_controller(client, controller).await?;
-    execute_restart(client, controller, snapshot, token, timing).await
+    execute_restart(client, controller, snapshot, token, lease, timing).await
 }
 
 /// Patches `restartedAt` to `token` (CAS on the snapshot's read, adopting a lost response by
-/// its token) and waits until every Pod of the snapshot is gone and the replacements are Ready.
+/// its token; `lease` asserted before every patch) and waits until every Pod of the snapshot is gone and the replacements are Ready.
 ///
 /// # Errors
 /// As [`restart_controller`].
@@ -137,6 +141,7 @@ pub async fn execute_restart(
     controller: &ControllerRef,
     snapshot: RestartSnapshot,
     token: &str,
+    lease: Option<&LeaseHandle>,
     timing: Timing,
 ) -> Result<(), SuspendError> {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &controller.namespace);
@@ -147,7 +152,7 @@ pub async fn execute_restart(
         before,
         want,
     } = snapshot;
-    patch_restarted_at(&deployments, controller, deployment, token).await?;
+    patch_restarted_at(&deployments, controller, deployment, token, lease).await?;
 
     let lp = ListParams::default().labels(&selector);
     let last = std::sync::Mutex::new(RestartProgress::Pending {
@@ -211,6 +216,7 @@ async fn patch_restarted_at(
     controller: &ControllerRef,
     mut deploy: Deployment,
     token: &str,
+    lease: Option<&LeaseHandle>,
 ) -> Result<(), SuspendError> {
     for _ in 0..PATCH_ROUNDS {
         if restarted_at(&deploy) == Some(token) {
@@ -241,10 +247,16 @@ async fn patch_restarted_at(
                 step: "building the restart patch",
                 detail: e.to_string(),
             })?;
+        if let Some(lease) = lease {
+            lease.assert().await.map_err(|source| SuspendError::Fence {
+                step: "asserting the Lease before restarting the controller",
+                source,
+            })?;
+        }
         match api
             .patch(
                 &controller.name,
-                &PatchParams::default(),
+                &flux_fence::patch_params(),
                 &Patch::Json::<()>(patch),
             )
             .await

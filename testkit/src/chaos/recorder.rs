@@ -14,6 +14,7 @@ use hyper::Request;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 /// One request as the CLI sent it, in arrival order.
@@ -29,11 +30,55 @@ pub struct Entry {
     pub status: Option<u16>,
 }
 
+/// Decides, for an arriving request and the log before it, whether to hold it.
+pub type HoldRule = Box<dyn Fn(&[Entry], &Entry) -> bool + Send + Sync>;
+
+/// A one-shot hold armed by [`Recorder::hold_once`]: the first request its rule picks waits
+/// (before it is forwarded) until [`Hold::release`] or until the `Hold` is dropped.
+#[derive(Debug)]
+pub struct Hold {
+    engaged: watch::Receiver<bool>,
+    release: watch::Sender<bool>,
+}
+
+impl Hold {
+    /// Waits until a request is held; `false` if none ever will be (the recorder is gone).
+    pub async fn engaged(&mut self) -> bool {
+        self.engaged.wait_for(|e| *e).await.is_ok()
+    }
+
+    /// Lets the held request (or the one still to come) through.
+    pub fn release(&self) {
+        self.release.send_replace(true);
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+struct Armed {
+    rule: HoldRule,
+    engaged: watch::Sender<bool>,
+    release: watch::Receiver<bool>,
+}
+
+impl std::fmt::Debug for Armed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Armed").finish_non_exhaustive()
+    }
+}
+
+type ArmedSlot = Arc<Mutex<Option<Armed>>>;
+
 /// A running recorder; stops when dropped.
 #[derive(Debug)]
 pub struct Recorder {
     addr: SocketAddr,
     log: Arc<Mutex<Vec<Entry>>>,
+    armed: ArmedSlot,
     task: JoinHandle<()>,
 }
 
@@ -47,16 +92,19 @@ struct Shared {
     upstream: String,
     client: reqwest::Client,
     log: Arc<Mutex<Vec<Entry>>>,
+    armed: ArmedSlot,
 }
 
 impl Recorder {
     /// Starts a recorder forwarding to `upstream` (`http://127.0.0.1:<port>`).
     pub async fn start(upstream: &str) -> anyhow::Result<Self> {
         let log = Arc::new(Mutex::new(Vec::new()));
+        let armed: ArmedSlot = Arc::new(Mutex::new(None));
         let shared = Arc::new(Shared {
             upstream: upstream.trim_end_matches('/').to_string(),
             client: reqwest::Client::builder().build()?,
             log: log.clone(),
+            armed: armed.clone(),
         });
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -74,7 +122,31 @@ impl Recorder {
                 });
             }
         });
-        Ok(Self { addr, log, task })
+        Ok(Self {
+            addr,
+            log,
+            armed,
+            task,
+        })
+    }
+
+    /// Arms a one-shot hold (replacing any armed one): the first later request for which
+    /// `rule(log before it, it)` is true is recorded, then waits before it is forwarded until
+    /// the returned [`Hold`] releases it. Lets a scenario order its own writes against the
+    /// CLI's requests without timing.
+    #[must_use]
+    pub fn hold_once(&self, rule: HoldRule) -> Hold {
+        let (engaged_tx, engaged_rx) = watch::channel(false);
+        let (release_tx, release_rx) = watch::channel(false);
+        *self.armed.lock().unwrap_or_else(PoisonError::into_inner) = Some(Armed {
+            rule,
+            engaged: engaged_tx,
+            release: release_rx,
+        });
+        Hold {
+            engaged: engaged_rx,
+            release: release_tx,
+        }
     }
 
     /// `http://127.0.0.1:<port>`.
@@ -107,16 +179,30 @@ async fn handle(
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or_default().to_string();
     let mutating = matches!(method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE");
-    let slot = {
+    let (slot, held) = {
         let mut log = sh.log.lock().unwrap_or_else(PoisonError::into_inner);
-        log.push(Entry {
+        let entry = Entry {
             kind: testkit::proxy::classify(&method, &path, &query),
             path: path.clone(),
             mutating,
             status: None,
-        });
-        log.len() - 1
+        };
+        let mut armed = sh.armed.lock().unwrap_or_else(PoisonError::into_inner);
+        let held = if armed.as_ref().is_some_and(|a| (a.rule)(&log, &entry)) {
+            armed.take().map(|a| {
+                a.engaged.send_replace(true);
+                a.release
+            })
+        } else {
+            None
+        };
+        log.push(entry);
+        (log.len() - 1, held)
     };
+    if let Some(mut release) = held {
+        // Released, or the Hold is gone: either way the request goes on.
+        let _ = release.wait_for(|r| *r).await;
+    }
     let url = if query.is_empty() {
         format!("{}{path}", sh.upstream)
     } else {

@@ -7,7 +7,11 @@
 //!    - the controller model's competing-writer knob sets the annotation [`WRITER_KEY`]
 //!      (`touch_now`, or `touch_at` on the `apps` reconcile a bumped source revision starts),
 //!      or a plain client sets it, or a plain client sets `spec.timeout` (merge patches);
-//!    - forever (every [`EVERY`], until the CLI exits) or once.
+//!    - forever (every [`EVERY`], until the CLI exits) or once. A plain client writing once
+//!      does it while the recorder holds the proof's read of the target that follows the
+//!      second parent read after the target's fence ([`proof_read_after_a_full_pass`]): a
+//!      whole pass read the target before the write, and no pass that could complete the proof
+//!      read it before the write landed — so the reset is certain, not a race.
 //! 3. Forever: the proof can never hold, so the run must exit 4 with the redacted counter line
 //!    of the proof as its last stderr line, and the counters must show resets
 //!    (`version_changes` > 0). Once: the run must exit 0 with a proof whose counters show the
@@ -29,9 +33,10 @@ use testkit::model::{BUMP_ANNOTATION, ModelEvent, Phase, Touch};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::Command;
 
-use super::cell::{Cell, State, TARGET};
+use super::cell::{Cell, PARENT, State, TARGET};
 use super::crash::check_and_recover;
 use super::discover::Baseline;
+use super::recorder::{Entry, Hold, HoldRule};
 use super::{Finding, Kind, Settings, Tally};
 
 /// The annotation every writer sets on the target.
@@ -275,12 +280,37 @@ impl Live {
     }
 }
 
+/// Picks the CLI's GET of the target that arrives once the parent was read twice since the
+/// target's last PATCH (its fence). Only the proof reads the parent there, one read per pass,
+/// and passes run one after another: the second parent read means pass 1 (parent and target)
+/// is complete, so the picked read belongs to pass 2 or 3 — and the proof needs pass 3 stable
+/// (a baseline and two stable passes) before it can hold.
+fn proof_read_after_a_full_pass(namespace: &str) -> HoldRule {
+    let object = |name: &str| format!("/namespaces/{namespace}/kustomizations/{name}");
+    let (target, parent) = (object(TARGET), object(PARENT));
+    Box::new(move |log: &[Entry], e: &Entry| {
+        if e.mutating || !e.path.ends_with(&target) {
+            return false;
+        }
+        let since = log
+            .iter()
+            .rposition(|x| x.mutating && x.path.ends_with(&target))
+            .map_or(log.len(), |i| i + 1);
+        log[since..]
+            .iter()
+            .filter(|x| !x.mutating && x.path.ends_with(&parent))
+            .count()
+            >= 2
+    })
+}
+
 /// The writer's part, from the opening of the proof window; its last value written.
 async fn compete(
     cell: &Cell,
     live: &mut Live,
     who: Who,
     how: How,
+    hold: Option<Hold>,
     deadline: tokio::time::Instant,
 ) -> anyhow::Result<Option<String>> {
     let mut last = None;
@@ -321,9 +351,20 @@ async fn compete(
             }
         }
         (Who::Client | Who::Spec, How::Once) => {
-            let v = who.value(rand::random_range(1000..10_000));
-            write(cell, who, &v).await?;
-            last = Some(v);
+            let mut hold = hold.context("a plain client writing once needs the recorder hold")?;
+            let mut engaged = false;
+            while !engaged && live.running()? && tokio::time::Instant::now() < deadline {
+                engaged = tokio::select! {
+                    e = hold.engaged() => e,
+                    () = tokio::time::sleep(Duration::from_millis(50)) => false,
+                };
+            }
+            if engaged {
+                let v = who.value(rand::random_range(1000..10_000));
+                write(cell, who, &v).await?;
+                last = Some(v);
+            }
+            hold.release();
         }
     }
     Ok(last)
@@ -339,6 +380,10 @@ async fn one(
 ) -> anyhow::Result<(i32, String, Vec<Finding>)> {
     let cell = Cell::new(s, "chaos-writer").await?;
     let before = cell.state().await?;
+    let hold = (how == How::Once && who != Who::Model).then(|| {
+        cell.recorder
+            .hold_once(proof_read_after_a_full_pass(&cell.ns.name))
+    });
     let mut live = Live::spawn(run_cmd(s, &cell))?;
     let mut problems = Vec::new();
     // The proof window opens once the target acknowledged the suspend.
@@ -350,7 +395,7 @@ async fn one(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let last = if live.running()? {
-        compete(&cell, &mut live, who, how, deadline).await?
+        compete(&cell, &mut live, who, how, hold, deadline).await?
     } else {
         problems.push(Finding::new(
             Kind::Other,

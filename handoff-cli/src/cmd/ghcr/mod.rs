@@ -62,6 +62,6 @@ pub async fn run(
 ) -> Result<u8, Failure> {
     match &args.command {
         GhcrCommand::Check(a) => check::run(global, a, out).await,
-        GhcrCommand::Reassert(a) => reassert::run(global, a, out, cancel).await,
+        GhcrCommand::Reassert(a) => Box::pin(reassert::run(global, a, out, cancel)).await,
     }
 }

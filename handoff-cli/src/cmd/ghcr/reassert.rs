@@ -8,7 +8,6 @@ use std::time::Duration;
 use clap::Args;
 use flux_suspend::Cancel;
 use flux_suspend::session::STOP_GRACE;
-use ghcr_auth::error::BoxError;
 use ghcr_auth::plan::{SecretTarget, TargetRole};
 use ghcr_auth::reassert::{Consumers, ReassertReport, Reasserter, SecretOutcome, TargetSpec};
 use ghcr_auth::source::{RequestOutcome, SourceProof, SourceRef, prove_source};
@@ -118,11 +117,7 @@ pub async fn run(
                     "proof",
                     json!({ "passes": proof.passes(), "counters": proof.counters().to_string() }),
                 );
-                let lease = paused.lease.clone();
-                let reasserter = Reasserter::new(client).with_gate(move || {
-                    let lease = lease.clone();
-                    async move { lease.assert().await.map_err(|e| Box::new(e) as BoxError) }
-                });
+                let reasserter = Reasserter::new(client).with_lease(paused.lease.clone());
                 // The Secrets are written while the RefCell is borrowed; the session reports no
                 // progress while the work runs.
                 let mut out = out_ref.borrow_mut();
@@ -179,9 +174,15 @@ impl Work {
         ));
         let mut proven = Vec::new();
         for source in &self.sources {
-            let proof = prove_source(&self.client, source, self.deadline, self.poll)
-                .await
-                .map_err(|e| Failure::new(exit::KUBE_API, chain(&e)))?;
+            let proof = prove_source(
+                &self.client,
+                source,
+                reasserter.gate(),
+                self.deadline,
+                self.poll,
+            )
+            .await
+            .map_err(|e| Failure::new(exit::KUBE_API, chain(&e)))?;
             let name = format!("{}/{}", source.namespace, source.name);
             match proof {
                 SourceProof::Ready { revision } => {
@@ -333,6 +334,9 @@ fn secret_spec(
     }
     if matches!(&consumers, Consumers::Selector(s) if s.trim().is_empty()) {
         return Err("--namespace-selector must not be empty".into());
+    }
+    if let Consumers::Selector(s) = &consumers {
+        ghcr_auth::selector::validate(s).map_err(|e| format!("--namespace-selector: {e}"))?;
     }
     let secret_name = args
         .secret_name
