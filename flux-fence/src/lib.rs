@@ -98,6 +98,7 @@ mod keys;
 mod lease;
 pub mod lease_decide;
 mod lease_recover;
+pub mod liveness;
 mod mark;
 mod outcome;
 pub mod pointer;
