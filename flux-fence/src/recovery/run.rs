@@ -11,10 +11,12 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject};
 
 use super::assess::{ChildMark, LeaseView, Row, assess};
+use super::ci::{CiAsk, ask_ci};
 use super::plan::{HolderEvidence, PlanOptions, RecoverPlan, Subject, needs_watch, plan_recover};
 use super::watch::{WatchProgress, WatchTiming, watch_lease};
 use crate::api::{error, get_retrying};
 use crate::discover::{self, FenceReport, Scope, owner_of};
+use crate::liveness::LivenessSource;
 use crate::{
     AnnotationKeys, Clock, Epoch, FenceError, Fencer, Holder, Lease, LeaseConfig, LeaseRecover,
     LeaseRelease, ObjectRef, OwnerValue, RecoverRefusal, ReleaseOutcome, SystemClock,
@@ -34,6 +36,7 @@ pub struct Recovery {
     clock: Arc<dyn Clock>,
     holder: Holder,
     timing: WatchTiming,
+    ci: Option<(Arc<dyn LivenessSource>, Option<Duration>)>,
 }
 
 /// One look at the cluster: every fence and the Lease.
@@ -99,6 +102,7 @@ impl std::fmt::Debug for Recovery {
             .field("scope", &self.scope)
             .field("opts", &self.opts)
             .field("holder", &self.holder)
+            .field("ci", &self.ci)
             .finish_non_exhaustive()
     }
 }
@@ -128,7 +132,19 @@ impl Recovery {
                 poll_every: Duration::from_secs(1),
                 progress_every: Duration::from_secs(10),
             },
+            ci: None,
         }
+    }
+
+    /// Judges the Lease holder on evidence from its CI system instead of watching the Lease:
+    /// `source` is asked about the holder's exact run attempt, again every poll interval
+    /// while it answers "still running", for at most `wait` (default: the Lease's duration).
+    /// The holder counts as gone only on a finished attempt with the Lease unchanged since it
+    /// was read; every other answer keeps it with one line why ([`super::KeepReason::NotProved`]).
+    #[must_use]
+    pub fn ci_evidence(mut self, source: Arc<dyn LivenessSource>, wait: Option<Duration>) -> Self {
+        self.ci = Some((source, wait));
+        self
     }
 
     /// Where to look for fences (default: every namespace).
@@ -214,6 +230,17 @@ impl Recovery {
             .and_then(|l| l.duration)
             .unwrap_or(self.lease.duration)
             .max(Duration::from_secs(1));
+        if let Some((source, wait)) = &self.ci {
+            let ask = CiAsk {
+                api: &self.api(),
+                name: &self.lease.name,
+                target: &self.target(),
+                source,
+                wait: wait.unwrap_or(duration),
+                poll_every: self.timing.poll_every,
+            };
+            return ask_ci(&ask, watched, progress).await;
+        }
         watch_lease(
             &self.api(),
             &self.lease.name,
