@@ -30,6 +30,11 @@
 //! namespaces = ["apps"]          # and/or namespace_selector = "ghcr-consumer=true"
 //! root_secret = "flux-system/ghcr-auth"
 //! sources = ["flux-system/app"]  # OCIRepositories to reconcile as the Flux proof
+//!
+//! [recovery]
+//! evidence = "github"            # lease (default) | github: how `fences recover` proves a holder gone
+//! github_token_file = "/run/secrets/gh"  # default: GITHUB_TOKEN (needs `actions: read`)
+//! recover_finished_runs = true   # pause/run/ghcr reassert: recover a finished CI run's hold first
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -46,6 +51,16 @@ pub struct FileConfig {
     #[serde(default)]
     pub targets: Vec<TargetConfig>,
     pub ghcr: Option<GhcrConfig>,
+    pub recovery: Option<RecoveryConfig>,
+}
+
+/// `[recovery]`: the evidence recovery uses (see docs/recovery.md).
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RecoveryConfig {
+    pub evidence: Option<String>,
+    pub github_token_file: Option<PathBuf>,
+    pub recover_finished_runs: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize, PartialEq, Eq)]
