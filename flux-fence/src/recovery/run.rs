@@ -16,6 +16,7 @@ use super::plan::{HolderEvidence, PlanOptions, RecoverPlan, Subject, needs_watch
 use super::watch::{WatchProgress, WatchTiming, watch_lease};
 use crate::api::{error, get_retrying};
 use crate::discover::{self, FenceReport, Scope, owner_of};
+use crate::events::EventKind;
 use crate::liveness::LivenessSource;
 use crate::{
     AnnotationKeys, Clock, Epoch, FenceError, Fencer, Holder, Lease, LeaseConfig, LeaseRecover,
@@ -339,7 +340,10 @@ impl Recovery {
                 failed_holders.push(p.holder.clone());
                 continue;
             }
-            match self.release_one(&p.object, &p.holder).await {
+            match self
+                .release_one(&p.object, &p.holder, &p.why.to_string())
+                .await
+            {
                 Ok(()) => report.released.push(p.object.clone()),
                 Err(why) => {
                     failed_holders.push(p.holder.clone());
@@ -362,8 +366,9 @@ impl Recovery {
     }
 
     /// Adopts the recorded fence of `holder` on `obj` (owner re-read from the object, never
-    /// assumed) and releases it with a CAS.
-    async fn release_one(&self, obj: &ObjectRef, holder: &str) -> Result<(), String> {
+    /// assumed) and releases it with a CAS; a `HandoffRecovered` Event on it names the holder
+    /// and the evidence `why`.
+    async fn release_one(&self, obj: &ObjectRef, holder: &str, why: &str) -> Result<(), String> {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &obj.namespace, &obj.resource);
         let read = get_retrying(&api, &obj.name, obj, crate::READ_RETRY_BUDGET)
@@ -386,8 +391,18 @@ impl Recovery {
             .await
             .map_err(|e| words(&e))?
             .ok_or_else(gone)?;
+        let uid = read
+            .as_ref()
+            .and_then(|r| r.pointer("/metadata/uid"))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         match fencer.release(guard).await.map_err(|e| words(&e))? {
-            ReleaseOutcome::Released { .. } => Ok(()),
+            ReleaseOutcome::Released { .. } => {
+                let msg = format!("recovered from gone holder {owner}: {why}");
+                crate::events::record(&self.client, obj, &uid, EventKind::Recovered, &msg).await;
+                Ok(())
+            }
             ReleaseOutcome::Kept { guard, why } => {
                 (*guard).leave_in_place();
                 Err(format!("kept: {why:?}"))
