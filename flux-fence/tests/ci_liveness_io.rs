@@ -141,7 +141,7 @@ fn path(run: u64, attempt: u64) -> String {
     format!("/repos/{REPO}/actions/runs/{run}/attempts/{attempt}")
 }
 
-/// The Lease holder is kept with a NotProved line containing `want`; nothing changes.
+/// The Lease holder is kept with a `NotProved` line containing `want`; nothing changes.
 async fn assert_kept(ns: &TestNs, r: &Recovery, holder: &str, want: &str) {
     let before = rvs(ns).await;
     let planned = plan(r).await;
@@ -268,7 +268,7 @@ async fn ci_liveness_a_run_that_finishes_while_recovery_waits_is_recovered() {
         &ns,
         &cfg,
         source(&stub, Duration::from_secs(5)),
-        Duration::from_secs(60),
+        Duration::from_mins(1),
     );
     let mut waited = 0;
     let mut progress = |p: &WatchProgress| {

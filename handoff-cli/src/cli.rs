@@ -144,11 +144,12 @@ pub struct HolderArg {
     /// When the Lease or a fence of the chain is held by a GitHub Actions run (holder
     /// `gh<run>.<attempt>-...`) whose exact attempt GitHub reports `completed`, recover it first
     /// (Lease first, children before parents), then proceed; any other answer refuses as
-    /// without it (exit 3). Needs GITHUB_REPOSITORY and GITHUB_TOKEN (`actions: read`) or
+    /// without it (exit 3). Needs `GITHUB_REPOSITORY` and `GITHUB_TOKEN` (`actions: read`) or
     /// --github-token-file. Config: `[recovery] recover_finished_runs = true`.
     #[arg(long)]
     pub recover_finished_runs: bool,
-    /// Read the GitHub token for --recover-finished-runs from this file instead of GITHUB_TOKEN.
+    /// Read the GitHub token for --recover-finished-runs from this file instead of
+    /// `GITHUB_TOKEN`.
     #[arg(long, value_name = "PATH")]
     pub github_token_file: Option<std::path::PathBuf>,
 }

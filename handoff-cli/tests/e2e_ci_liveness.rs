@@ -113,7 +113,11 @@ async fn assert_no_token(c: &Cluster, outs: &[&Output], dir: &Path) {
         let text = std::fs::read_to_string(dir.join(f)).unwrap_or_default();
         assert!(!text.contains(TOKEN), "{f}: {text}");
     }
-    let events = c.ns.api::<Event>().list(&Default::default()).await.unwrap();
+    let events =
+        c.ns.api::<Event>()
+            .list(&kube::api::ListParams::default())
+            .await
+            .unwrap();
     for e in events {
         assert!(!e.message.unwrap_or_default().contains(TOKEN));
     }
@@ -124,7 +128,7 @@ async fn assert_no_token(c: &Cluster, outs: &[&Output], dir: &Path) {
 
 async fn recovered_events(c: &Cluster) -> Vec<String> {
     c.ns.api::<Event>()
-        .list(&Default::default())
+        .list(&kube::api::ListParams::default())
         .await
         .unwrap()
         .into_iter()

@@ -25,7 +25,8 @@ pub(crate) async fn preflight(
     holder: &Holder,
 ) -> Result<(Vec<Chain>, Vec<Recovered>), SessionError> {
     let recovered = match &opts.recover_finished_runs {
-        Some(source) => finished_runs(client, opts, holder, source).await?,
+        // Boxed: the recovery's future is large and rarely needed.
+        Some(source) => Box::pin(finished_runs(client, opts, holder, source)).await?,
         None => Vec::new(),
     };
     lease(client, opts).await?;

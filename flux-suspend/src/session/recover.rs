@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use flux_fence::discover::Scope;
 use flux_fence::liveness::{LivenessSource, Verdict};
-use flux_fence::recovery::{ChildMark, HolderEvidence, RecoverOutcome, Recovery, Subject};
+use flux_fence::recovery::{
+    ChildMark, HolderEvidence, RecoverOutcome, RecoverPlan, Recovery, Subject,
+};
 use flux_fence::{Holder, ObjectRef};
 use kube::Client;
 
@@ -38,25 +40,7 @@ pub(crate) async fn finished_runs(
     source: &Arc<dyn LivenessSource>,
 ) -> Result<Vec<Recovered>, SessionError> {
     let lease_name = format!("{}/{}", opts.lease.namespace, opts.lease.name);
-    let mut namespaces = vec![opts.lease.namespace.clone()];
-    for t in &opts.targets {
-        namespaces.push(t.object.namespace.clone());
-        if let ParentSpec::Explicit(p) = &t.parent {
-            namespaces.push(p.namespace.clone());
-        }
-    }
-    namespaces.sort();
-    namespaces.dedup();
-    let recovery = Recovery::new(
-        client.clone(),
-        opts.keys.clone(),
-        opts.lease.clone(),
-        vec![kustomization_resource(), helmrelease_resource()],
-        ChildMark::annotation(RECONCILE_ANNOTATION, RECONCILE_DISABLED),
-    )
-    .scope(Scope::Namespaces(namespaces))
-    .holder(ours.clone())
-    .ci_evidence(Arc::clone(source), Some(Duration::ZERO));
+    let recovery = recovery_for(client, opts, ours, source);
     let planned = recovery
         .plan(&mut |_| {})
         .await
@@ -106,6 +90,46 @@ pub(crate) async fn finished_runs(
     if plan.is_empty() {
         return Ok(Vec::new());
     }
+    let outcome = recovery.execute(&plan).await.map_err(SessionError::Lease)?;
+    done(&plan, outcome, &finished, &lease_name)
+}
+
+/// The recovery of everything in the chain's namespaces (and the Lease's), as `ours`.
+fn recovery_for(
+    client: &Client,
+    opts: &SessionOptions,
+    ours: &Holder,
+    source: &Arc<dyn LivenessSource>,
+) -> Recovery {
+    let mut namespaces = vec![opts.lease.namespace.clone()];
+    for t in &opts.targets {
+        namespaces.push(t.object.namespace.clone());
+        if let ParentSpec::Explicit(p) = &t.parent {
+            namespaces.push(p.namespace.clone());
+        }
+    }
+    namespaces.sort();
+    namespaces.dedup();
+    Recovery::new(
+        client.clone(),
+        opts.keys.clone(),
+        opts.lease.clone(),
+        vec![kustomization_resource(), helmrelease_resource()],
+        ChildMark::annotation(RECONCILE_ANNOTATION, RECONCILE_DISABLED),
+    )
+    .scope(Scope::Namespaces(namespaces))
+    .holder(ours.clone())
+    .ci_evidence(Arc::clone(source), Some(Duration::ZERO))
+}
+
+/// What the recovery did, as [`Recovered`] entries; a lost race or an incomplete recovery as
+/// the session error.
+fn done(
+    plan: &RecoverPlan,
+    outcome: RecoverOutcome,
+    finished: &[(String, String)],
+    lease_name: &str,
+) -> Result<Vec<Recovered>, SessionError> {
     let evidence_of = |h: &str| {
         finished
             .iter()
@@ -113,7 +137,7 @@ pub(crate) async fn finished_runs(
             .map(|(_, e)| e.clone())
             .unwrap_or_default()
     };
-    match recovery.execute(&plan).await.map_err(SessionError::Lease)? {
+    match outcome {
         RecoverOutcome::LeaseRaceLost { gone, why } => Err(SessionError::Refused {
             object: format!("lease {lease_name}"),
             why: format!(

@@ -55,7 +55,7 @@ pub struct RecoverArgs {
     /// (ask GitHub whether the holder's run attempt is completed).
     #[arg(long, value_enum, value_name = "SOURCE")]
     pub evidence: Option<Evidence>,
-    /// Read the GitHub token from this file instead of GITHUB_TOKEN.
+    /// Read the GitHub token from this file instead of `GITHUB_TOKEN`.
     #[arg(long, value_name = "PATH")]
     pub github_token_file: Option<PathBuf>,
 }
