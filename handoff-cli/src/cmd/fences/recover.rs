@@ -71,7 +71,7 @@ pub async fn run(ctx: &Context, args: &RecoverArgs, out: &mut Output) -> Result<
         let shown: &Output = out;
         let mut progress = |p: &WatchProgress| {
             shown.note(&format!(
-                "watching lease {lease} (holder {}, resourceVersion {}): unchanged for {}s of at most {}s",
+                "watching lease {lease} (holder {}, resourceVersion {}): unchanged for {}s of {}s",
                 p.holder,
                 p.resource_version,
                 p.unchanged_for.as_secs(),
