@@ -286,3 +286,109 @@ async fn ci_liveness_fences_recover_evidence_github_refuses_then_recovers() {
     );
     assert_no_token(&c, &[&refused, &done], &dir).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ci_liveness_pause_recovers_a_finished_run_then_parks_its_own_pause() {
+    let c = Cluster::seeded("ci-e2e-pause").await;
+    let dir = temp_dir();
+    let stub = GithubStub::start().await.unwrap();
+    let (mut child, marker, holder) = running(&c, &stub, &dir).await;
+    child.kill().unwrap();
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&marker);
+    stub.script(
+        REPO,
+        KILLED_RUN,
+        1,
+        vec![Answer::run(REPO, KILLED_RUN, 1, Some("completed"))],
+    );
+
+    let mut args = vec!["pause", "--recover-finished-runs", "--target", TARGET];
+    let flags = c.handoff_flags();
+    args.extend(flags.iter().map(String::as_str));
+    let out = cli(&c, &stub, &dir, &args).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("from finished run holder {holder}")),
+        "{}",
+        stderr(&out)
+    );
+    let ours = format!("gh{}.1-", KILLED_RUN + 1);
+    let owner = annotation(&c.get(TARGET).await, OWNER_KEY)
+        .unwrap()
+        .to_string();
+    assert!(
+        owner.starts_with(&ours),
+        "the new pause holds the target: {owner}"
+    );
+    assert_no_token(&c, &[&out], &dir).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ci_liveness_a_chain_fence_of_a_run_without_the_lease_is_recovered_only_once_completed() {
+    let c = Cluster::seeded("ci-e2e-orphan").await;
+    let dir = temp_dir();
+    let stub = GithubStub::start().await.unwrap();
+    let (mut child, marker, holder) = running(&c, &stub, &dir).await;
+    child.kill().unwrap();
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&marker);
+    // Someone deleted the Lease: the killed run's fences are left without it.
+    c.ns.api::<Lease>()
+        .delete("flux-handoff", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    let before: Vec<Value> = {
+        let mut v = Vec::new();
+        for name in [PARENT, TARGET] {
+            v.push(c.get(name).await["metadata"]["resourceVersion"].clone());
+        }
+        v
+    };
+
+    stub.script(
+        REPO,
+        KILLED_RUN,
+        1,
+        vec![Answer::run(REPO, KILLED_RUN, 1, Some("in_progress"))],
+    );
+    let mut args = vec!["run", "--recover-finished-runs", "--target", TARGET];
+    let flags = c.handoff_flags();
+    args.extend(flags.iter().map(String::as_str));
+    args.extend(["--", "true"]);
+    let refused = cli(&c, &stub, &dir, &args).await;
+    assert_eq!(code(&refused), 3, "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains(&format!("fenced by {holder}")),
+        "{}",
+        stderr(&refused)
+    );
+    for (name, rv) in [PARENT, TARGET].iter().zip(&before) {
+        assert_eq!(
+            &c.get(name).await["metadata"]["resourceVersion"],
+            rv,
+            "{name}"
+        );
+    }
+
+    stub.script(
+        REPO,
+        KILLED_RUN,
+        1,
+        vec![Answer::run(REPO, KILLED_RUN, 1, Some("completed"))],
+    );
+    let done = cli(&c, &stub, &dir, &args).await;
+    assert_eq!(code(&done), 0, "{}", stderr(&done));
+    assert!(
+        stderr(&done).contains(&format!(
+            "recovered: Kustomization {}/{TARGET} from finished run holder {holder}",
+            c.ns.name
+        )),
+        "{}",
+        stderr(&done)
+    );
+    for name in [PARENT, TARGET] {
+        assert_eq!(annotation(&c.get(name).await, OWNER_KEY), None, "{name}");
+    }
+    assert_no_token(&c, &[&refused, &done], &dir).await;
+}
