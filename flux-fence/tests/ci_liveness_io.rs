@@ -533,8 +533,10 @@ async fn ci_liveness_the_token_is_never_in_debug_verdicts_or_errors() {
     )));
     for bad in [
         ("ftp://x", REPO),
-        ("http://x", "no-slash"),
-        ("http://x", "a/b/c"),
+        ("http://api.github.example", REPO),
+        ("http://127.0.0.1.evil.example/api", REPO),
+        ("https://x", "no-slash"),
+        ("https://x", "a/b/c"),
     ] {
         let e = GithubConfig::new(bad.0, bad.1, TOKEN.to_string().into()).unwrap_err();
         assert!(!e.contains(TOKEN), "{e}");
