@@ -270,4 +270,18 @@ mod tests {
             "the default namespace is checked too"
         );
     }
+
+    #[test]
+    fn the_recovery_section_parses_and_rejects_unknown_keys() {
+        let cfg = parse(
+            "[recovery]\nevidence = \"github\"\ngithub_token_file = \"/run/gh\"\nrecover_finished_runs = true\n",
+        )
+        .unwrap();
+        let r = cfg.recovery.unwrap();
+        assert_eq!(r.evidence.as_deref(), Some("github"));
+        assert_eq!(r.github_token_file, Some(PathBuf::from("/run/gh")));
+        assert_eq!(r.recover_finished_runs, Some(true));
+        let err = parse("[recovery]\ntoken = \"x\"\n").unwrap_err();
+        assert!(err.contains("token"), "{err}");
+    }
 }

@@ -64,6 +64,7 @@ pub fn recover_finished_runs(
     let recovery = file.recovery.as_ref().unwrap_or(&empty);
     if arg.recover_finished_runs || recovery.recover_finished_runs == Some(true) {
         opts.recover_finished_runs = Some(evidence::github(
+            "--recover-finished-runs",
             arg.github_token_file.as_deref(),
             recovery,
         )?);

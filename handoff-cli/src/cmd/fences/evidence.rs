@@ -35,8 +35,9 @@ pub fn resolve(flag: Option<Evidence>, file: &RecoveryConfig) -> Result<Evidence
 
 /// The GitHub source from the environment (`GITHUB_REPOSITORY`, `GITHUB_API_URL`, and the
 /// token from `token_file`, else `[recovery] github_token_file`, else `GITHUB_TOKEN`). Exit 2
-/// with one line (never the token) when something is missing.
+/// with one line (never the token), starting with `flag`, when something is missing.
 pub fn github(
+    flag: &str,
     token_file: Option<&Path>,
     file: &RecoveryConfig,
 ) -> Result<Arc<dyn LivenessSource>, Failure> {
@@ -44,8 +45,35 @@ pub fn github(
         .map(Path::to_path_buf)
         .or_else(|| file.github_token_file.clone());
     let cfg = GithubConfig::from_env(path.as_deref())
-        .map_err(|e| Failure::usage(format!("--evidence github: {e}")))?;
-    let runs =
-        GithubRuns::new(cfg).map_err(|e| Failure::usage(format!("--evidence github: {e}")))?;
+        .map_err(|e| Failure::usage(format!("{flag}: {e}")))?;
+    let runs = GithubRuns::new(cfg).map_err(|e| Failure::usage(format!("{flag}: {e}")))?;
     Ok(Arc::new(runs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flag_wins_then_the_config_file_then_lease() {
+        let file = |e: Option<&str>| RecoveryConfig {
+            evidence: e.map(str::to_string),
+            ..RecoveryConfig::default()
+        };
+        let table = [
+            (None, file(None), Some(Evidence::Lease)),
+            (None, file(Some("lease")), Some(Evidence::Lease)),
+            (None, file(Some("github")), Some(Evidence::Github)),
+            (
+                Some(Evidence::Lease),
+                file(Some("github")),
+                Some(Evidence::Lease),
+            ),
+            (Some(Evidence::Github), file(None), Some(Evidence::Github)),
+            (None, file(Some("gitlab")), None),
+        ];
+        for (flag, f, want) in table {
+            assert_eq!(resolve(flag, &f).ok(), want, "{flag:?} {f:?}");
+        }
+    }
 }

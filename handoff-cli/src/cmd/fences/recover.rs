@@ -63,7 +63,11 @@ pub struct RecoverArgs {
 pub async fn run(ctx: &Context, args: &RecoverArgs, out: &mut Output) -> Result<u8, Failure> {
     let mut recovery = ctx.recovery().include_paused(args.include_paused);
     if evidence::resolve(args.evidence, &ctx.recovery_file)? == Evidence::Github {
-        let source = evidence::github(args.github_token_file.as_deref(), &ctx.recovery_file)?;
+        let source = evidence::github(
+            "--evidence github",
+            args.github_token_file.as_deref(),
+            &ctx.recovery_file,
+        )?;
         recovery = recovery.ci_evidence(source, None);
     }
     let lease = ctx.lease_name();
