@@ -497,3 +497,63 @@ async fn ci_liveness_no_lease_held_is_nothing_to_do_and_github_not_asked() {
     );
     assert!(stub.seen().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ci_liveness_a_finished_run_whose_child_cannot_be_released_keeps_the_parent() {
+    let ns = TestNs::new("ci-child").await.unwrap();
+    let cfg = lease_cfg(&ns, Duration::from_hours(1));
+    let holder = killed(&ns, &cfg, 91, 1).await;
+    // Another writer changed a mark on the child since the fence: it cannot be restored safely.
+    merge(
+        &ks_api(&ns),
+        "child",
+        json!({"metadata": {"annotations": {RECONCILE: "enabled"}}}),
+    )
+    .await;
+    let api = ks_api(&ns);
+    let before = (
+        rv(&get_json(&api, "parent").await),
+        rv(&get_json(&api, "child").await),
+    );
+    let stub = GithubStub::start().await.unwrap();
+    stub.script(
+        REPO,
+        91,
+        1,
+        vec![Answer::run(REPO, 91, 1, Some("completed"))],
+    );
+    let r = recovery(
+        &ns,
+        &cfg,
+        source(&stub, Duration::from_secs(5)),
+        Duration::from_secs(30),
+    );
+    let planned = plan(&r).await;
+    assert!(planned.plan.release.is_empty(), "{:?}", planned.plan);
+    let kept = |name: &str| {
+        planned.plan.keep.iter().find_map(|(s, k)| match s {
+            Subject::Fence(o) if o.name == name => Some(k.clone()),
+            _ => None,
+        })
+    };
+    assert!(
+        matches!(kept("child"), Some(KeepReason::Withheld(_))),
+        "{:?}",
+        planned.plan
+    );
+    assert!(
+        matches!(kept("parent"), Some(KeepReason::ChildKept { holder: h }) if h == holder),
+        "{:?}",
+        planned.plan
+    );
+    let outcome = r.execute(&planned.plan).await.unwrap();
+    assert!(
+        matches!(&outcome, RecoverOutcome::Done(d) if d.released.is_empty()),
+        "{outcome:?}"
+    );
+    let after = (
+        rv(&get_json(&api, "parent").await),
+        rv(&get_json(&api, "child").await),
+    );
+    assert_eq!(after, before, "no fence touched");
+}
