@@ -75,7 +75,11 @@ function readInputs(env) {
     holder: input(env, 'holder'),
     keepPaused: booleanInput(env, 'keep-paused'),
     postWaitSeconds: positiveInteger(input(env, 'post-wait-seconds') || '60', 'post-wait-seconds'),
+    recoverFinishedRuns: booleanInput(env, 'recover-finished-runs'),
   };
+  if (inputs.recoverFinishedRuns && command === 'resume') {
+    throw new InputError('input recover-finished-runs is only for command: run, pause or ghcr-reassert');
+  }
   if (command === 'run' && inputs.run === '') {
     throw new InputError('input run is required with command: run (the command to run while paused)');
   }
@@ -146,12 +150,25 @@ function globalArgs(inputs) {
 
 /** The main step's flux-handoff command line (without the binary). */
 function mainArgs(inputs, holder) {
-  const a = [...globalArgs(inputs), ...COMMANDS[inputs.command], '--holder', holder, ...inputs.args];
+  const a = [...globalArgs(inputs), ...COMMANDS[inputs.command], '--holder', holder];
+  if (inputs.recoverFinishedRuns) a.push('--recover-finished-runs');
+  a.push(...inputs.args);
   if (inputs.command === 'run') {
     // The same shell a `run:` step with `shell: bash` gets (ScriptHandlerHelpers.cs).
     a.push('--', 'bash', '--noprofile', '--norc', '-e', '-o', 'pipefail', '-c', inputs.run);
   }
   return a;
+}
+
+/**
+ * The main step's flux-handoff environment: ours, plus with `recover-finished-runs` the
+ * `github-token` input as GITHUB_TOKEN (never on the command line) for asking GitHub whether a
+ * holder's run attempt is completed.
+ */
+function mainEnv(env) {
+  const token = env['INPUT_GITHUB-TOKEN'] || '';
+  if (token === '' || booleanInput(env, 'recover-finished-runs') !== true) return env;
+  return { ...env, GITHUB_TOKEN: token };
 }
 
 /**
@@ -286,6 +303,7 @@ module.exports = {
   input,
   isHolder,
   mainArgs,
+  mainEnv,
   outcome,
   postArgs,
   postPlan,

@@ -57,6 +57,19 @@ test('main command line: globals, subcommand, holder, args, then the run script'
   assert.deepEqual(lib.mainArgs(reassert, 'h1'), ['ghcr', 'reassert', '--holder', 'h1', '--credential-env', 'TOKEN']);
 });
 
+test('recover-finished-runs: a flag on the command line, the token only in the environment', () => {
+  const e = env({ command: 'run', run: 'x', 'recover-finished-runs': 'true', 'github-token': 'ghs_secret' });
+  const inputs = lib.readInputs(e);
+  const args = lib.mainArgs(inputs, 'h1');
+  assert.deepEqual(args.slice(0, 4), ['run', '--holder', 'h1', '--recover-finished-runs']);
+  assert.ok(!args.join(' ').includes('ghs_secret'));
+  assert.equal(lib.mainEnv(e).GITHUB_TOKEN, 'ghs_secret');
+  const off = env({ command: 'run', run: 'x', 'github-token': 'ghs_secret' });
+  assert.equal(lib.mainEnv(off).GITHUB_TOKEN, undefined);
+  assert.throws(() => lib.readInputs(env({ command: 'resume', holder: 'h1', 'recover-finished-runs': 'true' })),
+    /only for command: run, pause or ghcr-reassert/);
+});
+
 test('post command line keeps only where the Lease and the cluster are', () => {
   const inputs = lib.readInputs(env({
     command: 'ghcr-reassert', config: 'f.toml',

@@ -34,7 +34,7 @@ function main() {
   const args = lib.mainArgs(inputs, holder);
   console.log(`holder: ${holder}`);
   console.log(`$ ${inputs.binary} ${args.map(quote).join(' ')}`);
-  const child = spawn(inputs.binary, args, { stdio: ['ignore', 'inherit', 'inherit'] });
+  const child = spawn(inputs.binary, args, { stdio: ['ignore', 'inherit', 'inherit'], env: lib.mainEnv(env) });
   let ended = false;
   let started = false;
   const pending = [];

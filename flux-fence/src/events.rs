@@ -13,6 +13,9 @@ use crate::{ObjectRef, OwnerValue};
 pub const REASON_FENCED: &str = "HandoffFenced";
 /// Event reason when a fence is released.
 pub const REASON_RELEASED: &str = "HandoffReleased";
+/// Event reason when a gone holder's fence is released by a recovery (the message names the
+/// holder and the evidence).
+pub const REASON_RECOVERED: &str = "HandoffRecovered";
 /// The reporting component of the Events.
 pub const COMPONENT: &str = "flux-handoff";
 
@@ -20,6 +23,7 @@ pub const COMPONENT: &str = "flux-handoff";
 pub(crate) enum EventKind {
     Fenced,
     Released,
+    Recovered,
 }
 
 /// `<verb> <holder;epoch>[: <reason>]`. The reason is caller text, validated to be short and
@@ -41,6 +45,7 @@ pub(crate) async fn record(
     let reason = match kind {
         EventKind::Fenced => REASON_FENCED,
         EventKind::Released => REASON_RELEASED,
+        EventKind::Recovered => REASON_RECOVERED,
     };
     let now = Timestamp::now();
     let event = Event {

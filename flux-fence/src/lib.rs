@@ -98,6 +98,7 @@ mod keys;
 mod lease;
 pub mod lease_decide;
 mod lease_recover;
+pub mod liveness;
 mod mark;
 mod outcome;
 pub mod pointer;
@@ -111,7 +112,7 @@ pub use decide::{
     decide_acquire, decide_release, held_from_annotations,
 };
 pub use error::FenceError;
-pub use events::{COMPONENT, REASON_FENCED, REASON_RELEASED};
+pub use events::{COMPONENT, REASON_FENCED, REASON_RECOVERED, REASON_RELEASED};
 pub use fence::{Fencer, MAX_ATTEMPTS, READ_RETRY_BUDGET};
 pub use guard::{FenceGuard, ObjectRef};
 pub use holder::{Epoch, HOLDER_MAX_LEN, Holder, OwnerValue};

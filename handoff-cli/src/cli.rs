@@ -141,6 +141,17 @@ pub struct HolderArg {
     /// (`resume --holder H`). Letters, digits, `.` and `-`; unique per run.
     #[arg(long = "holder", value_name = "HOLDER")]
     pub holder: Option<String>,
+    /// When the Lease or a fence of the chain is held by a GitHub Actions run (holder
+    /// `gh<run>.<attempt>-...`) whose exact attempt GitHub reports `completed`, recover it first
+    /// (Lease first, children before parents), then proceed; any other answer refuses as
+    /// without it (exit 3). Needs `GITHUB_REPOSITORY` and `GITHUB_TOKEN` (`actions: read`) or
+    /// --github-token-file. Config: `[recovery] recover_finished_runs = true`.
+    #[arg(long)]
+    pub recover_finished_runs: bool,
+    /// Read the GitHub token for --recover-finished-runs from this file instead of
+    /// `GITHUB_TOKEN`.
+    #[arg(long, value_name = "PATH")]
+    pub github_token_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

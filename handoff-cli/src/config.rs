@@ -30,6 +30,11 @@
 //! namespaces = ["apps"]          # and/or namespace_selector = "ghcr-consumer=true"
 //! root_secret = "flux-system/ghcr-auth"
 //! sources = ["flux-system/app"]  # OCIRepositories to reconcile as the Flux proof
+//!
+//! [recovery]
+//! evidence = "github"            # lease (default) | github: how `fences recover` proves a holder gone
+//! github_token_file = "/run/secrets/gh"  # default: GITHUB_TOKEN (needs `actions: read`)
+//! recover_finished_runs = true   # pause/run/ghcr reassert: recover a finished CI run's hold first
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -46,6 +51,16 @@ pub struct FileConfig {
     #[serde(default)]
     pub targets: Vec<TargetConfig>,
     pub ghcr: Option<GhcrConfig>,
+    pub recovery: Option<RecoveryConfig>,
+}
+
+/// `[recovery]`: the evidence recovery uses (see docs/recovery.md).
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RecoveryConfig {
+    pub evidence: Option<String>,
+    pub github_token_file: Option<PathBuf>,
+    pub recover_finished_runs: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize, PartialEq, Eq)]
@@ -254,5 +269,19 @@ mod tests {
             split_ref("x", "..").is_err(),
             "the default namespace is checked too"
         );
+    }
+
+    #[test]
+    fn the_recovery_section_parses_and_rejects_unknown_keys() {
+        let cfg = parse(
+            "[recovery]\nevidence = \"github\"\ngithub_token_file = \"/run/gh\"\nrecover_finished_runs = true\n",
+        )
+        .unwrap();
+        let r = cfg.recovery.unwrap();
+        assert_eq!(r.evidence.as_deref(), Some("github"));
+        assert_eq!(r.github_token_file, Some(PathBuf::from("/run/gh")));
+        assert_eq!(r.recover_finished_runs, Some(true));
+        let err = parse("[recovery]\ntoken = \"x\"\n").unwrap_err();
+        assert!(err.contains("token"), "{err}");
     }
 }

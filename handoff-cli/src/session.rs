@@ -11,6 +11,8 @@ use flux_suspend::{
 use kube::Client;
 
 use crate::cli::HolderArg;
+use crate::cmd::fences::evidence;
+use crate::config::FileConfig;
 use crate::exit;
 use crate::failure::{Failure, chain};
 use crate::output::Output;
@@ -51,6 +53,25 @@ pub fn options(settings: &Settings, holder: Option<Holder>) -> Result<SessionOpt
     Ok(opts)
 }
 
+/// Sets `--recover-finished-runs` (or `[recovery] recover_finished_runs`): the GitHub source
+/// from the environment, checked before any request (exit 2 with one line).
+pub fn recover_finished_runs(
+    opts: &mut SessionOptions,
+    arg: &HolderArg,
+    file: &FileConfig,
+) -> Result<(), Failure> {
+    let empty = crate::config::RecoveryConfig::default();
+    let recovery = file.recovery.as_ref().unwrap_or(&empty);
+    if arg.recover_finished_runs || recovery.recover_finished_runs == Some(true) {
+        opts.recover_finished_runs = Some(evidence::github(
+            "--recover-finished-runs",
+            arg.github_token_file.as_deref(),
+            recovery,
+        )?);
+    }
+    Ok(())
+}
+
 /// Starts the session and prints the Lease line.
 pub async fn start(
     client: Client,
@@ -62,6 +83,28 @@ pub async fn start(
     let session = Session::start(client, opts, cancel)
         .await
         .map_err(|e| failure(&e))?;
+    for r in session.recovered() {
+        out.phase(&format!(
+            "recovered: {} from finished run holder {} ({})",
+            r.subject, r.holder, r.evidence
+        ));
+    }
+    if !session.recovered().is_empty() {
+        out.fact(
+            "recovered",
+            serde_json::json!(
+                session
+                    .recovered()
+                    .iter()
+                    .map(|r| serde_json::json!({
+                        "subject": r.subject,
+                        "holder": r.holder,
+                        "evidence": r.evidence,
+                    }))
+                    .collect::<Vec<_>>()
+            ),
+        );
+    }
     out.phase(&format!(
         "lease acquired: {lease} (holder {}, epoch {})",
         session.holder(),

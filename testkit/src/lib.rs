@@ -12,6 +12,7 @@
 //!    source-controller for `OCIRepository` objects pulling from it.
 
 pub mod fixtures;
+pub mod github_stub;
 pub mod model;
 pub mod plane;
 pub mod proxy;

@@ -8,8 +8,11 @@
 //!   watch it on our own monotonic clock ([`Recovery::watch`]): a holder renews well within
 //!   its duration, so a live one shows a change. Comparing the holder's `renewTime` with the
 //!   local clock is never used: a recovering machine whose clock runs ahead would release a
-//!   live run. Evidence from outside the cluster (for example a CI system reporting the
-//!   holder's run finished) plugs in as [`HolderEvidence::Reported`].
+//!   live run. Evidence from outside the cluster plugs in as [`HolderEvidence::Reported`]:
+//!   with [`Recovery::ci_evidence`] a [`crate::liveness::LivenessSource`] (GitHub Actions) is
+//!   asked about the holder's exact run attempt instead of watching; only a finished attempt,
+//!   with the Lease unchanged since it was read, proves the holder gone. Every other answer
+//!   keeps it ([`KeepReason::NotProved`]).
 //! - **A parked Lease is a deliberate pause** (`LeaseGuard::park`): kept unless the caller
 //!   opts in ([`PlanOptions::include_paused`]), and even then it needs the same evidence.
 //! - **The Lease is taken first.** When the Lease holder's fences are to be released, the Lease
@@ -39,6 +42,7 @@
 
 mod adopt;
 mod assess;
+mod ci;
 mod plan;
 mod run;
 mod watch;

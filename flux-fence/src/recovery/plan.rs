@@ -40,6 +40,14 @@ pub enum HolderEvidence {
         /// The report, in words (no secrets).
         evidence: String,
     },
+    /// A source outside the cluster was asked and did not prove the holder gone (it is
+    /// still running, or the answer proves nothing): the holder is kept.
+    NotProved {
+        /// The holder asked about.
+        holder: String,
+        /// Why, and what a person can do, in one line.
+        why: String,
+    },
 }
 
 /// Options of [`plan_recover`].
@@ -94,6 +102,13 @@ pub enum KeepReason {
     },
     /// The owner annotation names no holder.
     UnknownHolder,
+    /// The Lease holder's CI run was asked about and not proved finished.
+    NotProved {
+        /// The holder.
+        holder: String,
+        /// Why, and what a person can do, in one line.
+        why: String,
+    },
 }
 
 /// One fence to release.
@@ -275,6 +290,12 @@ fn judge_lease_holder(
             Orphan::Reported(evidence.clone())
         }
         HolderEvidence::Changed { holder, after } if holder == h => return Err(live(Some(*after))),
+        HolderEvidence::NotProved { holder, why } if holder == h => {
+            return Err(KeepReason::NotProved {
+                holder: h.into(),
+                why: why.clone(),
+            });
+        }
         // Unwatched, or watched at another version (it moved since): not proved gone.
         _ => return Err(live(None)),
     };

@@ -11,10 +11,13 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject};
 
 use super::assess::{ChildMark, LeaseView, Row, assess};
+use super::ci::{CiAsk, ask_ci};
 use super::plan::{HolderEvidence, PlanOptions, RecoverPlan, Subject, needs_watch, plan_recover};
 use super::watch::{WatchProgress, WatchTiming, watch_lease};
 use crate::api::{error, get_retrying};
 use crate::discover::{self, FenceReport, Scope, owner_of};
+use crate::events::EventKind;
+use crate::liveness::LivenessSource;
 use crate::{
     AnnotationKeys, Clock, Epoch, FenceError, Fencer, Holder, Lease, LeaseConfig, LeaseRecover,
     LeaseRelease, ObjectRef, OwnerValue, RecoverRefusal, ReleaseOutcome, SystemClock,
@@ -34,6 +37,7 @@ pub struct Recovery {
     clock: Arc<dyn Clock>,
     holder: Holder,
     timing: WatchTiming,
+    ci: Option<(Arc<dyn LivenessSource>, Option<Duration>)>,
 }
 
 /// One look at the cluster: every fence and the Lease.
@@ -99,6 +103,7 @@ impl std::fmt::Debug for Recovery {
             .field("scope", &self.scope)
             .field("opts", &self.opts)
             .field("holder", &self.holder)
+            .field("ci", &self.ci)
             .finish_non_exhaustive()
     }
 }
@@ -128,7 +133,19 @@ impl Recovery {
                 poll_every: Duration::from_secs(1),
                 progress_every: Duration::from_secs(10),
             },
+            ci: None,
         }
+    }
+
+    /// Judges the Lease holder on evidence from its CI system instead of watching the Lease:
+    /// `source` is asked about the holder's exact run attempt, again every poll interval
+    /// while it answers "still running", for at most `wait` (default: the Lease's duration).
+    /// The holder counts as gone only on a finished attempt with the Lease unchanged since it
+    /// was read; every other answer keeps it with one line why ([`super::KeepReason::NotProved`]).
+    #[must_use]
+    pub fn ci_evidence(mut self, source: Arc<dyn LivenessSource>, wait: Option<Duration>) -> Self {
+        self.ci = Some((source, wait));
+        self
     }
 
     /// Where to look for fences (default: every namespace).
@@ -214,6 +231,17 @@ impl Recovery {
             .and_then(|l| l.duration)
             .unwrap_or(self.lease.duration)
             .max(Duration::from_secs(1));
+        if let Some((source, wait)) = &self.ci {
+            let ask = CiAsk {
+                api: &self.api(),
+                name: &self.lease.name,
+                target: &self.target(),
+                source,
+                wait: wait.unwrap_or(duration),
+                poll_every: self.timing.poll_every,
+            };
+            return ask_ci(&ask, watched, progress).await;
+        }
         watch_lease(
             &self.api(),
             &self.lease.name,
@@ -312,7 +340,10 @@ impl Recovery {
                 failed_holders.push(p.holder.clone());
                 continue;
             }
-            match self.release_one(&p.object, &p.holder).await {
+            match self
+                .release_one(&p.object, &p.holder, &p.why.to_string())
+                .await
+            {
                 Ok(()) => report.released.push(p.object.clone()),
                 Err(why) => {
                     failed_holders.push(p.holder.clone());
@@ -335,8 +366,9 @@ impl Recovery {
     }
 
     /// Adopts the recorded fence of `holder` on `obj` (owner re-read from the object, never
-    /// assumed) and releases it with a CAS.
-    async fn release_one(&self, obj: &ObjectRef, holder: &str) -> Result<(), String> {
+    /// assumed) and releases it with a CAS; a `HandoffRecovered` Event on it names the holder
+    /// and the evidence `why`.
+    async fn release_one(&self, obj: &ObjectRef, holder: &str, why: &str) -> Result<(), String> {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &obj.namespace, &obj.resource);
         let read = get_retrying(&api, &obj.name, obj, crate::READ_RETRY_BUDGET)
@@ -359,8 +391,18 @@ impl Recovery {
             .await
             .map_err(|e| words(&e))?
             .ok_or_else(gone)?;
+        let uid = read
+            .as_ref()
+            .and_then(|r| r.pointer("/metadata/uid"))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         match fencer.release(guard).await.map_err(|e| words(&e))? {
-            ReleaseOutcome::Released { .. } => Ok(()),
+            ReleaseOutcome::Released { .. } => {
+                let msg = format!("recovered from gone holder {owner}: {why}");
+                crate::events::record(&self.client, obj, &uid, EventKind::Recovered, &msg).await;
+                Ok(())
+            }
             ReleaseOutcome::Kept { guard, why } => {
                 (*guard).leave_in_place();
                 Err(format!("kept: {why:?}"))

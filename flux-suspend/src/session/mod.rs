@@ -16,6 +16,7 @@
 mod error;
 mod options;
 mod preflight;
+mod recover;
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -27,6 +28,7 @@ use kube::Client;
 
 pub use error::{CleanupError, SessionError};
 pub use options::{ParentSpec, SessionOptions, TargetSpec};
+pub use recover::Recovered;
 
 use crate::cancel::Cancel;
 use crate::handoff::{Chain, Handoff, PauseOptions, PauseOutcome};
@@ -146,6 +148,7 @@ pub struct Session {
     handoff: Option<Handoff>,
     cancel: Cancel,
     waiting: tokio::sync::mpsc::UnboundedReceiver<crate::steps::Waiting>,
+    recovered: Vec<Recovered>,
 }
 
 impl Session {
@@ -168,7 +171,7 @@ impl Session {
             during: "before anything was taken: nothing was changed".into(),
             changed: false,
         };
-        let chains = cancel
+        let (chains, recovered) = cancel
             .unless_stopped(preflight::preflight(&client, &opts, &holder))
             .await
             .ok_or_else(before_start)??;
@@ -219,7 +222,14 @@ impl Session {
             handoff: Some(handoff),
             cancel,
             waiting,
+            recovered,
         })
+    }
+
+    /// What `--recover-finished-runs` recovered before the preflight, and on what evidence.
+    #[must_use]
+    pub fn recovered(&self) -> &[Recovered] {
+        &self.recovered
     }
 
     /// The holder of this session.

@@ -1,7 +1,9 @@
 //! What a session will do, checked before any request.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use flux_fence::liveness::LivenessSource;
 use flux_fence::{AnnotationKeys, Holder, LeaseConfig, ObjectRef};
 
 use crate::io::ControllerRef;
@@ -87,6 +89,10 @@ pub struct SessionOptions {
     pub timeout: Duration,
     /// Why; recorded on each fenced object (annotation and Event). Never a secret.
     pub reason: Option<String>,
+    /// When set, a Lease or fence of the chain held by a CI holder whose run attempt this
+    /// source proves finished is recovered before the preflight judges the chain
+    /// ([`crate::session::Recovered`]); any other answer refuses as without it.
+    pub recover_finished_runs: Option<Arc<dyn LivenessSource>>,
 }
 
 impl Default for SessionOptions {
@@ -102,6 +108,7 @@ impl Default for SessionOptions {
             interval: Duration::from_secs(2),
             timeout: Duration::from_mins(5),
             reason: None,
+            recover_finished_runs: None,
         }
     }
 }

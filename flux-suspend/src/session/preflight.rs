@@ -14,14 +14,21 @@ use serde_json::Value;
 
 use crate::handoff::Chain;
 use crate::object::{get_json, kustomization};
+use crate::session::recover::{Recovered, finished_runs};
 use crate::session::{ParentSpec, SessionError, SessionOptions};
 
-/// Reads the Lease and each target and parent; returns the chains.
+/// Recovers what finished CI runs hold (when asked to), then reads the Lease and each target
+/// and parent; returns the chains and what was recovered.
 pub(crate) async fn preflight(
     client: &Client,
     opts: &SessionOptions,
     holder: &Holder,
-) -> Result<Vec<Chain>, SessionError> {
+) -> Result<(Vec<Chain>, Vec<Recovered>), SessionError> {
+    let recovered = match &opts.recover_finished_runs {
+        // Boxed: the recovery's future is large and rarely needed.
+        Some(source) => Box::pin(finished_runs(client, opts, holder, source)).await?,
+        None => Vec::new(),
+    };
     lease(client, opts).await?;
     let mut chains = Vec::new();
     for t in &opts.targets {
@@ -43,7 +50,7 @@ pub(crate) async fn preflight(
             target: t.object.clone(),
         });
     }
-    Ok(chains)
+    Ok((chains, recovered))
 }
 
 /// Refuses while another holder has the Lease and it has not expired (the acquire decides

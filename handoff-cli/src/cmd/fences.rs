@@ -5,6 +5,7 @@
 //! The rules live in `flux_fence::recovery` (pure, plus its thin I/O layer); these files parse,
 //! print and map exit codes ([`render`] holds the words).
 
+pub(crate) mod evidence;
 mod recover;
 mod release;
 pub mod render;
@@ -78,6 +79,8 @@ pub(crate) struct Context {
     pub scope: Scope,
     /// Appended to each printed command (`--config PATH` when one was given).
     pub suffix: String,
+    /// `[recovery]` of the configuration file.
+    pub recovery_file: config::RecoveryConfig,
 }
 
 impl Context {
@@ -118,6 +121,7 @@ impl Context {
             lease: s.lease,
             scope,
             suffix,
+            recovery_file: file.recovery.unwrap_or_default(),
         })
     }
 

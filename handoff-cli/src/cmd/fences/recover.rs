@@ -2,14 +2,20 @@
 //! stayed unchanged, take it over (a CAS on the watched version) before releasing anything,
 //! release the orphaned fences children first, then release the Lease. Without `--yes` it only
 //! prints what it would do and, for each thing it keeps, why. The rules live in
-//! `flux_fence::recovery`.
+//! `flux_fence::recovery`. With `--evidence github` the Lease holder's CI run is asked instead
+//! of watching the Lease (see docs/recovery.md).
+
+use std::path::PathBuf;
 
 use clap::Args;
-use flux_fence::recovery::{RecoverOutcome, RecoverPlan, RecoverReport, WatchProgress};
+use flux_fence::recovery::{
+    HolderEvidence, RecoverOutcome, RecoverPlan, RecoverReport, WatchProgress,
+};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
 use super::Context;
+use super::evidence::{self, Evidence};
 use super::render::{self, short_ref};
 use crate::exit;
 use crate::failure::Failure;
@@ -27,8 +33,14 @@ a live run. The Lease is then taken over with a compare-and-swap on the watched 
 any fence is released; if that loses (the holder renewed, or someone else wrote the Lease), \
 nothing is released and recover exits 3. Fences of a holder that does not hold the Lease are \
 orphaned without a watch. A deliberate pause (`flux-handoff pause` parks its Lease) is kept \
-unless --include-paused. Evidence from CI (e.g. whether a GitHub Actions run has finished) is \
-not consulted yet.")]
+unless --include-paused.
+
+With --evidence github (or `[recovery] evidence = \"github\"`) the Lease is not watched: the \
+holder's exact GitHub Actions run attempt (its identity gh<run>.<attempt>-...) is asked of \
+GITHUB_API_URL in GITHUB_REPOSITORY with GITHUB_TOKEN (or --github-token-file; it needs \
+`actions: read`), again every second while the run is queued or in progress, for at most one \
+lease duration. Only status `completed`, with the Lease unchanged since it was read, proves the \
+holder gone; every other answer keeps it and recover exits 3 with one line why.")]
 pub struct RecoverArgs {
     /// Release for real. Without it, watch and print what would be released and what is kept,
     /// and why (dry run, the default).
@@ -39,10 +51,25 @@ pub struct RecoverArgs {
     /// watch shows the Lease unchanged).
     #[arg(long)]
     pub include_paused: bool,
+    /// How a Lease holder is proved gone: `lease` (watch the Lease, the default) or `github`
+    /// (ask GitHub whether the holder's run attempt is completed).
+    #[arg(long, value_enum, value_name = "SOURCE")]
+    pub evidence: Option<Evidence>,
+    /// Read the GitHub token from this file instead of `GITHUB_TOKEN`.
+    #[arg(long, value_name = "PATH")]
+    pub github_token_file: Option<PathBuf>,
 }
 
 pub async fn run(ctx: &Context, args: &RecoverArgs, out: &mut Output) -> Result<u8, Failure> {
-    let recovery = ctx.recovery().include_paused(args.include_paused);
+    let mut recovery = ctx.recovery().include_paused(args.include_paused);
+    if evidence::resolve(args.evidence, &ctx.recovery_file)? == Evidence::Github {
+        let source = evidence::github(
+            "--evidence github",
+            args.github_token_file.as_deref(),
+            &ctx.recovery_file,
+        )?;
+        recovery = recovery.ci_evidence(source, None);
+    }
     let lease = ctx.lease_name();
     let planned = {
         let shown: &Output = out;
@@ -59,6 +86,13 @@ pub async fn run(ctx: &Context, args: &RecoverArgs, out: &mut Output) -> Result<
     };
     let now = planned.snapshot.now;
     let plan = &planned.plan;
+    if let HolderEvidence::NotProved { holder, why } = &planned.evidence {
+        report_plan(ctx, plan, now, false, out);
+        return Err(Failure::new(
+            exit::REFUSED,
+            format!("lease {lease}: holder {holder} not proved gone, nothing changed: {why}"),
+        ));
+    }
     if !args.yes {
         report_plan(ctx, plan, now, false, out);
         if plan.is_empty() {

@@ -102,6 +102,7 @@ pub fn keep(why: &KeepReason, now: Timestamp) -> String {
         KeepReason::ChildKept { holder } => {
             format!("a parent whose child is still held by {holder}")
         }
+        KeepReason::NotProved { holder, why } => format!("{holder} not proved gone: {why}"),
         _ => "its holder is unknown".into(),
     }
 }

@@ -103,7 +103,8 @@ pub async fn run(
             None => Err(interrupted()),
         };
     };
-    let opts = session::options(&settings, session::holder(&args.holder)?)?;
+    let mut opts = session::options(&settings, session::holder(&args.holder)?)?;
+    session::recover_finished_runs(&mut opts, &args.holder, &file)?;
     let started = session::start(client.clone(), opts, cancel, out).await?;
     let (targets, parents) = session::members(&started);
     let out = RefCell::new(out);
