@@ -6,7 +6,8 @@
 //!   the Flux controller model (`flux-system` seeded).
 //! - `cargo xtask cluster down` — stop both and delete their state.
 //! - `cargo xtask cluster check [--kubeconfig K]` — `flux-handoff doctor` against it (or K).
-//! - `cargo xtask ci` — everything CI checks: fmt, clippy, the launcher build, all tests.
+//! - `cargo xtask ci` — everything CI checks: fmt, clippy, the launcher build, all tests
+//!   (installs `cargo-nextest` and, as root, the registry's Debian packages when missing).
 
 mod bench;
 mod bins;
@@ -46,9 +47,11 @@ commands:
                           run `flux-handoff doctor` (read-only preflight: API, Flux CRDs,
                           controller, Lease namespace, permissions) against the control plane
                           of `cluster up`, or against K; fails when a check fails
-  ci                      fmt check, clippy -D warnings, build the launcher, start a private
-                          control plane, cargo nextest run --workspace, doc tests; stops the
-                          control plane on every exit path
+  ci                      install what the tests need when missing (cargo-nextest; as root
+                          docker-registry and apache2-utils, otherwise it names the command
+                          and fails), fmt check, clippy -D warnings, build the launcher, start
+                          a private control plane, cargo nextest run --workspace, doc tests;
+                          stops the control plane on every exit path
   bench [--quick]         release-build flux-bench and flux-handoff, start a control plane of
                           its own (target/flux-handoff/bench-cluster), measure handoff vs the
                           kubectl+jq shell way, fan-out, retirement strategies and footprint;
@@ -114,6 +117,11 @@ fn main() -> ExitCode {
 fn ci() -> anyhow::Result<()> {
     use proc::run;
     let root = paths::root();
+    // What the tests need on a fresh machine, before minutes of fmt and clippy.
+    demo::require_tools("cargo xtask ci")?;
+    if !proc::succeeds("cargo", &["nextest", "--version"], &root) {
+        run("cargo", &["install", "--locked", "cargo-nextest"], &root)?;
+    }
     run("cargo", &["fmt", "--all", "--check"], &root)?;
     run(
         "cargo",
@@ -127,9 +135,6 @@ fn ci() -> anyhow::Result<()> {
         ],
         &root,
     )?;
-    if !proc::succeeds("cargo", &["nextest", "--version"], &root) {
-        anyhow::bail!("cargo-nextest is missing: cargo install --locked cargo-nextest");
-    }
     let bin = envtest::ensure_built()?;
     // A private control plane for this run, stopped on every exit path (its guard's Drop, and
     // the launcher exits by itself when our end of its stdin closes, even if we are killed).
