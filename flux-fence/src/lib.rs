@@ -123,4 +123,8 @@ pub use lease::{
 pub use lease_decide::{GoneHolder, LeaseConfig, LossReason, RecoverRefusal};
 pub use mark::{Mark, MarkAt, PriorRecord, RecordedMark, Restore};
 pub use outcome::{AcquireOutcome, Applied, Kept, LostAcquire, ReleaseOutcome};
-pub use remark::{RemarkDecision, decide_remark};
+
+/// The README's program is compiled as a doc test, so the example a user copies builds.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeProgram;

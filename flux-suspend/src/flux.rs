@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-/// Annotation that makes a parent Kustomization skip a child it manages (flux-model.md, fact 6).
+/// Makes a parent Kustomization skip a child it manages (docs/design/flux-model.md, fact 6).
 pub const RECONCILE_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/reconcile";
 /// Value of [`RECONCILE_ANNOTATION`] that disables apply and prune.
 pub const RECONCILE_DISABLED: &str = "disabled";

@@ -6,7 +6,7 @@
 //! seen on the previous pass. [`REQUIRED_PASSES`] consecutive counted passes prove the pause.
 //!
 //! Status conditions are deliberately not part of [`Seen`]: a suspended Flux object may carry a
-//! frozen `Reconciling=True` forever (flux-model.md, fact 9), so status is no clock after
+//! frozen `Reconciling=True` forever (docs/design/flux-model.md, fact 9): status is no clock after
 //! suspension and must not block the proof.
 
 use crate::report::{Counter, Counters};

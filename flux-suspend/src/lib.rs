@@ -69,7 +69,7 @@
 //! suspended after a failed or interrupted reconcile therefore keeps `Reconciling=True` for as
 //! long as it stays suspended, and a controller restart mid-reconcile leaves
 //! `Reconciling=True, Ready=Unknown` that the new process never clears while suspended
-//! (flux-model.md, facts 3, 4 and 9). A proof that waits for `Reconciling` to clear on a
+//! (docs/design/flux-model.md, facts 3, 4, 9). A proof that waits for `Reconciling` to clear on a
 //! suspended object can wait forever — which is exactly what happened in the incident. The
 //! judge therefore never reads conditions: it proves ownership, suspension and stillness
 //! (unchanged resourceVersions), and the retirement strategy proves that no reconcile that began
@@ -102,3 +102,8 @@ pub use steps::Step;
 pub use error::SuspendError;
 pub use handoff::{Chain, Handoff, PauseOptions, PauseOutcome, ResumeReport};
 pub use judge::Proof;
+
+/// The README's program is compiled as a doc test, so the example a user copies builds.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeProgram;

@@ -1,6 +1,6 @@
 //! Suspend-aware readiness after resume.
 //!
-//! A suspended Kustomization keeps a lagging `observedGeneration` forever (flux-model.md, fact
+//! A suspended Kustomization keeps a lagging `observedGeneration` (docs/design/flux-model.md, fact
 //! 10), and a frozen `Ready`/`Reconciling` pair from before the suspend (fact 9). Neither is
 //! progress: readiness is judged only on a resumed object, for the current generation, and —
 //! when a reconcile was requested — after that request was handled.

@@ -5,7 +5,7 @@
 //! `reconcile.fluxcd.io/requestedAt` nonce is acknowledged when
 //! `status.lastHandledReconcileAt == nonce`. Only a reconcile that *started after* the patch can
 //! write that value, and the controller never runs two reconciles of one object at once
-//! (flux-model.md, facts 2 and 3), so the acknowledgement proves that no pre-suspension
+//! (docs/design/flux-model.md, facts 2 and 3), so the acknowledgement proves that no pre-suspension
 //! execution of that object is still running — without restarting the controller.
 //!
 //! **restart**: after a rollout restart, every Pod that existed before it must be gone (a Pod

@@ -1,5 +1,5 @@
 //! Tier 2: the incident. A controller restart kills a reconcile that is in flight when the
-//! suspend lands; the suspended object keeps `Reconciling=True` forever (flux-model.md fact 9).
+//! suspend lands; the suspended object keeps `Reconciling=True` (docs/design/flux-model.md fact 9).
 //! The proof must still succeed — and the shell tool's status-based rule must not.
 
 mod common;

@@ -13,7 +13,7 @@ fn without_status(mut v: Value) -> Value {
     o.remove("status");
     let m = o["metadata"].as_object_mut().unwrap();
     // Status, versions and the controller's own finalizer (added by any reconcile that finds
-    // it missing, e.g. the one acknowledging our nonce — flux-model.md fact 4) are not ours.
+    // it missing, e.g. the one acknowledging our nonce: docs/design/flux-model.md 4) are not ours.
     for k in [
         "resourceVersion",
         "generation",

@@ -91,3 +91,8 @@ pub mod source;
 pub use credential::{CredentialFormat, CredentialSource, DockerConfig, RegistryAuth};
 pub use error::{CredentialProblem, GhcrError};
 pub use mask::{MaskCommands, Redactor};
+
+/// The README's program is compiled as a doc test, so the example a user copies builds.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeProgram;

@@ -1,4 +1,4 @@
-//! A model of Flux source-controller for `OCIRepository` (`flux-model.md`,
+//! A model of Flux source-controller for `OCIRepository` (docs/design/flux-model.md,
 //! "source-controller"), for tests and the demo.
 //!
 //! 1. Every 50 ms it lists the `OCIRepository` objects of its namespace and reconciles those

@@ -1,5 +1,5 @@
 //! Tier 2: the model's `kustomize-controller` Deployment and Pods, and a rollout restart that
-//! kills in-flight reconciles (flux-model.md "The controller Deployment" and fact 9).
+//! kills in-flight reconciles (docs/design/flux-model.md "The controller Deployment" and fact 9).
 
 use std::collections::BTreeSet;
 use std::time::Duration;

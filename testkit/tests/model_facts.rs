@@ -1,4 +1,4 @@
-//! Tier 2: the Flux controller model checked against flux-model.md facts 1–5 and 8–10, on the
+//! Tier 2: the Flux controller model against docs/design/flux-model.md facts 1–5, 8–10, on the
 //! real kube-apiserver. Every test asserts what the server holds, and awaits the model's own
 //! events instead of sleeping.
 

@@ -1,4 +1,4 @@
-//! Tier 2: the model playing helm-controller (flux-model.md "helm-controller": the same
+//! Tier 2: the model playing helm-controller (docs/design/flux-model.md "helm-controller": the same
 //! trigger predicates and the same deferred status patch on the suspended path).
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};

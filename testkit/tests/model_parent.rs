@@ -1,4 +1,4 @@
-//! Tier 2: a parent Kustomization applying its children (flux-model.md facts 6 and 7) and the
+//! Tier 2: a parent Kustomization applying its children (docs/design/flux-model.md facts 6, 7), the
 //! seeded tree, against the real kube-apiserver.
 
 use k8s_openapi::api::apps::v1::Deployment;

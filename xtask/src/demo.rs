@@ -48,7 +48,7 @@ pub fn run(keep: bool) -> anyhow::Result<()> {
     let started = Instant::now();
     let state = paths::demo_state();
     let mut clock = Clock::new();
-    require_tools()?;
+    require_tools("the demo")?;
     if cluster::running(&state).is_some() {
         eprintln!("xtask: stopping the demo left running by an earlier `cargo xtask demo --keep`");
     }
@@ -370,8 +370,9 @@ fn capture_json(cmd: &mut Command, what: &str) -> anyhow::Result<serde_json::Val
     doc.with_context(|| format!("{what} printed no JSON document"))
 }
 
-/// Tools the registry needs; installed with apt-get when missing and we are root.
-fn require_tools() -> anyhow::Result<()> {
+/// Tools the local registry needs (the demo's and the tests'); installed with apt-get when
+/// missing and we are root, otherwise the one command to run is named and `who` fails.
+pub(crate) fn require_tools(who: &str) -> anyhow::Result<()> {
     const INSTALL: &str = "apt-get install -y docker-registry apache2-utils";
     let missing: Vec<&str> = ["docker-registry", "htpasswd", "sha256sum"]
         .into_iter()
@@ -386,7 +387,7 @@ fn require_tools() -> anyhow::Result<()> {
         .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
     if !root || !on_path("apt-get") {
         bail!(
-            "the demo needs {} (a local registry): install it with `sudo {INSTALL}`",
+            "{who} needs {} (a local registry): install it with `sudo {INSTALL}`",
             missing.join(", ")
         );
     }

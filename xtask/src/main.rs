@@ -7,7 +7,7 @@
 //! - `cargo xtask cluster down` — stop both and delete their state.
 //! - `cargo xtask cluster check [--kubeconfig K]` — `flux-handoff doctor` against it (or K).
 //! - `cargo xtask ci` — everything CI checks: fmt, clippy, actionlint, the launcher build, all
-//!   tests.
+//!   tests (installs `cargo-nextest` and, as root, the registry's Debian packages when missing).
 //! - `cargo xtask actionlint` — actionlint (built and cached) on the action and `docs/*.yml`.
 
 mod actionlint;
@@ -51,9 +51,11 @@ commands:
                           of `cluster up`, or against K; fails when a check fails
   actionlint              build actionlint (Go modules, cached under ~/.cache/flux-handoff)
                           and lint the workflows under docs/ and, through them, action.yml
-  ci                      fmt check, clippy -D warnings, actionlint, build the launcher, start a private
-                          control plane, cargo nextest run --workspace, doc tests; stops the
-                          control plane on every exit path
+  ci                      install what the tests need when missing (cargo-nextest; as root
+                          docker-registry and apache2-utils, otherwise it names the command
+                          and fails), fmt check, clippy -D warnings, actionlint, build the
+                          launcher, start a private control plane, cargo nextest run
+                          --workspace, doc tests; stops the control plane on every exit path
   bench [--quick]         release-build flux-bench and flux-handoff, start a control plane of
                           its own (target/flux-handoff/bench-cluster), measure handoff vs the
                           kubectl+jq shell way, fan-out, retirement strategies and footprint;
@@ -120,6 +122,11 @@ fn main() -> ExitCode {
 fn ci() -> anyhow::Result<()> {
     use proc::run;
     let root = paths::root();
+    // What the tests need on a fresh machine, before minutes of fmt and clippy.
+    demo::require_tools("cargo xtask ci")?;
+    if !proc::succeeds("cargo", &["nextest", "--version"], &root) {
+        run("cargo", &["install", "--locked", "cargo-nextest"], &root)?;
+    }
     run("cargo", &["fmt", "--all", "--check"], &root)?;
     run(
         "cargo",
@@ -134,9 +141,6 @@ fn ci() -> anyhow::Result<()> {
         &root,
     )?;
     actionlint::run()?;
-    if !proc::succeeds("cargo", &["nextest", "--version"], &root) {
-        anyhow::bail!("cargo-nextest is missing: cargo install --locked cargo-nextest");
-    }
     let bin = envtest::ensure_built()?;
     // A private control plane for this run, stopped on every exit path (its guard's Drop, and
     // the launcher exits by itself when our end of its stdin closes, even if we are killed).

@@ -12,7 +12,7 @@ use flux_fence::ObjectRef;
 ///
 /// # Guarantees
 /// When this returns, no reconcile of `object` that began before the patch carrying `nonce`
-/// is still running (flux-model.md, facts 2 and 3).
+/// is still running (docs/design/flux-model.md, facts 2 and 3).
 ///
 /// # Errors
 /// [`SuspendError::AckTimeout`] when the deadline passes; read errors are retried until then.

@@ -19,7 +19,7 @@ pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
 /// updating status) moves the Deployment between our read and our patch.
 const PATCH_ROUNDS: usize = 8;
 
-/// The controller Deployment to restart (flux-model.md: `flux-system/kustomize-controller`).
+/// The controller Deployment to restart (`flux-system/kustomize-controller`, see docs/design).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ControllerRef {
     pub namespace: String,

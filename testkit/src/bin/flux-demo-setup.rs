@@ -195,7 +195,7 @@ async fn stale_secret(client: &Client, ns: &str, host: &str) -> anyhow::Result<(
 /// Why a status write and not a hung reconcile: in the incident the parent began a reconcile
 /// just before the suspend, the controller restart killed it, and the suspended parent kept
 /// the `Reconciling=True, Ready=Unknown` that reconcile had written — Flux never clears it
-/// while suspended (flux-model.md, facts 3 and 9). The controller model runs in another
+/// while suspended (docs/design/flux-model.md, facts 3 and 9). The controller model runs in another
 /// process here, so it cannot be hung on demand; writing exactly the status an interrupted
 /// reconcile leaves is the same server state. It stays: status writes trigger no reconcile,
 /// and the suspended path of the next reconcile (the handoff's own) only records its nonce

@@ -1,5 +1,5 @@
 //! A model of Flux's kustomize-controller (and its Deployment) that runs against a real
-//! kube-apiserver, following `flux-model.md` fact by fact.
+//! kube-apiserver, following docs/design/flux-model.md fact by fact.
 //!
 //! ```no_run
 //! # async fn demo(client: kube::Client) -> anyhow::Result<()> {
@@ -43,7 +43,7 @@
 //! helper does), every other status field is a JSON merge patch with no precondition.
 //!
 //! [`Controller::Helm`] plays helm-controller on `HelmRelease`s with the same queue, phases and
-//! finalisation (flux-model.md "helm-controller"); it has no children and does not model a
+//! finalisation (docs/design/flux-model.md "helm-controller"); no children, and it does not model a
 //! release left `pending-upgrade`.
 //!
 //! # Caveats
@@ -94,7 +94,7 @@ pub const PARENT_NAME_LABEL: &str = "kustomize.toolkit.fluxcd.io/name";
 /// Label naming the parent Kustomization's namespace.
 pub const PARENT_NAMESPACE_LABEL: &str = "kustomize.toolkit.fluxcd.io/namespace";
 
-/// A working-path phase (flux-model.md fact 5).
+/// A working-path phase (docs/design/flux-model.md fact 5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Phase {
     Fetch,
@@ -198,7 +198,7 @@ impl FluxModel {
     /// current tokio runtime.
     ///
     /// # Guarantees
-    /// Every fact of flux-model.md 1–10 holds for the objects it watches; nothing outside the
+    /// Facts 1–10 of docs/design/flux-model.md hold for the objects it watches; nothing outside the
     /// watched namespace is written except children a parent's Git manifests name and the
     /// configured Deployment and its Pods.
     ///

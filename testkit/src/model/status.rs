@@ -1,4 +1,4 @@
-//! The pure half of the model: conditions, the deferred `finalizeStatus` (flux-model.md fact 3)
+//! The model's pure half: conditions, the deferred `finalizeStatus` (docs/design/flux-model.md 3)
 //! and the JSON merge patch that a status write sends. No I/O here.
 
 use serde_json::{Map, Value, json};
@@ -84,7 +84,7 @@ pub fn delete_condition(status: &mut Value, type_: &str) {
     }
 }
 
-/// The deferred `finalizeStatus` of kustomize-controller (flux-model.md fact 3), applied to the
+/// kustomize-controller's deferred `finalizeStatus` (docs/design/flux-model.md 3), applied to the
 /// in-memory `status` of an object whose annotations and generation are given:
 /// 1. copies `requestedAt` into `lastHandledReconcileAt`;
 /// 2. `Ready=True`: deletes `Reconciling`, sets `observedGeneration = generation`;
