@@ -81,7 +81,7 @@ pub fn tree_files() -> Vec<(String, String)> {
                 "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  \
                  name: child\n  namespace: ${{NS}}\nspec:\n  interval: 10m\n  \
                  path: ${{CHILD_PATH:=./fixtures/configmap}}\n  prune: true\n  \
-                 wait: ${{CHILD_WAIT:=false}}\n  timeout: 1m\n  targetNamespace: ${{NS}}\n  \
+                 wait: ${{CHILD_WAIT:=false}}\n  timeout: 20s\n  targetNamespace: ${{NS}}\n  \
                  sourceRef:\n    kind: OCIRepository\n    name: {SOURCE}\n    namespace: {FLUX_NS}\n"
             ),
         ),
