@@ -54,8 +54,10 @@ commands:
                           of `cluster up`, or against K; fails when a check fails
   ci                      fmt check, clippy -D warnings, build the launcher, start a private
                           control plane, cargo nextest run --workspace, doc tests; stops the
-                          control plane on every exit path (the real_flux_ tests are not part
-                          of it yet)
+                          control plane on every exit path; then the real Flux tier (below)
+  ci real                 only the real Flux tier: a private control plane with the real
+                          kustomize- and source-controller (cluster up --flux real), the
+                          real_flux_ tests, everything stopped on every exit path
   bench [--quick]         release-build flux-bench and flux-handoff, start a control plane of
                           its own (target/flux-handoff/bench-cluster), measure handoff vs the
                           kubectl+jq shell way, fan-out, retirement strategies and footprint;
@@ -106,6 +108,7 @@ fn main() -> ExitCode {
             bench::run(!flags.is_empty())
         }
         ["ci"] => ci(),
+        ["ci", "real"] => ci_real(),
         ["-h" | "--help" | "help"] => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -183,5 +186,33 @@ fn ci() -> anyhow::Result<()> {
         &env,
     )?;
     proc::run_env("cargo", &["test", "--doc", "--workspace"], &root, &env)?;
-    plane.stop()
+    plane.stop()?;
+    ci_real()
+}
+
+/// Tier 3 of `ci` (also `cargo xtask ci real` alone): the `real_flux_` tests against the real
+/// Flux controllers (built from Go modules, cached) on a private control plane of their own.
+fn ci_real() -> anyhow::Result<()> {
+    let root = paths::root();
+    if !proc::succeeds("cargo", &["nextest", "--version"], &root) {
+        anyhow::bail!("cargo-nextest is missing: cargo install --locked cargo-nextest");
+    }
+    let real = realflux::Plane::start(&paths::scratch().join("ci-real-cluster"))?;
+    let env = [("FLUX_HANDOFF_REAL_KUBECONFIG", real.kubeconfig.as_os_str())];
+    proc::run_env(
+        "cargo",
+        &[
+            "nextest",
+            "run",
+            "-p",
+            "testkit",
+            "--profile",
+            "ci",
+            "--test",
+            "real_flux",
+        ],
+        &root,
+        &env,
+    )?;
+    real.stop()
 }
