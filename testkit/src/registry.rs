@@ -5,7 +5,8 @@
 //!    stdin, never argv), writes a config, starts `docker-registry serve` and waits (bounded,
 //!    20 s) until `/v2/` answers 401; a port lost between probe and bind is retried.
 //! 2. [`LocalRegistry::push_image`] pushes a minimal OCI image (empty config, no layers) and
-//!    returns its manifest digest.
+//!    returns its manifest digest; [`LocalRegistry::push_artifact`] pushes a Flux OCI artifact
+//!    (one `tar+gzip` layer) that source-controller can pull.
 //! 3. Dropping the value kills the process and removes its directory.
 //!
 //! Needs `docker-registry`, `htpasswd` (apache2-utils) and `sha256sum` on `PATH`.
@@ -111,12 +112,70 @@ impl LocalRegistry {
         repo: &str,
         tag: &str,
     ) -> anyhow::Result<String> {
-        let http = reqwest::Client::new();
-        let base = format!("http://{}/v2/{repo}", self.host);
         let config = b"{}".to_vec();
-        let config_digest = sha256(&config)?;
+        let config_digest = self.upload_blob(user, pass, repo, &config).await?;
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": config_digest,
+                "size": config.len(),
+            },
+            "layers": [],
+        });
+        self.put_manifest(user, pass, repo, tag, &manifest).await
+    }
+
+    /// Pushes a Flux OCI artifact as `repo:tag` (what `flux push artifact` makes): an empty
+    /// Flux config and one `tar+gzip` content layer, `layer_tgz`. Returns the manifest digest.
+    ///
+    /// # Errors
+    /// The registry refused an upload, or HTTP failed.
+    pub async fn push_artifact(
+        &self,
+        user: &str,
+        pass: &str,
+        repo: &str,
+        tag: &str,
+        layer_tgz: &[u8],
+    ) -> anyhow::Result<String> {
+        let config = b"{}".to_vec();
+        let config_digest = self.upload_blob(user, pass, repo, &config).await?;
+        let layer_digest = self.upload_blob(user, pass, repo, layer_tgz).await?;
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {
+                "mediaType": "application/vnd.cncf.flux.config.v1+json",
+                "digest": config_digest,
+                "size": config.len(),
+            },
+            "layers": [{
+                "mediaType": "application/vnd.cncf.flux.content.v1.tar+gzip",
+                "digest": layer_digest,
+                "size": layer_tgz.len(),
+            }],
+            "annotations": {
+                "org.opencontainers.image.source": format!("oci://{}/{repo}", self.host),
+                "org.opencontainers.image.revision": format!("{tag}@{layer_digest}"),
+            },
+        });
+        self.put_manifest(user, pass, repo, tag, &manifest).await
+    }
+
+    /// Uploads one blob (monolithic POST then PUT); returns its digest.
+    async fn upload_blob(
+        &self,
+        user: &str,
+        pass: &str,
+        repo: &str,
+        blob: &[u8],
+    ) -> anyhow::Result<String> {
+        let http = reqwest::Client::new();
+        let digest = sha256(blob)?;
         let start = http
-            .post(format!("{base}/blobs/uploads/"))
+            .post(format!("http://{}/v2/{repo}/blobs/uploads/", self.host))
             .basic_auth(user, Some(pass))
             .send()
             .await?;
@@ -136,37 +195,39 @@ impl LocalRegistry {
         };
         let sep = if location.contains('?') { '&' } else { '?' };
         let put = http
-            .put(format!("{location}{sep}digest={config_digest}"))
+            .put(format!("{location}{sep}digest={digest}"))
             .basic_auth(user, Some(pass))
             .header("content-type", "application/octet-stream")
-            .body(config.clone())
+            .body(blob.to_vec())
             .send()
             .await?;
         if put.status().as_u16() != 201 {
             bail!("blob upload: {}", put.status());
         }
-        let manifest = serde_json::json!({
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "config": {
-                "mediaType": "application/vnd.oci.image.config.v1+json",
-                "digest": config_digest,
-                "size": config.len(),
-            },
-            "layers": [],
-        })
-        .to_string();
-        let put = http
-            .put(format!("{base}/manifests/{tag}"))
+        Ok(digest)
+    }
+
+    /// Puts an OCI image manifest as `repo:tag`; returns its digest.
+    async fn put_manifest(
+        &self,
+        user: &str,
+        pass: &str,
+        repo: &str,
+        tag: &str,
+        manifest: &serde_json::Value,
+    ) -> anyhow::Result<String> {
+        let body = manifest.to_string();
+        let put = reqwest::Client::new()
+            .put(format!("http://{}/v2/{repo}/manifests/{tag}", self.host))
             .basic_auth(user, Some(pass))
             .header("content-type", "application/vnd.oci.image.manifest.v1+json")
-            .body(manifest.clone())
+            .body(body.clone())
             .send()
             .await?;
         if put.status().as_u16() != 201 {
             bail!("manifest upload: {}", put.status());
         }
-        sha256(manifest.as_bytes())
+        sha256(body.as_bytes())
     }
 }
 

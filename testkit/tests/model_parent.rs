@@ -10,7 +10,7 @@ use testkit::fixtures::{kustomization, kustomization_resource};
 use testkit::model::seed::{CHILDREN, PARENT};
 use testkit::model::{
     FIELD_MANAGER, FluxModel, ModelConfig, ModelEvent, ModelHandle, Outcome, PARENT_NAME_LABEL,
-    Phase, RECONCILE_ANNOTATION, seed_tree,
+    Phase, RECONCILE_ANNOTATION, STATUS_MANAGER, seed_tree,
 };
 
 const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
@@ -316,4 +316,56 @@ async fn seed_tree_parent_applies_both_children_and_all_turn_ready() {
         assert_eq!(ready, Some("True"), "{name}");
     }
     model.shutdown().await;
+}
+
+#[tokio::test]
+async fn fact_7_status_and_finalizers_are_written_as_gotk_kustomize_controller_and_kept() {
+    // Real Flux writes finalizers and status as `gotk-<controller>` (kustomize-controller
+    // main.go: StatusManager), which its own apply never takes over; only the apply is
+    // `kustomize-controller`.
+    let s = setup("model-f7g").await;
+    let ns = s.ns.name.clone();
+    let m = s.model.mark();
+    s.api
+        .create(&PostParams::default(), &kustomization("parent").build(&ns))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.model.wait_settled("parent", m).await.unwrap(),
+        Outcome::Succeeded
+    );
+    s.model.wait_settled("child", m).await.unwrap();
+    // A second apply of the parent leaves the status writer's entries alone.
+    let m = s.model.mark();
+    patch_as(
+        &s,
+        "test-writer",
+        "parent",
+        json!({ "metadata": { "annotations": { REQUESTED_AT: "again" } } }),
+    )
+    .await;
+    s.model.wait_run_seeing("parent", "again", m).await.unwrap();
+    let child = s.api.get("child").await.unwrap();
+    let entries: Vec<(String, String, String)> = child
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| {
+            (
+                e.manager.unwrap_or_default(),
+                e.operation.unwrap_or_default(),
+                e.subresource.unwrap_or_default(),
+            )
+        })
+        .collect();
+    let has = |m: &str, op: &str, sub: &str| {
+        entries
+            .iter()
+            .any(|(em, eo, es)| em == m && eo == op && es == sub)
+    };
+    assert!(has(STATUS_MANAGER, "Update", "status"), "{entries:?}");
+    assert!(has(STATUS_MANAGER, "Update", ""), "finalizers: {entries:?}");
+    assert!(has(FIELD_MANAGER, "Apply", ""), "{entries:?}");
+    assert!(!has(FIELD_MANAGER, "Update", ""), "{entries:?}");
 }

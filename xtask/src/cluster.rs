@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 use crate::daemon::{self, Spec};
+use crate::realflux::{self, Flux};
 use crate::{bins, envtest, paths, proc};
 
 const READY_TIMEOUT: Duration = Duration::from_mins(3);
@@ -25,12 +26,20 @@ const MODEL_BIN: &str = "flux-model";
 /// How long the model gets to shut down its controllers after SIGTERM.
 const MODEL_STOP_GRACE: Duration = Duration::from_secs(10);
 
-/// `cargo xtask cluster up [--detach]`.
-pub fn up(detach: bool) -> anyhow::Result<()> {
+/// `cargo xtask cluster up [--flux model|real] [--detach]`.
+pub fn up(detach: bool, flux: Flux) -> anyhow::Result<()> {
     let state = paths::cluster_state();
     if let Some(line) = running(&state) {
+        if Flux::of(&state) != flux {
+            bail!(
+                "a control plane with the other Flux ({:?}) is already running in {}; `cargo \
+                 xtask cluster down` first",
+                Flux::of(&state),
+                state.display()
+            );
+        }
         if detach {
-            if daemon::running(&state, MODEL, MODEL_BIN).is_none() {
+            if flux == Flux::Model && daemon::running(&state, MODEL, MODEL_BIN).is_none() {
                 eprintln!(
                     "xtask: this control plane runs without the controller model (started by an \
                      older xtask?); `cargo xtask cluster down` then `up` starts both"
@@ -41,7 +50,7 @@ pub fn up(detach: bool) -> anyhow::Result<()> {
         }
         bail!("a control plane is already running ({line}); `cargo xtask cluster down` first");
     }
-    let (mut child, line) = start(&state, detach)?;
+    let (mut child, line) = start(&state, detach, flux)?;
     println!("{line}");
     if detach {
         return Ok(());
@@ -49,6 +58,7 @@ pub fn up(detach: bool) -> anyhow::Result<()> {
     eprintln!("xtask: running in the foreground; Ctrl-C stops it");
     let status = child.wait()?;
     daemon::stop(&state, MODEL, MODEL_BIN, MODEL_STOP_GRACE)?;
+    realflux::stop(&state)?;
     clean(&state)?;
     if !status.success() {
         bail!("the launcher exited with {status}; see its log above");
@@ -97,6 +107,7 @@ pub fn check(kubeconfig: Option<&str>) -> anyhow::Result<()> {
 /// Stops the controller model, then the control plane, of `state`, and deletes the state.
 pub fn stop(state: &Path) -> anyhow::Result<()> {
     let model = daemon::stop(state, MODEL, MODEL_BIN, MODEL_STOP_GRACE);
+    let real = realflux::stop(state);
     match read_pid(state) {
         Some(pid) if proc::alive(pid) => {
             stop_pid(pid)?;
@@ -105,17 +116,24 @@ pub fn stop(state: &Path) -> anyhow::Result<()> {
         _ => eprintln!("xtask: no control plane was running"),
     }
     model?;
+    real?;
     clean(state)
 }
 
-/// Builds (cached) and starts a control plane in `state`, then the controller model against
-/// it; returns the launcher and its ready line, written to `state/ready` once both are ready.
-/// With `detach`, both run in their own process groups.
-pub fn start(state: &Path, detach: bool) -> anyhow::Result<(Child, String)> {
+/// Builds (cached) and starts a control plane in `state`, then `flux` against it (the
+/// controller model, or the real controllers seeded from the local registry); returns the
+/// launcher and its ready line, written to `state/ready` once all is ready. With `detach`,
+/// everything runs in its own process group.
+pub fn start(state: &Path, detach: bool, flux: Flux) -> anyhow::Result<(Child, String)> {
     let bin = envtest::ensure_built()?;
-    let model_bin = bins::build("testkit", &[MODEL_BIN])?.remove(0);
     clean(state)?;
-    let mut cmd = launcher(&bin, state)?;
+    flux.record(state)?;
+    if flux == Flux::Real {
+        let crds = realflux::prepare(state)?;
+        return start_real(&bin, state, &crds, detach);
+    }
+    let model_bin = bins::build("testkit", &[MODEL_BIN])?.remove(0);
+    let mut cmd = launcher(&bin, state, &paths::crds())?;
     cmd.stdin(Stdio::null());
     if detach {
         // Its own process group: a Ctrl-C in this terminal later does not reach it.
@@ -176,12 +194,39 @@ fn clean(state: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn launcher(bin: &Path, state: &Path) -> anyhow::Result<Command> {
+/// [`start`] with the real controllers: the launcher installs `crds` (upstream's).
+fn start_real(
+    bin: &Path,
+    state: &Path,
+    crds: &Path,
+    detach: bool,
+) -> anyhow::Result<(Child, String)> {
+    let mut cmd = launcher(bin, state, crds)?;
+    cmd.stdin(Stdio::null());
+    if detach {
+        cmd.process_group(0);
+    }
+    let mut child = cmd.spawn().context("cannot start the launcher")?;
+    fs::write(state.join("pid"), child.id().to_string())?;
+    let line = wait_ready(&mut child, state)?;
+    match kubeconfig_of(&line).and_then(|k| realflux::start(state, &k, detach)) {
+        Ok(seeded) => eprintln!("xtask: {seeded}"),
+        Err(e) => {
+            let _ = stop_pid(child.id());
+            let _ = child.wait();
+            return Err(e.context("starting the real Flux controllers"));
+        }
+    }
+    fs::write(state.join("ready"), &line)?;
+    Ok((child, line))
+}
+
+fn launcher(bin: &Path, state: &Path, crds: &Path) -> anyhow::Result<Command> {
     let mut cmd = Command::new(bin);
     cmd.arg("--dir")
         .arg(state.join("envtest"))
         .arg("--crds")
-        .arg(paths::crds())
+        .arg(crds)
         .stdout(fs::File::create(state.join("stdout"))?)
         .stderr(fs::File::create(state.join("log"))?);
     Ok(cmd)
@@ -232,7 +277,7 @@ pub struct Private {
 impl Private {
     pub fn start(bin: &Path, state: &Path) -> anyhow::Result<Self> {
         clean(state)?;
-        let mut cmd = launcher(bin, state)?;
+        let mut cmd = launcher(bin, state, &paths::crds())?;
         cmd.arg("--exit-on-stdin-eof").stdin(Stdio::piped());
         let mut child = cmd.spawn().context("cannot start the launcher")?;
         let stdin = child.stdin.take();

@@ -22,8 +22,11 @@ pub struct Spec {
     pub args: Vec<OsString>,
     /// Extra environment (how secrets reach it: never argv, which `ps` shows).
     pub envs: Vec<(String, String)>,
-    /// It is ready once it printed a stdout line starting with this text.
+    /// It is ready once it printed a stdout line starting with this text (or, with
+    /// `ready_in_log`, a stderr line containing it).
     pub ready: &'static str,
+    /// Look for `ready` in its stderr log (programs that only log, like the Flux controllers).
+    pub ready_in_log: bool,
     pub timeout: Duration,
     /// Its own process group, so a later Ctrl-C in this terminal does not reach it.
     pub detach: bool,
@@ -37,6 +40,7 @@ impl Spec {
             args: Vec::new(),
             envs: Vec::new(),
             ready,
+            ready_in_log: false,
             timeout: Duration::from_mins(1),
             detach: false,
         }
@@ -57,6 +61,13 @@ impl Spec {
     #[must_use]
     pub fn env(mut self, key: &str, value: &str) -> Self {
         self.envs.push((key.into(), value.into()));
+        self
+    }
+
+    /// Ready once its stderr log has a line containing `ready`.
+    #[must_use]
+    pub fn ready_in_log(mut self) -> Self {
+        self.ready_in_log = true;
         self
     }
 
@@ -95,11 +106,19 @@ pub fn start(spec: &Spec, state: &Path) -> anyhow::Result<String> {
     fs::write(pid_file(state, spec.stem), child.id().to_string())?;
     let start = Instant::now();
     loop {
-        let ready = fs::read_to_string(&out)
-            .unwrap_or_default()
-            .lines()
-            .find(|l| l.starts_with(spec.ready))
-            .map(str::to_string);
+        let ready = if spec.ready_in_log {
+            fs::read_to_string(&log)
+                .unwrap_or_default()
+                .lines()
+                .find(|l| l.contains(spec.ready))
+                .map(str::to_string)
+        } else {
+            fs::read_to_string(&out)
+                .unwrap_or_default()
+                .lines()
+                .find(|l| l.starts_with(spec.ready))
+                .map(str::to_string)
+        };
         if let Some(line) = ready {
             return Ok(line);
         }

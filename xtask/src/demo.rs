@@ -60,7 +60,7 @@ pub fn run(keep: bool) -> anyhow::Result<()> {
     let cli = bins::build("handoff-cli", &["flux-handoff"])?.remove(0);
     clock.step("built flux-handoff, the controller and source models, the setup tool");
 
-    let (_launcher, line) = cluster::start(&state, keep)?;
+    let (_launcher, line) = cluster::start(&state, keep, crate::realflux::Flux::Model)?;
     let teardown = Teardown {
         state: state.clone(),
         keep,

@@ -1,7 +1,7 @@
 //! Building the Go launcher of the real kube-apiserver (xtask/envtest), cached by content.
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, bail};
@@ -14,7 +14,7 @@ pub const KUBE_VERSION: &str = "v1.36.3";
 /// Returns the path of a launcher built from the current sources, building it when missing.
 pub fn ensure_built() -> anyhow::Result<PathBuf> {
     let src = paths::envtest_src();
-    let key = source_key()?;
+    let key = source_key(&src)?;
     let dir = paths::binary_cache().join(format!("{KUBE_VERSION}-{key:016x}"));
     let bin = dir.join("envtest");
     if bin.is_file() {
@@ -47,10 +47,10 @@ pub fn ensure_built() -> anyhow::Result<PathBuf> {
     Ok(bin)
 }
 
-/// FNV-1a over the launcher's sources and the Go version: any change rebuilds.
-fn source_key() -> anyhow::Result<u64> {
-    let src = paths::envtest_src();
-    let mut files: Vec<PathBuf> = fs::read_dir(&src)?
+/// FNV-1a over the Go sources, `go.mod` and `go.sum` of module directory `src` and the Go
+/// version: any change rebuilds.
+pub fn source_key(src: &Path) -> anyhow::Result<u64> {
+    let mut files: Vec<PathBuf> = fs::read_dir(src)?
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| {

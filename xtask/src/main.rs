@@ -18,8 +18,10 @@ mod cluster;
 mod daemon;
 mod demo;
 mod envtest;
+mod flux;
 mod paths;
 mod proc;
+mod realflux;
 
 use std::process::ExitCode;
 
@@ -37,12 +39,16 @@ commands:
                           Stops everything afterwards; --keep leaves it running and prints
                           `export KUBECONFIG=...`
   demo down               stop a demo left running by --keep
-  cluster up [--detach]   build (cached) and start the local control plane: a real
+  cluster up [--flux model|real] [--detach]
+                          build (cached) and start the local control plane: a real
                           kube-apiserver with embedded etcd, RBAC on, Flux CRDs installed,
                           and the Flux controller model (flux-model) with the flux-system tree
                           seeded. Prints `ready kubeconfig=<path> server=<url>`. Without
                           --detach it runs in the foreground until Ctrl-C; with --detach it
-                          returns (an already running one is reused).
+                          returns (an already running one is reused). --flux real runs the
+                          real kustomize-controller and source-controller (built from Go
+                          modules, cached; xtask/flux/) with upstream's CRDs, and seeds the
+                          tree from an OCI artifact in a local registry (docs/real-flux.md)
   cluster down            stop the controller model, then the control plane, and delete their
                           state
   cluster check [--kubeconfig K]
@@ -55,7 +61,11 @@ commands:
                           docker-registry and apache2-utils, otherwise it names the command
                           and fails), fmt check, clippy -D warnings, actionlint, build the
                           launcher, start a private control plane, cargo nextest run
-                          --workspace, doc tests; stops the control plane on every exit path
+                          --workspace, doc tests; stops the control plane on every exit path;
+                          then the real Flux tier (below)
+  ci real                 only the real Flux tier: a private control plane with the real
+                          kustomize- and source-controller (cluster up --flux real), the
+                          real_flux_ tests, everything stopped on every exit path
   bench [--quick]         release-build flux-bench and flux-handoff, start a control plane of
                           its own (target/flux-handoff/bench-cluster), measure handoff vs the
                           kubectl+jq shell way, fan-out, retirement strategies and footprint;
@@ -80,8 +90,14 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = match args.as_slice() {
-        ["cluster", "up"] => cluster::up(false),
-        ["cluster", "up", "--detach"] => cluster::up(true),
+        ["cluster", "up", flags @ ..] => match cluster_flags(flags) {
+            Ok((detach, flux)) => cluster::up(detach, flux),
+            Err(e) => {
+                eprintln!("xtask: {e}");
+                eprint!("{USAGE}");
+                return ExitCode::from(2);
+            }
+        },
         ["cluster", "down"] => cluster::down(),
         ["cluster", "check"] => cluster::check(None),
         ["cluster", "check", "--kubeconfig", k] => cluster::check(Some(k)),
@@ -101,6 +117,7 @@ fn main() -> ExitCode {
         }
         ["ci"] => ci(),
         ["actionlint"] => actionlint::run(),
+        ["ci", "real"] => ci_real(),
         ["-h" | "--help" | "help"] => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -117,6 +134,26 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `[--flux model|real] [--detach]` of `cluster up`, in any order.
+fn cluster_flags(flags: &[&str]) -> anyhow::Result<(bool, realflux::Flux)> {
+    let mut detach = false;
+    let mut flux = realflux::Flux::Model;
+    let mut it = flags.iter();
+    while let Some(flag) = it.next() {
+        match *flag {
+            "--detach" => detach = true,
+            "--flux" => {
+                let value = it
+                    .next()
+                    .ok_or_else(|| anyhow::anyhow!("--flux needs a value"))?;
+                flux = realflux::Flux::parse(value)?;
+            }
+            other => anyhow::bail!("unknown flag `{other}` for cluster up"),
+        }
+    }
+    Ok((detach, flux))
 }
 
 fn ci() -> anyhow::Result<()> {
@@ -148,10 +185,46 @@ fn ci() -> anyhow::Result<()> {
     let env = [("FLUX_HANDOFF_KUBECONFIG", plane.kubeconfig.as_os_str())];
     proc::run_env(
         "cargo",
-        &["nextest", "run", "--workspace", "--profile", "ci"],
+        &[
+            "nextest",
+            "run",
+            "--workspace",
+            "--profile",
+            "ci",
+            "-E",
+            "not binary(real_flux)",
+        ],
         &root,
         &env,
     )?;
     proc::run_env("cargo", &["test", "--doc", "--workspace"], &root, &env)?;
-    plane.stop()
+    plane.stop()?;
+    ci_real()
+}
+
+/// Tier 3 of `ci` (also `cargo xtask ci real` alone): the `real_flux_` tests against the real
+/// Flux controllers (built from Go modules, cached) on a private control plane of their own.
+fn ci_real() -> anyhow::Result<()> {
+    let root = paths::root();
+    if !proc::succeeds("cargo", &["nextest", "--version"], &root) {
+        anyhow::bail!("cargo-nextest is missing: cargo install --locked cargo-nextest");
+    }
+    let real = realflux::Plane::start(&paths::scratch().join("ci-real-cluster"))?;
+    let env = [("FLUX_HANDOFF_REAL_KUBECONFIG", real.kubeconfig.as_os_str())];
+    proc::run_env(
+        "cargo",
+        &[
+            "nextest",
+            "run",
+            "-p",
+            "testkit",
+            "--profile",
+            "ci",
+            "--test",
+            "real_flux",
+        ],
+        &root,
+        &env,
+    )?;
+    real.stop()
 }

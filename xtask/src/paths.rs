@@ -80,3 +80,13 @@ pub fn binary_cache() -> PathBuf {
         .unwrap_or_else(|| scratch().join("cache"));
     base.join("flux-handoff").join("envtest")
 }
+
+/// The wrapper Go modules that build the real Flux controllers (one directory each).
+pub fn flux_src() -> PathBuf {
+    root().join("xtask").join("flux")
+}
+
+/// Built Flux controller binaries, keyed like [`binary_cache`].
+pub fn flux_cache() -> PathBuf {
+    binary_cache().with_file_name("flux")
+}

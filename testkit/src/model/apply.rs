@@ -14,8 +14,10 @@ use super::{
     split_key,
 };
 
-/// Managers (name, operation) whose main-resource fields kustomize-controller takes over before
-/// applying (`kustomization_controller.go`, `applyOpts.Cleanup.FieldManagers`).
+/// Managers (name **prefix**, operation) whose main-resource fields kustomize-controller takes
+/// over before applying (`kustomization_controller.go`, `applyOpts.Cleanup.FieldManagers`;
+/// matched by prefix in fluxcd/pkg/ssa `patch.go` `matchFieldManager`, so `kubectl` also takes
+/// `kubectl-patch`, `kubectl-edit`, `kubectl-annotate`).
 const TAKEN_OVER: [(&str, &str); 4] = [
     ("kubectl", "Apply"),
     ("kubectl", "Update"),
@@ -151,7 +153,9 @@ pub(crate) fn merged_managed_fields(entries: &[Value]) -> Option<Vec<Value>> {
         let op = e["operation"].as_str().unwrap_or_default();
         e.get("subresource")
             .is_none_or(|s| s.as_str().unwrap_or_default().is_empty())
-            && TAKEN_OVER.iter().any(|(tm, to)| *tm == m && *to == op)
+            && TAKEN_OVER
+                .iter()
+                .any(|(tm, to)| m.starts_with(tm) && *to == op)
     };
     if !entries.iter().any(taken) {
         return None;
@@ -216,6 +220,32 @@ mod tests {
             merged[1]["fieldsV1"],
             json!({ "f:spec": { "f:path": {}, "f:prune": {} } })
         );
+    }
+
+    #[test]
+    fn kubectl_prefixed_managers_are_taken_over_like_kubectl() {
+        // Flux matches the cleaned-up managers by prefix (fluxcd/pkg/ssa patch.go,
+        // matchFieldManager: strings.HasPrefix unless ExactMatch): `kubectl patch` writes as
+        // `kubectl-patch`, `kubectl edit` as `kubectl-edit`.
+        for manager in [
+            "kubectl-patch",
+            "kubectl-edit",
+            "kubectl-annotate",
+            "kubectl-client-side-apply",
+        ] {
+            let entries = vec![
+                json!({ "manager": manager, "operation": "Update", "apiVersion": "v1",
+                        "fieldsType": "FieldsV1", "fieldsV1": { "f:spec": { "f:suspend": {} } } }),
+            ];
+            let merged = merged_managed_fields(&entries)
+                .unwrap_or_else(|| panic!("{manager} was not taken over"));
+            assert_eq!(merged.len(), 1);
+            assert_eq!(merged[0]["manager"], json!(FIELD_MANAGER));
+        }
+        // A status entry is never taken over, whatever its manager.
+        let status = vec![json!({ "manager": "kubectl-patch", "operation": "Update",
+                                  "subresource": "status", "fieldsV1": {} })];
+        assert!(merged_managed_fields(&status).is_none());
     }
 
     #[test]

@@ -83,8 +83,12 @@ use crate::fixtures::kustomization_resource;
 use events::EventLog;
 use knobs::Knobs;
 
-/// Field manager of everything the model writes as kustomize-controller.
+/// Field manager of the model's server-side apply of children (kustomize-controller's apply).
 pub const FIELD_MANAGER: &str = "kustomize-controller";
+/// Field manager of the model's status and finalizer writes: the real controller patches them
+/// as `gotk-kustomize-controller` (kustomize-controller main.go, `StatusManager:
+/// fmt.Sprintf("gotk-%s", controllerName)`), which its own apply does not take over.
+pub const STATUS_MANAGER: &str = "gotk-kustomize-controller";
 /// Finalizer kustomize-controller puts on Kustomizations.
 pub const FINALIZER: &str = "finalizers.fluxcd.io";
 /// Annotation that excludes an object from a parent's apply and prune (fact 6).

@@ -6,7 +6,7 @@
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::FIELD_MANAGER;
+use super::STATUS_MANAGER;
 use super::status::merge_patch;
 
 /// Attempts of the conditions patch on 409, as the Flux helper's backoff (5 steps).
@@ -39,7 +39,7 @@ impl StatusPatcher {
     /// Writes the difference between the baseline and `current`; nothing when equal.
     pub(crate) async fn write(&mut self, current: &Value) -> anyhow::Result<()> {
         let pp = PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
+            field_manager: Some(STATUS_MANAGER.into()),
             ..PatchParams::default()
         };
         let before_conds = conditions(&self.baseline);

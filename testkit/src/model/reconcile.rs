@@ -15,7 +15,7 @@ use super::status::{
     HEALTHY, Mark, PROGRESSING, READY, RECONCILING, REQUESTED_AT, finalize_status, now_rfc3339,
     parse_go_duration, set_condition,
 };
-use super::{Controller, FIELD_MANAGER, FINALIZER, Inner, Phase, split_key};
+use super::{Controller, FINALIZER, Inner, Phase, STATUS_MANAGER, split_key};
 
 /// What the work queue does with the key afterwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,7 +121,7 @@ async fn set_finalizers(
     finalizers: &[String],
 ) -> Result<(), kube::Error> {
     let pp = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
+        field_manager: Some(STATUS_MANAGER.into()),
         ..PatchParams::default()
     };
     let body = json!({ "metadata": { "finalizers": finalizers } });

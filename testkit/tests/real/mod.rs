@@ -1,0 +1,385 @@
+//! Shared setup of the `real_flux_` tests: a tree in a fresh namespace reconciled by the real
+//! controllers, our Lease and a fencer, and (for tests that kill a controller) a
+//! kustomize-controller shard of the test's own.
+
+#![allow(dead_code)] // not every test uses every helper
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flux_fence::{
+    AnnotationKeys, Fencer, Holder, Lease, LeaseAcquire, LeaseConfig, LeaseGuard, ObjectRef,
+    SystemClock,
+};
+use flux_suspend::io::{ControllerRef, Timing};
+use flux_suspend::object::{get_json, kustomization};
+use flux_suspend::retire::Strategy;
+use flux_suspend::{Chain, Handoff, PauseOptions};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
+use kube::api::{Api, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use testkit::fixtures::kustomization_resource;
+pub use testkit::real_flux::KUSTOMIZE_MANAGER;
+use testkit::real_flux::{FLUX_NS, SOURCE};
+
+pub const PARENT: &str = "flux-system";
+pub const TARGET: &str = "child";
+pub const OWNER_KEY: &str = "flux-handoff.io/owner";
+const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
+const SHARD_KEY: &str = "sharding.fluxcd.io/key";
+/// Bound of every wait of these tests (the real controllers' first reconcile included).
+const WAIT: Duration = Duration::from_secs(90);
+const POLL: Duration = Duration::from_millis(200);
+
+/// The admin client of the real-Flux control plane.
+pub async fn real_client() -> Client {
+    let path = testkit::real_flux::kubeconfig().expect("the real-Flux control plane");
+    let config = testkit::config_from(&path).await.unwrap();
+    Client::try_from(config).unwrap()
+}
+
+pub async fn get_ks(client: &Client, ns: &str, name: &str) -> Value {
+    get_json(client, &kustomization(ns, name)).await.unwrap()
+}
+
+/// The shape of one test's tree.
+#[derive(Debug, Clone, Copy)]
+pub struct Tree {
+    /// The child's path in the artifact.
+    pub child_path: &'static str,
+    /// `spec.wait` of the child (health-check what it applies).
+    pub child_wait: bool,
+    /// `spec.wait` of the parent (wait until the child is Ready).
+    pub parent_wait: bool,
+    /// Label everything with this namespace's shard key (reconciled by a [`Shard`] only).
+    pub shard: bool,
+}
+
+impl Default for Tree {
+    fn default() -> Self {
+        Self {
+            child_path: "./fixtures/configmap",
+            child_wait: false,
+            parent_wait: false,
+            shard: false,
+        }
+    }
+}
+
+pub struct RealWorld {
+    pub client: Client,
+    pub ns: Namespace,
+    pub lease: LeaseGuard,
+    pub fencer: Fencer,
+}
+
+impl RealWorld {
+    /// A fresh namespace with the parent of `tree` created (not yet awaited), and our Lease.
+    pub async fn new(prefix: &str, tree: Tree) -> Self {
+        let client = real_client().await;
+        let name = format!("{prefix}-{}", testkit::random_suffix(6));
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        let ns = Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+        let mut parent = json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
+            "kind": "Kustomization",
+            "metadata": { "name": PARENT, "namespace": name },
+            "spec": {
+                "interval": "10m",
+                "timeout": "40s",
+                "path": "./fixtures/parent",
+                "prune": true,
+                "wait": tree.parent_wait,
+                "sourceRef": { "kind": "OCIRepository", "name": SOURCE, "namespace": FLUX_NS },
+                "postBuild": { "substitute": {
+                    "NS": name,
+                    "CHILD_PATH": tree.child_path,
+                    "CHILD_WAIT": tree.child_wait.to_string(),
+                } },
+            },
+        });
+        if tree.shard {
+            parent["metadata"]["labels"] = json!({ SHARD_KEY: name });
+            parent["spec"]["commonMetadata"] = json!({ "labels": { SHARD_KEY: name } });
+        }
+        let parent: DynamicObject = serde_json::from_value(parent).unwrap();
+        Api::<DynamicObject>::namespaced_with(client.clone(), &name, &kustomization_resource())
+            .create(&PostParams::default(), &parent)
+            .await
+            .unwrap();
+        let cfg = LeaseConfig {
+            namespace: name.clone(),
+            ..LeaseConfig::default()
+        };
+        let lease = match Lease::acquire(
+            client.clone(),
+            cfg,
+            Holder::generate(),
+            Arc::new(SystemClock),
+        )
+        .await
+        .unwrap()
+        {
+            LeaseAcquire::Acquired(g) => g,
+            other => panic!("lease not acquired: {other:?}"),
+        };
+        let fencer = Fencer::new(client.clone(), AnnotationKeys::default(), lease.owner())
+            .with_lease(lease.handle());
+        Self {
+            client,
+            ns,
+            lease,
+            fencer,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        self.ns.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    pub fn handoff(&self) -> Handoff {
+        Handoff::new(self.client.clone(), self.fencer.clone())
+    }
+
+    pub fn parent(&self) -> ObjectRef {
+        kustomization(self.name(), PARENT)
+    }
+
+    pub fn target(&self) -> ObjectRef {
+        kustomization(self.name(), TARGET)
+    }
+
+    pub fn chain(&self) -> Vec<Chain> {
+        vec![Chain {
+            parent: Some(self.parent()),
+            target: self.target(),
+        }]
+    }
+
+    pub async fn get(&self, name: &str) -> Value {
+        get_ks(&self.client, self.name(), name).await
+    }
+
+    fn api(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), self.name(), &kustomization_resource())
+    }
+
+    /// Polls until `pred` holds for Kustomization `name` (bounded; panics with its last state).
+    pub async fn wait_until(&self, name: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let start = Instant::now();
+        loop {
+            let v = get_json(&self.client, &kustomization(self.name(), name)).await;
+            if let Ok(v) = &v
+                && pred(v)
+            {
+                return v.clone();
+            }
+            assert!(
+                start.elapsed() < WAIT,
+                "{name} never reached the awaited state within {WAIT:?}: {v:?}"
+            );
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    pub async fn wait_ready(&self, name: &str) -> Value {
+        self.wait_until(name, |o| ready(o).as_deref() == Some("True"))
+            .await
+    }
+
+    /// Annotates `name` with a fresh `requestedAt` and waits until the controller handled it.
+    pub async fn request_and_wait(&self, name: &str, tag: &str) -> Value {
+        let nonce = format!("{tag}-{}", testkit::random_suffix(6));
+        self.merge_patch_as(
+            name,
+            "flux-handoff-test",
+            &json!({ "metadata": { "annotations": { REQUESTED_AT: nonce } } }),
+        )
+        .await;
+        self.wait_until(name, |o| {
+            o.pointer("/status/lastHandledReconcileAt")
+                .and_then(Value::as_str)
+                == Some(nonce.as_str())
+        })
+        .await
+    }
+
+    /// A merge patch of `name` written as field manager `manager` (as `kubectl patch` does).
+    pub async fn merge_patch_as(&self, name: &str, manager: &str, patch: &Value) {
+        let pp = PatchParams {
+            field_manager: Some(manager.into()),
+            ..PatchParams::default()
+        };
+        self.api()
+            .patch(name, &pp, &Patch::Merge(patch))
+            .await
+            .unwrap();
+    }
+
+    pub fn owner(&self) -> String {
+        self.fencer.owner().to_string()
+    }
+}
+
+/// Pause options of these tests: `strategy`, the bounds of [`timing`].
+pub fn opts(strategy: Strategy) -> PauseOptions {
+    PauseOptions {
+        strategy,
+        quiesce: false,
+        controller: ControllerRef {
+            namespace: FLUX_NS.into(),
+            name: "kustomize-controller".into(),
+        },
+        timing: timing(),
+        reason: Some("real_flux test".into()),
+    }
+}
+
+/// The bounds of the handoff's waits in these tests.
+pub fn timing() -> Timing {
+    Timing::new(Duration::from_millis(250), Duration::from_secs(90))
+}
+
+/// A kustomize-controller of the test's own, reconciling only objects labelled with the
+/// namespace's shard key. Killed on drop.
+pub struct Shard {
+    child: Child,
+    key: String,
+    dir: PathBuf,
+}
+
+impl Shard {
+    pub async fn start(key: &str) -> Self {
+        let state = state_dir();
+        let bin = std::fs::read_to_string(state.join("kustomize-controller.bin"))
+            .expect("the real-Flux control plane records its kustomize-controller binary");
+        let dir = std::env::temp_dir().join(format!("rf-shard-{key}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = std::fs::File::create(dir.join("log")).unwrap();
+        let child = Command::new(bin.trim())
+            .args(["--metrics-addr=0", "--health-addr=0"])
+            .arg(format!("--watch-label-selector={SHARD_KEY}={key}"))
+            .env("KUBECONFIG", state.join("envtest").join("kubeconfig"))
+            .env("TMPDIR", &dir)
+            .env("RUNTIME_NAMESPACE", FLUX_NS)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let shard = Self {
+            child,
+            key: key.into(),
+            dir,
+        };
+        shard.wait_started().await;
+        shard
+    }
+
+    async fn wait_started(&self) {
+        let start = Instant::now();
+        loop {
+            let log = std::fs::read_to_string(self.dir.join("log")).unwrap_or_default();
+            if log.contains("Starting workers") {
+                return;
+            }
+            assert!(
+                start.elapsed() < WAIT,
+                "the shard controller did not start: {log}"
+            );
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// SIGKILL, as a node loss or OOM kill would; returns the key for a restart.
+    pub fn kill(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::mem::take(&mut self.key)
+    }
+
+    pub async fn start_again(key: String) -> Self {
+        Self::start(&key).await
+    }
+}
+
+impl Drop for Shard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The state directory of the real-Flux control plane: two levels above its kubeconfig.
+fn state_dir() -> PathBuf {
+    let kubeconfig = testkit::real_flux::kubeconfig().unwrap();
+    kubeconfig
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("kubeconfig inside <state>/envtest")
+        .to_path_buf()
+}
+
+pub fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.pointer("/metadata/annotations")?.get(key)?.as_str()
+}
+
+pub fn suspended(obj: &Value) -> bool {
+    obj.pointer("/spec/suspend") == Some(&Value::Bool(true))
+}
+
+/// The status of condition `type_`.
+pub fn status_of(obj: &Value, type_: &str) -> Option<String> {
+    obj.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)?
+        .get("status")?
+        .as_str()
+        .map(str::to_string)
+}
+
+pub fn ready(obj: &Value) -> Option<String> {
+    status_of(obj, "Ready")
+}
+
+/// The field managers in `metadata.managedFields`.
+pub fn managers(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["manager"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Asserts the server holds our fence on `obj`, its nonce acknowledged.
+pub fn assert_fenced(obj: &Value, owner: &str, target: bool) {
+    assert_eq!(annotation(obj, OWNER_KEY), Some(owner), "owner annotation");
+    assert!(suspended(obj), "spec.suspend");
+    if target {
+        assert_eq!(
+            annotation(obj, "kustomize.toolkit.fluxcd.io/reconcile"),
+            Some("disabled")
+        );
+    }
+    assert_eq!(
+        obj.pointer("/status/lastHandledReconcileAt")
+            .and_then(Value::as_str),
+        annotation(obj, REQUESTED_AT),
+        "the nonce was acknowledged"
+    );
+}

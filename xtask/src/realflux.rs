@@ -1,0 +1,283 @@
+//! `--flux real`: the real Flux controllers beside a control plane, instead of the model.
+//!
+//! State files in the control plane's directory: `flux` (`real`), `crds/` (the CRDs the
+//! launcher installs: upstream's from the Go module cache), `registry-password` (mode 0600),
+//! `registry.{pid,stdout,log}` (the local registry holding the artifact, run by
+//! `flux-real-setup registry`), and per controller `<name>.{pid,stdout,log}` and `<name>-tmp/`
+//! (its `TMPDIR`), `<name>.bin` (the binary's path, for tests that run a shard of their own);
+//! source-controller's artifact storage is `source-storage/`.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io::Read as _;
+use std::net::TcpListener;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+use crate::daemon::{self, Spec};
+use crate::flux::{self, Controller};
+use crate::{bins, paths};
+
+/// Which Flux runs beside the control plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flux {
+    /// `flux-model`, our controller model (the default).
+    Model,
+    /// kustomize-controller and source-controller built from Go modules.
+    Real,
+}
+
+impl Flux {
+    /// Parses the value of `--flux`.
+    pub fn parse(value: &str) -> anyhow::Result<Self> {
+        match value {
+            "model" => Ok(Self::Model),
+            "real" => Ok(Self::Real),
+            other => bail!("--flux takes `model` or `real`, not `{other}`"),
+        }
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            Self::Model => "model",
+            Self::Real => "real",
+        }
+    }
+
+    /// Records which Flux a control plane in `state` runs.
+    pub fn record(self, state: &Path) -> anyhow::Result<()> {
+        fs::write(state.join("flux"), self.word())?;
+        Ok(())
+    }
+
+    /// Which Flux the control plane in `state` runs (model when unrecorded).
+    pub fn of(state: &Path) -> Self {
+        match fs::read_to_string(state.join("flux"))
+            .as_deref()
+            .map(str::trim)
+        {
+            Ok("real") => Self::Real,
+            _ => Self::Model,
+        }
+    }
+}
+
+/// The registry process: (state-file stem, program name).
+const REGISTRY: (&str, &str) = ("registry", "flux-real-setup");
+const SETUP_BIN: &str = "flux-real-setup";
+/// How long a controller gets to stop after SIGTERM.
+const GRACE: Duration = Duration::from_secs(10);
+/// Objects labelled with this key are left to a shard controller (Flux's sharding).
+const SHARD_KEY: &str = "sharding.fluxcd.io/key";
+/// How long a controller may take to start its workers.
+const START_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Builds what `--flux real` needs (the controllers, cached; the setup tool) and writes the
+/// CRDs to install into `state/crds`; returns that directory.
+pub fn prepare(state: &Path) -> anyhow::Result<PathBuf> {
+    for c in flux::CONTROLLERS {
+        c.ensure_built()?;
+    }
+    let crds = state.join("crds");
+    fs::create_dir_all(&crds)?;
+    for c in flux::CONTROLLERS {
+        for file in c.crds()? {
+            let name = file.file_name().context("CRD file without a name")?;
+            fs::copy(&file, crds.join(name))
+                .with_context(|| format!("copying {}", file.display()))?;
+        }
+    }
+    // No helm-controller is built (xtask/flux/DEVIATIONS.md): the model's HelmRelease CRD lets
+    // tools that list HelmReleases work.
+    fs::copy(
+        paths::crds().join("helmreleases.yaml"),
+        crds.join("helmreleases.yaml"),
+    )?;
+    Ok(crds)
+}
+
+/// Starts the registry and the controllers against `kubeconfig` and seeds `flux-system` from
+/// the artifact; returns a one-line summary. Everything started is stopped on failure.
+pub fn start(state: &Path, kubeconfig: &Path, detach: bool) -> anyhow::Result<String> {
+    let result = start_inner(state, kubeconfig, detach);
+    if result.is_err() {
+        let _ = stop(state);
+    }
+    result
+}
+
+fn start_inner(state: &Path, kubeconfig: &Path, detach: bool) -> anyhow::Result<String> {
+    let setup = bins::build("testkit", &[SETUP_BIN])?.remove(0);
+    let password = random_hex()?;
+    write_private(&state.join("registry-password"), &password)?;
+    let line = daemon::start(
+        &Spec::new(REGISTRY.0, &setup, "registry ready")
+            .arg("registry")
+            .env(PASSWORD_ENV, &password)
+            .detach(detach),
+        state,
+    )
+    .context("starting the registry")?;
+    let host = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("host="))
+        .context("registry line without host=")?
+        .to_string();
+    for c in flux::CONTROLLERS {
+        let spec = controller_spec(c, state, kubeconfig)?.detach(detach);
+        daemon::start(&spec, state).with_context(|| format!("starting {}", c.name))?;
+        eprintln!("xtask: {} {} running", c.name, c.version);
+    }
+    let out = Command::new(&setup)
+        .args(["seed", "--kubeconfig"])
+        .arg(kubeconfig)
+        .args(["--host", &host])
+        .env(PASSWORD_ENV, &password)
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .context("running flux-real-setup seed")?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err.lines().last().unwrap_or("no output");
+        bail!(
+            "{last}\nkustomize-controller log tail:\n{}",
+            daemon::tail(&state.join(format!("{}.log", flux::KUSTOMIZE.name)))
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// The environment variable the registry password reaches `flux-real-setup` by.
+const PASSWORD_ENV: &str = "FLUX_REAL_REGISTRY_PASSWORD";
+
+fn controller_spec(c: Controller, state: &Path, kubeconfig: &Path) -> anyhow::Result<Spec> {
+    let bin = c.ensure_built()?;
+    let tmp = state.join(format!("{}-tmp", c.name));
+    fs::create_dir_all(&tmp)?;
+    // Tests that kill a controller run a shard of their own (docs/real-flux.md).
+    fs::write(
+        state.join(format!("{}.bin", c.name)),
+        bin.as_os_str().as_encoded_bytes(),
+    )?;
+    let mut spec = Spec::new(c.name, bin, "Starting workers")
+        .ready_in_log()
+        .args(["--metrics-addr=0", "--health-addr=0", "--log-level=info"])
+        .env("KUBECONFIG", &kubeconfig.to_string_lossy())
+        .env("TMPDIR", &tmp.to_string_lossy())
+        .env("RUNTIME_NAMESPACE", "flux-system");
+    spec.timeout = START_TIMEOUT;
+    if c == flux::KUSTOMIZE {
+        spec = spec.arg(format!("--watch-label-selector=!{SHARD_KEY}"));
+    }
+    if c == flux::SOURCE {
+        let storage = state.join("source-storage");
+        fs::create_dir_all(&storage)?;
+        let addr = format!(
+            "127.0.0.1:{}",
+            TcpListener::bind("127.0.0.1:0")?.local_addr()?.port()
+        );
+        spec = spec
+            .arg(format!("--storage-path={}", storage.display()))
+            .arg(format!("--storage-addr={addr}"))
+            .arg(format!("--storage-adv-addr={addr}"));
+    }
+    Ok(spec)
+}
+
+/// Stops the controllers and the registry of `state` (those that run).
+pub fn stop(state: &Path) -> anyhow::Result<()> {
+    let mut first_err = None;
+    for c in flux::CONTROLLERS.iter().rev() {
+        if let Err(e) = daemon::stop(state, c.name, c.name, GRACE) {
+            first_err.get_or_insert(e);
+        }
+    }
+    if let Err(e) = daemon::stop(state, REGISTRY.0, REGISTRY.1, GRACE) {
+        first_err.get_or_insert(e);
+    }
+    first_err.map_or(Ok(()), Err)
+}
+
+/// A control plane with the real controllers owned by this process (for `xtask ci`): stopped
+/// with everything beside it by `stop` and by `Drop`.
+#[derive(Debug)]
+pub struct Plane {
+    child: Option<std::process::Child>,
+    state: PathBuf,
+    pub kubeconfig: PathBuf,
+}
+
+impl Plane {
+    pub fn start(state: &Path) -> anyhow::Result<Self> {
+        let (child, line) = crate::cluster::start(state, false, Flux::Real)?;
+        eprintln!("xtask: real Flux: {line}");
+        Ok(Self {
+            child: Some(child),
+            state: state.to_path_buf(),
+            kubeconfig: crate::cluster::kubeconfig_of(&line)?,
+        })
+    }
+
+    pub fn stop(mut self) -> anyhow::Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> anyhow::Result<()> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        let stopped = crate::cluster::stop(&self.state);
+        let _ = child.wait();
+        stopped
+    }
+}
+
+impl Drop for Plane {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            eprintln!("xtask: stopping the real-Flux control plane: {e:#}");
+        }
+    }
+}
+
+fn random_hex() -> anyhow::Result<String> {
+    let mut bytes = [0u8; 16];
+    fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("reading /dev/urandom")?;
+    Ok(bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    }))
+}
+
+/// Writes a file only its owner can read.
+fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let _ = fs::remove_file(path);
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    f.write_all(text.as_bytes())?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flux_parses_model_and_real_only() {
+        assert_eq!(Flux::parse("real").unwrap(), Flux::Real);
+        assert_eq!(Flux::parse("model").unwrap(), Flux::Model);
+        assert!(Flux::parse("Real").is_err());
+    }
+}
