@@ -36,7 +36,8 @@ pub struct PauseOptions {
     pub quiesce: bool,
     /// The controller Deployment [`Strategy::Restart`] restarts.
     pub controller: ControllerRef,
-    /// Interval and budget of each bounded wait.
+    /// The interval of every poll, and the budget of the whole pause: its waits share one
+    /// deadline (see [`Handoff::with_wait_budget`] to cap a single wait).
     pub timing: Timing,
     /// Why; recorded on each fenced object (annotation and Event). Never a secret.
     pub reason: Option<String>,
@@ -81,6 +82,7 @@ pub struct Handoff {
     targets: Vec<Held>,
     cancel: Cancel,
     waiting: Option<tokio::sync::mpsc::UnboundedSender<crate::steps::Waiting>>,
+    wait_budget: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for Handoff {
@@ -103,7 +105,16 @@ impl Handoff {
             targets: Vec::new(),
             cancel: Cancel::new(),
             waiting: None,
+            wait_budget: None,
         }
+    }
+
+    /// Caps each single wait of [`Handoff::pause`] at `budget`; without it a wait may use
+    /// whatever is left of the pause's whole budget ([`PauseOptions::timing`]).
+    #[must_use]
+    pub fn with_wait_budget(mut self, budget: std::time::Duration) -> Self {
+        self.wait_budget = Some(budget);
+        self
     }
 
     /// Sends a [`crate::steps::Waiting`] to `tx` about every
@@ -218,29 +229,18 @@ impl Handoff {
         opts: &PauseOptions,
         progress: &mut (dyn FnMut(Step) + Send),
     ) -> Result<PauseOutcome, SuspendError> {
-        let mut parents: Vec<ObjectRef> = Vec::new();
-        let mut targets: Vec<ObjectRef> = Vec::new();
-        for c in chains {
-            if let Some(p) = &c.parent
-                && !parents.contains(p)
-            {
-                parents.push(p.clone());
-            }
-            if !targets.contains(&c.target) {
-                targets.push(c.target.clone());
-            }
-        }
-        if let Some(both) = targets.iter().find(|t| parents.contains(t)) {
-            return Err(SuspendError::Invalid {
-                step: "planning the pause",
-                detail: format!("{both} is both a target and a parent"),
-            });
-        }
-        let timing = opts.timing;
+        let (parents, targets) = members(chains)?;
+        // One deadline for the whole pause, divided among its waits as they come.
+        let deadline = tokio::time::Instant::now() + opts.timing.timeout;
         for step in pause_steps(opts.strategy, opts.quiesce, !parents.is_empty()) {
             if self.cancel.is_stopped() {
                 return Err(SuspendError::Cancelled { step });
             }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let timing = Timing::new(
+                opts.timing.interval,
+                self.wait_budget.map_or(left, |cap| cap.min(left)),
+            );
             match step {
                 Step::QuiesceParents => {
                     for p in &parents {
@@ -603,6 +603,29 @@ impl Drop for Handoff {
             );
         }
     }
+}
+
+/// The distinct parents and targets of `chains`, in order; an object that is both is invalid.
+fn members(chains: &[Chain]) -> Result<(Vec<ObjectRef>, Vec<ObjectRef>), SuspendError> {
+    let mut parents: Vec<ObjectRef> = Vec::new();
+    let mut targets: Vec<ObjectRef> = Vec::new();
+    for c in chains {
+        if let Some(p) = &c.parent
+            && !parents.contains(p)
+        {
+            parents.push(p.clone());
+        }
+        if !targets.contains(&c.target) {
+            targets.push(c.target.clone());
+        }
+    }
+    if let Some(both) = targets.iter().find(|t| parents.contains(t)) {
+        return Err(SuspendError::Invalid {
+            step: "planning the pause",
+            detail: format!("{both} is both a target and a parent"),
+        });
+    }
+    Ok((parents, targets))
 }
 
 /// Budget for re-trying a release that lost every CAS round to other writers or whose response

@@ -49,9 +49,14 @@ pub struct Global {
         value_name = "NS"
     )]
     pub namespace: String,
-    /// Overall budget of each bounded wait (acknowledgement, restart, proof), e.g. 300s, 5m.
+    /// Budget of the whole pause, e.g. 300s, 5m: its waits (quiet, acknowledgements, restart,
+    /// the proof) share this one deadline, as `flux --timeout` does. Also the budget of a Flux
+    /// source proof after `ghcr reassert`.
     #[arg(long, global = true, default_value = "300s", value_parser = crate::duration::parse, value_name = "DURATION")]
     pub timeout: std::time::Duration,
+    /// Cap on a single wait of the pause (default: whatever is left of --timeout).
+    #[arg(long, global = true, value_parser = crate::duration::parse, value_name = "DURATION")]
+    pub wait_timeout: Option<std::time::Duration>,
     /// Pause between two reads of a bounded wait, e.g. 2s, 500ms.
     #[arg(long, global = true, default_value = "2s", value_parser = crate::duration::parse, value_name = "DURATION")]
     pub interval: std::time::Duration,

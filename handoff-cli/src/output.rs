@@ -90,6 +90,14 @@ impl Output {
         }
     }
 
+    /// In GitHub Actions, a `::warning::` annotation (a wait past half its budget); elsewhere
+    /// nothing (the line was already printed as a note).
+    pub fn warning(&self, line: &str) {
+        if self.github && !self.quiet {
+            eprintln!("::warning::{}", escape_data(line));
+        }
+    }
+
     /// Prints an informational line for people (not a phase).
     pub fn note(&self, line: &str) {
         if !self.quiet {

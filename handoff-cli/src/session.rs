@@ -48,6 +48,7 @@ pub fn options(settings: &Settings, holder: Option<Holder>) -> Result<SessionOpt
     opts.controller = settings.controller.clone();
     opts.interval = settings.interval;
     opts.timeout = settings.timeout;
+    opts.wait_timeout = settings.wait_timeout;
     opts.reason.clone_from(&settings.reason);
     opts.validate().map_err(|e| Failure::usage(e.to_string()))?;
     Ok(opts)
@@ -117,10 +118,18 @@ pub async fn start(
 /// (it finishes nothing).
 pub fn report(out: &mut Output, event: &Event, targets: &[String], parents: &[String]) {
     let line = event_line(event, targets, parents);
-    if matches!(event, Event::Waiting(_)) {
-        out.note(&line);
-    } else {
-        out.phase(&line);
+    match event {
+        Event::Waiting(w) => {
+            out.note(&line);
+            // Once per wait: the first report past half of its budget.
+            let half = w.budget / 2;
+            if w.waited >= half
+                && w.waited.saturating_sub(flux_suspend::steps::WAITING_EVERY) < half
+            {
+                out.warning(&format!("past half of its budget: {line}"));
+            }
+        }
+        _ => out.phase(&line),
     }
 }
 

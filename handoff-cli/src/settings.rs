@@ -40,6 +40,7 @@ pub struct Settings {
     pub keys: AnnotationKeys,
     pub reason: Option<String>,
     pub timeout: Duration,
+    pub wait_timeout: Option<Duration>,
     pub interval: Duration,
 }
 
@@ -111,6 +112,7 @@ pub fn resolve(global: &Global, args: &TargetArgs, file: &FileConfig) -> Result<
         keys,
         reason: global.reason.clone(),
         timeout: global.timeout,
+        wait_timeout: global.wait_timeout,
         interval: global.interval,
     })
 }

@@ -211,9 +211,12 @@ impl Session {
         let fencer = Fencer::new(client.clone(), opts.keys.clone(), lease.owner())
             .with_lease(lease.handle());
         let (waiting_tx, waiting) = tokio::sync::mpsc::unbounded_channel();
-        let handoff = Handoff::new(client.clone(), fencer)
+        let mut handoff = Handoff::new(client.clone(), fencer)
             .with_cancel(cancel.clone())
             .with_waiting(waiting_tx);
+        if let Some(cap) = opts.wait_timeout {
+            handoff = handoff.with_wait_budget(cap);
+        }
         Ok(Self {
             opts,
             holder,

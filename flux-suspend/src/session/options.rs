@@ -85,8 +85,10 @@ pub struct SessionOptions {
     pub controller: ControllerRef,
     /// The spacing of the proof's passes and of every poll.
     pub interval: Duration,
-    /// The budget of each bounded wait.
+    /// The budget of the whole pause: its waits share this one deadline.
     pub timeout: Duration,
+    /// A cap on each single wait (`None`: whatever is left of `timeout`).
+    pub wait_timeout: Option<Duration>,
     /// Why; recorded on each fenced object (annotation and Event). Never a secret.
     pub reason: Option<String>,
     /// When set, a Lease or fence of the chain held by a CI holder whose run attempt this
@@ -107,6 +109,7 @@ impl Default for SessionOptions {
             controller: ControllerRef::default(),
             interval: Duration::from_secs(2),
             timeout: Duration::from_mins(5),
+            wait_timeout: None,
             reason: None,
             recover_finished_runs: None,
         }
@@ -146,6 +149,15 @@ impl SessionOptions {
                     self.timeout.as_secs_f64()
                 ));
             }
+        }
+        if let Some(cap) = self.wait_timeout
+            && self.interval.checked_mul(2).is_none_or(|two| two > cap)
+        {
+            return invalid(format!(
+                "the wait timeout ({}s) must be at least twice the interval ({}s)",
+                cap.as_secs_f64(),
+                self.interval.as_secs_f64()
+            ));
         }
         if let Some(r) = &self.reason {
             flux_fence::decide::validate_reason(r)
@@ -189,6 +201,10 @@ mod tests {
                 Box::new(|o| o.interval = Duration::MAX),
             ),
             ("reason", Box::new(|o| o.reason = Some("a\nb".into()))),
+            (
+                "wait timeout",
+                Box::new(|o| o.wait_timeout = Some(o.interval)),
+            ),
             (
                 "renewed more often",
                 Box::new(|o| o.lease.renew_every = o.lease.duration),
