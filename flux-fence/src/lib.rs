@@ -113,7 +113,7 @@ pub use events::{COMPONENT, REASON_FENCED, REASON_RELEASED};
 pub use fence::{Fencer, MAX_ATTEMPTS, READ_RETRY_BUDGET};
 pub use guard::{FenceGuard, ObjectRef};
 pub use holder::{Epoch, HOLDER_MAX_LEN, Holder, OwnerValue};
-pub use keys::{AnnotationKeys, DEFAULT_PREFIX};
+pub use keys::{AnnotationKeys, DEFAULT_PREFIX, FENCED_LABEL_VALUE};
 pub use lease::{
     LEASE_ATTEMPTS, Lease, LeaseAcquire, LeaseGuard, LeaseHandle, LeaseRecover, LeaseRelease,
 };

@@ -14,7 +14,7 @@ use super::assess::{ChildMark, LeaseView, Row, assess};
 use super::plan::{HolderEvidence, PlanOptions, RecoverPlan, Subject, needs_watch, plan_recover};
 use super::watch::{WatchProgress, WatchTiming, watch_lease};
 use crate::api::{error, get_retrying};
-use crate::discover::{self, FenceReport, Scope, owner_of};
+use crate::discover::{self, FenceReport, Listing, Scope, owner_of};
 use crate::{
     AnnotationKeys, Clock, Epoch, FenceError, Fencer, Holder, Lease, LeaseConfig, LeaseRecover,
     LeaseRelease, ObjectRef, OwnerValue, RecoverRefusal, ReleaseOutcome, SystemClock,
@@ -30,6 +30,7 @@ pub struct Recovery {
     kinds: Vec<ApiResource>,
     child: ChildMark,
     scope: Scope,
+    listing: Listing,
     opts: PlanOptions,
     clock: Arc<dyn Clock>,
     holder: Holder,
@@ -121,6 +122,7 @@ impl Recovery {
             kinds,
             child,
             scope: Scope::All,
+            listing: Listing::Labelled,
             opts: PlanOptions::default(),
             clock: Arc::new(SystemClock),
             holder: Holder::generate(),
@@ -135,6 +137,13 @@ impl Recovery {
     #[must_use]
     pub fn scope(mut self, scope: Scope) -> Self {
         self.scope = scope;
+        self
+    }
+
+    /// How fenced objects are listed (default: by the fenced label, server-side).
+    #[must_use]
+    pub fn listing(mut self, listing: Listing) -> Self {
+        self.listing = listing;
         self
     }
 
@@ -176,13 +185,14 @@ impl Recovery {
     /// API failures ([`FenceError::Forbidden`] naming the verb on 403).
     pub async fn snapshot(&self) -> Result<Snapshot, FenceError> {
         let clock = Arc::clone(&self.clock);
-        let report = discover::discover(
+        let report = discover::discover_listed(
             &self.client,
             &self.keys,
             &self.kinds,
             &self.scope,
             None,
             &*clock,
+            self.listing,
         )
         .await?;
         let now = self.clock.now();
