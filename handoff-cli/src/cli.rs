@@ -134,6 +134,52 @@ pub struct TargetArgs {
     pub controller: Option<String>,
 }
 
+/// Where fences are looked for, and how they are listed.
+#[derive(Debug, Args, Clone, Default)]
+pub struct FindArgs {
+    /// Look in every namespace (needs cluster-wide list on kustomizations and helmreleases:
+    /// `flux-handoff rbac --all-namespaces`). Default: the namespace of -n/--namespace, each
+    /// --in, and the namespaces of the configured targets.
+    #[arg(long, short = 'A', global = true)]
+    pub all_namespaces: bool,
+    /// Also look in this namespace (repeatable; commas allowed). Default: none.
+    #[arg(long = "in", value_name = "NS", value_delimiter = ',', global = true)]
+    pub namespaces: Vec<String>,
+    /// List every object and filter here instead of selecting the flux-handoff.io/fenced label
+    /// server-side: also finds fences an older version wrote without the label. Slower, and
+    /// reads every object of each kind.
+    #[arg(long, global = true)]
+    pub full_scan: bool,
+}
+
+impl FindArgs {
+    /// The scope: every namespace, or `base` plus each --in (one line for exit 2 on a bad
+    /// name).
+    pub fn scope(&self, base: &[String]) -> Result<flux_fence::discover::Scope, String> {
+        if self.all_namespaces {
+            return Ok(flux_fence::discover::Scope::All);
+        }
+        let mut nss: Vec<String> = Vec::new();
+        for ns in base.iter().chain(&self.namespaces) {
+            crate::config::split_ref(&format!("{ns}/x"), ns)
+                .map_err(|_| format!("--in {ns:?}: not a namespace name"))?;
+            if !nss.contains(ns) {
+                nss.push(ns.clone());
+            }
+        }
+        Ok(flux_fence::discover::Scope::Namespaces(nss))
+    }
+
+    /// Label-selected unless --full-scan.
+    pub fn listing(&self) -> flux_fence::discover::Listing {
+        if self.full_scan {
+            flux_fence::discover::Listing::FullScan
+        } else {
+            flux_fence::discover::Listing::Labelled
+        }
+    }
+}
+
 #[derive(Debug, Args, Clone)]
 pub struct HolderArg {
     /// Use this holder identity instead of a generated one, e.g. when a CI step must know it
@@ -173,6 +219,8 @@ pub struct ResumeArgs {
     pub wait_ready: bool,
     #[command(flatten)]
     pub targets: TargetArgs,
+    #[command(flatten)]
+    pub find: FindArgs,
 }
 
 #[derive(Debug, Args)]
