@@ -159,12 +159,57 @@ const SECRETS: (&str, &str) = ("", "secrets");
 /// in a stable order (Lease, fences, discovery, restart, ghcr).
 #[must_use]
 pub fn rights(plan: &Plan) -> Vec<Right> {
-    let mut out: Vec<Right> = Vec::new();
-    let mut add = |feature,
-                   verb,
-                   (group, resource): (&'static str, &'static str),
-                   ns: Option<&str>,
-                   name: Option<&str>| {
+    let mut out = Rights(Vec::new());
+    let (lease_ns, lease_name) = (plan.lease.0.as_str(), Some(plan.lease.1.as_str()));
+    // `create` cannot be limited by name; reads and writes (an update with resourceVersion) can.
+    out.add(Feature::Lease, "create", LEASES, Some(lease_ns), None);
+    out.add(Feature::Lease, "get", LEASES, Some(lease_ns), lease_name);
+    out.add(Feature::Lease, "update", LEASES, Some(lease_ns), lease_name);
+    for ns in &plan.object_namespaces {
+        for kind in [KS, HR] {
+            out.add(Feature::Fence, "get", kind, Some(ns), None);
+            out.add(Feature::Fence, "patch", kind, Some(ns), None);
+        }
+        out.add(Feature::Events, "create", ("", "events"), Some(ns), None);
+    }
+    for kind in [KS, HR] {
+        if plan.all_namespaces {
+            out.add(Feature::Discover, "list", kind, None, None);
+        } else {
+            for ns in &plan.object_namespaces {
+                out.add(Feature::Discover, "list", kind, Some(ns), None);
+            }
+        }
+    }
+    if let Some((ns, name)) = &plan.restart {
+        let deploy = ("apps", "deployments");
+        out.add(Feature::RetireRestart, "get", deploy, Some(ns), Some(name));
+        out.add(
+            Feature::RetireRestart,
+            "patch",
+            deploy,
+            Some(ns),
+            Some(name),
+        );
+        out.add(Feature::RetireRestart, "list", ("", "pods"), Some(ns), None);
+    }
+    if let Some(g) = &plan.ghcr {
+        out.ghcr(g);
+    }
+    out.0
+}
+
+struct Rights(Vec<Right>);
+
+impl Rights {
+    fn add(
+        &mut self,
+        feature: Feature,
+        verb: &'static str,
+        (group, resource): (&'static str, &'static str),
+        ns: Option<&str>,
+        name: Option<&str>,
+    ) {
         let r = Right {
             verb,
             group,
@@ -173,81 +218,21 @@ pub fn rights(plan: &Plan) -> Vec<Right> {
             name: name.map(str::to_string),
             feature,
         };
-        if !out.iter().any(|o| same_grant(o, &r)) {
-            out.push(r);
-        }
-    };
-    let (lease_ns, lease_name) = (&plan.lease.0, &plan.lease.1);
-    // `create` cannot be limited by name; reads and writes (an update with resourceVersion) can.
-    add(Feature::Lease, "create", LEASES, Some(lease_ns), None);
-    add(
-        Feature::Lease,
-        "get",
-        LEASES,
-        Some(lease_ns),
-        Some(lease_name),
-    );
-    add(
-        Feature::Lease,
-        "update",
-        LEASES,
-        Some(lease_ns),
-        Some(lease_name),
-    );
-    for ns in &plan.object_namespaces {
-        for kind in [KS, HR] {
-            add(Feature::Fence, "get", kind, Some(ns), None);
-            add(Feature::Fence, "patch", kind, Some(ns), None);
-        }
-        add(Feature::Events, "create", ("", "events"), Some(ns), None);
-    }
-    for kind in [KS, HR] {
-        if plan.all_namespaces {
-            add(Feature::Discover, "list", kind, None, None);
-        } else {
-            for ns in &plan.object_namespaces {
-                add(Feature::Discover, "list", kind, Some(ns), None);
-            }
+        if !self.0.iter().any(|o| same_grant(o, &r)) {
+            self.0.push(r);
         }
     }
-    if let Some((ns, name)) = &plan.restart {
-        add(
-            Feature::RetireRestart,
-            "get",
-            ("apps", "deployments"),
-            Some(ns),
-            Some(name),
-        );
-        add(
-            Feature::RetireRestart,
-            "patch",
-            ("apps", "deployments"),
-            Some(ns),
-            Some(name),
-        );
-        add(Feature::RetireRestart, "list", ("", "pods"), Some(ns), None);
-    }
-    if let Some(g) = &plan.ghcr {
+
+    fn ghcr(&mut self, g: &Ghcr) {
+        let name = Some(g.secret_name.as_str());
         for ns in &g.consumers {
             // Read, create when absent, then a JSON Patch with a test: never update.
-            add(
-                Feature::GhcrConsumers,
-                "get",
-                SECRETS,
-                Some(ns),
-                Some(&g.secret_name),
-            );
-            add(Feature::GhcrConsumers, "create", SECRETS, Some(ns), None);
-            add(
-                Feature::GhcrConsumers,
-                "patch",
-                SECRETS,
-                Some(ns),
-                Some(&g.secret_name),
-            );
+            self.add(Feature::GhcrConsumers, "get", SECRETS, Some(ns), name);
+            self.add(Feature::GhcrConsumers, "create", SECRETS, Some(ns), None);
+            self.add(Feature::GhcrConsumers, "patch", SECRETS, Some(ns), name);
         }
         if g.selector {
-            add(
+            self.add(
                 Feature::GhcrSelector,
                 "list",
                 ("", "namespaces"),
@@ -255,29 +240,17 @@ pub fn rights(plan: &Plan) -> Vec<Right> {
                 None,
             );
         }
-        if let Some((ns, name)) = &g.root {
-            add(Feature::GhcrRoot, "get", SECRETS, Some(ns), Some(name));
-            add(Feature::GhcrRoot, "patch", SECRETS, Some(ns), Some(name));
+        if let Some((ns, root)) = &g.root {
+            self.add(Feature::GhcrRoot, "get", SECRETS, Some(ns), Some(root));
+            self.add(Feature::GhcrRoot, "patch", SECRETS, Some(ns), Some(root));
         }
         for s in &g.sources {
             let kind = ("source.toolkit.fluxcd.io", s.resource);
-            add(
-                Feature::SourceProof,
-                "get",
-                kind,
-                Some(&s.namespace),
-                Some(&s.name),
-            );
-            add(
-                Feature::SourceProof,
-                "patch",
-                kind,
-                Some(&s.namespace),
-                Some(&s.name),
-            );
+            let (ns, name) = (Some(s.namespace.as_str()), Some(s.name.as_str()));
+            self.add(Feature::SourceProof, "get", kind, ns, name);
+            self.add(Feature::SourceProof, "patch", kind, ns, name);
         }
     }
-    out
 }
 
 /// Whether `a` already grants what `b` asks (same verb and resource where `b` is; a grant on
@@ -359,16 +332,17 @@ pub fn manifests(plan: &Plan, subject: &Subject, header: &[String]) -> String {
 
 /// The rules for `rights`: one per feature, resource and name, its verbs merged in order.
 fn rules(rights: &[&Right]) -> String {
-    let mut groups: Vec<(Feature, &str, &str, Option<&str>, Vec<&str>)> = Vec::new();
+    type Key<'a> = (Feature, &'a str, &'a str, Option<&'a str>);
+    let mut groups: Vec<(Key<'_>, Vec<&str>)> = Vec::new();
     for r in rights {
         let key = (r.feature, r.group, r.resource, r.name.as_deref());
-        match groups.iter_mut().find(|g| (g.0, g.1, g.2, g.3) == key) {
-            Some(g) => g.4.push(r.verb),
-            None => groups.push((key.0, key.1, key.2, key.3, vec![r.verb])),
+        match groups.iter_mut().find(|g| g.0 == key) {
+            Some(g) => g.1.push(r.verb),
+            None => groups.push((key, vec![r.verb])),
         }
     }
     let mut s = String::new();
-    for (feature, group, resource, name, verbs) in groups {
+    for ((feature, group, resource, name), verbs) in groups {
         let _ = writeln!(s, "  # {}", feature.describe());
         s.push_str(&rule_lines(group, resource, name, &verbs));
     }

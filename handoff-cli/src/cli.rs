@@ -97,6 +97,10 @@ pub enum Command {
     /// Read-only preflight: API, Flux CRDs, controller, Lease namespace, and every permission
     /// the configured handoff needs.
     Doctor(crate::cmd::doctor::DoctorArgs),
+    /// Print the RBAC manifests granting exactly what the configured features need: a Role
+    /// and `RoleBinding` per namespace (the root Secret and pull Secrets by name), cluster-wide
+    /// rights only for -A or a namespace selector. No cluster call.
+    Rbac(crate::cmd::rbac::RbacArgs),
     /// Print shell completions (bash, zsh, fish, elvish, powershell) to stdout.
     Completions {
         #[arg(value_enum)]
