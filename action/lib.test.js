@@ -57,6 +57,13 @@ test('main command line: globals, subcommand, holder, args, then the run script'
   assert.deepEqual(lib.mainArgs(reassert, 'h1'), ['ghcr', 'reassert', '--holder', 'h1', '--credential-env', 'TOKEN']);
 });
 
+test('post command line keeps the targets: resume looks in their namespaces', () => {
+  const inputs = lib.readInputs(env({ command: 'pause', args: '--target\nhr/apps/web\n--retire\nack\n-t\nx' }));
+  assert.deepEqual(lib.postArgs(inputs, 'h1'), [
+    'resume', '--holder', 'h1', '--holder-exited', '--target', 'hr/apps/web', '-t', 'x',
+  ]);
+});
+
 test('post command line keeps only where the Lease and the cluster are', () => {
   const inputs = lib.readInputs(env({
     command: 'ghcr-reassert', config: 'f.toml',
