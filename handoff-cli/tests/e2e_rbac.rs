@@ -131,6 +131,70 @@ fn rbac_the_shipped_manifest_is_what_the_rbac_command_prints_and_grants_secrets_
     }
 }
 
+#[test]
+fn rbac_generates_a_role_per_consumer_namespace_and_refuses_a_selector_with_exit_2() {
+    let rbac_cmd = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_flux-handoff"))
+            .arg("rbac")
+            .args(args)
+            .env_remove("FLUX_HANDOFF_CONFIG")
+            .output()
+            .unwrap()
+    };
+    let out = rbac_cmd(&[
+        "--namespace-list",
+        "apps,web",
+        "--secret-name",
+        "pull",
+        "--source",
+        "helm/infra/charts",
+        "--in",
+        "apps",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let docs = rbac::parse(&stdout(&out));
+    let roles: Vec<(&str, &str)> = docs
+        .iter()
+        .filter(|d| d["kind"] == "Role")
+        .map(|d| {
+            (
+                d["metadata"]["namespace"].as_str().unwrap(),
+                d["metadata"]["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            ("flux-system", SA),
+            ("apps", SA),
+            ("web", SA),
+            ("infra", SA)
+        ]
+    );
+    let web = docs
+        .iter()
+        .find(|d| d["kind"] == "Role" && d["metadata"]["namespace"] == "web")
+        .unwrap();
+    assert_eq!(
+        web["rules"],
+        json!([{ "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["pull"],
+                 "verbs": ["get", "patch"] },
+               { "apiGroups": [""], "resources": ["secrets"], "verbs": ["create"] }])
+    );
+    let text = stdout(&out);
+    assert!(text.contains("resources: [\"helmrepositories\"]\n    resourceNames: [\"charts\"]"));
+    assert!(!text.contains("ClusterRole"), "{text}");
+
+    let out = rbac_cmd(&["--namespace-selector", "team=a", "--secret-name", "pull"]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out).trim(),
+        "error: rbac grants Secrets by namespace: pass --namespace-list instead of a selector"
+    );
+    assert!(stdout(&out).is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_pause_fences_doctor_and_resume_as_the_shipped_service_account() {
     let c = Cluster::seeded("rbac-ok").await;
