@@ -114,12 +114,7 @@ async fn runner_cancel_action_with_a_command_ignoring_sigterm_releases() {
     // Over before the runner's SIGKILL: with the default --grace (5 s) the command is killed
     // and everything released before the runner's SIGTERM at 7.5 s; a longer grace ends at
     // that SIGTERM (a second signal kills the command and still releases).
-    assert!(
-        !main.signals.contains(&"KILL"),
-        "{:?}\n{}",
-        main.signals,
-        main.log
-    );
+    assert!(!main.signals.contains(&"KILL"), "{:?}\n{}", main.signals, main.log);
     assert_eq!(main.code(), 130, "{}", main.log);
     let post = finish(job.action_post(&inputs)).await;
     eprintln!("--- post step log ---\n{}", post.log);
@@ -182,12 +177,7 @@ async fn runner_cancel_run_step_exec_with_a_command_ignoring_sigterm_releases() 
     eprintln!("--- step log ---\n{}", ended.log);
     // Over before the runner's SIGKILL: the default --grace (5 s) ends the command and the
     // release before the runner's SIGTERM at 7.5 s.
-    assert!(
-        !ended.signals.contains(&"KILL"),
-        "{:?}\n{}",
-        ended.signals,
-        ended.log
-    );
+    assert!(!ended.signals.contains(&"KILL"), "{:?}\n{}", ended.signals, ended.log);
     assert_eq!(ended.code(), 130, "{}", ended.log);
     assert_restored(&c, &before).await;
     assert_events_say_cancelled(&c).await;
