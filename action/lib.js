@@ -38,7 +38,10 @@ const OUTCOMES = {
 };
 
 /** Flags (with a value) that say where the Lease and the cluster are; the post step keeps them. */
-const RELEASE_FLAGS = ['--lease', '--context', '--namespace', '-n', '--kubeconfig', '--config'];
+// --target/--parent too: resume looks for the holder's fences in their namespaces (and -n).
+const RELEASE_FLAGS = [
+  '--lease', '--context', '--namespace', '-n', '--kubeconfig', '--config', '--target', '-t', '--parent',
+];
 
 class InputError extends Error {}
 
@@ -173,7 +176,7 @@ function mainEnv(env) {
 
 /**
  * The post step's command line: release by holder what `holder` still holds, with only the
- * flags that say where the Lease and the cluster are (the main command's other flags, e.g.
+ * flags that say where the Lease, the cluster and the fenced objects are (the main command's other flags, e.g.
  * ghcr's, mean nothing to resume). They follow the subcommand: `--lease` is resume's own flag,
  * the others are global and accepted there too.
  */

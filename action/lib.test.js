@@ -70,6 +70,13 @@ test('recover-finished-runs: a flag on the command line, the token only in the e
     /only for command: run, pause or ghcr-reassert/);
 });
 
+test('post command line keeps the targets: resume looks in their namespaces', () => {
+  const inputs = lib.readInputs(env({ command: 'pause', args: '--target\nhr/apps/web\n--retire\nack\n-t\nx' }));
+  assert.deepEqual(lib.postArgs(inputs, 'h1'), [
+    'resume', '--holder', 'h1', '--holder-exited', '--target', 'hr/apps/web', '-t', 'x',
+  ]);
+});
+
 test('post command line keeps only where the Lease and the cluster are', () => {
   const inputs = lib.readInputs(env({
     command: 'ghcr-reassert', config: 'f.toml',

@@ -215,6 +215,14 @@ pub fn decide_acquire(
         &pointer::annotation(&keys.owner),
         &json!(owner.to_string()),
     ));
+    // The fenced label travels with the owner annotation: selectable server-side.
+    if !obj.pointer(pointer::LABELS).is_some_and(Value::is_object) {
+        ops.push(json!({ "op": "add", "path": pointer::LABELS, "value": {} }));
+    }
+    ops.push(add(
+        &pointer::label(&keys.fenced_label),
+        &json!(crate::FENCED_LABEL_VALUE),
+    ));
     ops.push(add(&pointer::annotation(&keys.prior), &json!(prior)));
     if let Some(r) = reason {
         ops.push(add(&pointer::annotation(&keys.reason), &json!(r)));
@@ -323,6 +331,10 @@ pub fn decide_release(
         ops.push(json!({ "op": "remove", "path": pointer::annotation(&keys.reason) }));
     }
     ops.push(json!({ "op": "remove", "path": pointer::annotation(&keys.owner) }));
+    // A fence written by an older version carries no label: nothing to remove then.
+    if label(obj, &keys.fenced_label).is_some() {
+        ops.push(json!({ "op": "remove", "path": pointer::label(&keys.fenced_label) }));
+    }
     Ok(ReleaseDecision::Patch(to_patch(ops)?))
 }
 
@@ -357,6 +369,12 @@ pub fn held_from_annotations(
 #[must_use]
 pub fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
     obj.pointer(pointer::ANNOTATIONS)?.get(key)?.as_str()
+}
+
+/// The value of label `key`, if present and a string.
+#[must_use]
+pub fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.pointer(pointer::LABELS)?.get(key)?.as_str()
 }
 
 fn held_if_in_place(

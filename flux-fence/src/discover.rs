@@ -1,5 +1,7 @@
 //! Fence discovery: every object of the given kinds and the Lease carrying our annotations,
-//! with holder, epoch, age and the exact CAS release patch each would need.
+//! with holder, epoch, age and the exact CAS release patch each would need. Fenced objects
+//! are selected server-side by the fenced label ([`Listing::Labelled`]); a full scan
+//! ([`Listing::FullScan`]) also finds fences written without it.
 //!
 //! Age is measured from the `since` timestamp of the prior annotation (`<prefix>/prior`),
 //! written by the fencer's clock at acquire time; the owner annotation stays `holder;epoch`.
@@ -27,6 +29,19 @@ pub enum Scope {
     All,
     /// These namespaces only.
     Namespaces(Vec<String>),
+}
+
+/// How objects are listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Listing {
+    /// Only objects carrying the fenced label ([`AnnotationKeys::fenced_selector`]), selected
+    /// by the API server: nothing else is read.
+    #[default]
+    Labelled,
+    /// Every object of each kind, filtered here: also finds fences written by a version that
+    /// wrote no label. Slower, and reads every object's spec.
+    FullScan,
 }
 
 /// Everything discovery found.
@@ -111,7 +126,24 @@ pub struct FoundLease {
     pub release_patch: Option<String>,
 }
 
-/// Lists fences of `kinds` in `scope` and the Lease `lease`.
+/// Lists fences of `kinds` in `scope` and the Lease `lease` with a full scan
+/// ([`Listing::FullScan`]); see [`discover_listed`].
+///
+/// # Errors
+/// As [`discover_listed`].
+pub async fn discover(
+    client: &Client,
+    keys: &AnnotationKeys,
+    kinds: &[ApiResource],
+    scope: &Scope,
+    lease: Option<&LeaseConfig>,
+    clock: &dyn Clock,
+) -> Result<FenceReport, FenceError> {
+    discover_listed(client, keys, kinds, scope, lease, clock, Listing::FullScan).await
+}
+
+/// Lists fences of `kinds` in `scope` and the Lease `lease`, selecting objects as `listing`
+/// says.
 ///
 /// # Guarantees
 /// Read-only. Objects with a malformed owner or prior annotation are reported as
@@ -121,17 +153,22 @@ pub struct FoundLease {
 /// [`FenceError::Forbidden`] naming `list` and the resource; other API failures.
 ///
 /// # Caveats
-/// Annotations are not selectable server-side, so every object of each kind is listed and
-/// filtered here. Ages come from the fencing process's clock.
-pub async fn discover(
+/// [`Listing::Labelled`] misses a fence whose label was removed or never written (an older
+/// version): [`Listing::FullScan`] finds those. Ages come from the fencing process's clock.
+pub async fn discover_listed(
     client: &Client,
     keys: &AnnotationKeys,
     kinds: &[ApiResource],
     scope: &Scope,
     lease: Option<&LeaseConfig>,
     clock: &dyn Clock,
+    listing: Listing,
 ) -> Result<FenceReport, FenceError> {
     let now = clock.now();
+    let params = match listing {
+        Listing::Labelled => ListParams::default().labels(&keys.fenced_selector()),
+        Listing::FullScan => ListParams::default(),
+    };
     let mut fences = Vec::new();
     for ar in kinds {
         let apis: Vec<(Api<DynamicObject>, String)> = match scope {
@@ -143,7 +180,7 @@ pub async fn discover(
         };
         for (api, where_) in apis {
             let list = api
-                .list(&ListParams::default())
+                .list(&params)
                 .await
                 .map_err(|e| error("list", resource_name(ar), where_, e))?;
             for item in list.items {

@@ -1,4 +1,4 @@
-//! The annotation keys a fence writes.
+//! The annotation (and label) keys a fence writes.
 
 /// Default annotation prefix.
 pub const DEFAULT_PREFIX: &str = "flux-handoff.io";
@@ -15,7 +15,14 @@ pub struct AnnotationKeys {
     /// `<prefix>/parked` on the Lease: the holder that deliberately left it held (a pause
     /// meant to outlive its process), so recovery does not mistake it for a crashed run.
     pub parked: String,
+    /// `<prefix>/fenced`: a label (value [`FENCED_LABEL_VALUE`]) written and removed in the
+    /// same CAS patch as the owner annotation, so fences are listed with a server-side label
+    /// selector instead of reading every object.
+    pub fenced_label: String,
 }
+
+/// The value of the fenced label.
+pub const FENCED_LABEL_VALUE: &str = "true";
 
 impl AnnotationKeys {
     /// Keys under `prefix` (a DNS subdomain such as `flux-handoff.io`).
@@ -26,6 +33,7 @@ impl AnnotationKeys {
             prior: format!("{prefix}/prior"),
             reason: format!("{prefix}/reason"),
             parked: format!("{prefix}/parked"),
+            fenced_label: format!("{prefix}/fenced"),
         }
     }
 
@@ -43,6 +51,12 @@ impl AnnotationKeys {
                 "annotation prefix {prefix:?} is not a DNS subdomain (e.g. flux-handoff.io)"
             ))
         }
+    }
+
+    /// The label selector matching every object carrying the fenced label.
+    #[must_use]
+    pub fn fenced_selector(&self) -> String {
+        format!("{}={FENCED_LABEL_VALUE}", self.fenced_label)
     }
 
     /// Whether `key` is one of the three keys the fence itself manages.

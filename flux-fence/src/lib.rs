@@ -67,9 +67,11 @@
 //! 6. **Release.** [`Fencer::release`] consumes the guard and sends ONE JSON Patch: `test` uid
 //!    and owner, `test` each mark still holds its value, restore priors (replace or remove),
 //!    remove the fence annotations ([`decide_release`]). Any process can release a fence left
-//!    behind, from the annotations alone ([`Fencer::adopt_recorded`]).
-//! 7. **Discover.** [`discover::discover`] lists the Lease and every fenced object with holder,
-//!    epoch, age and the exact CAS release patch.
+//!    behind, from the annotations alone ([`Fencer::adopt_recorded`]). The acquire and release
+//!    patches also add and remove the label `<prefix>/fenced=true`.
+//! 7. **Discover.** [`discover::discover_listed`] lists the Lease and every fenced object with
+//!    holder, epoch, age and the exact CAS release patch, selecting the fenced label
+//!    server-side (or scanning every object, for fences an older version wrote).
 //! 8. **Recover.** [`recovery`] judges which fences a gone holder left may be released, on
 //!    evidence (the Lease unchanged for a full duration while watched, never the wall clock),
 //!    takes the Lease first and releases children before parents.
@@ -116,7 +118,7 @@ pub use events::{COMPONENT, REASON_FENCED, REASON_RECOVERED, REASON_RELEASED};
 pub use fence::{Fencer, MAX_ATTEMPTS, READ_RETRY_BUDGET};
 pub use guard::{FenceGuard, ObjectRef};
 pub use holder::{Epoch, HOLDER_MAX_LEN, Holder, OwnerValue};
-pub use keys::{AnnotationKeys, DEFAULT_PREFIX};
+pub use keys::{AnnotationKeys, DEFAULT_PREFIX, FENCED_LABEL_VALUE};
 pub use lease::{
     LEASE_ATTEMPTS, Lease, LeaseAcquire, LeaseGuard, LeaseHandle, LeaseRecover, LeaseRelease,
 };

@@ -47,6 +47,15 @@ pub fn annotation(key: &str) -> String {
 /// The pointer to the annotations map.
 pub const ANNOTATIONS: &str = "/metadata/annotations";
 
+/// The pointer to label `key`: `/metadata/labels/<escaped key>`.
+#[must_use]
+pub fn label(key: &str) -> String {
+    format!("{LABELS}/{}", escape(key))
+}
+
+/// The pointer to the labels map.
+pub const LABELS: &str = "/metadata/labels";
+
 /// The parent of a pointer: `/spec/suspend` -> `/spec`, `/a` -> the empty pointer.
 pub(crate) fn parent(pointer: &str) -> &str {
     pointer.rfind('/').map_or("", |i| &pointer[..i])

@@ -226,8 +226,69 @@ fn release_restores_the_exact_pre_fence_object() {
                 .unwrap()
                 .remove("annotations");
         }
+        // The fenced label is gone; the API server drops the then empty map.
+        assert_eq!(after["metadata"]["labels"], json!({}));
+        after["metadata"].as_object_mut().unwrap().remove("labels");
         assert_eq!(after, before);
     }
+}
+
+#[test]
+fn the_fenced_label_is_written_with_the_owner_and_kept_beside_other_labels() {
+    let k = keys();
+    // (labels before, ops creating the map)
+    for (labels, creates_map) in [(None, true), (Some(json!({ "app": "x" })), false)] {
+        let mut before = object(false, None);
+        if let Some(l) = labels.clone() {
+            before["metadata"]["labels"] = l;
+        }
+        let plan = plan(&before, &flux_marks());
+        let ops = serde_json::to_value(&plan.patch).unwrap();
+        let adds_map = ops
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|op| op["path"] == "/metadata/labels" && op["value"] == json!({}));
+        assert_eq!(adds_map, creates_map, "{ops}");
+        let after = applied(&before, &plan);
+        assert_eq!(
+            after["metadata"]["labels"]["flux-handoff.io/fenced"],
+            "true"
+        );
+        if labels.is_some() {
+            assert_eq!(after["metadata"]["labels"]["app"], "x");
+        }
+        // The release removes it in the same patch as the owner, and keeps other labels.
+        let mut released = after.clone();
+        json_patch::patch(&mut released, &release_patch(&after, &plan.held)).unwrap();
+        assert_eq!(
+            released["metadata"]["labels"].get("flux-handoff.io/fenced"),
+            None
+        );
+        assert_eq!(
+            released["metadata"]["labels"].get("app").is_some(),
+            labels.is_some()
+        );
+        assert_eq!(k.fenced_selector(), "flux-handoff.io/fenced=true");
+    }
+}
+
+#[test]
+fn a_fence_without_the_label_releases_without_touching_labels() {
+    // Written by an older version: owner annotation, no label.
+    let before = object(false, None);
+    let plan = plan(&before, &flux_marks());
+    let mut after = applied(&before, &plan);
+    after["metadata"].as_object_mut().unwrap().remove("labels");
+    let patch = serde_json::to_value(release_patch(&after, &plan.held)).unwrap();
+    assert!(
+        patch
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|op| !op["path"].as_str().unwrap().starts_with("/metadata/labels")),
+        "{patch}"
+    );
 }
 
 #[test]
@@ -378,6 +439,8 @@ proptest! {
         if before["metadata"].get("annotations").is_none() {
             after["metadata"].as_object_mut().unwrap().remove("annotations");
         }
+        prop_assert_eq!(&after["metadata"]["labels"], &json!({}));
+        after["metadata"].as_object_mut().unwrap().remove("labels");
         prop_assert_eq!(after, before);
     }
 }

@@ -86,6 +86,7 @@ pub mod quiesce;
 pub mod readiness;
 pub mod report;
 pub mod retire;
+pub mod rights;
 pub mod session;
 pub mod steps;
 

@@ -102,6 +102,10 @@ pub enum Command {
     /// Read-only preflight: API, Flux CRDs, controller, Lease namespace, and every permission
     /// the configured handoff needs.
     Doctor(crate::cmd::doctor::DoctorArgs),
+    /// Print the RBAC manifests granting exactly what the configured features need: a Role
+    /// and `RoleBinding` per namespace (the root Secret and pull Secrets by name), cluster-wide
+    /// rights only for -A or a namespace selector. No cluster call.
+    Rbac(crate::cmd::rbac::RbacArgs),
     /// Print shell completions (bash, zsh, fish, elvish, powershell) to stdout.
     Completions {
         #[arg(value_enum)]
@@ -137,6 +141,52 @@ pub struct TargetArgs {
     /// flux-system/kustomize-controller).
     #[arg(long, value_name = "DEPLOYMENT")]
     pub controller: Option<String>,
+}
+
+/// Where fences are looked for, and how they are listed.
+#[derive(Debug, Args, Clone, Default)]
+pub struct FindArgs {
+    /// Look in every namespace (needs cluster-wide list on kustomizations and helmreleases:
+    /// `flux-handoff rbac --all-namespaces`). Default: the namespace of -n/--namespace, each
+    /// --in, and the namespaces of the configured targets.
+    #[arg(long, short = 'A', global = true)]
+    pub all_namespaces: bool,
+    /// Also look in this namespace (repeatable; commas allowed). Default: none.
+    #[arg(long = "in", value_name = "NS", value_delimiter = ',', global = true)]
+    pub namespaces: Vec<String>,
+    /// List every object and filter here instead of selecting the flux-handoff.io/fenced label
+    /// server-side: also finds fences an older version wrote without the label. Slower, and
+    /// reads every object of each kind.
+    #[arg(long, global = true)]
+    pub full_scan: bool,
+}
+
+impl FindArgs {
+    /// The scope: every namespace, or `base` plus each --in (one line for exit 2 on a bad
+    /// name).
+    pub fn scope(&self, base: &[String]) -> Result<flux_fence::discover::Scope, String> {
+        if self.all_namespaces {
+            return Ok(flux_fence::discover::Scope::All);
+        }
+        let mut nss: Vec<String> = Vec::new();
+        for ns in base.iter().chain(&self.namespaces) {
+            crate::config::split_ref(&format!("{ns}/x"), ns)
+                .map_err(|_| format!("--in {ns:?}: not a namespace name"))?;
+            if !nss.contains(ns) {
+                nss.push(ns.clone());
+            }
+        }
+        Ok(flux_fence::discover::Scope::Namespaces(nss))
+    }
+
+    /// Label-selected unless --full-scan.
+    pub fn listing(&self) -> flux_fence::discover::Listing {
+        if self.full_scan {
+            flux_fence::discover::Listing::FullScan
+        } else {
+            flux_fence::discover::Listing::Labelled
+        }
+    }
 }
 
 #[derive(Debug, Args, Clone)]
@@ -189,6 +239,8 @@ pub struct ResumeArgs {
     pub wait_ready: bool,
     #[command(flatten)]
     pub targets: TargetArgs,
+    #[command(flatten)]
+    pub find: FindArgs,
 }
 
 #[derive(Debug, Args)]

@@ -73,6 +73,7 @@ async fn dispatch(cli: Cli) -> u8 {
         Command::Run(a) => ("run", cmd::run::run(g, a, &mut out, cancel).await),
         Command::Fences(a) => ("fences", cmd::fences::run(g, a, &mut out).await),
         Command::Doctor(a) => ("doctor", cmd::doctor::run(g, a, &mut out).await),
+        Command::Rbac(a) => ("rbac", cmd::rbac::run(g, a, &mut out)),
         // Boxed: the reassert future (a registry proof, a handoff, the Secrets) is over 16 KiB.
         Command::Ghcr(a) => (
             a.name(),

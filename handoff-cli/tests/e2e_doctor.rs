@@ -44,7 +44,11 @@ async fn doctor_passes_every_check_on_the_admin_kubeconfig() {
             "ok   may patch kustomizations.kustomize.toolkit.fluxcd.io in {}",
             c.ns.name
         ),
-        "ok   may list helmreleases.helm.toolkit.fluxcd.io in all namespaces",
+        &format!(
+            "ok   may list helmreleases.helm.toolkit.fluxcd.io in {} (resume and fences find \
+             fences by label)",
+            c.ns.name
+        ),
     ] {
         assert!(text.contains(want), "missing {want:?} in\n{text}");
     }
@@ -73,11 +77,15 @@ async fn doctor_names_each_missing_permission_and_its_fix_for_a_bare_service_acc
     assert!(text.contains("ok   API reachable"), "{text}");
     for want in [
         format!(
-            "FAIL may update leases.coordination.k8s.io flux-handoff in {ns} (the coordination Lease): add rule {{apiGroups: [\"coordination.k8s.io\"], resources: [\"leases\"], resourceNames: [\"flux-handoff\"], verbs: [\"update\"]}} to a Role bound in namespace {ns}"
+            "FAIL may update leases.coordination.k8s.io flux-handoff in {ns} (the coordination \
+             Lease): the coordination Lease needs it; add this rule to the Role bound in \
+             namespace {ns} (`flux-handoff rbac` prints the whole manifest):\n  - apiGroups: \
+             [\"coordination.k8s.io\"]\n    resources: [\"leases\"]\n    resourceNames: \
+             [\"flux-handoff\"]\n    verbs: [\"update\"]\n"
         ),
         format!("FAIL may patch kustomizations.kustomize.toolkit.fluxcd.io in {ns}"),
         format!("FAIL may patch deployments.apps kustomize-controller in {ns} (--retire restart)"),
-        "FAIL may list kustomizations.kustomize.toolkit.fluxcd.io in all namespaces".to_string(),
+        format!("FAIL may list kustomizations.kustomize.toolkit.fluxcd.io in {ns}"),
     ] {
         assert!(text.contains(&want), "missing {want:?} in\n{text}");
     }

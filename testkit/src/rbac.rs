@@ -3,7 +3,8 @@
 //! privilege.
 //!
 //! 1. [`documents`] adapts the manifest to a test namespace: `flux-system` becomes it, and
-//!    cluster-scoped names get it as a suffix (so parallel tests never share them).
+//!    cluster-scoped names get it as a suffix (so parallel tests never share them); [`parse`]
+//!    reads what `flux-handoff rbac` printed for a test namespace as is.
 //! 2. [`apply`] creates them with an admin client; [`remove_cluster_scoped`] deletes what the
 //!    namespace's deletion does not take.
 //! 3. [`await_may`] waits until the authorizer's answer is the expected one (RBAC changes reach
@@ -58,7 +59,17 @@ pub fn documents(ns: &str) -> anyhow::Result<Vec<Value>> {
     Ok(out)
 }
 
-/// Creates every document with the admin `client`.
+/// The documents of a manifest as printed (`flux-handoff rbac` output), unchanged.
+///
+/// # Errors
+/// The manifest does not parse.
+pub fn parse(yaml: &str) -> anyhow::Result<Vec<Value>> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(yaml)?;
+    Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
+}
+
+/// Creates every document with the admin `client`, each in its own namespace (`ns` when it
+/// names none).
 ///
 /// # Errors
 /// A create failed, or a document of another kind.
@@ -66,6 +77,7 @@ pub async fn apply(client: &Client, ns: &str, docs: &[Value]) -> anyhow::Result<
     let pp = PostParams::default();
     for d in docs {
         let v = d.clone();
+        let ns = d["metadata"]["namespace"].as_str().unwrap_or(ns);
         match d["kind"].as_str().unwrap_or_default() {
             "ServiceAccount" => {
                 let o: ServiceAccount = serde_json::from_value(v)?;
@@ -125,14 +137,94 @@ pub async fn may(
     resource: &str,
     ns: &str,
 ) -> anyhow::Result<bool> {
+    may_on(client, &Access::new(verb, group, resource).namespace(ns)).await
+}
+
+/// One access to ask the API server about (a `SelfSubjectAccessReview`'s attributes).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Access {
+    /// Verb.
+    pub verb: String,
+    /// API group.
+    pub group: String,
+    /// Resource (plural).
+    pub resource: String,
+    /// Subresource, e.g. `exec`.
+    pub subresource: Option<String>,
+    /// Namespace; `None` for all namespaces.
+    pub namespace: Option<String>,
+    /// Object name.
+    pub name: Option<String>,
+}
+
+impl Access {
+    /// `verb` on `group/resource` in every namespace.
+    #[must_use]
+    pub fn new(verb: &str, group: &str, resource: &str) -> Self {
+        Self {
+            verb: verb.into(),
+            group: group.into(),
+            resource: resource.into(),
+            ..Self::default()
+        }
+    }
+
+    /// In namespace `ns`.
+    #[must_use]
+    pub fn namespace(mut self, ns: &str) -> Self {
+        self.namespace = Some(ns.into());
+        self
+    }
+
+    /// On object `name`.
+    #[must_use]
+    pub fn name(mut self, name: &str) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// On subresource `sub`.
+    #[must_use]
+    pub fn subresource(mut self, sub: &str) -> Self {
+        self.subresource = Some(sub.into());
+        self
+    }
+}
+
+impl std::fmt::Display for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.verb, self.resource)?;
+        if let Some(s) = &self.subresource {
+            write!(f, "/{s}")?;
+        }
+        if !self.group.is_empty() {
+            write!(f, ".{}", self.group)?;
+        }
+        if let Some(n) = &self.name {
+            write!(f, " {n}")?;
+        }
+        match &self.namespace {
+            Some(ns) => write!(f, " in {ns}"),
+            None => write!(f, " in all namespaces"),
+        }
+    }
+}
+
+/// Whether `client` may make `access`, per the API server.
+///
+/// # Errors
+/// The review failed.
+pub async fn may_on(client: &Client, access: &Access) -> anyhow::Result<bool> {
     let review = SelfSubjectAccessReview {
         metadata: ObjectMeta::default(),
         spec: SelfSubjectAccessReviewSpec {
             resource_attributes: Some(ResourceAttributes {
-                group: Some(group.into()),
-                resource: Some(resource.into()),
-                verb: Some(verb.into()),
-                namespace: Some(ns.into()),
+                group: Some(access.group.clone()),
+                resource: Some(access.resource.clone()),
+                subresource: access.subresource.clone(),
+                verb: Some(access.verb.clone()),
+                namespace: access.namespace.clone(),
+                name: access.name.clone(),
                 ..ResourceAttributes::default()
             }),
             ..SelfSubjectAccessReviewSpec::default()

@@ -15,7 +15,7 @@ use super::ci::{CiAsk, ask_ci};
 use super::plan::{HolderEvidence, PlanOptions, RecoverPlan, Subject, needs_watch, plan_recover};
 use super::watch::{WatchProgress, WatchTiming, watch_lease};
 use crate::api::{error, get_retrying};
-use crate::discover::{self, FenceReport, Scope, owner_of};
+use crate::discover::{self, FenceReport, Listing, Scope, owner_of};
 use crate::events::EventKind;
 use crate::liveness::LivenessSource;
 use crate::{
@@ -33,6 +33,7 @@ pub struct Recovery {
     kinds: Vec<ApiResource>,
     child: ChildMark,
     scope: Scope,
+    listing: Listing,
     opts: PlanOptions,
     clock: Arc<dyn Clock>,
     holder: Holder,
@@ -126,6 +127,7 @@ impl Recovery {
             kinds,
             child,
             scope: Scope::All,
+            listing: Listing::Labelled,
             opts: PlanOptions::default(),
             clock: Arc::new(SystemClock),
             holder: Holder::generate(),
@@ -152,6 +154,13 @@ impl Recovery {
     #[must_use]
     pub fn scope(mut self, scope: Scope) -> Self {
         self.scope = scope;
+        self
+    }
+
+    /// How fenced objects are listed (default: by the fenced label, server-side).
+    #[must_use]
+    pub fn listing(mut self, listing: Listing) -> Self {
+        self.listing = listing;
         self
     }
 
@@ -193,13 +202,14 @@ impl Recovery {
     /// API failures ([`FenceError::Forbidden`] naming the verb on 403).
     pub async fn snapshot(&self) -> Result<Snapshot, FenceError> {
         let clock = Arc::clone(&self.clock);
-        let report = discover::discover(
+        let report = discover::discover_listed(
             &self.client,
             &self.keys,
             &self.kinds,
             &self.scope,
             None,
             &*clock,
+            self.listing,
         )
         .await?;
         let now = self.clock.now();

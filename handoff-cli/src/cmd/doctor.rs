@@ -1,10 +1,9 @@
 //! `flux-handoff doctor`: a read-only preflight against any cluster. It checks that the API is
 //! reachable, the Flux CRDs are served, the controller Deployment and the Lease namespace
-//! exist, and — one `SelfSubjectAccessReview` per verb, resource and namespace — every
-//! permission the configured handoff needs ([`needs::needs`]). Each line is `ok <check>` or
-//! `FAIL <check>: <fix>`; exit 0 when all pass, 6 otherwise.
-
-pub mod needs;
+//! exist, and — one `SelfSubjectAccessReview` per verb, resource, namespace and name — every
+//! right the configured features need (`flux_suspend::rights` decides which). Each line is
+//! `ok <check>` or `FAIL <check>: <fix>`, a missing right naming the feature that needs it and
+//! the exact rule lines to add; exit 0 when all pass, 6 otherwise.
 
 use clap::Args;
 use flux_suspend::retire::Strategy;
@@ -17,19 +16,25 @@ use kube::Client;
 use kube::api::{Api, ObjectMeta, PostParams};
 use serde_json::json;
 
-use self::needs::{Need, Plan};
-use crate::cli::{Global, TargetArgs};
-use crate::config::{FileConfig, split_ref};
+use flux_suspend::rights::{self, Right};
+
+use super::ghcr::SecretArgs;
+use crate::cli::{FindArgs, Global, TargetArgs};
 use crate::failure::Failure;
 use crate::output::Output;
 use crate::settings::{ParentSpec, Settings};
 use crate::{client, config, exit, settings};
 
-/// `doctor`: the same targets, Lease, controller and config as `pause`.
+/// `doctor`: the same targets, Lease, controller and config as `pause`; the same fence scope
+/// as `fences`; the same Secrets and sources as `ghcr reassert`.
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
     #[command(flatten)]
     pub targets: TargetArgs,
+    #[command(flatten)]
+    pub find: FindArgs,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
 }
 
 /// The result of every check, printed as it is made.
@@ -67,6 +72,7 @@ pub async fn run(global: &Global, args: &DoctorArgs, out: &mut Output) -> Result
         targets.target.push("unused".into());
     }
     let s = settings::resolve(global, &targets, &file).map_err(Failure::usage)?;
+    let ghcr = super::rbac::ghcr_plan(&args.secrets, &file, &global.namespace)?;
     let client = client::client(global).await?;
     let mut r = Report {
         out,
@@ -90,9 +96,13 @@ pub async fn run(global: &Global, args: &DoctorArgs, out: &mut Output) -> Result
     let object_namespaces = check_targets(&client, &s, named, &global.namespace, &mut r).await;
     check_controller(&client, &s, &mut r).await;
     check_lease_namespace(&client, &s, &mut r).await;
-    let plan = plan(&s, &file, &global.namespace, object_namespaces);
-    for need in needs::needs(&plan) {
-        check_permission(&client, &need, &mut r).await;
+    let object_namespaces = match args.find.scope(&object_namespaces) {
+        Ok(flux_fence::discover::Scope::Namespaces(n)) => n,
+        _ => object_namespaces,
+    };
+    let plan = super::rbac::plan(&s, object_namespaces, args.find.all_namespaces, ghcr);
+    for right in rights::rights(&plan) {
+        check_permission(&client, &right, &mut r).await;
     }
     finish(&mut r)
 }
@@ -248,58 +258,36 @@ async fn check_lease_namespace(client: &Client, s: &Settings, r: &mut Report<'_>
     }
 }
 
-fn plan(s: &Settings, file: &FileConfig, default_ns: &str, object_namespaces: Vec<String>) -> Plan {
-    let ns_of = |text: &str| split_ref(text, default_ns).ok().map(|(ns, _)| ns);
-    let secret_namespaces = file.ghcr.as_ref().map(|g| {
-        let mut nss: Vec<String> = g.namespaces.clone();
-        if let Some(ns) = g.root_secret.as_deref().and_then(ns_of)
-            && !nss.contains(&ns)
-        {
-            nss.push(ns);
-        }
-        nss
-    });
-    let mut source_namespaces: Vec<String> = Vec::new();
-    for src in file.ghcr.iter().flat_map(|g| &g.sources) {
-        if let Some(ns) = ns_of(src)
-            && !source_namespaces.contains(&ns)
-        {
-            source_namespaces.push(ns);
-        }
-    }
-    Plan {
-        lease_namespace: s.lease.namespace.clone(),
-        lease_name: s.lease.name.clone(),
-        controller_name: s.controller.name.clone(),
-        object_namespaces,
-        restart_namespace: (s.strategy == Strategy::Restart)
-            .then(|| s.controller.namespace.clone()),
-        secret_namespaces,
-        source_namespaces,
-    }
-}
-
-async fn check_permission(client: &Client, need: &Need, r: &mut Report<'_>) {
+async fn check_permission(client: &Client, right: &Right, r: &mut Report<'_>) {
     let review = SelfSubjectAccessReview {
         metadata: ObjectMeta::default(),
         spec: SelfSubjectAccessReviewSpec {
             resource_attributes: Some(ResourceAttributes {
-                group: Some(need.group.to_string()),
-                resource: Some(need.resource.to_string()),
-                verb: Some(need.verb.to_string()),
-                namespace: need.namespace.clone(),
-                name: need.name.clone(),
+                group: Some(right.group.to_string()),
+                resource: Some(right.resource.to_string()),
+                verb: Some(right.verb.to_string()),
+                namespace: right.namespace.clone(),
+                name: right.name.clone(),
                 ..ResourceAttributes::default()
             }),
             ..SelfSubjectAccessReviewSpec::default()
         },
         status: None,
     };
-    let check = format!("may {need} ({})", need.why);
+    let feature = right.feature.describe();
+    let check = format!("may {right} ({feature})");
     let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     match api.create(&PostParams::default(), &review).await {
         Ok(res) if res.status.as_ref().is_some_and(|s| s.allowed) => r.ok(&check),
-        Ok(_) => r.fail(&check, &need.fix()),
+        Ok(_) => r.fail(
+            &check,
+            &format!(
+                "{feature} needs it; add this rule to {} (`flux-handoff rbac` prints the \
+                 whole manifest):\n{}",
+                right.placement(),
+                right.rule().trim_end()
+            ),
+        ),
         Err(e) => r.fail(
             &check,
             &format!("cannot ask the API server: {}", crate::failure::chain(&e)),

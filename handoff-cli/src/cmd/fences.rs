@@ -12,7 +12,7 @@ pub mod render;
 mod table;
 
 use clap::{Args, Subcommand};
-use flux_fence::discover::Scope;
+use flux_fence::discover::{Listing, Scope};
 use flux_fence::recovery::{Recovery, Snapshot};
 use flux_fence::{AnnotationKeys, LeaseConfig};
 use flux_suspend::object::{helmrelease_resource, kustomization_resource};
@@ -20,7 +20,7 @@ use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use kube::Client;
 use kube::api::Api;
 
-use crate::cli::{Global, TargetArgs};
+use crate::cli::{FindArgs, Global, TargetArgs};
 use crate::failure::Failure;
 use crate::output::Output;
 use crate::{client, config, exit, settings};
@@ -37,13 +37,8 @@ pub struct FencesArgs {
 /// Where to look, and which Lease is the liveness evidence.
 #[derive(Debug, Args, Clone)]
 pub struct ScopeArgs {
-    /// Look in every namespace (needs cluster-wide list on kustomizations and helmreleases).
-    /// Default: only the namespace of -n/--namespace, plus each --in.
-    #[arg(long, short = 'A', global = true)]
-    pub all_namespaces: bool,
-    /// Also look in this namespace (repeatable; commas allowed). Default: none.
-    #[arg(long = "in", value_name = "NS", value_delimiter = ',', global = true)]
-    pub namespaces: Vec<String>,
+    #[command(flatten)]
+    pub find: FindArgs,
     /// The coordination Lease whose holder and renew time are the liveness evidence,
     /// `[namespace/]name` (default: the config file's [lease], else flux-system/flux-handoff).
     #[arg(long, value_name = "LEASE", global = true)]
@@ -77,6 +72,8 @@ pub(crate) struct Context {
     pub keys: AnnotationKeys,
     pub lease: LeaseConfig,
     pub scope: Scope,
+    /// Label-selected, or a full scan.
+    pub listing: Listing,
     /// Appended to each printed command (`--config PATH` when one was given).
     pub suffix: String,
     /// `[recovery]` of the configuration file.
@@ -96,19 +93,11 @@ impl Context {
             controller: None,
         };
         let s = settings::resolve(global, &targets, &file).map_err(Failure::usage)?;
-        let scope = if scope.all_namespaces {
-            Scope::All
-        } else {
-            let mut nss = vec![global.namespace.clone()];
-            for ns in &scope.namespaces {
-                config::split_ref(&format!("{ns}/x"), ns)
-                    .map_err(|_| Failure::usage(format!("--in {ns:?}: not a namespace name")))?;
-                if !nss.contains(ns) {
-                    nss.push(ns.clone());
-                }
-            }
-            Scope::Namespaces(nss)
-        };
+        let listing = scope.find.listing();
+        let scope = scope
+            .find
+            .scope(std::slice::from_ref(&global.namespace))
+            .map_err(Failure::usage)?;
         let suffix = global
             .config
             .as_ref()
@@ -120,6 +109,7 @@ impl Context {
             keys: s.keys,
             lease: s.lease,
             scope,
+            listing,
             suffix,
             recovery_file: file.recovery.unwrap_or_default(),
         })
@@ -135,6 +125,7 @@ impl Context {
             render::child_mark(),
         )
         .scope(self.scope.clone())
+        .listing(self.listing)
     }
 
     /// Discovery in the scope, and the Lease, as read now.

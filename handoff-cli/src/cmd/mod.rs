@@ -4,5 +4,6 @@ pub mod doctor;
 pub mod fences;
 pub mod ghcr;
 pub mod pause;
+pub mod rbac;
 pub mod resume;
 pub mod run;

@@ -1,5 +1,6 @@
-//! `flux-handoff resume --holder H`: release what H holds, targets before parents, then the
-//! Lease; optionally wait until each released object is Ready for its generation. H's Lease is
+//! `flux-handoff resume --holder H`: release what H holds (found by the fenced label in -n,
+//! the configured targets' namespaces and each --in; -A everywhere), targets before parents,
+//! then the Lease; optionally wait until each released object is Ready for its generation. H's Lease is
 //! adopted only when parked or when `--holder-exited` attests its process is gone.
 
 use std::str::FromStr;
@@ -28,16 +29,26 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
         targets.target.push("unused".into());
     }
     let settings = settings::resolve(global, &targets, &file).map_err(Failure::usage)?;
+    // Where the holder's fences are looked for: -n, the configured targets and parents, --in.
+    let mut base = vec![global.namespace.clone()];
+    for t in &settings.targets {
+        base.push(t.object.namespace.clone());
+        if let settings::ParentSpec::Explicit(p) = &t.parent {
+            base.push(p.namespace.clone());
+        }
+    }
+    let scope = args.find.scope(&base).map_err(Failure::usage)?;
     let client = client::client(global).await?;
 
     let lease = adopt(&client, &settings, &holder, args.holder_exited).await?;
-    let report = discover::discover(
+    let report = discover::discover_listed(
         &client,
         &settings.keys,
         &[kustomization_resource(), helmrelease_resource()],
-        &discover::Scope::All,
+        &scope,
         None,
         &flux_fence::SystemClock,
+        args.find.listing(),
     )
     .await?;
     let fencer = Fencer::new(client.clone(), settings.keys.clone(), lease.owner());

@@ -13,6 +13,16 @@ pub fn documents(ns: &str) -> Vec<Value> {
     testkit::rbac::documents(ns).unwrap()
 }
 
+/// The documents of `flux-handoff rbac` output, as printed.
+pub fn parse(yaml: &str) -> Vec<Value> {
+    testkit::rbac::parse(yaml).unwrap()
+}
+
+/// Whether `client` may make `access`, per the API server.
+pub async fn may_on(client: &Client, access: &testkit::rbac::Access) -> bool {
+    testkit::rbac::may_on(client, access).await.unwrap()
+}
+
 /// Creates every document with the admin client.
 pub async fn apply(client: &Client, ns: &str, docs: &[Value]) {
     testkit::rbac::apply(client, ns, docs).await.unwrap();

@@ -42,7 +42,7 @@ pub async fn run(s: &Settings, base: &Baseline) -> anyhow::Result<Tally> {
     for (verb, group, resource) in [
         ("patch", "kustomize.toolkit.fluxcd.io", "kustomizations"),
         ("create", "coordination.k8s.io", "leases"),
-        ("create", "", "secrets"),
+        ("create", "", "events"),
     ] {
         testkit::rbac::await_may(&sa, verb, group, resource, &ns, true).await?;
     }

@@ -4,7 +4,7 @@
 use std::str::FromStr;
 
 use clap::Args;
-use flux_fence::discover::{self, FoundState, ReleasePlan, Scope};
+use flux_fence::discover::{self, FoundState, ReleasePlan};
 use flux_fence::{Clock, Fencer, Holder, ReleaseOutcome, SystemClock};
 use flux_suspend::object::get_json;
 use serde_json::json;
@@ -140,17 +140,18 @@ async fn refuse_while_children_held(
     found: &flux_fence::discover::FoundFence,
     name: &str,
 ) -> Result<(), Failure> {
-    // A parent waits for its children: look everywhere the holder may have fenced.
-    let all = discover::discover(
+    // A parent waits for its children: look wherever this command looks (-A: everywhere).
+    let all = discover::discover_listed(
         &ctx.client,
         &ctx.keys,
         &[
             flux_suspend::object::kustomization_resource(),
             flux_suspend::object::helmrelease_resource(),
         ],
-        &Scope::All,
+        &ctx.scope,
         None,
         &SystemClock,
+        ctx.listing,
     )
     .await?;
     let children: Vec<String> = flux_fence::recovery::held_children(

@@ -123,7 +123,12 @@ pub fn render(ctx: &Context, snap: &Snapshot, rows: &[Row]) -> String {
             Scope::Namespaces(n) => format!("namespace(s) {}", n.join(", ")),
             Scope::All => "all namespaces".into(),
         };
-        let _ = writeln!(s, "no fences in {where_}");
+        let how = if ctx.listing == flux_fence::discover::Listing::FullScan {
+            ""
+        } else {
+            " (labelled ones; --full-scan also finds fences an older version wrote)"
+        };
+        let _ = writeln!(s, "no fences in {where_}{how}");
         return s;
     }
     let cells: Vec<[String; 6]> = rows

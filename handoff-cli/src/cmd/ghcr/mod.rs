@@ -23,6 +23,7 @@ use flux_suspend::Cancel;
 
 pub use check::CheckArgs;
 pub use reassert::ReassertArgs;
+pub(crate) use reassert::{SecretArgs, secret_spec, source_refs};
 
 /// `flux-handoff ghcr ...`.
 #[derive(Debug, Args)]

@@ -28,6 +28,19 @@ use crate::{client, config, exit, session, settings};
 pub struct ReassertArgs {
     #[command(flatten)]
     pub credential: CredentialArgs,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
+    /// Pause these Flux objects while reasserting (as `pause`); without any target (here or in
+    /// the config) the Secrets are reasserted without a pause or Lease.
+    #[command(flatten)]
+    pub targets: TargetArgs,
+    #[command(flatten)]
+    pub holder: HolderArg,
+}
+
+/// Which Secrets and Flux sources `ghcr reassert` writes and proves (also `flux-handoff rbac`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct SecretArgs {
     /// Name of the pull Secret in every consumer namespace. Default: `[ghcr].secret_name`.
     #[arg(long, value_name = "NAME")]
     pub secret_name: Option<String>,
@@ -51,12 +64,6 @@ pub struct ReassertArgs {
     /// (`OCIRepository` by default). Repeatable. Default: `[ghcr].sources`, else none.
     #[arg(long, value_name = "SOURCE")]
     pub source: Vec<String>,
-    /// Pause these Flux objects while reasserting (as `pause`); without any target (here or in
-    /// the config) the Secrets are reasserted without a pause or Lease.
-    #[command(flatten)]
-    pub targets: TargetArgs,
-    #[command(flatten)]
-    pub holder: HolderArg,
 }
 
 /// Runs `ghcr reassert`.
@@ -73,8 +80,8 @@ pub async fn run(
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
     let ghcr = file.ghcr.as_ref();
     let input = input::resolve(&args.credential, ghcr).map_err(Failure::usage)?;
-    let spec = secret_spec(args, ghcr, &global.namespace).map_err(Failure::usage)?;
-    let sources = source_refs(args, ghcr).map_err(Failure::usage)?;
+    let spec = secret_spec(&args.secrets, ghcr, &global.namespace).map_err(Failure::usage)?;
+    let sources = source_refs(&args.secrets, ghcr).map_err(Failure::usage)?;
     let has_targets = !args.targets.target.is_empty() || !file.targets.is_empty();
     let settings = if has_targets {
         Some(settings::resolve(global, &args.targets, &file).map_err(Failure::usage)?)
@@ -306,8 +313,8 @@ fn source_failure(
 }
 
 /// The Secrets to reassert, flags over `[ghcr]`.
-fn secret_spec(
-    args: &ReassertArgs,
+pub(crate) fn secret_spec(
+    args: &SecretArgs,
     file: Option<&GhcrConfig>,
     default_ns: &str,
 ) -> Result<TargetSpec, String> {
@@ -384,7 +391,10 @@ fn is_dns_label(s: &str) -> bool {
 }
 
 /// The Flux sources to prove, flags over ``[ghcr].sources``.
-fn source_refs(args: &ReassertArgs, file: Option<&GhcrConfig>) -> Result<Vec<SourceRef>, String> {
+pub(crate) fn source_refs(
+    args: &SecretArgs,
+    file: Option<&GhcrConfig>,
+) -> Result<Vec<SourceRef>, String> {
     let texts = if args.source.is_empty() {
         file.map(|f| f.sources.clone()).unwrap_or_default()
     } else {
@@ -439,7 +449,7 @@ mod tests {
             "--root-secret",
             "flux-system/ghcr",
         ]);
-        let spec = secret_spec(&a, None, "flux-system").unwrap();
+        let spec = secret_spec(&a.secrets, None, "flux-system").unwrap();
         assert_eq!(
             spec.consumers,
             Consumers::Namespaces(vec!["a".into(), "b".into()])
@@ -450,18 +460,18 @@ mod tests {
     #[test]
     fn nothing_to_reassert_or_no_secret_name_is_a_usage_error() {
         assert!(
-            secret_spec(&parse(&[]), None, "x")
+            secret_spec(&parse(&[]).secrets, None, "x")
                 .unwrap_err()
                 .starts_with("nothing to reassert")
         );
         assert!(
-            secret_spec(&parse(&["--namespace-list", "a"]), None, "x")
+            secret_spec(&parse(&["--namespace-list", "a"]).secrets, None, "x")
                 .unwrap_err()
                 .starts_with("no Secret name")
         );
         assert!(
             secret_spec(
-                &parse(&["--secret-name", "p", "--namespace-list", "A_B"]),
+                &parse(&["--secret-name", "p", "--namespace-list", "A_B"]).secrets,
                 None,
                 "x"
             )
@@ -472,9 +482,9 @@ mod tests {
     #[test]
     fn sources_default_to_oci_repositories() {
         let a = parse(&["--source", "flux-system/apps", "--source", "helm/ns/charts"]);
-        let s = source_refs(&a, None).unwrap();
+        let s = source_refs(&a.secrets, None).unwrap();
         assert_eq!(s[0].resource.kind, "OCIRepository");
         assert_eq!(s[1].resource.kind, "HelmRepository");
-        assert!(source_refs(&parse(&["--source", "x/y/z/w"]), None).is_err());
+        assert!(source_refs(&parse(&["--source", "x/y/z/w"]).secrets, None).is_err());
     }
 }
