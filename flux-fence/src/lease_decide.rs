@@ -333,6 +333,55 @@ pub fn decide_lease_park(
     }
 }
 
+/// The answer of [`decide_resume`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ResumeDecision {
+    /// The holder is not live: it does not hold the Lease, parked it, or let it expire.
+    Proceed,
+    /// The holder is live: it holds the Lease, has not parked it, and it has not expired.
+    Refuse(LiveHolder),
+}
+
+/// A holder found live by [`decide_resume`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveHolder {
+    /// The holder.
+    pub holder: String,
+    /// Its last renewal.
+    pub renewed: Option<Timestamp>,
+}
+
+/// Decides whether `resume --holder H` may adopt H's fences: never while H is live — the
+/// Lease names H, carries no `parked_key` annotation (a deliberate pause), and has not
+/// expired by `now`. Adopting a live holder's Lease (it is adopted at the same epoch) would
+/// release fences under a run that is still working.
+#[must_use]
+pub fn decide_resume(
+    read: Option<&KubeLease>,
+    holder: &Holder,
+    parked_key: &str,
+    now: Timestamp,
+) -> ResumeDecision {
+    let Some(lease) = read else {
+        return ResumeDecision::Proceed;
+    };
+    let spec = lease.spec.clone().unwrap_or_default();
+    let named = spec.holder_identity.as_deref() == Some(holder.as_str());
+    let parked = lease
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(parked_key));
+    if named && !parked && !is_expired(&spec, now) {
+        return ResumeDecision::Refuse(LiveHolder {
+            holder: holder.to_string(),
+            renewed: spec.renew_time.map(|MicroTime(t)| t),
+        });
+    }
+    ResumeDecision::Proceed
+}
+
 /// The epoch recorded in a Lease (`leaseTransitions`, absent = 0).
 ///
 /// # Errors
