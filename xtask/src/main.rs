@@ -7,6 +7,7 @@
 //! - `cargo xtask cluster down` — stop both and delete their state.
 //! - `cargo xtask cluster check [--kubeconfig K]` — `flux-handoff doctor` against it (or K).
 //! - `cargo xtask ci` — everything CI checks: fmt, clippy, the launcher build, all tests.
+//! - `cargo xtask verify [--quick]` — the model check of the handoff protocol.
 
 mod bench;
 mod bins;
@@ -17,6 +18,7 @@ mod demo;
 mod envtest;
 mod paths;
 mod proc;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -46,9 +48,14 @@ commands:
                           run `flux-handoff doctor` (read-only preflight: API, Flux CRDs,
                           controller, Lease namespace, permissions) against the control plane
                           of `cluster up`, or against K; fails when a check fails
-  ci                      fmt check, clippy -D warnings, build the launcher, start a private
-                          control plane, cargo nextest run --workspace, doc tests; stops the
-                          control plane on every exit path
+  ci                      fmt check, clippy -D warnings, the model check (verify --quick),
+                          build the launcher, start a private control plane, cargo nextest
+                          run --workspace, doc tests; stops the control plane on every exit
+                          path
+  verify [--quick]        model-check the handoff protocol with the production decision
+                          functions (crate verify, docs/verify.md): every property to the
+                          bound, then each mutant must be caught; last line `verify:
+                          states=<N> properties=<K> violations=0 mutants_caught=<M>/<M>`
   bench [--quick]         release-build flux-bench and flux-handoff, start a control plane of
                           its own (target/flux-handoff/bench-cluster), measure handoff vs the
                           kubectl+jq shell way, fan-out, retirement strategies and footprint;
@@ -93,6 +100,8 @@ fn main() -> ExitCode {
             bench::run(!flags.is_empty())
         }
         ["ci"] => ci(),
+        ["verify"] => verify::run(false),
+        ["verify", "--quick"] => verify::run(true),
         ["-h" | "--help" | "help"] => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -127,6 +136,7 @@ fn ci() -> anyhow::Result<()> {
         ],
         &root,
     )?;
+    verify::run(true)?;
     if !proc::succeeds("cargo", &["nextest", "--version"], &root) {
         anyhow::bail!("cargo-nextest is missing: cargo install --locked cargo-nextest");
     }
