@@ -74,6 +74,13 @@ pub fn check(bounds: Bounds, mutant: Option<Mutant>, threads: usize) -> Outcome 
     let start = Instant::now();
     let model = Handoff::new(bounds, mutant);
     let mut builder = model.clone().checker().threads(threads);
+    if let Some(max) = std::env::var("VERIFY_MAX_STATES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        // Development only: stop early to measure a bound's rate.
+        builder = builder.target_state_count(max);
+    }
     if mutant.is_some() {
         builder = builder.finish_when(stateright::HasDiscoveries::AnyFailures);
     }

@@ -22,32 +22,7 @@ fn main() -> ExitCode {
     } else {
         Bounds::full()
     };
-    // Development: `--set crashes=0,lost=1,...` overrides single bounds.
-    let mut bounds = bounds;
-    if let Some(spec) = args
-        .iter()
-        .position(|a| a == "--set")
-        .and_then(|i| args.get(i + 1))
-    {
-        for kv in spec.split(',') {
-            let (k, v) = kv.split_once('=').unwrap_or((kv, "1"));
-            let n: u8 = v.parse().unwrap_or(0);
-            match k {
-                "runs" => bounds.runs = usize::from(n),
-                "crashes" => bounds.crashes = n,
-                "lost" => bounds.lost = n,
-                "restarts" => bounds.restarts = n,
-                "intervals" => bounds.intervals = n,
-                "person" => bounds.person = n,
-                "ticks" => bounds.ticks = n,
-                "giveups" => bounds.giveups = n,
-                "resume" => bounds.resume = n > 0,
-                "recover" => bounds.recover = n > 0,
-                "park" => bounds.park = n > 0,
-                other => eprintln!("verify: unknown bound {other}"),
-            }
-        }
-    }
+    let bounds = overrides(bounds, &args);
     let mutants = !args.iter().any(|a| a == "--no-mutants");
     println!("verify: bound {bounds:?}");
 
@@ -91,7 +66,7 @@ fn main() -> ExitCode {
         .into_iter()
         .filter(|m| mutants && only.is_none_or(|o| o == m.name()))
     {
-        let mo = check(bounds, Some(m), threads);
+        let mo = check(m.bounds(Bounds::tiny()), Some(m), threads);
         match mo.violations.first() {
             Some((prop, trace)) => {
                 caught += 1;
@@ -127,4 +102,33 @@ fn main() -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// Development: `--set crashes=0,lost=1,...` overrides single bounds.
+fn overrides(mut bounds: Bounds, args: &[String]) -> Bounds {
+    if let Some(spec) = args
+        .iter()
+        .position(|a| a == "--set")
+        .and_then(|i| args.get(i + 1))
+    {
+        for kv in spec.split(',') {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, "1"));
+            let n: u8 = v.parse().unwrap_or(0);
+            match k {
+                "runs" => bounds.runs = usize::from(n),
+                "crashes" => bounds.crashes = n,
+                "lost" => bounds.lost = n,
+                "restarts" => bounds.restarts = n,
+                "intervals" => bounds.intervals = n,
+                "person" => bounds.person = n,
+                "ticks" => bounds.ticks = n,
+                "giveups" => bounds.giveups = n,
+                "resume" => bounds.resume = n > 0,
+                "recover" => bounds.recover = n > 0,
+                "park" => bounds.park = n > 0,
+                other => eprintln!("verify: unknown bound {other}"),
+            }
+        }
+    }
+    bounds
 }

@@ -41,17 +41,8 @@ impl Bounds {
     #[must_use]
     pub fn quick() -> Self {
         Self {
-            runs: 2,
-            crashes: 1,
-            lost: 1,
-            restarts: 0,
-            intervals: 1,
-            person: 1,
-            ticks: 1,
-            giveups: 1,
-            resume: true,
-            recover: true,
-            park: true,
+            restarts: 1,
+            ..Self::tiny()
         }
     }
 
@@ -73,11 +64,11 @@ impl Bounds {
         }
     }
 
-    /// The bound of the full run.
+    /// The bound of the full run: the quick one plus a crash at any step of either run.
     #[must_use]
     pub fn full() -> Self {
         Self {
-            restarts: 1,
+            crashes: 1,
             ..Self::quick()
         }
     }
@@ -110,6 +101,33 @@ impl Mutant {
         Self::AckAtLeast,
         Self::ReleaseIgnoresMovedMarks,
     ];
+
+    /// The bound a mutant is checked at: `base` plus the actors its counterexample needs
+    /// (the checker stops at the first counterexample).
+    #[must_use]
+    pub fn bounds(self, base: Bounds) -> Bounds {
+        match self {
+            Self::JudgeReadsConditions => Bounds {
+                restarts: 1,
+                ..base
+            },
+            Self::ReleaseWithoutOwnerTest | Self::RecoveryBeforeLease => Bounds {
+                ticks: 1,
+                recover: true,
+                ..base
+            },
+            Self::ResumeAdoptsLiveHolder => Bounds {
+                resume: true,
+                ..base
+            },
+            Self::AckAtLeast => Bounds {
+                person: 1,
+                intervals: 1,
+                ..base
+            },
+            Self::ReleaseIgnoresMovedMarks => Bounds { person: 1, ..base },
+        }
+    }
 
     #[must_use]
     pub fn name(self) -> &'static str {

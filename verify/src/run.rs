@@ -88,7 +88,7 @@ impl Handoff {
                     Step::AwaitParentAcks
                 } else {
                     Step::AwaitTargetAcks
-                })
+                });
             }
             Pc::Prove => self.prove_pass(s, r),
             Pc::Work => self.work(s, r),

@@ -29,35 +29,7 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
     let settings = settings::resolve(global, &targets, &file).map_err(Failure::usage)?;
     let client = client::client(global).await?;
 
-    // Never adopt a live holder: its run is still working under these fences (the Lease is
-    // adopted at the same epoch, so nothing would stop that run).
-    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
-        kube::Api::namespaced(client.clone(), &settings.lease.namespace);
-    let read = leases.get_opt(&settings.lease.name).await.map_err(|e| {
-        Failure::new(
-            exit::KUBE_API,
-            format!(
-                "lease {}/{}: cannot read it: {e}",
-                settings.lease.namespace, settings.lease.name
-            ),
-        )
-    })?;
-    if let ResumeDecision::Refuse(live) = decide_resume(
-        read.as_ref(),
-        &holder,
-        &settings.keys.parked,
-        flux_fence::Clock::now(&flux_fence::SystemClock),
-    ) {
-        return Err(Failure::new(
-            exit::REFUSED,
-            format!(
-                "{} is live: it holds lease {}/{}, has not parked it and renews it; resume \
-                 releases only a parked or ended holder's fences (wait for the run to end, or \
-                 stop it and use `flux-handoff fences recover`)",
-                live.holder, settings.lease.namespace, settings.lease.name
-            ),
-        ));
-    }
+    refuse_live_holder(&client, &settings, &holder).await?;
 
     // Re-take the Lease as the same holder (it is adopted at its epoch), so no other handoff
     // starts while we release.
@@ -142,4 +114,41 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
         out.phase("every released object is Ready");
     }
     Ok(exit::SUCCESS)
+}
+
+/// Never adopt a live holder: its run is still working under these fences (the Lease is
+/// adopted at the same epoch, so nothing would stop that run). `decide_resume` decides.
+async fn refuse_live_holder(
+    client: &kube::Client,
+    settings: &settings::Settings,
+    holder: &Holder,
+) -> Result<(), Failure> {
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(client.clone(), &settings.lease.namespace);
+    let read = leases.get_opt(&settings.lease.name).await.map_err(|e| {
+        Failure::new(
+            exit::KUBE_API,
+            format!(
+                "lease {}/{}: cannot read it: {e}",
+                settings.lease.namespace, settings.lease.name
+            ),
+        )
+    })?;
+    if let ResumeDecision::Refuse(live) = decide_resume(
+        read.as_ref(),
+        holder,
+        &settings.keys.parked,
+        flux_fence::Clock::now(&flux_fence::SystemClock),
+    ) {
+        return Err(Failure::new(
+            exit::REFUSED,
+            format!(
+                "{} is live: it holds lease {}/{}, has not parked it and renews it; resume \
+                 releases only a parked or ended holder's fences (wait for the run to end, or \
+                 stop it and use `flux-handoff fences recover`)",
+                live.holder, settings.lease.namespace, settings.lease.name
+            ),
+        ));
+    }
+    Ok(())
 }
