@@ -9,6 +9,7 @@
 //! - `cargo xtask ci` — everything CI checks: fmt, clippy, actionlint, the launcher build, all
 //!   tests (installs `cargo-nextest` and, as root, the registry's Debian packages when missing).
 //! - `cargo xtask actionlint` — actionlint (built and cached) on the action and `docs/*.yml`.
+//! - `cargo xtask verify [--quick]` — the model check of the handoff protocol.
 
 mod actionlint;
 mod bench;
@@ -22,6 +23,7 @@ mod flux;
 mod paths;
 mod proc;
 mod realflux;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -66,6 +68,10 @@ commands:
   ci real                 only the real Flux tier: a private control plane with the real
                           kustomize- and source-controller (cluster up --flux real), the
                           real_flux_ tests, everything stopped on every exit path
+  verify [--quick]        model-check the handoff protocol with the production decision
+                          functions (crate verify, docs/verify.md): every property to the
+                          bound, then each mutant must be caught; last line `verify:
+                          states=<N> properties=<K> violations=0 mutants_caught=<M>/<M>`
   bench [--quick]         release-build flux-bench and flux-handoff, start a control plane of
                           its own (target/flux-handoff/bench-cluster), measure handoff vs the
                           kubectl+jq shell way, fan-out, retirement strategies and footprint;
@@ -118,6 +124,8 @@ fn main() -> ExitCode {
         ["ci"] => ci(),
         ["actionlint"] => actionlint::run(),
         ["ci", "real"] => ci_real(),
+        ["verify"] => verify::run(false),
+        ["verify", "--quick"] => verify::run(true),
         ["-h" | "--help" | "help"] => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -178,6 +186,7 @@ fn ci() -> anyhow::Result<()> {
         &root,
     )?;
     actionlint::run()?;
+    verify::run(true)?;
     let bin = envtest::ensure_built()?;
     // A private control plane for this run, stopped on every exit path (its guard's Drop, and
     // the launcher exits by itself when our end of its stdin closes, even if we are killed).

@@ -1,0 +1,487 @@
+//! The model: bounds, mutants, the actions each actor can take, and the shared helpers the
+//! actors use to render state for the production decision functions.
+
+use std::str::FromStr;
+
+use flux_fence::{AnnotationKeys, Epoch, Holder, Mark, OwnerValue, Restore};
+use flux_suspend::flux::{RECONCILE_ANNOTATION, RECONCILE_DISABLED, REQUESTED_AT_ANNOTATION};
+use serde_json::{Value, json};
+use stateright::{Model, Property};
+
+use crate::state::{Budget, Ctl, P, Pc, Run, State, T, Tool, ToolPc, ghost};
+use crate::world::{Obj, Sym, at, sym, text};
+
+/// How far the checker explores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    /// Concurrent handoff runs (distinct holders).
+    pub runs: usize,
+    pub crashes: u8,
+    /// Writes whose response is lost (applied or not).
+    pub lost: u8,
+    pub restarts: u8,
+    /// Extra reconciles on the interval timer.
+    pub intervals: u8,
+    /// Writes by a person (annotations, `spec.suspend`, `flux reconcile`).
+    pub person: u8,
+    /// Times the clock may jump past a lease duration without a renewal.
+    pub ticks: u8,
+    /// Waits that may time out (acknowledgement, proof).
+    pub giveups: u8,
+    /// Whether a person runs `resume --holder <run 0>` at some point.
+    pub resume: bool,
+    /// Whether `fences recover --yes` runs at some point while runs are active.
+    pub recover: bool,
+    /// Whether a run may park its pause (`flux-handoff pause`) instead of working.
+    pub park: bool,
+}
+
+impl Bounds {
+    /// The bound `cargo xtask verify --quick` (and `cargo xtask ci`) checks.
+    #[must_use]
+    pub fn quick() -> Self {
+        Self {
+            restarts: 1,
+            ..Self::tiny()
+        }
+    }
+
+    /// A small bound for development (`verify --tiny`): two runs and the controller only.
+    #[must_use]
+    pub fn tiny() -> Self {
+        Self {
+            runs: 2,
+            crashes: 0,
+            lost: 0,
+            restarts: 0,
+            intervals: 0,
+            person: 0,
+            ticks: 0,
+            giveups: 0,
+            resume: false,
+            recover: false,
+            park: false,
+        }
+    }
+
+    /// The bound of the full run: the quick one plus a crash at any step of either run.
+    #[must_use]
+    pub fn full() -> Self {
+        Self {
+            crashes: 1,
+            ..Self::quick()
+        }
+    }
+}
+
+/// Known-bad variants of a decision; each must yield a counterexample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mutant {
+    /// The judge also requires status to read quiet (no `Reconciling=True`), as the shell
+    /// tool did.
+    JudgeReadsConditions,
+    /// The release neither checks nor tests the owner annotation.
+    ReleaseWithoutOwnerTest,
+    /// `fences recover` releases orphan-looking fences before it has taken the Lease.
+    RecoveryBeforeLease,
+    /// `resume --holder H` adopts H's Lease even while H renews it (not parked).
+    ResumeAdoptsLiveHolder,
+    /// The acknowledgement compares `lastHandledReconcileAt >= nonce` instead of equality.
+    AckAtLeast,
+    /// The release restores every mark's prior value even where another writer changed it.
+    ReleaseIgnoresMovedMarks,
+}
+
+impl Mutant {
+    pub const ALL: [Self; 6] = [
+        Self::JudgeReadsConditions,
+        Self::ReleaseWithoutOwnerTest,
+        Self::RecoveryBeforeLease,
+        Self::ResumeAdoptsLiveHolder,
+        Self::AckAtLeast,
+        Self::ReleaseIgnoresMovedMarks,
+    ];
+
+    /// The bound a mutant is checked at: `base` plus the actors its counterexample needs
+    /// (the checker stops at the first counterexample).
+    #[must_use]
+    pub fn bounds(self, base: Bounds) -> Bounds {
+        match self {
+            Self::JudgeReadsConditions => Bounds {
+                restarts: 1,
+                ..base
+            },
+            Self::ReleaseWithoutOwnerTest | Self::RecoveryBeforeLease => Bounds {
+                ticks: 1,
+                recover: true,
+                ..base
+            },
+            Self::ResumeAdoptsLiveHolder => Bounds {
+                resume: true,
+                ..base
+            },
+            Self::AckAtLeast => Bounds {
+                person: 1,
+                intervals: 1,
+                ..base
+            },
+            Self::ReleaseIgnoresMovedMarks => Bounds { person: 1, ..base },
+        }
+    }
+
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::JudgeReadsConditions => "judge_reads_conditions",
+            Self::ReleaseWithoutOwnerTest => "release_without_owner_test",
+            Self::RecoveryBeforeLease => "recovery_releases_before_lease",
+            Self::ResumeAdoptsLiveHolder => "resume_adopts_live_holder",
+            Self::AckAtLeast => "ack_compared_at_least",
+            Self::ReleaseIgnoresMovedMarks => "release_ignores_moved_marks",
+        }
+    }
+}
+
+/// Who acted (for the release ghosts and the trace).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Actor {
+    Run(usize),
+    Resume,
+    Recover,
+    Janitor,
+}
+
+/// One step of one actor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// A run's next step, its write answered.
+    Run(usize),
+    /// A run's pending write whose response is lost; `applied` says whether it landed.
+    RunLost(usize, bool),
+    /// A run's wait times out (acknowledgement or proof): cleanup.
+    RunGiveUp(usize),
+    /// A run with a proven pause parks it instead of working (`flux-handoff pause`).
+    RunPark(usize),
+    /// A run's process dies (SIGKILL, runner lost).
+    RunCrash(usize),
+    /// The controller starts a reconcile of an object (fresh or stale read).
+    CtlStart(usize, bool),
+    /// The parent's execution applies the child's Git state.
+    CtlApply,
+    /// An execution returns, writing status.
+    CtlFinish(usize),
+    /// The controller process restarts, killing every execution.
+    CtlRestart,
+    /// The interval timer queues an object.
+    CtlInterval(usize),
+    /// A person runs `flux reconcile` (a new `requestedAt`) on an object.
+    PersonReconcile(usize),
+    /// A person annotates the target.
+    PersonNote,
+    /// A person sets the target's `spec.suspend=false` by hand.
+    PersonUnsuspend,
+    /// Time passes beyond a lease duration without a renewal (holders stall or died).
+    Tick,
+    /// `resume --holder <run 0>`: its next step.
+    Resume,
+    /// `fences recover --yes`: its next step.
+    Recover,
+    /// The final recovery, after every run ended: its next step.
+    Janitor,
+}
+
+/// The handoff protocol, checked with the production decisions.
+#[derive(Clone, Debug)]
+pub struct Handoff {
+    pub bounds: Bounds,
+    pub mutant: Option<Mutant>,
+    pub keys: AnnotationKeys,
+    holders: Vec<Holder>,
+    tool_holders: [Holder; 3],
+}
+
+impl Handoff {
+    #[must_use]
+    pub fn new(bounds: Bounds, mutant: Option<Mutant>) -> Self {
+        let h = |s: &str| Holder::from_str(s).expect("valid holder");
+        Self {
+            bounds,
+            mutant,
+            keys: AnnotationKeys::default(),
+            holders: (0..bounds.runs)
+                .map(|i| h(&format!("run{i}-verify")))
+                .collect(),
+            tool_holders: [h("run0-verify"), h("recover-verify"), h("janitor-verify")],
+        }
+    }
+
+    pub(crate) fn is(&self, m: Mutant) -> bool {
+        self.mutant == Some(m)
+    }
+
+    pub(crate) fn holder(&self, actor: Actor) -> &Holder {
+        match actor {
+            Actor::Run(i) => &self.holders[i],
+            Actor::Resume => &self.tool_holders[0],
+            Actor::Recover => &self.tool_holders[1],
+            Actor::Janitor => &self.tool_holders[2],
+        }
+    }
+
+    pub(crate) fn owner(&self, actor: Actor, epoch: u8) -> OwnerValue {
+        OwnerValue::new(self.holder(actor).clone(), Epoch(u64::from(epoch)))
+    }
+
+    /// The nonce run `r` writes on object `o`: an RFC 3339 time, as production's.
+    pub(crate) fn nonce(r: usize, o: usize) -> String {
+        at(0)
+            .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(
+                i64::try_from(10 * r + o + 1).unwrap_or(0),
+            ))
+            .expect("in range")
+            .to_string()
+    }
+
+    /// The marks production's pause writes (`Handoff::pause`): suspend (exclusive), a fresh
+    /// `requestedAt` (restored only if unchanged), and on the target `reconcile: disabled`.
+    pub(crate) fn marks(r: usize, o: usize) -> Vec<Mark> {
+        let mut marks = vec![
+            Mark::field("/spec/suspend", json!(true)).exclusive(),
+            Mark::annotation(REQUESTED_AT_ANNOTATION, Self::nonce(r, o))
+                .restore(Restore::IfUnchanged),
+        ];
+        if o == T {
+            marks.push(Mark::annotation(RECONCILE_ANNOTATION, RECONCILE_DISABLED));
+        }
+        marks
+    }
+
+    /// What a fence holds, rebuilt from its owner value and prior annotation with the
+    /// production reader (`held_from_annotations`).
+    pub(crate) fn held(&self, owner: &str, prior: Sym, uid: &str) -> flux_fence::Held {
+        let obj = json!({ "metadata": { "uid": uid, "annotations": {
+            self.keys.owner.clone(): owner, self.keys.prior.clone(): text(prior) } } });
+        flux_fence::held_from_annotations(&obj, &self.keys)
+            .expect("a prior this model wrote parses")
+            .0
+    }
+
+    /// Whether run `r` is live: running, renewing by its own clock, holding the Lease at its
+    /// epoch, not parked.
+    pub(crate) fn live(&self, s: &State, r: usize) -> bool {
+        let run = &s.runs[r];
+        !run.finished()
+            && !run.lost
+            && run.renewed == s.clock
+            && s.lease.as_ref().is_some_and(|l| {
+                l.holder == Some(sym(self.holders[r].as_str()))
+                    && l.transitions == run.epoch
+                    && l.parked.is_none()
+            })
+    }
+
+    /// The run whose owner value `owner` is, if any.
+    pub(crate) fn run_of(&self, s: &State, owner: &str) -> Option<usize> {
+        (0..s.runs.len()).find(|&r| self.owner(Actor::Run(r), s.runs[r].epoch).to_string() == owner)
+    }
+
+    /// Records what a release write by `actor` on object `o` did, for the properties.
+    pub(crate) fn note_release(&self, s: &mut State, actor: Actor, o: usize, before: &Obj) {
+        let after = s.objs[o].clone();
+        let owner_key = &self.keys.owner;
+        if let Some(prev) = before.get(owner_key)
+            && after.get(owner_key).is_none()
+        {
+            if let Some(r) = self.run_of(s, prev)
+                && actor != Actor::Run(r)
+                && self.live(s, r)
+            {
+                s.ghost |= ghost::LIVE_RELEASED;
+            }
+            if o == P
+                && let Some(child) = s.objs[T].get(owner_key)
+                && child.split(';').next() == prev.split(';').next()
+            {
+                s.ghost |= ghost::ORDER;
+            }
+        }
+        if let Some(field) = s.person_wrote[o]
+            && pointer_value(&before.render(), text(field))
+                != pointer_value(&after.render(), text(field))
+        {
+            s.ghost |= ghost::OVERWROTE;
+        }
+        Self::touched(s, o, before);
+    }
+
+    /// Marks object `o` dirty for its controller when a write changed what queues a
+    /// reconcile (`spec`, `requestedAt`).
+    pub(crate) fn touched(s: &mut State, o: usize, before: &Obj) {
+        let after = &s.objs[o];
+        if after.suspend != before.suspend
+            || after.get(REQUESTED_AT_ANNOTATION) != before.get(REQUESTED_AT_ANNOTATION)
+        {
+            s.ctl[o].dirty = true;
+        }
+    }
+
+    /// `now` as the actors' clocks read it.
+    pub(crate) fn now(s: &State) -> k8s_openapi::jiff::Timestamp {
+        at(s.clock)
+    }
+}
+
+fn pointer_value(v: &Value, p: &str) -> Option<Value> {
+    v.pointer(p).cloned()
+}
+
+impl Model for Handoff {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        let b = self.bounds;
+        let mut parent = Obj::new("uid-parent");
+        let mut target = Obj::new("uid-target");
+        // Both were reconciled before: a handled nonce from long ago.
+        parent.handled = Some(sym("2026-11-30T00:00:00Z"));
+        target.handled = parent.handled;
+        parent.set(REQUESTED_AT_ANNOTATION, Some("2026-11-30T00:00:00Z"));
+        target.set(REQUESTED_AT_ANNOTATION, Some("2026-11-30T00:00:00Z"));
+        vec![State {
+            objs: [parent, target],
+            prev: [None, None],
+            lease: None,
+            clock: 0,
+            runs: vec![Run::new(); b.runs],
+            // A reconcile of each is queued: an execution may be running when a run starts.
+            ctl: [
+                Ctl {
+                    exec: None,
+                    dirty: true,
+                },
+                Ctl {
+                    exec: None,
+                    dirty: true,
+                },
+            ],
+            budget: Budget {
+                crashes: b.crashes,
+                lost: b.lost,
+                restarts: b.restarts,
+                intervals: b.intervals,
+                person: b.person,
+                ticks: b.ticks,
+                giveups: b.giveups,
+            },
+            resume: Tool::idle(),
+            recover: Tool::idle(),
+            janitor: Tool::idle(),
+            fences: [0, 0],
+            person_wrote: [None, None],
+            person_moved_exact: false,
+            ghost: 0,
+        }]
+    }
+
+    fn actions(&self, s: &State, out: &mut Vec<Action>) {
+        let janitor_started = s.janitor.pc != ToolPc::Idle;
+        for (r, run) in s.runs.iter().enumerate() {
+            if run.finished() {
+                continue;
+            }
+            if run.pc != Pc::Ack(P) && run.pc != Pc::Ack(T) || self.acked(s, r) {
+                out.push(Action::Run(r));
+            }
+            if matches!(run.pc, Pc::WriteFence(_) | Pc::WriteRelease(_)) && s.budget.lost > 0 {
+                out.push(Action::RunLost(r, true));
+                out.push(Action::RunLost(r, false));
+            }
+            if matches!(run.pc, Pc::Ack(_) | Pc::Prove) && s.budget.giveups > 0 {
+                out.push(Action::RunGiveUp(r));
+            }
+            if run.pc == Pc::Work && self.bounds.park {
+                out.push(Action::RunPark(r));
+            }
+            if s.budget.crashes > 0 {
+                out.push(Action::RunCrash(r));
+            }
+        }
+        Self::env_actions(s, out);
+        if s.budget.ticks > 0 && !janitor_started {
+            out.push(Action::Tick);
+        }
+        // `resume --holder <run 0>` names a holder that exists: run 0 has taken the Lease.
+        if self.bounds.resume
+            && s.resume.pc != ToolPc::Done
+            && !janitor_started
+            && s.runs[0].epoch != 0
+        {
+            out.push(Action::Resume);
+        }
+        if self.bounds.recover && s.recover.pc != ToolPc::Done && !janitor_started {
+            out.push(Action::Recover);
+        }
+        if s.janitor.pc != ToolPc::Done
+            && s.runs.iter().all(Run::finished)
+            && !s.resume.busy()
+            && !s.recover.busy()
+        {
+            out.push(Action::Janitor);
+        }
+    }
+
+    fn next_state(&self, s: &State, action: Action) -> Option<State> {
+        let mut n = s.clone();
+        match action {
+            Action::Run(r) => self.run_step(&mut n, r, None),
+            Action::RunLost(r, applied) => {
+                n.budget.lost -= 1;
+                self.run_step(&mut n, r, Some(applied));
+            }
+            Action::RunGiveUp(r) => {
+                n.budget.giveups -= 1;
+                n.runs[r].pc = Pc::ReadRelease(T);
+            }
+            Action::RunPark(r) => self.park(&mut n, r),
+            Action::RunCrash(r) => {
+                n.budget.crashes -= 1;
+                n.runs[r].pc = Pc::Crashed;
+                n.runs[r].snap = None;
+            }
+            Action::Tick => {
+                n.budget.ticks -= 1;
+                n.clock += 1;
+            }
+            Action::Resume => self.resume_step(&mut n),
+            Action::Recover => self.recover_step(&mut n, Actor::Recover),
+            Action::Janitor => self.recover_step(&mut n, Actor::Janitor),
+            other => self.env_step(&mut n, other),
+        }
+        Some(n)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        crate::props::all()
+    }
+
+    fn format_step(&self, last: &State, action: Action) -> Option<String> {
+        let next = self.next_state(last, action)?;
+        Some(crate::trace::step(self, &next, action))
+    }
+}
+
+impl Handoff {
+    /// Whether run `r`'s acknowledgement wait is satisfied (production `acknowledged`, or
+    /// the `>=` mutant).
+    pub(crate) fn acked(&self, s: &State, r: usize) -> bool {
+        let Pc::Ack(o) = s.runs[r].pc else {
+            return false;
+        };
+        let nonce = Self::nonce(r, o);
+        if self.is(Mutant::AckAtLeast) {
+            return s.objs[o].handled.is_some_and(|h| text(h) >= nonce.as_str());
+        }
+        flux_suspend::retire::acknowledged(&s.objs[o].render(), &nonce)
+    }
+}

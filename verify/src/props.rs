@@ -1,0 +1,65 @@
+//! The properties, each named as `cargo xtask verify` prints it.
+
+use stateright::Property;
+
+use crate::model::Handoff;
+use crate::state::{P, Pc, State, T, ToolPc, ghost};
+
+/// Every property the checker evaluates, safety first, liveness last.
+#[must_use]
+pub fn all() -> Vec<Property<Handoff>> {
+    vec![
+        Property::always("one_run_in_work_phase", |m: &Handoff, s: &State| {
+            (0..s.runs.len())
+                .filter(|&r| s.runs[r].pc == Pc::Work && m.live(s, r))
+                .count()
+                <= 1
+        }),
+        Property::always(
+            "no_work_during_pre_fence_execution",
+            |m: &Handoff, s: &State| {
+                (0..s.runs.len()).all(|r| {
+                    let run = &s.runs[r];
+                    !(run.pc == Pc::Work && m.live(s, r))
+                        || [P, T].iter().all(|&o| {
+                            let fenced_at = run.held[o].map_or(0, |h| h.seq);
+                            s.ctl[o].exec.is_none_or(|e| e.seq >= fenced_at)
+                        })
+                })
+            },
+        ),
+        Property::always("release_keeps_other_writers_changes", |_, s: &State| {
+            s.ghost & ghost::OVERWROTE == 0
+        }),
+        Property::always("no_release_of_a_live_holders_fence", |_, s: &State| {
+            s.ghost & ghost::LIVE_RELEASED == 0
+        }),
+        Property::always(
+            "secret_written_only_under_own_proven_pause",
+            |_, s: &State| s.ghost & ghost::SECRET_UNPROVEN == 0,
+        ),
+        Property::always("stable_chain_proven_whatever_its_status", |_, s: &State| {
+            s.ghost & ghost::FROZEN_BLOCKS == 0
+        }),
+        Property::always("children_released_before_parents", |_, s: &State| {
+            s.ghost & ghost::ORDER == 0
+        }),
+        // Not vacuous: some run does prove its pause and work (a `sometimes` property is
+        // violated when no state satisfies it).
+        Property::sometimes(
+            "a_run_works_under_a_proven_pause",
+            |m: &Handoff, s: &State| {
+                (0..s.runs.len()).any(|r| s.runs[r].pc == Pc::Work && m.live(s, r))
+            },
+        ),
+        Property::always(
+            "nothing_stays_held_after_runs_end_and_recovery",
+            |m: &Handoff, s: &State| {
+                s.janitor.pc != ToolPc::Done
+                    || s.person_moved_exact
+                    || (s.objs.iter().all(|o| o.get(&m.keys.owner).is_none())
+                        && s.lease.as_ref().is_none_or(|l| l.holder.is_none()))
+            },
+        ),
+    ]
+}
