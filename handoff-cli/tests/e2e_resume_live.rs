@@ -73,7 +73,7 @@ async fn resume_of_a_live_holder_is_refused_and_changes_nothing() {
     args.extend(flags.iter().map(String::as_str));
     let out = c.run(&args).await;
     assert_eq!(code(&out), 3, "{}", stderr(&out));
-    assert!(stderr(&out).contains("is live"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("looks live"), "{}", stderr(&out));
     let after = [c.get(PARENT).await, c.get(TARGET).await];
     for (b, a) in before.iter().zip(&after) {
         assert_eq!(

@@ -43,8 +43,10 @@ use super::{Finding, Kind, Settings, Tally};
 pub const WRITER_KEY: &str = "chaos.flux-handoff.io/writer";
 /// Pause between two writes of a writer that never stops.
 const EVERY: Duration = Duration::from_millis(150);
-/// The proof's budget on the command line, and as its timeout line prints it.
+/// The run's budget on the command line (`--timeout`: the whole pause); the proof gets what is
+/// left of it, and its timeout line prints that, at most this many seconds.
 const TIMEOUT: &str = "5s";
+const TIMEOUT_SECS: u64 = 5;
 /// Exit codes.
 const SUCCESS: i32 = 0;
 const TIMED_OUT: i32 = 4;
@@ -492,8 +494,13 @@ fn timed_out_findings(code: i32, last: &str) -> Vec<Finding> {
             format!("exit {code}, not {TIMED_OUT} (timeout): {last}"),
         ));
     }
-    let head = format!("error: stable pause not proven within {TIMEOUT}: ");
-    match last.strip_prefix(&head).and_then(counters) {
+    // `error: stable pause not proven within <n>s: <counters>`, n at most the run's budget.
+    let rest = last
+        .strip_prefix("error: stable pause not proven within ")
+        .and_then(|r| r.split_once("s: "))
+        .filter(|(n, _)| n.parse::<u64>().is_ok_and(|n| n <= TIMEOUT_SECS))
+        .map(|(_, counters)| counters);
+    match rest.and_then(counters) {
         None => f.push(Finding::new(
             Kind::Other,
             format!("the last stderr line is not the proof's counter line: {last}"),
@@ -556,6 +563,12 @@ mod tests {
         let ok = "error: stable pause not proven within 5s: observations=9 unreadable=0 \
                   child_not_owned=0 parent_not_owned=0 parent_changed=0 version_changes=7";
         assert!(timed_out_findings(4, ok).is_empty());
+        // The proof gets what is left of the whole pause's budget.
+        assert!(timed_out_findings(4, &ok.replace("within 5s", "within 4s")).is_empty());
+        assert_eq!(
+            timed_out_findings(4, &ok.replace("within 5s", "within 9s")).len(),
+            1
+        );
         assert_eq!(timed_out_findings(7, ok).len(), 1);
         assert_eq!(timed_out_findings(4, "lease released").len(), 1);
         assert_eq!(
