@@ -78,9 +78,11 @@
 mod cancel;
 pub mod error;
 pub mod flux;
+pub mod github;
 pub mod handoff;
 pub mod io;
 pub mod judge;
+pub mod names;
 pub mod object;
 pub mod quiesce;
 pub mod readiness;
@@ -95,7 +97,7 @@ pub use flux_fence::{Holder, LeaseConfig, ObjectRef};
 pub use io::{ControllerRef, Timing};
 pub use retire::Strategy;
 pub use session::{
-    CleanupError, Event, Outcome, ParentSpec, Parked, Paused, Session, SessionError,
+    CleanupError, Event, Members, Outcome, ParentSpec, Parked, Paused, Session, SessionError,
     SessionOptions, TargetSpec,
 };
 pub use steps::Step;

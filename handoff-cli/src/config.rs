@@ -173,28 +173,10 @@ pub fn parse(text: &str) -> Result<FileConfig, String> {
     })
 }
 
-/// Splits `namespace/name`; a bare `name` takes `default_ns`. The namespace must be a DNS
-/// label and the name a DNS subdomain, as the API server requires: both end up in request
-/// paths, so `.`, `..` or a leading `-` must never get that far.
+/// Splits `namespace/name`; a bare `name` takes `default_ns`; both must be names the API
+/// server accepts ([`flux_suspend::names::split_namespaced`]).
 pub fn split_ref(text: &str, default_ns: &str) -> Result<(String, String), String> {
-    let label = |s: &str| {
-        !s.is_empty()
-            && s.len() <= 63
-            && s.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !s.starts_with('-')
-            && !s.ends_with('-')
-    };
-    let subdomain = |s: &str| s.len() <= 253 && s.split('.').all(label);
-    let (ns, name) = match text.split_once('/') {
-        Some((ns, name)) => (ns, name),
-        None => (default_ns, text),
-    };
-    if label(ns) && subdomain(name) {
-        Ok((ns.to_string(), name.to_string()))
-    } else {
-        Err(format!("{text:?} is not a valid [namespace/]name"))
-    }
+    flux_suspend::names::split_namespaced(text, default_ns).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -244,31 +226,6 @@ mod tests {
     fn wrong_type_names_the_line() {
         let err = parse("[fence]\nquiesce = \"yes\"\n").unwrap_err();
         assert!(err.starts_with(":2: "), "{err}");
-    }
-
-    #[test]
-    fn split_ref_defaults_namespace_and_validates() {
-        assert_eq!(
-            split_ref("apps", "flux-system"),
-            Ok(("flux-system".into(), "apps".into()))
-        );
-        assert_eq!(split_ref("a/b", "x"), Ok(("a".into(), "b".into())));
-        assert!(split_ref("A/b", "x").is_err());
-        assert!(split_ref("a/", "x").is_err());
-        assert!(split_ref("a/b/c", "x").is_err());
-        assert_eq!(
-            split_ref("ns/app.v1", "x"),
-            Ok(("ns".into(), "app.v1".into()))
-        );
-        for traversal in [
-            "../x", "./x", "x/..", "..", "ns/.", "-a/b", "a/b-", "a/.b", "a/b..c",
-        ] {
-            assert!(split_ref(traversal, "x").is_err(), "{traversal}");
-        }
-        assert!(
-            split_ref("x", "..").is_err(),
-            "the default namespace is checked too"
-        );
     }
 
     #[test]

@@ -135,7 +135,7 @@ impl Output {
                 facts: &self.facts,
                 proven_after_ms: self.proven_after,
             };
-            if let Err(e) = actions::write(&report) {
+            if let Err(e) = report.step_report().append_to_runner_files() {
                 eprintln!("::warning::{}", escape_data(&e));
             }
         }
@@ -159,26 +159,4 @@ fn secs(millis: u128) -> f64 {
     millis as f64 / 1000.0
 }
 
-/// Escapes text for a workflow command's data part: `%`, CR and LF are encoded, so untrusted
-/// text cannot end the command and start another.
-pub fn escape_data(text: &str) -> String {
-    text.replace('%', "%25")
-        .replace('\r', "%0D")
-        .replace('\n', "%0A")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn untrusted_text_cannot_start_a_workflow_command() {
-        let hostile = "boom\n::add-mask::x\r\n::set-env name=A::b %0A";
-        let escaped = escape_data(hostile);
-        assert!(!escaped.contains('\n') && !escaped.contains('\r'));
-        assert_eq!(
-            escaped,
-            "boom%0A::add-mask::x%0D%0A::set-env name=A::b %250A"
-        );
-    }
-}
+use flux_suspend::github::escape_data;

@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use flux_fence::Holder;
 use flux_suspend::{
-    Cancel, Event, ParentSpec, Session, SessionError, SessionOptions, Step, TargetSpec,
+    Cancel, Event, Members, ParentSpec, Session, SessionError, SessionOptions, TargetSpec,
 };
 use kube::Client;
 
@@ -116,8 +116,8 @@ pub async fn start(
 
 /// Prints an event: a finished step or release as a phase line, a wait that goes on as a note
 /// (it finishes nothing).
-pub fn report(out: &mut Output, event: &Event, targets: &[String], parents: &[String]) {
-    let line = event_line(event, targets, parents);
+pub fn report(out: &mut Output, event: &Event, members: &Members) {
+    let line = event.line(members);
     match event {
         Event::Waiting(w) => {
             out.note(&line);
@@ -130,44 +130,6 @@ pub fn report(out: &mut Output, event: &Event, targets: &[String], parents: &[St
             }
         }
         _ => out.phase(&line),
-    }
-}
-
-/// The phase line of an event.
-pub fn event_line(event: &Event, session_targets: &[String], parents: &[String]) -> String {
-    match event {
-        Event::Step(step) => step_line(*step, session_targets, parents),
-        Event::Released(o) => format!("released: {o}"),
-        Event::LeaseReleased => "lease released".into(),
-        Event::LeaseParked => "lease parked".into(),
-        Event::Waiting(w) => w.to_string(),
-        other => format!("{other:?}"),
-    }
-}
-
-/// The targets and parents of a started session, for phase lines.
-pub fn members(session: &Session) -> (Vec<String>, Vec<String>) {
-    let chains = session.chains();
-    (
-        chains.iter().map(|c| c.target.to_string()).collect(),
-        chains
-            .iter()
-            .filter_map(|c| c.parent.as_ref().map(ToString::to_string))
-            .collect(),
-    )
-}
-
-fn step_line(step: Step, targets: &[String], parents: &[String]) -> String {
-    match step {
-        Step::QuiesceParents => format!("parent quiet: {}", parents.join(", ")),
-        Step::FenceParents => format!("parent fenced: {}", parents.join(", ")),
-        Step::AwaitParentAcks => "parent acknowledged the suspend".into(),
-        Step::QuiesceTargets => format!("target quiet: {}", targets.join(", ")),
-        Step::FenceTargets => format!("target fenced: {}", targets.join(", ")),
-        Step::AwaitTargetAcks => "target acknowledged the suspend".into(),
-        Step::RestartController => "controller restarted; every old pod gone".into(),
-        Step::RefenceReverted => "fences checked after the restart".into(),
-        Step::Prove => "pause proven".into(),
     }
 }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use flux_fence::{AnnotationKeys, LeaseConfig, ObjectRef};
 use flux_suspend::io::ControllerRef;
-use flux_suspend::object::{helmrelease_resource, kustomization_resource};
+use flux_suspend::object::kustomization_resource;
 use flux_suspend::retire::Strategy;
 
 use crate::cli::{Global, TargetArgs};
@@ -50,7 +50,7 @@ pub fn resolve(global: &Global, args: &TargetArgs, file: &FileConfig) -> Result<
     let mut targets = Vec::new();
     if args.target.is_empty() {
         for t in &file.targets {
-            let kind = kind_resource(&t.kind).ok_or_else(|| {
+            let kind = flux_suspend::names::kind_resource(&t.kind).ok_or_else(|| {
                 format!(
                     "config: target {:?}: unknown kind {:?} (Kustomization, HelmRelease)",
                     t.name, t.kind
@@ -96,7 +96,6 @@ pub fn resolve(global: &Global, args: &TargetArgs, file: &FileConfig) -> Result<
         Some(p) => AnnotationKeys::checked(p).map_err(|e| format!("config: fence.{e}"))?,
         None => AnnotationKeys::default(),
     };
-    restart_fits_targets(strategy, &controller, &targets)?;
     if let Some(r) = &global.reason {
         flux_fence::decide::validate_reason(r).map_err(|e| format!("--reason: {e}"))?;
     }
@@ -117,66 +116,9 @@ pub fn resolve(global: &Global, args: &TargetArgs, file: &FileConfig) -> Result<
     })
 }
 
-/// `--retire restart` restarts ONE controller, so it must be the one that reconciles the
-/// targets: a `HelmRelease` target needs `--controller` naming a helm-controller Deployment
-/// (its name contains `helm-controller`), a Kustomization target one that is not; targets of
-/// both kinds cannot share one restart (use `--retire ack`, or two handoffs). Refused with exit
-/// 2 before any request, rather than restarting a controller that retires nothing.
-fn restart_fits_targets(
-    strategy: Strategy,
-    controller: &ControllerRef,
-    targets: &[TargetSpec],
-) -> Result<(), String> {
-    if strategy != Strategy::Restart {
-        return Ok(());
-    }
-    let helm = targets
-        .iter()
-        .filter(|t| t.object.resource.kind == "HelmRelease")
-        .count();
-    let helm_controller = controller.name.contains("helm-controller");
-    if helm > 0 && helm < targets.len() {
-        return Err(
-            "--retire restart: HelmRelease and Kustomization targets are reconciled by \
-                    different controllers; use --retire ack or pause them separately"
-                .into(),
-        );
-    }
-    if helm > 0 && !helm_controller {
-        return Err(format!(
-            "--retire restart with a HelmRelease target must restart helm-controller, not {controller}: \
-             pass --controller <namespace>/helm-controller, or use --retire ack"
-        ));
-    }
-    if helm == 0 && helm_controller {
-        return Err(format!(
-            "--retire restart with a Kustomization target must restart kustomize-controller, not {controller}"
-        ));
-    }
-    Ok(())
-}
-
-fn kind_resource(kind: &str) -> Option<kube::api::ApiResource> {
-    match kind.to_ascii_lowercase().as_str() {
-        "ks" | "kustomization" | "kustomizations" => Some(kustomization_resource()),
-        "hr" | "helmrelease" | "helmreleases" => Some(helmrelease_resource()),
-        _ => None,
-    }
-}
-
-/// Parses `[kind/][namespace/]name`.
+/// Parses `--target`'s `[kind/][namespace/]name`.
 pub fn parse_target(text: &str, default_ns: &str) -> Result<ObjectRef, String> {
-    let parts: Vec<&str> = text.split('/').collect();
-    let bad = || format!("--target {text:?}: expected [kind/][namespace/]name, kind ks or hr");
-    let (kind, rest) = match parts.as_slice() {
-        [k, _, _] => (kind_resource(k).ok_or_else(bad)?, parts[1..].join("/")),
-        [k, name] if kind_resource(k).is_some() => {
-            (kind_resource(k).ok_or_else(bad)?, (*name).to_string())
-        }
-        _ => (kustomization_resource(), text.to_string()),
-    };
-    let (ns, name) = split_ref(&rest, default_ns).map_err(|_| bad())?;
-    Ok(ObjectRef::new(kind, ns, name))
+    flux_suspend::names::parse_object(text, default_ns).map_err(|e| format!("--target: {e}"))
 }
 
 fn parent_spec(text: Option<&str>, default_ns: &str) -> Result<ParentSpec, String> {
@@ -244,31 +186,6 @@ fn controller_ref(file: &FileConfig, args: &TargetArgs) -> Result<ControllerRef,
 mod tests {
     use super::*;
 
-    #[test]
-    fn target_forms() {
-        let t = parse_target("apps", "flux-system").unwrap();
-        assert_eq!(
-            (
-                t.namespace.as_str(),
-                t.name.as_str(),
-                t.resource.kind.as_str()
-            ),
-            ("flux-system", "apps", "Kustomization")
-        );
-        let t = parse_target("infra/apps", "flux-system").unwrap();
-        assert_eq!((t.namespace.as_str(), t.name.as_str()), ("infra", "apps"));
-        let t = parse_target("hr/podinfo", "flux-system").unwrap();
-        assert_eq!(
-            (t.namespace.as_str(), t.resource.kind.as_str()),
-            ("flux-system", "HelmRelease")
-        );
-        let t = parse_target("hr/apps/podinfo", "x").unwrap();
-        assert_eq!((t.namespace.as_str(), t.name.as_str()), ("apps", "podinfo"));
-        for bad in ["", "a/b/c/d", "zz/ns/name", "Apps", "a//b"] {
-            assert!(parse_target(bad, "x").is_err(), "{bad}");
-        }
-    }
-
     fn resolve_args(args: &[&str], file: &FileConfig) -> Result<Settings, String> {
         use clap::Parser;
         let words = ["flux-handoff", "pause"].iter().chain(args).copied();
@@ -277,63 +194,6 @@ mod tests {
             panic!("pause");
         };
         resolve(&cli.global, &p.targets, file)
-    }
-
-    #[test]
-    fn retire_restart_must_restart_the_controller_of_the_targets() {
-        let refused = [
-            (
-                &["-t", "hr/podinfo", "--retire", "restart"][..],
-                "helm-controller",
-            ),
-            (
-                &[
-                    "-t",
-                    "hr/podinfo",
-                    "-t",
-                    "apps",
-                    "--retire",
-                    "restart",
-                    "--controller",
-                    "flux-system/helm-controller",
-                ][..],
-                "different controllers",
-            ),
-            (
-                &[
-                    "-t",
-                    "apps",
-                    "--retire",
-                    "restart",
-                    "--controller",
-                    "helm-controller",
-                ][..],
-                "kustomize-controller",
-            ),
-        ];
-        for (args, want) in refused {
-            let err = resolve_args(args, &FileConfig::default()).unwrap_err();
-            assert!(err.contains(want), "{args:?}: {err}");
-            assert_eq!(err.lines().count(), 1);
-        }
-        let ok = [
-            &[
-                "-t",
-                "hr/podinfo",
-                "--retire",
-                "restart",
-                "--controller",
-                "helm-controller",
-            ][..],
-            &["-t", "hr/podinfo", "--retire", "ack"][..],
-            &["-t", "apps", "--retire", "restart"][..],
-        ];
-        for args in ok {
-            assert!(
-                resolve_args(args, &FileConfig::default()).is_ok(),
-                "{args:?}"
-            );
-        }
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //!   stopped and the session ends with [`SessionError::LeaseLost`].
 
 mod error;
+mod lines;
 mod options;
 mod preflight;
 mod recover;
@@ -27,6 +28,7 @@ use futures::FutureExt;
 use kube::Client;
 
 pub use error::{CleanupError, SessionError};
+pub use lines::Members;
 pub use options::{ParentSpec, SessionOptions, TargetSpec};
 pub use recover::Recovered;
 

@@ -163,6 +163,7 @@ impl SessionOptions {
             flux_fence::decide::validate_reason(r)
                 .map_err(|e| SessionError::Invalid(format!("reason: {e}")))?;
         }
+        self.restart_fits_targets().map_err(SessionError::Invalid)?;
         if self.lease.renew_every.is_zero() || self.lease.renew_every >= self.lease.duration {
             return invalid("the Lease must be renewed more often than its duration".into());
         }
@@ -179,10 +180,50 @@ impl SessionOptions {
     }
 }
 
+impl SessionOptions {
+    /// [`Strategy::Restart`] restarts ONE controller, so it must be the one that reconciles the
+    /// targets: a `HelmRelease` target needs a controller whose name contains
+    /// `helm-controller`, a Kustomization target one whose name does not; targets of both
+    /// kinds cannot share one restart. Refused before any request, rather than restarting a
+    /// controller that retires nothing.
+    fn restart_fits_targets(&self) -> Result<(), String> {
+        if self.strategy != Strategy::Restart {
+            return Ok(());
+        }
+        let helm = self
+            .targets
+            .iter()
+            .filter(|t| t.object.resource.kind == "HelmRelease")
+            .count();
+        let controller = &self.controller;
+        let helm_controller = controller.name.contains("helm-controller");
+        if helm > 0 && helm < self.targets.len() {
+            return Err(
+                "--retire restart: HelmRelease and Kustomization targets are reconciled \
+                 by different controllers; use --retire ack or pause them separately"
+                    .into(),
+            );
+        }
+        if helm > 0 && !helm_controller {
+            return Err(format!(
+                "--retire restart with a HelmRelease target must restart helm-controller, not \
+                 {controller}: pass --controller <namespace>/helm-controller, or use --retire ack"
+            ));
+        }
+        if helm == 0 && helm_controller {
+            return Err(format!(
+                "--retire restart with a Kustomization target must restart \
+                 kustomize-controller, not {controller}"
+            ));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::object::kustomization;
+    use crate::object::{helm_release, kustomization};
 
     fn opts() -> SessionOptions {
         SessionOptions::new(vec![TargetSpec::new(kustomization("flux-system", "apps"))])
@@ -219,6 +260,29 @@ mod tests {
                     );
                 }),
             ),
+            (
+                "must restart helm-controller",
+                Box::new(|o| {
+                    o.strategy = Strategy::Restart;
+                    o.targets = vec![TargetSpec::new(helm_release("apps", "podinfo"))];
+                }),
+            ),
+            (
+                "different controllers",
+                Box::new(|o| {
+                    o.strategy = Strategy::Restart;
+                    o.controller.name = "helm-controller".into();
+                    o.targets
+                        .push(TargetSpec::new(helm_release("apps", "podinfo")));
+                }),
+            ),
+            (
+                "must restart kustomize-controller",
+                Box::new(|o| {
+                    o.strategy = Strategy::Restart;
+                    o.controller.name = "helm-controller".into();
+                }),
+            ),
         ];
         for (want, change) in table {
             let mut o = opts();
@@ -227,5 +291,21 @@ mod tests {
             assert!(err.contains(want), "{want}: {err}");
         }
         assert!(opts().validate().is_ok());
+    }
+
+    #[test]
+    fn a_restart_of_the_controller_that_reconciles_the_targets_is_valid() {
+        let mut helm = opts();
+        helm.strategy = Strategy::Restart;
+        helm.controller.name = "helm-controller".into();
+        helm.targets = vec![TargetSpec::new(helm_release("apps", "podinfo"))];
+        assert!(helm.validate().is_ok());
+        let mut ks = opts();
+        ks.strategy = Strategy::Restart;
+        assert!(ks.validate().is_ok());
+        let mut ack = helm.clone();
+        ack.strategy = Strategy::Ack;
+        ack.controller = ControllerRef::default();
+        assert!(ack.validate().is_ok());
     }
 }

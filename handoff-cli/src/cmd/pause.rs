@@ -22,10 +22,8 @@ pub async fn run(
     let lease = opts.lease.clone();
     let client = client::client(global).await?;
     let started = session::start(client, opts, cancel, out).await?;
-    let (targets, parents) = session::members(&started);
-    let outcome = started
-        .park(|e| session::report(out, &e, &targets, &parents))
-        .await;
+    let members = started.members();
+    let outcome = started.park(|e| session::report(out, &e, &members)).await;
     let parked = session::finish(
         outcome.result.map_err(|e| session::failure(&e)),
         outcome.cleanup,

@@ -29,11 +29,11 @@ pub async fn run(
     session::recover_finished_runs(&mut opts, &args.holder, &file)?;
     let client = client::client(global).await?;
     let started = session::start(client, opts, cancel, out).await?;
-    let (targets, parents) = session::members(&started);
+    let members = started.members();
     let out = RefCell::new(out);
     let outcome = started
         .run_paused(
-            |e| session::report(&mut out.borrow_mut(), &e, &targets, &parents),
+            |e| session::report(&mut out.borrow_mut(), &e, &members),
             |paused| async {
                 let r = command(program, rest, paused, args.grace, &out).await;
                 Ok::<_, std::convert::Infallible>(r)

@@ -1,16 +1,17 @@
-//! Reporting a handoff the GitHub Actions way: the step summary (Markdown appended to
-//! `$GITHUB_STEP_SUMMARY`) and the step outputs (appended to `$GITHUB_OUTPUT`).
+//! Reporting a handoff the GitHub Actions way: `flux_suspend::github` renders the step summary
+//! and outputs; this module only says what they contain for a `flux-handoff` command — the
+//! outcome word of each exit code, the holder and the paused objects from the phase lines, the
+//! next command to run.
 //!
 //! Everything here is built from what [`super::Output`] already holds — phase lines, facts and
-//! the final error line — none of which ever carries a credential. The Markdown and the outputs
-//! are pure functions of a [`Report`]; [`write`] only appends them to the runner's files.
+//! the final error line — none of which ever carries a credential.
 
-use std::fmt::Write as _;
-use std::io::Write as _;
+use std::time::Duration;
 
+use flux_suspend::github::StepReport;
 use serde_json::{Map, Value};
 
-use super::{Phase, secs};
+use super::Phase;
 
 /// The commands that report the Actions way (the others — `fences`, `doctor`, `ghcr check` —
 /// neither pause nor hold anything).
@@ -71,26 +72,11 @@ impl Report<'_> {
         for prefix in ["parent fenced: ", "target fenced: "] {
             for p in self.phases {
                 if let Some(list) = p.name.strip_prefix(prefix) {
-                    out.extend(
-                        list.split(", ")
-                            .filter(|s| !s.is_empty())
-                            .map(ToString::to_string),
-                    );
+                    out.extend(list.split(", ").filter(|s| !s.is_empty()).map(Into::into));
                 }
             }
         }
         out
-    }
-
-    /// Secrets written by `ghcr reassert` (created, updated, or adopted after a lost response).
-    pub fn secrets_reasserted(&self) -> Option<u64> {
-        let counts = self.facts.get("secret_counts")?.as_object()?;
-        Some(
-            ["created", "updated", "adopted"]
-                .iter()
-                .filter_map(|k| counts.get(*k).and_then(Value::as_u64))
-                .sum(),
-        )
     }
 
     /// The one command to run next after a failure.
@@ -104,124 +90,51 @@ impl Report<'_> {
         }
     }
 
-    /// The step outputs, `name=value` each (every value is one line by construction: a holder,
-    /// a word or a number; an empty value means "not reached").
-    pub fn outputs(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("holder", self.holder().unwrap_or_default()),
-            ("outcome", self.outcome().to_string()),
-            (
-                "proven_after_s",
-                self.proven_after_ms
-                    .map(|ms| format!("{:.1}", secs(ms)))
-                    .unwrap_or_default(),
-            ),
-            (
-                "secrets_reasserted",
-                self.secrets_reasserted()
-                    .map(|n| n.to_string())
-                    .unwrap_or_default(),
-            ),
-        ]
-    }
-
-    /// The step summary in Markdown.
-    pub fn summary(&self) -> String {
-        let mut md = String::new();
-        let _ = writeln!(
-            md,
-            "### flux-handoff {}: {}\n",
-            self.command,
-            self.outcome()
+    /// The library's step report of this command.
+    pub fn step_report(&self) -> StepReport {
+        let outcome = self.outcome();
+        let mut r = StepReport::new(
+            &format!("flux-handoff {}", self.command),
+            outcome,
+            &format!("{} ({outcome})", self.code),
         );
-        let _ = writeln!(md, "| | |\n|---|---|");
-        if let Some(h) = self.holder() {
-            let _ = writeln!(md, "| Holder | `{}` |", cell(&h));
-        }
-        let fenced = self.fenced();
-        if !fenced.is_empty() {
-            let _ = writeln!(md, "| Paused | {} |", cell(&fenced.join(", ")));
-        }
-        if let Some(ms) = self.proven_after_ms {
-            let _ = writeln!(md, "| Pause proven after | {:.1} s |", secs(ms));
-        }
-        if let Some(proof) = self.facts.get("proof") {
-            let passes = proof.get("passes").and_then(Value::as_u64).unwrap_or(0);
-            let counters = proof.get("counters").and_then(Value::as_str).unwrap_or("");
-            let _ = writeln!(
-                md,
-                "| Proof | {passes} passes; {} |",
-                cell(if counters.is_empty() { "-" } else { counters })
-            );
-        }
-        if let Some(counts) = self.facts.get("secret_counts").and_then(Value::as_object) {
-            let each: Vec<String> = counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
-            let _ = writeln!(
-                md,
-                "| Secrets reasserted | {} ({}) |",
-                self.secrets_reasserted().unwrap_or(0),
-                cell(&each.join(", "))
-            );
-        }
+        r.holder = self.holder();
+        r.paused = self.fenced();
+        r.proven_after = self
+            .proven_after_ms
+            .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX)));
+        r.proof = self.facts.get("proof").map(|p| {
+            let passes = p.get("passes").and_then(Value::as_u64).unwrap_or(0);
+            let counters = p.get("counters").and_then(Value::as_str).unwrap_or("");
+            (passes, counters.to_string())
+        });
+        r.secrets = self
+            .facts
+            .get("secret_counts")
+            .and_then(Value::as_object)
+            .map(|counts| {
+                let n = ["created", "updated", "adopted"]
+                    .iter()
+                    .filter_map(|k| counts.get(*k).and_then(Value::as_u64))
+                    .sum();
+                let each: Vec<String> = counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                (n, each.join(", "))
+            });
         if let Some(c) = self.facts.get("command_exit_code") {
-            let _ = writeln!(md, "| Command exit code | {c} |");
+            r.rows.push(("Command exit code".into(), c.to_string()));
         }
-        let _ = writeln!(md, "| Exit code | {} ({}) |", self.code, self.outcome());
-        if !self.phases.is_empty() {
-            let _ = writeln!(md, "\n| Phase | Duration |\n|---|---|");
-            for p in self.phases {
-                let _ = writeln!(md, "| {} | {:.1} s |", cell(&p.name), secs(p.millis));
-            }
-        }
-        if let Some(e) = self.error {
-            let _ = writeln!(md, "\n**Error:** {}", cell(e));
-        }
-        if let Some(next) = self.next_command() {
-            let _ = writeln!(md, "\n**Next:** `{next}`");
-        }
-        md.push('\n');
-        md
+        r.phases = self
+            .phases
+            .iter()
+            .map(|p| {
+                let ms = u64::try_from(p.millis).unwrap_or(u64::MAX);
+                (p.name.clone(), Duration::from_millis(ms))
+            })
+            .collect();
+        r.error = self.error.map(Into::into);
+        r.next = self.next_command().map(Into::into);
+        r
     }
-}
-
-/// Appends the summary and the outputs to the runner's files (each only when its variable is
-/// set). Returns a line for the log when a file cannot be written.
-pub fn write(report: &Report<'_>) -> Result<(), String> {
-    let mut problems = Vec::new();
-    if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty())
-        && let Err(e) = append(&path, &report.summary())
-    {
-        problems.push(format!("cannot append the step summary: {e}"));
-    }
-    if let Some(path) = std::env::var_os("GITHUB_OUTPUT").filter(|p| !p.is_empty()) {
-        let mut text = String::new();
-        for (name, value) in report.outputs() {
-            if !value.contains(['\n', '\r']) {
-                let _ = writeln!(text, "{name}={value}");
-            }
-        }
-        if let Err(e) = append(&path, &text) {
-            problems.push(format!("cannot append the step outputs: {e}"));
-        }
-    }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems.join("; "))
-    }
-}
-
-fn append(path: &std::ffi::OsStr, text: &str) -> std::io::Result<()> {
-    let mut f = std::fs::OpenOptions::new().append(true).open(path)?;
-    f.write_all(text.as_bytes())
-}
-
-/// Text made safe for one Markdown table cell: no line breaks, no cell separator, no HTML.
-fn cell(text: &str) -> String {
-    text.replace(['\r', '\n'], " ")
-        .replace('|', "\\|")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 #[cfg(test)]
@@ -347,7 +260,7 @@ mod tests {
         let mut r = report("ghcr reassert", 0, None, &phases, &facts);
         r.proven_after_ms = Some(2390);
         assert_eq!(
-            r.outputs(),
+            r.step_report().outputs(),
             [
                 ("holder", "gh12.1-a1b2c3".to_string()),
                 ("outcome", "succeeded".to_string()),
@@ -358,7 +271,7 @@ mod tests {
         let none = Map::new();
         let r = report("run", 130, Some("interrupted"), &[], &none);
         assert_eq!(
-            r.outputs(),
+            r.step_report().outputs(),
             [
                 ("holder", String::new()),
                 ("outcome", "cancelled".to_string()),
@@ -369,46 +282,24 @@ mod tests {
     }
 
     #[test]
-    fn summary_names_what_was_paused_the_phases_the_proof_the_outcome_and_the_next_command() {
+    fn the_step_report_carries_the_mapping() {
         let phases = run_phases();
         let mut facts = Map::new();
-        facts.insert(
-            "proof".into(),
-            json!({"passes": 3, "counters": "reads=9 frozen=0"}),
-        );
-        let mut r = report(
-            "run",
-            130,
-            Some("interrupted while sh was running"),
-            &phases,
-            &facts,
-        );
-        r.proven_after_ms = Some(2390);
-        let md = r.summary();
+        facts.insert("proof".into(), json!({"passes": 3, "counters": "reads=9"}));
+        facts.insert("command_exit_code".into(), json!(0));
+        let md = report("run", 130, Some("interrupted"), &phases, &facts)
+            .step_report()
+            .summary();
         for want in [
             "### flux-handoff run: cancelled",
-            "| Holder | `gh12.1-a1b2c3` |",
             "| Paused | Kustomization flux-system/flux-system, Kustomization flux-system/infrastructure |",
-            "| Pause proven after | 2.4 s |",
-            "| Proof | 3 passes; reads=9 frozen=0 |",
+            "| Proof | 3 passes; reads=9 |",
+            "| Command exit code | 0 |",
             "| Exit code | 130 (cancelled) |",
-            "| pause proven | 2.1 s |",
-            "**Error:** interrupted while sh was running",
             "**Next:** `flux-handoff fences`",
         ] {
             assert!(md.contains(want), "missing {want:?} in:\n{md}");
         }
-    }
-
-    #[test]
-    fn untrusted_text_cannot_break_the_summary_table() {
-        let phases = vec![phase("released: x|y\n<script>", 1)];
-        let facts = Map::new();
-        let md = report("resume", 0, None, &phases, &facts).summary();
-        assert!(
-            md.contains("| released: x\\|y &lt;script&gt; | 0.0 s |"),
-            "{md}"
-        );
     }
 
     #[test]

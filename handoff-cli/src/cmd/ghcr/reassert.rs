@@ -113,12 +113,12 @@ pub async fn run(
     let mut opts = session::options(&settings, session::holder(&args.holder)?)?;
     session::recover_finished_runs(&mut opts, &args.holder, &file)?;
     let started = session::start(client.clone(), opts, cancel, out).await?;
-    let (targets, parents) = session::members(&started);
+    let members = started.members();
     let out = RefCell::new(out);
     let (out_ref, work_ref) = (&out, &work);
     let outcome = started
         .run_paused(
-            |e| session::report(&mut out.borrow_mut(), &e, &targets, &parents),
+            |e| session::report(&mut out.borrow_mut(), &e, &members),
             |paused| async move {
                 let proof = &paused.proof;
                 out_ref.borrow_mut().fact(

@@ -1,0 +1,165 @@
+//! Names as people type them: `[namespace/]name` and `[kind/][namespace/]name`, checked the way
+//! the API server checks them before anything reaches a request path.
+//!
+//! A namespace must be a DNS label and a name a DNS subdomain. Both end up in request paths, so
+//! `.`, `..`, a leading `-` or an upper-case letter is refused here, with one line, rather than
+//! sent.
+//!
+//! ```
+//! use flux_suspend::names;
+//!
+//! let target = names::parse_object("hr/apps/podinfo", "flux-system").unwrap();
+//! assert_eq!(target.to_string(), "HelmRelease apps/podinfo");
+//! assert!(names::parse_object("../secrets", "flux-system").is_err());
+//! ```
+
+use flux_fence::ObjectRef;
+use kube::api::ApiResource;
+
+use crate::object::{helmrelease_resource, kustomization_resource};
+
+/// A name that is not of the expected form; its Display is one line naming the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?} is not a valid {expected}")]
+#[non_exhaustive]
+pub struct NameError {
+    /// The text as given.
+    pub text: String,
+    /// The form that was expected, e.g. `[namespace/]name`.
+    pub expected: &'static str,
+}
+
+/// Whether `s` is a DNS label (RFC 1123): 1 to 63 of `a-z0-9-`, not starting or ending in `-`.
+/// Namespaces are labels.
+#[must_use]
+pub fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// Whether `s` is a DNS subdomain: at most 253 characters of dot-separated labels. Object
+/// names are subdomains.
+#[must_use]
+pub fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+/// Splits `namespace/name`; a bare `name` takes `default_ns` (which is checked too).
+///
+/// # Errors
+///
+/// [`NameError`] when the namespace is not a DNS label or the name not a DNS subdomain.
+pub fn split_namespaced(text: &str, default_ns: &str) -> Result<(String, String), NameError> {
+    let (ns, name) = text.split_once('/').unwrap_or((default_ns, text));
+    if is_dns_label(ns) && is_dns_subdomain(name) {
+        Ok((ns.to_string(), name.to_string()))
+    } else {
+        Err(NameError {
+            text: text.to_string(),
+            expected: "[namespace/]name",
+        })
+    }
+}
+
+/// The Flux kind a user means: `ks`, `kustomization(s)` (any case) or `hr`,
+/// `helmrelease(s)`.
+#[must_use]
+pub fn kind_resource(kind: &str) -> Option<ApiResource> {
+    match kind.to_ascii_lowercase().as_str() {
+        "ks" | "kustomization" | "kustomizations" => Some(kustomization_resource()),
+        "hr" | "helmrelease" | "helmreleases" => Some(helmrelease_resource()),
+        _ => None,
+    }
+}
+
+/// Parses `[kind/][namespace/]name`; the kind defaults to Kustomization and the namespace to
+/// `default_ns`.
+///
+/// # Errors
+///
+/// [`NameError`] for an unknown kind, too many parts, or a malformed namespace or name.
+pub fn parse_object(text: &str, default_ns: &str) -> Result<ObjectRef, NameError> {
+    let bad = || NameError {
+        text: text.to_string(),
+        expected: "[kind/][namespace/]name (kind ks or hr)",
+    };
+    let parts: Vec<&str> = text.split('/').collect();
+    let (kind, rest) = match parts.as_slice() {
+        [k, _, _] => (kind_resource(k).ok_or_else(bad)?, parts[1..].join("/")),
+        [k, name] if kind_resource(k).is_some() => {
+            (kind_resource(k).ok_or_else(bad)?, (*name).to_string())
+        }
+        _ => (kustomization_resource(), text.to_string()),
+    };
+    let (ns, name) = split_namespaced(&rest, default_ns).map_err(|_| bad())?;
+    Ok(ObjectRef::new(kind, ns, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_forms() {
+        let cases = [
+            ("apps", "Kustomization", "flux-system", "apps"),
+            ("infra/apps", "Kustomization", "infra", "apps"),
+            ("hr/podinfo", "HelmRelease", "flux-system", "podinfo"),
+            ("hr/apps/podinfo", "HelmRelease", "apps", "podinfo"),
+            ("Kustomization/a/b", "Kustomization", "a", "b"),
+        ];
+        for (text, kind, ns, name) in cases {
+            let o = parse_object(text, "flux-system").unwrap();
+            assert_eq!(
+                (
+                    o.resource.kind.as_str(),
+                    o.namespace.as_str(),
+                    o.name.as_str()
+                ),
+                (kind, ns, name),
+                "{text}"
+            );
+        }
+        for bad in ["", "a/b/c/d", "zz/ns/name", "Apps", "a//b", "ks/../x"] {
+            let e = parse_object(bad, "x").unwrap_err();
+            assert_eq!(e.text, bad);
+            assert_eq!(e.to_string().lines().count(), 1);
+        }
+    }
+
+    #[test]
+    fn namespaced_defaults_the_namespace_and_refuses_what_is_not_a_name() {
+        assert_eq!(
+            split_namespaced("apps", "flux-system"),
+            Ok(("flux-system".into(), "apps".into()))
+        );
+        assert_eq!(split_namespaced("a/b", "x"), Ok(("a".into(), "b".into())));
+        assert_eq!(
+            split_namespaced("ns/app.v1", "x"),
+            Ok(("ns".into(), "app.v1".into()))
+        );
+        for bad in [
+            "A/b", "a/", "a/b/c", "../x", "./x", "x/..", "..", "ns/.", "-a/b", "a/b-", "a/.b",
+            "a/b..c",
+        ] {
+            assert!(split_namespaced(bad, "x").is_err(), "{bad}");
+        }
+        assert!(
+            split_namespaced("x", "..").is_err(),
+            "the default namespace is checked too"
+        );
+    }
+
+    #[test]
+    fn labels_and_subdomains_have_their_bounds() {
+        assert!(is_dns_label(&"a".repeat(63)));
+        assert!(!is_dns_label(&"a".repeat(64)));
+        let label = "a".repeat(63);
+        assert!(is_dns_subdomain(&[label.as_str(); 3].join(".")));
+        assert!(!is_dns_subdomain(&[label.as_str(); 4].join(".")));
+    }
+}
