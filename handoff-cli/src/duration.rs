@@ -1,4 +1,5 @@
-//! Durations on the command line and in the config: `500ms`, `2s`, `5m`, `1h`, `1m30s`.
+//! Durations on the command line and in the config: `500ms`, `2s`, `5m`, `1h`, `1m30s` (the
+//! forms of the `humantime` crate), a bare number of seconds, at most [`MAX`].
 
 use std::time::Duration;
 
@@ -21,47 +22,15 @@ pub fn parse(text: &str) -> Result<Duration, String> {
 
 fn parse_unbounded(text: &str) -> Result<Duration, String> {
     let s = text.trim();
-    if s.is_empty() {
-        return Err("empty duration".into());
-    }
     let too_large = || format!("duration {text:?} is too large");
-    if s.bytes().all(|b| b.is_ascii_digit()) {
-        return s
-            .parse::<u64>()
-            .map(Duration::from_secs)
-            .map_err(|_| too_large());
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return s.parse().map(Duration::from_secs).map_err(|_| too_large());
     }
-    let mut total = Duration::ZERO;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        if digits == 0 {
-            return Err(format!(
-                "invalid duration {text:?} (use e.g. 500ms, 30s, 5m, 1h)"
-            ));
-        }
-        let n: u64 = rest[..digits].parse().map_err(|_| too_large())?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let part = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n.checked_mul(60).ok_or_else(too_large)?),
-            "h" => Duration::from_secs(n.checked_mul(3600).ok_or_else(too_large)?),
-            _ => {
-                return Err(format!(
-                    "invalid duration {text:?} (use e.g. 500ms, 30s, 5m, 1h)"
-                ));
-            }
-        };
-        total = total.checked_add(part).ok_or_else(too_large)?;
-        rest = &rest[unit_len..];
-    }
-    Ok(total)
+    humantime::parse_duration(s).map_err(|e| match e {
+        humantime::DurationError::NumberOverflow => too_large(),
+        _ if s.is_empty() => "empty duration".into(),
+        _ => format!("invalid duration {text:?} (use e.g. 500ms, 30s, 5m, 1h)"),
+    })
 }
 
 #[cfg(test)]
@@ -79,6 +48,7 @@ mod tests {
             Ok(Duration::from_mins(1) + Duration::from_secs(30))
         );
         assert_eq!(parse("1h"), Ok(Duration::from_hours(1)));
+        assert_eq!(parse("1.5s"), Ok(Duration::from_millis(1500)));
     }
 
     #[test]
@@ -104,7 +74,7 @@ mod tests {
 
     #[test]
     fn rejects_garbage_with_the_value_and_an_example() {
-        for bad in ["", "s", "5x", "-1s", "1.5s", "m5"] {
+        for bad in ["", "s", "5x", "-1s", "1.5.1s", "m5"] {
             let err = parse(bad).unwrap_err();
             assert!(err.contains("duration"), "{bad}: {err}");
         }
