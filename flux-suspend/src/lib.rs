@@ -82,6 +82,7 @@ pub mod github;
 pub mod handoff;
 pub mod io;
 pub mod judge;
+pub mod kubeconfig;
 pub mod names;
 pub mod object;
 pub mod quiesce;

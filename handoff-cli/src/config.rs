@@ -132,21 +132,7 @@ pub fn load(path: &Path) -> Result<FileConfig, String> {
     parse(&text).map_err(|e| format!("config {}{e}", path.display()))
 }
 
-/// Reads `path` as UTF-8, failing once it passed `limit` bytes.
-pub fn read_bounded(path: &Path, limit: u64) -> std::io::Result<String> {
-    use std::io::Read;
-    let mut text = String::new();
-    std::fs::File::open(path)?
-        .take(limit + 1)
-        .read_to_string(&mut text)?;
-    if text.len() as u64 > limit {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("more than {limit} bytes"),
-        ));
-    }
-    Ok(text)
-}
+use flux_suspend::kubeconfig::read_bounded;
 
 /// Loads `path` when given; no config file is an empty config.
 pub fn load_optional(path: Option<&Path>) -> Result<FileConfig, String> {

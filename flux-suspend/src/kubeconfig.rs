@@ -1,0 +1,137 @@
+//! A Kubernetes client from a kubeconfig, built the way a tool that handles credentials
+//! should: a bounded read (a wrong path such as `/dev/zero` fails instead of being read
+//! forever), and errors of one line that never quote the file (kube's parse errors go on with
+//! a snippet around the fault, which can be the line holding a token or a client key).
+//!
+//! Nothing is sent to the API server here. The TLS stack is the application's choice (kube's
+//! `rustls-tls` or `openssl-tls` feature), as for every client of this crate.
+
+use std::path::Path;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+/// The most a kubeconfig may hold (embedded certificates for many clusters fit easily).
+pub const MAX_KUBECONFIG_BYTES: u64 = 16 * 1024 * 1024;
+
+/// A kubeconfig that cannot be used: missing, unreadable, too large, malformed, or naming an
+/// unknown context. Its Display is one line and never quotes the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct KubeconfigError(String);
+
+/// Builds a client from `path` (with `context`), else from `$KUBECONFIG` or `~/.kube/config`
+/// (with `context`), else from the in-cluster configuration.
+///
+/// # Errors
+///
+/// [`KubeconfigError`] with one line naming the file and what is wrong with it.
+pub async fn client(path: Option<&Path>, context: Option<&str>) -> Result<Client, KubeconfigError> {
+    let opts = KubeConfigOptions {
+        context: context.map(str::to_string),
+        ..KubeConfigOptions::default()
+    };
+    let err = |what: String| KubeconfigError(what);
+    let config = match (path, context) {
+        (Some(path), _) => {
+            let at = |e: &dyn std::fmt::Display| {
+                err(format!("kubeconfig {}: {}", path.display(), first_line(e)))
+            };
+            // Bounded first: `Kubeconfig::read_from` reads to the end, forever on `/dev/zero`.
+            read_bounded(path, MAX_KUBECONFIG_BYTES).map_err(|e| at(&e))?;
+            let kc = Kubeconfig::read_from(path).map_err(|e| at(&e))?;
+            Config::from_custom_kubeconfig(kc, &opts)
+                .await
+                .map_err(|e| at(&e))?
+        }
+        (None, Some(_)) => Config::from_kubeconfig(&opts)
+            .await
+            .map_err(|e| err(format!("kubeconfig: {}", first_line(&e))))?,
+        (None, None) => Config::infer().await.map_err(|e| {
+            err(format!(
+                "no Kubernetes configuration found: {}",
+                first_line(&e)
+            ))
+        })?,
+    };
+    Client::try_from(config).map_err(|e| err(format!("Kubernetes client: {}", first_line(&e))))
+}
+
+/// Reads `path` as UTF-8, failing once it passed `limit` bytes.
+///
+/// # Errors
+///
+/// The file's I/O error, or `InvalidData` naming the limit.
+pub fn read_bounded(path: &Path, limit: u64) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(limit + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("more than {limit} bytes"),
+        ));
+    }
+    Ok(text)
+}
+
+/// The first line of an error.
+fn first_line(e: &dyn std::fmt::Display) -> String {
+    e.to_string()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_end()
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_kubeconfig_that_cannot_be_used_is_one_line_naming_it() {
+        let Err(e) = client(Some(Path::new("/dev/zero")), None).await else {
+            panic!("a client from /dev/zero");
+        };
+        assert_eq!(
+            e.to_string(),
+            "kubeconfig /dev/zero: more than 16777216 bytes"
+        );
+        let Err(e) = client(Some(Path::new("/nonexistent/kubeconfig")), None).await else {
+            panic!("a client from a missing file");
+        };
+        assert!(
+            e.to_string()
+                .starts_with("kubeconfig /nonexistent/kubeconfig: "),
+            "{e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_malformed_kubeconfig_is_one_line_without_the_text_around_the_fault() {
+        let dir = std::env::temp_dir().join(format!("fs-kc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("kubeconfig");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\nusers: [{name: u, user: {token: \"tok-do-not-print}}]\n",
+        )
+        .unwrap();
+        let raw = Kubeconfig::read_from(&path).unwrap_err();
+        assert!(
+            raw.to_string().contains("tok-do-not-print"),
+            "the parser quotes the file"
+        );
+        let Err(e) = client(Some(&path), None).await else {
+            panic!("a client from a malformed file");
+        };
+        let line = e.to_string();
+        assert!(!line.contains("tok-do-not-print"), "{line}");
+        assert!(line.contains("line 3"), "{line}");
+        assert_eq!(line.lines().count(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
