@@ -102,6 +102,7 @@ pub mod lease_decide;
 mod lease_recover;
 pub mod liveness;
 mod mark;
+mod one_line;
 mod outcome;
 pub mod pointer;
 pub mod recovery;
@@ -124,6 +125,7 @@ pub use lease::{
 };
 pub use lease_decide::{GoneHolder, LeaseConfig, LossReason, RecoverRefusal};
 pub use mark::{Mark, MarkAt, PriorRecord, RecordedMark, Restore};
+pub use one_line::one_line;
 pub use outcome::{AcquireOutcome, Applied, Kept, LostAcquire, ReleaseOutcome};
 
 /// The README's program is compiled as a doc test, so the example a user copies builds.

@@ -26,50 +26,9 @@ impl Failure {
     }
 }
 
-/// `error: cause: cause` on one line.
+/// `error: cause: cause` on one line ([`flux_fence::one_line`]).
 pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut line = text(e);
-    let mut source = next(e);
-    while let Some(s) = source {
-        let text = text(s);
-        if !line.contains(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
-        }
-        source = next(s);
-    }
-    line.replace('\n', " ")
-}
-
-/// The cause to print after `e`: none after an API server answer, whose source is the same
-/// Status again.
-fn next<'a>(
-    e: &'a (dyn std::error::Error + 'static),
-) -> Option<&'a (dyn std::error::Error + 'static)> {
-    match e.downcast_ref::<kube::Error>() {
-        Some(kube::Error::Api(_)) => None,
-        _ => e.source(),
-    }
-}
-
-/// One error's own text. An answer of the API server reads `<message> (HTTP <code> <reason>)`:
-/// kube's own text repeats the whole Status in Rust debug form.
-fn text(e: &(dyn std::error::Error + 'static)) -> String {
-    match e.downcast_ref::<kube::Error>() {
-        Some(kube::Error::Api(s)) => {
-            let message = if s.message.is_empty() {
-                "the API server refused the request"
-            } else {
-                s.message.as_str()
-            };
-            if s.reason.is_empty() {
-                format!("{message} (HTTP {})", s.code)
-            } else {
-                format!("{message} (HTTP {} {})", s.code, s.reason)
-            }
-        }
-        _ => e.to_string(),
-    }
+    flux_fence::one_line(e)
 }
 
 impl Failure {
@@ -137,20 +96,6 @@ mod tests {
         ] {
             assert_eq!(fence_code(&lost(r)), exit::REFUSED);
         }
-    }
-
-    #[test]
-    fn an_api_server_answer_is_its_message_code_and_reason_without_a_debug_dump() {
-        let status = kube::core::Status::failure("etcdserver: request timed out", "Timeout")
-            .with_code(500)
-            .boxed();
-        let line = chain(&kube::Error::Api(status));
-        assert_eq!(line, "etcdserver: request timed out (HTTP 500 Timeout)");
-        let bare = kube::core::Status::failure("", "").with_code(503).boxed();
-        assert_eq!(
-            chain(&kube::Error::Api(bare)),
-            "the API server refused the request (HTTP 503)"
-        );
     }
 
     #[test]
