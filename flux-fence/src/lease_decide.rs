@@ -24,6 +24,13 @@ pub struct LeaseConfig {
     pub renew_every: Duration,
 }
 
+/// `namespace/name`.
+impl std::fmt::Display for LeaseConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
 impl Default for LeaseConfig {
     fn default() -> Self {
         Self {

@@ -80,7 +80,7 @@ pub async fn start(
     cancel: Cancel,
     out: &mut Output,
 ) -> Result<Session, Failure> {
-    let lease = format!("{}/{}", opts.lease.namespace, opts.lease.name);
+    let lease = opts.lease.to_string();
     let session = Session::start(client, opts, cancel)
         .await
         .map_err(|e| failure(&e))?;

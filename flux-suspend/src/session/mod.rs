@@ -193,7 +193,7 @@ impl Session {
                 holder: holder.to_string(),
             })?
             .map_err(SessionError::Lease)?;
-        let lease_name = format!("{}/{}", opts.lease.namespace, opts.lease.name);
+        let lease_name = opts.lease.to_string();
         let lease = match acquired {
             LeaseAcquire::Acquired(g) => g,
             LeaseAcquire::Held { holder, expired } => {
@@ -308,7 +308,7 @@ impl Session {
             .take()
             .map(Handoff::leave_paused)
             .unwrap_or_default();
-        let lease_name = format!("{}/{}", self.opts.lease.namespace, self.opts.lease.name);
+        let lease_name = self.opts.lease.to_string();
         let parked = match self.lease.take() {
             None => Ok(()),
             Some(l) => match l.park(&self.opts.keys.parked).await {
@@ -489,7 +489,7 @@ impl Session {
                 held.splice(0..0, h.leave_paused());
             }
         }
-        let lease_name = format!("{}/{}", self.opts.lease.namespace, self.opts.lease.name);
+        let lease_name = self.opts.lease.to_string();
         let mut lease_left = None;
         let mut lease_released = false;
         if let Some(lease) = self.lease.take() {

@@ -69,7 +69,7 @@ async fn lease(client: &Client, opts: &SessionOptions) -> Result<(), SessionErro
                 && !flux_fence::lease_decide::is_expired(&spec, Timestamp::now()) =>
         {
             Err(SessionError::LeaseHeld {
-                lease: format!("{}/{}", opts.lease.namespace, opts.lease.name),
+                lease: opts.lease.to_string(),
                 holder: other.to_string(),
                 expired: false,
             })

@@ -39,7 +39,7 @@ pub(crate) async fn finished_runs(
     ours: &Holder,
     source: &Arc<dyn LivenessSource>,
 ) -> Result<Vec<Recovered>, SessionError> {
-    let lease_name = format!("{}/{}", opts.lease.namespace, opts.lease.name);
+    let lease_name = opts.lease.to_string();
     let recovery = recovery_for(client, opts, ours, source);
     let planned = recovery
         .plan(&mut |_| {})

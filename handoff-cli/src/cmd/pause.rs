@@ -43,7 +43,7 @@ pub async fn run(
     let lease_flag = if lease.namespace == "flux-system" && lease.name == "flux-handoff" {
         String::new()
     } else {
-        format!(" --lease {}/{}", lease.namespace, lease.name)
+        format!(" --lease {lease}")
     };
     out.note(&format!(
         "resume with: flux-handoff resume --holder {holder}{lease_flag}"

@@ -110,7 +110,7 @@ async fn adopt(
     } else {
         HolderProcess::Unknown
     };
-    let lease_name = format!("{}/{}", settings.lease.namespace, settings.lease.name);
+    let lease_name = settings.lease.to_string();
     let adopted = adopt_holder(
         client.clone(),
         settings.lease.clone(),
