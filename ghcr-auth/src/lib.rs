@@ -78,19 +78,24 @@
 
 pub mod credential;
 pub mod error;
+pub mod flow;
 pub mod image;
 pub mod input;
 mod json_keys;
 pub mod mask;
+mod outcome;
 pub mod plan;
 pub mod reassert;
 pub mod registry;
 pub mod selector;
 pub mod source;
+pub mod spec;
 
 pub use credential::{CredentialFormat, CredentialSource, DockerConfig, RegistryAuth};
 pub use error::{CredentialProblem, GhcrError};
+pub use flow::{ErrorClass, FlowError, Progress, Reassertion};
 pub use mask::{MaskCommands, Redactor};
+pub use spec::{CredentialInput, GhcrSettings, InputError};
 
 /// The README's program is compiled as a doc test, so the example a user copies builds.
 #[cfg(doctest)]
