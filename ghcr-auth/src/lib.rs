@@ -64,6 +64,12 @@
 //! 6. **Prove Flux pulls** ([`source::prove_source`]): request a reconcile of the source with a
 //!    fresh `requestedAt` nonce and wait for `Ready=True` acknowledging that nonce.
 //!
+//! A command line or another tool can take these steps as the flux-handoff CLI does:
+//! [`spec`] resolves its flags over its config ([`GhcrSettings`]) before any I/O,
+//! [`flow::check`] runs steps 1–3, and [`Reassertion::run`] steps 5–6 (inside a proven pause,
+//! with the Lease as the gate). They report to a [`Progress`] and fail with a [`FlowError`]
+//! whose [`ErrorClass`] maps to an exit code.
+//!
 //! # Guarantees
 //!
 //! - No credential material reaches Debug, Display, errors, logs, annotations or Events; a leak
