@@ -64,6 +64,12 @@
 //! 6. **Prove Flux pulls** ([`source::prove_source`]): request a reconcile of the source with a
 //!    fresh `requestedAt` nonce and wait for `Ready=True` acknowledging that nonce.
 //!
+//! A command line or another tool can take these steps as the flux-handoff CLI does:
+//! [`spec`] resolves its flags over its config ([`GhcrSettings`]) before any I/O,
+//! [`flow::check`] runs steps 1–3, and [`Reassertion::run`] steps 5–6 (inside a proven pause,
+//! with the Lease as the gate). They report to a [`Progress`] and fail with a [`FlowError`]
+//! whose [`ErrorClass`] maps to an exit code.
+//!
 //! # Guarantees
 //!
 //! - No credential material reaches Debug, Display, errors, logs, annotations or Events; a leak
@@ -78,19 +84,24 @@
 
 pub mod credential;
 pub mod error;
+pub mod flow;
 pub mod image;
 pub mod input;
 mod json_keys;
 pub mod mask;
+mod outcome;
 pub mod plan;
 pub mod reassert;
 pub mod registry;
 pub mod selector;
 pub mod source;
+pub mod spec;
 
 pub use credential::{CredentialFormat, CredentialSource, DockerConfig, RegistryAuth};
 pub use error::{CredentialProblem, GhcrError};
+pub use flow::{ErrorClass, FlowError, Progress, Reassertion};
 pub use mask::{MaskCommands, Redactor};
+pub use spec::{CredentialInput, GhcrSettings, InputError};
 
 /// The README's program is compiled as a doc test, so the example a user copies builds.
 #[cfg(doctest)]

@@ -7,7 +7,7 @@ use flux_suspend::retire::Strategy;
 use flux_suspend::rights::{self, Ghcr, Plan, Source, Subject};
 use ghcr_auth::reassert::Consumers;
 
-use super::ghcr::{SecretArgs, secret_spec, source_refs};
+use super::ghcr::{SecretArgs, secrets};
 use crate::cli::{FindArgs, Global, TargetArgs};
 use crate::config::{FileConfig, split_ref};
 use crate::failure::Failure;
@@ -106,8 +106,7 @@ pub(crate) fn ghcr_plan(
     if !named && file.ghcr.is_none() {
         return Ok(None);
     }
-    let spec = secret_spec(args, file.ghcr.as_ref(), default_ns).map_err(Failure::usage)?;
-    let sources = source_refs(args, file.ghcr.as_ref()).map_err(Failure::usage)?;
+    let (spec, sources) = secrets(args, file.ghcr.as_ref(), default_ns)?;
     let (consumers, selector) = match spec.consumers {
         Consumers::Namespaces(l) => (l, false),
         Consumers::Selector(_) => (Vec::new(), true),

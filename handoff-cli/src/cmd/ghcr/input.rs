@@ -1,15 +1,15 @@
-//! Flags over the `[ghcr]` config: where the credential comes from, how it is understood, and
-//! which images prove it. Resolved before any I/O; errors are one line for exit code 2 and name
-//! a field, never a value.
+//! The credential and Secret flags, and the one place they meet the `[ghcr]` config: both become
+//! [`GhcrSettings`] layers that ghcr-auth resolves, flags over config, before any I/O.
 
 use std::path::PathBuf;
 
 use clap::Args;
-use ghcr_auth::image::ImageRef;
-use ghcr_auth::registry::is_loopback_host;
-use ghcr_auth::{CredentialFormat, CredentialSource};
+use ghcr_auth::reassert::TargetSpec;
+use ghcr_auth::source::SourceRef;
+use ghcr_auth::{CredentialInput, GhcrSettings, InputError, spec};
 
 use crate::config::GhcrConfig;
+use crate::failure::Failure;
 
 /// The credential and registry flags shared by `check` and `reassert`.
 #[derive(Debug, Args, Clone)]
@@ -42,204 +42,89 @@ pub struct CredentialArgs {
     pub negative_check: bool,
 }
 
-/// The resolved credential inputs.
-#[derive(Debug, Clone)]
-pub struct CredentialInput {
-    pub source: CredentialSource,
-    pub format: CredentialFormat,
-    pub images: Vec<ImageRef>,
-    pub allow_insecure_loopback: bool,
-    pub negative_check: bool,
+/// Which Secrets and Flux sources `ghcr reassert` writes and proves (also `flux-handoff rbac`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct SecretArgs {
+    /// Name of the pull Secret in every consumer namespace. Default: `[ghcr].secret_name`.
+    #[arg(long, value_name = "NAME")]
+    pub secret_name: Option<String>,
+    /// Consumer namespaces, comma-separated, written in this order. Default: `[ghcr].namespaces`.
+    #[arg(
+        long,
+        value_name = "NS,...",
+        value_delimiter = ',',
+        conflicts_with = "namespace_selector"
+    )]
+    pub namespace_list: Vec<String>,
+    /// Consumer namespaces by label selector, e.g. ghcr-consumer=true (sorted by name).
+    /// Default: `[ghcr].namespace_selector`.
+    #[arg(long, value_name = "SELECTOR")]
+    pub namespace_selector: Option<String>,
+    /// The Secret Flux itself pulls with, `namespace/name`; written last, after every consumer
+    /// holds the credential. Default: `[ghcr].root_secret`.
+    #[arg(long, value_name = "NS/NAME")]
+    pub root_secret: Option<String>,
+    /// Flux source to prove pulls with the credential afterwards: `[oci/|helm/]namespace/name`
+    /// (`OCIRepository` by default). Repeatable. Default: `[ghcr].sources`, else none.
+    #[arg(long, value_name = "SOURCE")]
+    pub source: Vec<String>,
 }
 
-/// Resolves flags over `[ghcr]`.
-pub fn resolve(
+/// The credential inputs, these flags over `[ghcr]`; a bad one is exit 2.
+pub fn credential(
     args: &CredentialArgs,
-    file: Option<&GhcrConfig>,
-) -> Result<CredentialInput, String> {
-    let empty = GhcrConfig::default();
-    let file = file.unwrap_or(&empty);
-    let source = if let Some(var) = &args.credential_env {
-        CredentialSource::Env(var.clone())
-    } else if let Some(path) = &args.credential_file {
-        CredentialSource::File(path.clone())
-    } else if args.credential_stdin {
-        CredentialSource::Stdin
-    } else {
-        let configured = [
-            file.credential_env.is_some(),
-            file.credential_file.is_some(),
-            file.credential_stdin == Some(true),
-        ];
-        if configured.iter().filter(|c| **c).count() > 1 {
-            return Err(
-                "config: [ghcr] sets more than one of credential_env, credential_file, \
-                        credential_stdin"
-                    .into(),
-            );
-        }
-        match (&file.credential_env, &file.credential_file) {
-            (Some(var), _) => CredentialSource::Env(var.clone()),
-            (None, Some(path)) => CredentialSource::File(path.clone()),
-            (None, None) if file.credential_stdin == Some(true) => CredentialSource::Stdin,
-            (None, None) => {
-                return Err("no credential source: pass --credential-env VAR, \
-                            --credential-file PATH or --credential-stdin (or set one in [ghcr])"
-                    .into());
-            }
-        }
-    };
-    if let CredentialSource::Env(var) = &source
-        && (var.is_empty() || var.contains('='))
-    {
-        return Err("credential_env must be an environment variable name".into());
-    }
-
-    let image_texts = if args.image.is_empty() {
-        &file.images
-    } else {
-        &args.image
-    };
-    if image_texts.is_empty() {
-        return Err(
-            "no image to prove the credential against: pass --image or set [ghcr].images".into(),
-        );
-    }
-    let mut images = Vec::new();
-    for text in image_texts {
-        images.push(
-            text.parse::<ImageRef>()
-                .map_err(|e| crate::failure::chain(&e))?,
-        );
-    }
-
-    let username = args.username.clone().or_else(|| file.username.clone());
-    let format = match username {
-        None => CredentialFormat::DockerConfig,
-        Some(u) if u.is_empty() || u.contains(':') || u.chars().any(char::is_control) => {
-            return Err("username must be non-empty without `:` or control characters".into());
-        }
-        Some(username) => {
-            let registry = images[0].registry().to_string();
-            if images.iter().any(|i| i.registry() != registry) {
-                return Err(
-                    "a bare token (--username) is for one registry, but the images \
-                            name several; pass a Docker config instead"
-                        .into(),
-                );
-            }
-            CredentialFormat::Token { registry, username }
-        }
-    };
-
-    let insecure = if args.insecure_http_host.is_empty() {
-        &file.insecure_http_hosts
-    } else {
-        &args.insecure_http_host
-    };
-    if let Some(bad) = insecure.iter().find(|h| !is_loopback_host(h)) {
-        return Err(format!(
-            "insecure HTTP host {bad:?} is not a loopback address (plain HTTP is for local test \
-             registries only)"
-        ));
-    }
-    Ok(CredentialInput {
-        source,
-        format,
-        images,
-        allow_insecure_loopback: !insecure.is_empty(),
-        negative_check: args.negative_check || file.negative_check == Some(true),
-    })
+    c: Option<&GhcrConfig>,
+) -> Result<CredentialInput, Failure> {
+    let mut l = GhcrSettings::default();
+    l.credential_env.clone_from(&args.credential_env);
+    l.credential_file.clone_from(&args.credential_file);
+    l.credential_stdin = args.credential_stdin.then_some(true);
+    l.username.clone_from(&args.username);
+    l.images.clone_from(&args.image);
+    l.insecure_http_hosts.clone_from(&args.insecure_http_host);
+    l.negative_check = args.negative_check.then_some(true);
+    spec::credential_input(&l, &file(c)).map_err(usage)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The Secrets to reassert and the Flux sources to prove, these flags over `[ghcr]`; a bad one
+/// is exit 2.
+pub(crate) fn secrets(
+    args: &SecretArgs,
+    c: Option<&GhcrConfig>,
+    default_ns: &str,
+) -> Result<(TargetSpec, Vec<SourceRef>), Failure> {
+    let mut l = GhcrSettings::default();
+    l.secret_name.clone_from(&args.secret_name);
+    l.namespaces.clone_from(&args.namespace_list);
+    l.namespace_selector.clone_from(&args.namespace_selector);
+    l.root_secret.clone_from(&args.root_secret);
+    l.sources.clone_from(&args.source);
+    let file = file(c);
+    let spec = spec::secret_spec(&l, &file, default_ns).map_err(usage)?;
+    Ok((spec, spec::source_refs(&l, &file).map_err(usage)?))
+}
 
-    fn args() -> CredentialArgs {
-        CredentialArgs {
-            credential_env: Some("TOKEN".into()),
-            credential_file: None,
-            credential_stdin: false,
-            username: Some("bot".into()),
-            image: vec!["ghcr.io/org/app:1".into()],
-            insecure_http_host: vec![],
-            negative_check: false,
-        }
+/// The `[ghcr]` table as the lower settings layer (none: an empty one).
+fn file(c: Option<&GhcrConfig>) -> GhcrSettings {
+    let mut l = GhcrSettings::default();
+    if let Some(c) = c {
+        l.username.clone_from(&c.username);
+        l.credential_env.clone_from(&c.credential_env);
+        l.credential_file.clone_from(&c.credential_file);
+        l.credential_stdin = c.credential_stdin;
+        l.images.clone_from(&c.images);
+        l.insecure_http_hosts.clone_from(&c.insecure_http_hosts);
+        l.negative_check = c.negative_check;
+        l.secret_name.clone_from(&c.secret_name);
+        l.namespaces.clone_from(&c.namespaces);
+        l.namespace_selector.clone_from(&c.namespace_selector);
+        l.root_secret.clone_from(&c.root_secret);
+        l.sources.clone_from(&c.sources);
     }
+    l
+}
 
-    #[test]
-    fn flags_resolve_to_a_token_for_the_images_registry() {
-        let r = resolve(&args(), None).unwrap();
-        assert_eq!(r.source, CredentialSource::Env("TOKEN".into()));
-        assert_eq!(
-            r.format,
-            CredentialFormat::Token {
-                registry: "ghcr.io".into(),
-                username: "bot".into()
-            }
-        );
-        assert!(!r.allow_insecure_loopback);
-    }
-
-    #[test]
-    fn config_supplies_what_flags_do_not() {
-        let a = CredentialArgs {
-            credential_env: None,
-            username: None,
-            image: vec![],
-            ..args()
-        };
-        let file = GhcrConfig {
-            credential_file: Some("/run/secrets/ghcr".into()),
-            images: vec!["127.0.0.1:5000/team/app:v1".into()],
-            insecure_http_hosts: vec!["127.0.0.1:5000".into()],
-            negative_check: Some(true),
-            ..GhcrConfig::default()
-        };
-        let r = resolve(&a, Some(&file)).unwrap();
-        assert_eq!(r.source, CredentialSource::File("/run/secrets/ghcr".into()));
-        assert_eq!(r.format, CredentialFormat::DockerConfig);
-        assert!(r.allow_insecure_loopback && r.negative_check);
-    }
-
-    #[test]
-    fn bad_inputs_are_one_line_errors() {
-        let no_source = CredentialArgs {
-            credential_env: None,
-            ..args()
-        };
-        assert!(
-            resolve(&no_source, None)
-                .unwrap_err()
-                .starts_with("no credential source")
-        );
-        let no_image = CredentialArgs {
-            image: vec![],
-            ..args()
-        };
-        assert!(
-            resolve(&no_image, None)
-                .unwrap_err()
-                .starts_with("no image")
-        );
-        let remote_http = CredentialArgs {
-            insecure_http_host: vec!["registry.example.com:5000".into()],
-            ..args()
-        };
-        assert!(
-            resolve(&remote_http, None)
-                .unwrap_err()
-                .contains("not a loopback")
-        );
-        let two_registries = CredentialArgs {
-            image: vec!["ghcr.io/a/b:1".into(), "quay.io/a/b:1".into()],
-            ..args()
-        };
-        assert!(
-            resolve(&two_registries, None)
-                .unwrap_err()
-                .contains("one registry")
-        );
-    }
+#[allow(clippy::needless_pass_by_value)] // a `map_err` argument
+fn usage(e: InputError) -> Failure {
+    Failure::usage(e.to_string())
 }

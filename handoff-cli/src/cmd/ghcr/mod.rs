@@ -1,29 +1,23 @@
 //! `flux-handoff ghcr check` and `ghcr reassert`: prove a registry credential, then reassert it
-//! into Kubernetes Secrets inside a handoff.
-//!
-//! 1. Resolve every input (flags over `[ghcr]` config) before anything else: a bad input is
-//!    exit 2 with one line naming the field, never a value ([`input`]).
-//! 2. Read the credential from an environment variable, a file or stdin (never argv), validate
-//!    it, and in GitHub Actions print the `::add-mask::` lines before any other output.
-//! 3. Prove it against the registry for every image, with no cluster call ([`check`]).
-//! 4. `reassert` only: with targets, acquire the Lease and prove the pause; reassert consumer
-//!    Secrets then the root Secret, asserting the Lease before every write; optionally prove a
-//!    Flux source pulls with it; resume and release on every exit path ([`reassert`]).
+//! into Kubernetes Secrets inside a handoff. The rules and steps live in ghcr-auth
+//! ([`ghcr_auth::spec`]: the inputs, [`ghcr_auth::flow`]: the proof and the work); here are the
+//! flags and `[ghcr]` config ([`input`]), the output and the exit codes.
 
-mod check;
 mod input;
 mod reassert;
 
 use clap::{Args, Subcommand};
+use ghcr_auth::{CredentialInput, DockerConfig, ErrorClass, FlowError, Progress};
 
 use crate::cli::Global;
-use crate::failure::Failure;
+use crate::failure::{Failure, chain};
 use crate::output::Output;
+use crate::{config, exit};
 use flux_suspend::Cancel;
 
-pub use check::CheckArgs;
+use input::CredentialArgs;
+pub(crate) use input::{SecretArgs, secrets};
 pub use reassert::ReassertArgs;
-pub(crate) use reassert::{SecretArgs, secret_spec, source_refs};
 
 /// `flux-handoff ghcr ...`.
 #[derive(Debug, Args)]
@@ -44,6 +38,13 @@ pub enum GhcrCommand {
     Reassert(Box<ReassertArgs>),
 }
 
+/// `flux-handoff ghcr check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub credential: CredentialArgs,
+}
+
 impl GhcrArgs {
     /// The command's name for the JSON document.
     pub fn name(&self) -> &'static str {
@@ -62,7 +63,40 @@ pub async fn run(
     cancel: Cancel,
 ) -> Result<u8, Failure> {
     match &args.command {
-        GhcrCommand::Check(a) => check::run(global, a, out).await,
+        GhcrCommand::Check(a) => {
+            let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
+            let input = input::credential(&a.credential, file.ghcr.as_ref())?;
+            check(&input, out).await.map(|_| exit::SUCCESS)
+        }
         GhcrCommand::Reassert(a) => Box::pin(reassert::run(global, a, out, cancel)).await,
     }
+}
+
+/// Reads, validates, masks (before any other output) and proves the credential; no cluster I/O.
+async fn check(input: &CredentialInput, out: &mut Output) -> Result<DockerConfig, Failure> {
+    let check = ghcr_auth::flow::check(input, std::io::stderr(), out);
+    check.await.map_err(|e| failure(&e))
+}
+
+/// ghcr-auth reports its phases and facts into the output.
+impl Progress for Output {
+    fn phase(&mut self, line: &str) {
+        Output::phase(self, line);
+    }
+    fn fact(&mut self, key: &str, value: serde_json::Value) {
+        Output::fact(self, key, value);
+    }
+}
+
+/// The exit code of each class of failure, and the error's chain as the line.
+fn failure(e: &FlowError) -> Failure {
+    let code = match e.class() {
+        ErrorClass::BadInput => exit::USAGE,
+        ErrorClass::Registry => exit::REGISTRY,
+        ErrorClass::Refused => exit::REFUSED,
+        ErrorClass::Timeout => exit::TIMEOUT,
+        ErrorClass::KubeApi => exit::KUBE_API,
+        _ => exit::INTERNAL,
+    };
+    Failure::new(code, chain(e))
 }
