@@ -100,26 +100,8 @@ fn default_kind() -> String {
     "Kustomization".into()
 }
 
-#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct GhcrConfig {
-    pub username: Option<String>,
-    pub credential_env: Option<String>,
-    pub credential_file: Option<PathBuf>,
-    pub credential_stdin: Option<bool>,
-    #[serde(default)]
-    pub images: Vec<String>,
-    #[serde(default)]
-    pub insecure_http_hosts: Vec<String>,
-    pub negative_check: Option<bool>,
-    pub secret_name: Option<String>,
-    #[serde(default)]
-    pub namespaces: Vec<String>,
-    pub namespace_selector: Option<String>,
-    pub root_secret: Option<String>,
-    #[serde(default)]
-    pub sources: Vec<String>,
-}
+/// `[ghcr]`: the lower layer of `ghcr check`/`ghcr reassert`'s settings.
+pub use ghcr_auth::GhcrSettings as GhcrConfig;
 
 /// The most a config file may hold; a wrong path (`/dev/zero`, a log) fails instead of being
 /// read forever.

@@ -106,22 +106,7 @@ pub(crate) fn secrets(
 
 /// The `[ghcr]` table as the lower settings layer (none: an empty one).
 fn file(c: Option<&GhcrConfig>) -> GhcrSettings {
-    let mut l = GhcrSettings::default();
-    if let Some(c) = c {
-        l.username.clone_from(&c.username);
-        l.credential_env.clone_from(&c.credential_env);
-        l.credential_file.clone_from(&c.credential_file);
-        l.credential_stdin = c.credential_stdin;
-        l.images.clone_from(&c.images);
-        l.insecure_http_hosts.clone_from(&c.insecure_http_hosts);
-        l.negative_check = c.negative_check;
-        l.secret_name.clone_from(&c.secret_name);
-        l.namespaces.clone_from(&c.namespaces);
-        l.namespace_selector.clone_from(&c.namespace_selector);
-        l.root_secret.clone_from(&c.root_secret);
-        l.sources.clone_from(&c.sources);
-    }
-    l
+    c.cloned().unwrap_or_default()
 }
 
 #[allow(clippy::needless_pass_by_value)] // a `map_err` argument
