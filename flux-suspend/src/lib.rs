@@ -98,8 +98,8 @@ pub use flux_fence::{Holder, LeaseConfig, ObjectRef};
 pub use io::{ControllerRef, Timing};
 pub use retire::Strategy;
 pub use session::{
-    CleanupError, Event, Members, Outcome, ParentSpec, Parked, Paused, Session, SessionError,
-    SessionOptions, TargetSpec,
+    CleanupError, Event, Members, Outcome, ParentSpec, Parked, Paused, ResumeError, ResumeOptions,
+    Resumed, Session, SessionError, SessionOptions, TargetSpec, resume_holder,
 };
 pub use steps::Step;
 

@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use common::{OWNER_KEY, PARENT, TARGET, annotation, suspended};
 use flux_suspend::object::{get_json, kustomization};
-use flux_suspend::{Cancel, Event, Session, SessionError, SessionOptions, Step, TargetSpec};
+use flux_suspend::{
+    Cancel, Event, ResumeError, ResumeOptions, Session, SessionError, SessionOptions, Step,
+    TargetSpec, resume_holder,
+};
 use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::Value;
 use testkit::TestNs;
@@ -393,6 +396,65 @@ async fn session_reports_a_wait_that_goes_on_with_what_it_waits_for() {
     assert!(
         first.ends_with("a reconcile of the target that started before its fence is still running"),
         "{first}"
+    );
+    t.assert_nothing_held().await;
+}
+
+fn resume_opts(t: &Tree, holder: flux_suspend::Holder) -> ResumeOptions {
+    let scope = flux_fence::discover::Scope::Namespaces(vec![t.ns.name.clone()]);
+    let mut o = ResumeOptions::new(holder, scope);
+    o.lease.namespace.clone_from(&t.ns.name);
+    o
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_a_parked_pause_is_resumed_by_holder() {
+    let t = Tree::new("session-resume").await;
+    let session = Session::start(t.ns.client.clone(), t.opts(), Cancel::new())
+        .await
+        .unwrap();
+    let parked = session.park(|_| {}).await.into_result().unwrap();
+    assert!(annotation(&t.get(TARGET).await, OWNER_KEY).is_some());
+    let mut events = Vec::new();
+    let resumed = resume_holder(&t.ns.client, &resume_opts(&t, parked.holder), |e| {
+        events.push(e);
+    })
+    .await
+    .unwrap();
+    assert_eq!(resumed.released.len(), 2, "{resumed:?}");
+    assert_eq!(events.last(), Some(&Event::LeaseReleased), "{events:?}");
+    t.assert_nothing_held().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_resume_by_holder_of_a_running_session_is_refused_and_changes_nothing() {
+    let t = Tree::new("session-resume-live").await;
+    let session = Session::start(t.ns.client.clone(), t.opts(), Cancel::new())
+        .await
+        .unwrap();
+    let outcome = session
+        .run_paused(
+            |_| {},
+            |paused| {
+                let (client, opts) = (t.ns.client.clone(), resume_opts(&t, paused.holder));
+                async move {
+                    let refused = resume_holder(&client, &opts, |_| {}).await;
+                    Ok::<_, std::convert::Infallible>(refused)
+                }
+            },
+        )
+        .await;
+    // Still fenced when the refusal came back: the session released afterwards.
+    let refused = outcome.result.unwrap();
+    assert!(
+        matches!(&refused, Err(ResumeError::LooksLive { .. })),
+        "{refused:?}"
+    );
+    assert!(refused.unwrap_err().nothing_changed());
+    assert_eq!(
+        outcome.released.len(),
+        2,
+        "the session released its own fences"
     );
     t.assert_nothing_held().await;
 }

@@ -18,6 +18,7 @@ mod lines;
 mod options;
 mod preflight;
 mod recover;
+mod resume;
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -31,6 +32,7 @@ pub use error::{CleanupError, SessionError};
 pub use lines::Members;
 pub use options::{ParentSpec, SessionOptions, TargetSpec};
 pub use recover::Recovered;
+pub use resume::{ResumeError, ResumeOptions, Resumed, resume_holder};
 
 use crate::cancel::Cancel;
 use crate::handoff::{Chain, Handoff, PauseOptions, PauseOutcome};

@@ -4,18 +4,14 @@
 //! adopted only when parked or when `--holder-exited` attests its process is gone.
 
 use std::str::FromStr;
-use std::sync::Arc;
 
-use flux_fence::discover::FoundState;
-use flux_fence::recovery::{Adoption, HolderProcess, adopt_holder};
-use flux_fence::{Fencer, Holder, LeaseGuard, LeaseRelease, discover};
-use flux_suspend::Handoff;
+use flux_fence::Holder;
 use flux_suspend::io::Timing;
-use flux_suspend::object::{helmrelease_resource, kustomization_resource};
+use flux_suspend::{Members, ResumeError, ResumeOptions, resume_holder};
 use serde_json::json;
 
 use crate::cli::{Global, ResumeArgs};
-use crate::failure::Failure;
+use crate::failure::{Failure, chain};
 use crate::output::Output;
 use crate::{client, config, exit, settings};
 
@@ -37,104 +33,45 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
             base.push(p.namespace.clone());
         }
     }
-    let scope = args.find.scope(&base).map_err(Failure::usage)?;
-    let client = client::client(global).await?;
-
-    let lease = adopt(&client, &settings, &holder, args.holder_exited).await?;
-    let report = discover::discover_listed(
-        &client,
-        &settings.keys,
-        &[kustomization_resource(), helmrelease_resource()],
-        &scope,
-        None,
-        &flux_fence::SystemClock,
-        args.find.listing(),
-    )
-    .await?;
-    let fencer = Fencer::new(client.clone(), settings.keys.clone(), lease.owner());
-    let mut guards = Vec::new();
-    for found in &report.fences {
-        if let FoundState::Fence { owner, .. } = &found.state
-            && owner.holder == holder
-            && let Some(g) = fencer.adopt_recorded(&found.object, owner).await?
-        {
-            guards.push(g);
-        }
-    }
-    if guards.is_empty() {
-        out.note(&format!("{holder} holds no fence"));
-    }
-    let mut handoff = Handoff::adopt(client.clone(), fencer.clone(), guards);
-    let wait = args
+    let mut opts = ResumeOptions::new(
+        holder.clone(),
+        args.find.scope(&base).map_err(Failure::usage)?,
+    );
+    opts.lease = settings.lease.clone();
+    opts.keys = settings.keys.clone();
+    opts.listing = args.find.listing();
+    opts.holder_exited = args.holder_exited;
+    opts.wait_ready = args
         .wait_ready
         .then(|| Timing::new(settings.interval, settings.timeout));
-    let released = match handoff.resume(wait).await {
-        Ok(r) => r,
-        Err(e) => {
-            // Keep what is still held listed, and the Lease with it.
-            let _ = handoff.leave_paused();
-            lease.leave_held();
-            return Err(Failure::new(exit::CLEANUP, crate::failure::chain(&e)));
-        }
-    };
-    for o in &released.released {
-        out.phase(&format!("released: {o}"));
+    let client = client::client(global).await?;
+    let resumed = resume_holder(&client, &opts, |e| out.phase(&e.line(&Members::default())))
+        .await
+        .map_err(|e| failure(&e, &holder))?;
+    if resumed.released.is_empty() {
+        out.note(&format!("{holder} holds no fence"));
     }
-    out.fact("released", json!(released.released));
-    match lease.release().await? {
-        LeaseRelease::Released | LeaseRelease::Gone => out.phase("lease released"),
-        other => {
-            return Err(Failure::new(
-                exit::CLEANUP,
-                format!("lease not released: {other}"),
-            ));
-        }
-    }
-    if args.wait_ready && !released.released.is_empty() {
+    out.fact("released", json!(resumed.released));
+    if args.wait_ready && !resumed.released.is_empty() {
         out.phase("every released object is Ready");
     }
     Ok(exit::SUCCESS)
 }
 
-/// Takes the Lease as `holder` (a parked pause, or one whose exit is attested, is adopted at
-/// its epoch; a free one is taken), so no other handoff starts while we release. A Lease the
-/// holder holds without having parked it looks live: refused, nothing written.
-async fn adopt(
-    client: &kube::Client,
-    settings: &settings::Settings,
-    holder: &Holder,
-    holder_exited: bool,
-) -> Result<LeaseGuard, Failure> {
-    let process = if holder_exited {
-        HolderProcess::Exited
-    } else {
-        HolderProcess::Unknown
-    };
-    let lease_name = settings.lease.to_string();
-    let adopted = adopt_holder(
-        client.clone(),
-        settings.lease.clone(),
-        &settings.keys,
-        holder.clone(),
-        Arc::new(flux_fence::SystemClock),
-        process,
-    )
-    .await?;
-    let refused = |line: String| Err(Failure::new(exit::REFUSED, line));
-    match adopted {
-        Adoption::Adopted(g) => Ok(g),
-        Adoption::LooksLive => refused(format!(
-            "lease {lease_name} is held by {holder}, not parked: {holder} looks live (e.g. a run \
-             whose command is still running); nothing changed. Run `flux-handoff fences recover` \
-             to prove it gone by watching the Lease, or, if you know its process has exited, \
-             `flux-handoff resume --holder {holder} --holder-exited`"
-        )),
-        Adoption::OtherHolder { holder: other } => refused(format!(
-            "lease {lease_name} is held by {other}, not {holder}"
-        )),
-        // Contended (another party moved it on every attempt), or a later variant.
-        _ => refused(format!(
-            "lease {lease_name} not acquired: another party changed it on every attempt; try again"
-        )),
+/// A refusal changed nothing (exit 3; a live holder gets the commands that prove it gone); a
+/// release that failed leaves the rest held (exit 7).
+fn failure(e: &ResumeError, holder: &Holder) -> Failure {
+    match e {
+        ResumeError::LooksLive { .. } => Failure::new(
+            exit::REFUSED,
+            format!(
+                "{e} (e.g. a run whose command is still running). Run `flux-handoff fences \
+                 recover` to prove it gone by watching the Lease, or, if you know its process \
+                 has exited, `flux-handoff resume --holder {holder} --holder-exited`"
+            ),
+        ),
+        ResumeError::Fence(f) => Failure::from_fence(f),
+        e if e.nothing_changed() => Failure::new(exit::REFUSED, e.to_string()),
+        e => Failure::new(exit::CLEANUP, chain(e)),
     }
 }

@@ -1,0 +1,217 @@
+//! Resuming by holder: the other half of [`crate::Session::park`], for a later step, another
+//! process or a CI post step. Takes the holder's Lease (only as
+//! [`flux_fence::recovery::decide_adopt`] allows: a parked pause, or one whose process is
+//! attested gone), finds the holder's fences in the scope given, releases them targets before
+//! parents, then releases the Lease.
+
+use std::sync::Arc;
+
+use flux_fence::discover::{self, FoundState, Listing, Scope};
+use flux_fence::recovery::{Adoption, HolderProcess, adopt_holder};
+use flux_fence::{AnnotationKeys, FenceError, Fencer, Holder, LeaseConfig, LeaseRelease};
+use kube::Client;
+
+use super::Event;
+use crate::error::SuspendError;
+use crate::handoff::Handoff;
+use crate::io::Timing;
+use crate::object::{helmrelease_resource, kustomization_resource};
+
+/// What [`resume_holder`] resumes, and where it looks.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ResumeOptions {
+    /// The holder whose pause is resumed.
+    pub holder: Holder,
+    /// The coordination Lease.
+    pub lease: LeaseConfig,
+    /// The fence annotation keys.
+    pub keys: AnnotationKeys,
+    /// Where the holder's fences are looked for.
+    pub scope: Scope,
+    /// How fences are found (by the fenced label, or by reading every object).
+    pub listing: Listing,
+    /// The caller attests the holder's process has exited (a CI post step after its main step
+    /// ended): a Lease it holds without having parked it may then be taken.
+    pub holder_exited: bool,
+    /// Wait until each released object is Ready for its generation.
+    pub wait_ready: Option<Timing>,
+}
+
+impl ResumeOptions {
+    /// Resume `holder`'s pause, looking in `scope`, with the default Lease and keys.
+    #[must_use]
+    pub fn new(holder: Holder, scope: Scope) -> Self {
+        Self {
+            holder,
+            lease: LeaseConfig::default(),
+            keys: AnnotationKeys::default(),
+            scope,
+            listing: Listing::Labelled,
+            holder_exited: false,
+            wait_ready: None,
+        }
+    }
+}
+
+/// What a resume by holder released.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Resumed {
+    /// Objects released, in release order (empty: the holder held no fence).
+    pub released: Vec<String>,
+}
+
+/// Why a resume by holder did not finish.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResumeError {
+    /// The holder holds the Lease without having parked it and its exit is not attested: it
+    /// looks live (a run whose work is still going on). Nothing was written.
+    #[error(
+        "lease {lease} is held by {holder}, not parked: {holder} looks live; nothing was changed"
+    )]
+    LooksLive {
+        /// The Lease.
+        lease: String,
+        /// The holder.
+        holder: Holder,
+    },
+    /// Another holder has the Lease. Nothing was written.
+    #[error("lease {lease} is held by {other}, not {holder}")]
+    OtherHolder {
+        /// The Lease.
+        lease: String,
+        /// The holder asked for.
+        holder: Holder,
+        /// The holder found.
+        other: String,
+    },
+    /// Another party moved the Lease on every attempt. Nothing was written.
+    #[error("lease {lease} not acquired: another party changed it on every attempt; try again")]
+    Contended {
+        /// The Lease.
+        lease: String,
+    },
+    /// Reading or adopting failed before anything was released.
+    #[error(transparent)]
+    Fence(#[from] FenceError),
+    /// Something could not be released: it stays fenced, and the Lease stays held with it.
+    #[error("{0}")]
+    Release(#[source] SuspendError),
+    /// Everything was released but the Lease.
+    #[error("lease not released: {0}")]
+    LeaseNotReleased(String),
+}
+
+impl ResumeError {
+    /// Whether nothing was changed (a refusal, or a failure before any write).
+    #[must_use]
+    pub fn nothing_changed(&self) -> bool {
+        !matches!(self, Self::Release(_) | Self::LeaseNotReleased(_))
+    }
+}
+
+/// Resumes `opts.holder`'s pause: takes its Lease, releases its fences in `opts.scope`
+/// (targets first, no parent while a target is held), then releases the Lease. `progress`
+/// gets [`Event::Released`] for each object and [`Event::LeaseReleased`] last.
+///
+/// A holder that holds no fence is not an error: the Lease is taken and given back, and
+/// [`Resumed::released`] is empty.
+///
+/// # Errors
+///
+/// [`ResumeError`]; see [`ResumeError::nothing_changed`].
+pub async fn resume_holder(
+    client: &Client,
+    opts: &ResumeOptions,
+    mut progress: impl FnMut(Event),
+) -> Result<Resumed, ResumeError> {
+    let lease_name = opts.lease.to_string();
+    let process = if opts.holder_exited {
+        HolderProcess::Exited
+    } else {
+        HolderProcess::Unknown
+    };
+    let lease = match adopt_holder(
+        client.clone(),
+        opts.lease.clone(),
+        &opts.keys,
+        opts.holder.clone(),
+        Arc::new(flux_fence::SystemClock),
+        process,
+    )
+    .await?
+    {
+        Adoption::Adopted(g) => g,
+        Adoption::LooksLive => {
+            return Err(ResumeError::LooksLive {
+                lease: lease_name,
+                holder: opts.holder.clone(),
+            });
+        }
+        Adoption::OtherHolder { holder: other } => {
+            return Err(ResumeError::OtherHolder {
+                lease: lease_name,
+                holder: opts.holder.clone(),
+                other,
+            });
+        }
+        _ => return Err(ResumeError::Contended { lease: lease_name }),
+    };
+    let kinds = [kustomization_resource(), helmrelease_resource()];
+    let clock = flux_fence::SystemClock;
+    let found = discover::discover_listed(
+        client,
+        &opts.keys,
+        &kinds,
+        &opts.scope,
+        None,
+        &clock,
+        opts.listing,
+    )
+    .await;
+    let found = match found {
+        Ok(f) => f,
+        Err(e) => {
+            // Nothing released: the Lease stays held with the holder's fences.
+            lease.leave_held();
+            return Err(e.into());
+        }
+    };
+    let fencer = Fencer::new(client.clone(), opts.keys.clone(), lease.owner());
+    let mut guards = Vec::new();
+    for f in &found.fences {
+        if let FoundState::Fence { owner, .. } = &f.state
+            && owner.holder == opts.holder
+        {
+            match fencer.adopt_recorded(&f.object, owner).await {
+                Ok(Some(g)) => guards.push(g),
+                Ok(None) => {}
+                Err(e) => {
+                    // Nothing released yet: keep the Lease with what is held.
+                    lease.leave_held();
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+    let mut handoff = Handoff::adopt(client.clone(), fencer, guards);
+    let released = match handoff.resume(opts.wait_ready).await {
+        Ok(r) => r.released,
+        Err(e) => {
+            // Keep what is still held listed, and the Lease with it.
+            let _ = handoff.leave_paused();
+            lease.leave_held();
+            return Err(ResumeError::Release(e));
+        }
+    };
+    for o in &released {
+        progress(Event::Released(o.clone()));
+    }
+    match lease.release().await? {
+        LeaseRelease::Released | LeaseRelease::Gone => progress(Event::LeaseReleased),
+        other => return Err(ResumeError::LeaseNotReleased(other.to_string())),
+    }
+    Ok(Resumed { released })
+}
