@@ -278,3 +278,72 @@ impl Recovery {
         lease.spec?.holder_identity.filter(|h| !h.is_empty())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use kube::api::{ApiResource, GroupVersionKind};
+
+    use super::*;
+    use crate::MarkAt;
+
+    fn ks(name: &str) -> ObjectRef {
+        let gvk = GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization");
+        ObjectRef::new(
+            ApiResource::from_gvk_with_plural(&gvk, "kustomizations"),
+            "ns",
+            name,
+        )
+    }
+
+    #[test]
+    fn every_refusal_names_the_object_and_says_nothing_changed() {
+        let children = Withhold::ChildrenHeld {
+            holder: "h".into(),
+            children: vec![ks("child")],
+        };
+        let moved = Withhold::MarkMoved(MarkAt::Field("/spec/suspend".into()));
+        let table = [
+            (
+                ReleaseRefusal::NotFound,
+                "ks/ns/a not found; nothing to release",
+            ),
+            (
+                ReleaseRefusal::NoFence,
+                "ks/ns/a carries no fence; nothing to release",
+            ),
+            (
+                ReleaseRefusal::OtherHolder {
+                    found: "x".into(),
+                    named: "h".into(),
+                },
+                "ks/ns/a is fenced by x, not h; nothing changed",
+            ),
+            (
+                ReleaseRefusal::Withheld(children),
+                "ks/ns/a is a parent whose child is still held by h: release ks/ns/child first; \
+                 nothing changed",
+            ),
+            (
+                ReleaseRefusal::Withheld(moved),
+                "ks/ns/a: field /spec/suspend was changed by another writer since the fence; a \
+                 release cannot restore it safely (inspect it, then remove the fence annotations \
+                 by hand); nothing changed",
+            ),
+            (
+                ReleaseRefusal::NowFencedBy(None),
+                "ks/ns/a is now fenced by nobody; nothing changed",
+            ),
+            (
+                ReleaseRefusal::ChangedHands,
+                "ks/ns/a changed hands since it was read; nothing changed",
+            ),
+        ];
+        for (reason, want) in table {
+            let refused = Refused {
+                object: ks("a"),
+                reason,
+            };
+            assert_eq!(refused.to_string(), want);
+        }
+    }
+}

@@ -271,5 +271,4 @@ impl RecoverReport {
 }
 
 #[cfg(test)]
-#[path = "words_tests.rs"]
 mod tests;
