@@ -76,7 +76,9 @@
 //! before the suspend is still running.
 
 mod cancel;
+pub mod doctor;
 pub mod error;
+pub mod fences;
 pub mod flux;
 pub mod github;
 pub mod handoff;

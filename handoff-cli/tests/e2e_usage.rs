@@ -243,3 +243,13 @@ fn usage_retire_restart_with_a_helmrelease_needs_its_helm_controller() {
     }
     assert!(!trap.was_contacted(), "a request was sent");
 }
+
+#[test]
+fn usage_a_malformed_in_namespace_exits_2_before_any_request() {
+    let trap = Trap::new();
+    for cmd in ["doctor", "rbac", "fences"] {
+        let args = [cmd, "--in", "BAD_NS"];
+        assert_usage(&trap, cmd, &args, "--in \"BAD_NS\": not a namespace name");
+    }
+    assert!(!trap.was_contacted(), "a request was sent");
+}

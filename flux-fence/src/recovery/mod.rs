@@ -24,7 +24,10 @@
 //!   process the caller attests exited ([`HolderProcess::Exited`]).
 //!
 //! The decisions are pure ([`assess`], [`plan_recover`], [`watch_step`], [`decide_adopt`]);
-//! [`Recovery`] and [`adopt_holder`] only read, ask and write.
+//! [`Recovery`] and [`adopt_holder`] only read, ask and write. [`Recovery::list`] is the
+//! read-only listing ([`FenceListing`]: a table, or JSON facts) and
+//! [`Recovery::prepare_release`] / [`Recovery::release_prepared`] release one named fence on
+//! an operator's word. The human wording is `Display` and `describe` on these types.
 //!
 //! ```no_run
 //! use flux_fence::recovery::{ChildMark, RecoverOutcome, Recovery};
@@ -43,9 +46,12 @@
 mod adopt;
 mod assess;
 mod ci;
+mod listing;
 mod plan;
+mod release;
 mod run;
 mod watch;
+mod words;
 
 pub use adopt::{AdoptDecision, Adoption, HolderProcess, adopt_holder, decide_adopt};
 pub use assess::{
@@ -57,3 +63,7 @@ pub use plan::{
 };
 pub use run::{Planned, RecoverOutcome, RecoverReport, Recovery, Snapshot};
 pub use watch::{WatchProgress, WatchStep, watch_step};
+
+pub use listing::FenceListing;
+pub use release::{ReadyRelease, Refused, ReleaseRefusal};
+pub use words::{age, short_ref};

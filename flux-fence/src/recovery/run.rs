@@ -27,15 +27,15 @@ use crate::{
 /// (reads and watches only) and [`Recovery::execute`] (writes).
 #[derive(Clone)]
 pub struct Recovery {
-    client: Client,
-    keys: AnnotationKeys,
-    lease: LeaseConfig,
-    kinds: Vec<ApiResource>,
-    child: ChildMark,
-    scope: Scope,
-    listing: Listing,
+    pub(super) client: Client,
+    pub(super) keys: AnnotationKeys,
+    pub(super) lease: LeaseConfig,
+    pub(super) kinds: Vec<ApiResource>,
+    pub(super) child: ChildMark,
+    pub(super) scope: Scope,
+    pub(super) listing: Listing,
     opts: PlanOptions,
-    clock: Arc<dyn Clock>,
+    pub(super) clock: Arc<dyn Clock>,
     holder: Holder,
     timing: WatchTiming,
     ci: Option<(Arc<dyn LivenessSource>, Option<Duration>)>,
@@ -436,7 +436,7 @@ impl Recovery {
         Api::namespaced(self.client.clone(), &self.lease.namespace)
     }
 
-    fn target(&self) -> String {
+    pub(super) fn target(&self) -> String {
         format!("{}/{}", self.lease.namespace, self.lease.name)
     }
 }

@@ -2,23 +2,15 @@
 //! release command (read-only); `fences release` releases one fence with a CAS; `fences
 //! recover` releases only provably orphaned fences (dry run unless `--yes`).
 //!
-//! The rules live in `flux_fence::recovery` (pure, plus its thin I/O layer); these files parse,
-//! print and map exit codes ([`render`] holds the words).
+//! The rules and their words live in `flux_fence::recovery` (set up for Flux objects by
+//! `flux_suspend::fences`); these files parse, print and map exit codes.
 
 pub(crate) mod evidence;
 mod recover;
 mod release;
-pub mod render;
-mod table;
 
 use clap::{Args, Subcommand};
-use flux_fence::discover::{Listing, Scope};
-use flux_fence::recovery::{Recovery, Snapshot};
-use flux_fence::{AnnotationKeys, LeaseConfig};
-use flux_suspend::object::{helmrelease_resource, kustomization_resource};
-use k8s_openapi::api::coordination::v1::Lease as KubeLease;
-use kube::Client;
-use kube::api::Api;
+use flux_fence::recovery::Recovery;
 
 use crate::cli::{FindArgs, Global, TargetArgs};
 use crate::failure::Failure;
@@ -60,24 +52,31 @@ pub enum FencesAction {
 pub async fn run(global: &Global, args: &FencesArgs, out: &mut Output) -> Result<u8, Failure> {
     let ctx = Context::load(global, &args.scope).await?;
     match &args.action {
-        None => list(&ctx, out).await,
+        None => {
+            let listing = ctx.recovery.list(&ctx.suffix).await?;
+            for (key, value) in listing.facts() {
+                out.fact(key, value);
+            }
+            if !out.is_json() {
+                print!("{listing}");
+            }
+            Ok(exit::SUCCESS)
+        }
         Some(FencesAction::Release(a)) => release::run(global, &ctx, a, out).await,
         Some(FencesAction::Recover(a)) => recover::run(&ctx, a, out).await,
     }
 }
 
-/// Everything the fences commands share: the client, keys, Lease and scope.
-pub(crate) struct Context {
-    pub client: Client,
-    pub keys: AnnotationKeys,
-    pub lease: LeaseConfig,
-    pub scope: Scope,
-    /// Label-selected, or a full scan.
-    pub listing: Listing,
+/// Everything the fences commands share.
+struct Context {
+    /// The recovery rules, set up for this scope, Lease and keys.
+    recovery: Recovery,
+    /// The Lease, `namespace/name`.
+    lease: String,
     /// Appended to each printed command (`--config PATH` when one was given).
-    pub suffix: String,
+    suffix: String,
     /// `[recovery]` of the configuration file.
-    pub recovery_file: config::RecoveryConfig,
+    recovery_file: config::RecoveryConfig,
 }
 
 impl Context {
@@ -94,78 +93,19 @@ impl Context {
         };
         let s = settings::resolve(global, &targets, &file).map_err(Failure::usage)?;
         let listing = scope.find.listing();
-        let scope = scope
-            .find
+        let scope = (scope.find)
             .scope(std::slice::from_ref(&global.namespace))
             .map_err(Failure::usage)?;
-        let suffix = global
-            .config
-            .as_ref()
-            .map(|p| format!(" --config {}", p.display()))
-            .unwrap_or_default();
+        let suffix = global.config.as_ref();
+        let suffix = suffix.map(|p| format!(" --config {}", p.display()));
         let client = client::client(global).await?;
         Ok(Self {
-            client,
-            keys: s.keys,
-            lease: s.lease,
-            scope,
-            listing,
-            suffix,
+            lease: format!("{}/{}", s.lease.namespace, s.lease.name),
+            recovery: flux_suspend::fences::recovery(client, s.keys, s.lease)
+                .scope(scope)
+                .listing(listing),
+            suffix: suffix.unwrap_or_default(),
             recovery_file: file.recovery.unwrap_or_default(),
         })
     }
-
-    /// The recovery rules, set up for this scope, Lease and keys.
-    pub fn recovery(&self) -> Recovery {
-        Recovery::new(
-            self.client.clone(),
-            self.keys.clone(),
-            self.lease.clone(),
-            vec![kustomization_resource(), helmrelease_resource()],
-            render::child_mark(),
-        )
-        .scope(self.scope.clone())
-        .listing(self.listing)
-    }
-
-    /// Discovery in the scope, and the Lease, as read now.
-    pub async fn snapshot(&self) -> Result<Snapshot, Failure> {
-        Ok(self.recovery().snapshot().await?)
-    }
-
-    /// The Lease's holder, if it can be read (evidence for notes only).
-    pub async fn snapshot_lease_holder(&self) -> Option<String> {
-        let api: Api<KubeLease> = Api::namespaced(self.client.clone(), &self.lease.namespace);
-        api.get_opt(&self.lease.name)
-            .await
-            .ok()
-            .flatten()
-            .and_then(|l| l.spec?.holder_identity)
-            .filter(|h| !h.is_empty())
-    }
-
-    pub fn lease_name(&self) -> String {
-        format!("{}/{}", self.lease.namespace, self.lease.name)
-    }
-}
-
-/// `verb resource target: cause`, with 403 spelled as "forbidden to".
-pub(crate) fn kube_line(verb: &str, resource: &str, target: &str, e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) if s.code == 403 => {
-            format!("forbidden to {verb} {resource} {target}: {}", s.message)
-        }
-        other => format!(
-            "{verb} {resource} {target}: {}",
-            crate::failure::chain(other)
-        ),
-    }
-}
-
-async fn list(ctx: &Context, out: &mut Output) -> Result<u8, Failure> {
-    let snap = ctx.snapshot().await?;
-    let rows =
-        flux_fence::recovery::assess(&snap.report, snap.lease.as_ref(), &render::child_mark());
-    table::emit(ctx, &snap, &rows, out);
-    Ok(exit::SUCCESS)
 }

@@ -8,15 +8,11 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use flux_fence::recovery::{
-    HolderEvidence, RecoverOutcome, RecoverPlan, RecoverReport, WatchProgress,
-};
-use k8s_openapi::jiff::Timestamp;
+use flux_fence::recovery::{HolderEvidence, RecoverOutcome, short_ref};
 use serde_json::json;
 
 use super::Context;
 use super::evidence::{self, Evidence};
-use super::render::{self, short_ref};
 use crate::exit;
 use crate::failure::Failure;
 use crate::output::Output;
@@ -60,151 +56,70 @@ pub struct RecoverArgs {
     pub github_token_file: Option<PathBuf>,
 }
 
-pub async fn run(ctx: &Context, args: &RecoverArgs, out: &mut Output) -> Result<u8, Failure> {
-    let mut recovery = ctx.recovery().include_paused(args.include_paused);
+pub(super) async fn run(
+    ctx: &Context,
+    args: &RecoverArgs,
+    out: &mut Output,
+) -> Result<u8, Failure> {
+    let mut recovery = ctx.recovery.clone().include_paused(args.include_paused);
     if evidence::resolve(args.evidence, &ctx.recovery_file)? == Evidence::Github {
-        let source = evidence::github(
-            "--evidence github",
-            args.github_token_file.as_deref(),
-            &ctx.recovery_file,
-        )?;
+        let token_file = args.github_token_file.as_deref();
+        let source = evidence::github("--evidence github", token_file, &ctx.recovery_file)?;
         recovery = recovery.ci_evidence(source, None);
     }
-    let lease = ctx.lease_name();
+    let lease = ctx.lease.as_str();
     let planned = {
         let shown: &Output = out;
-        let mut progress = |p: &WatchProgress| {
-            shown.note(&format!(
-                "watching lease {lease} (holder {}, resourceVersion {}): unchanged for {}s of {}s",
-                p.holder,
-                p.resource_version,
-                p.unchanged_for.as_secs(),
-                p.duration.as_secs()
-            ));
-        };
-        recovery.plan(&mut progress).await?
+        recovery
+            .plan(&mut |p| shown.note(&p.describe(lease)))
+            .await?
     };
-    let now = planned.snapshot.now;
-    let plan = &planned.plan;
+    let (plan, now) = (&planned.plan, planned.snapshot.now);
+    // What will be (or would be) released and cleared, and what is kept and why.
+    let show = |yes: bool, out: &mut Output| {
+        plan.lines(lease, now, yes).iter().for_each(|l| out.note(l));
+        for (key, value) in plan.facts(lease, now, yes) {
+            out.fact(key, value);
+        }
+    };
     if let HolderEvidence::NotProved { holder, why } = &planned.evidence {
-        report_plan(ctx, plan, now, false, out);
-        return Err(Failure::new(
-            exit::REFUSED,
-            format!("lease {lease}: holder {holder} not proved gone, nothing changed: {why}"),
-        ));
+        show(false, out);
+        let line =
+            format!("lease {lease}: holder {holder} not proved gone, nothing changed: {why}");
+        return Err(Failure::new(exit::REFUSED, line));
     }
     if !args.yes {
-        report_plan(ctx, plan, now, false, out);
-        if plan.is_empty() {
-            out.note("nothing is provably orphaned");
+        show(false, out);
+        out.note(if plan.is_empty() {
+            "nothing is provably orphaned"
         } else {
-            out.note("dry run: nothing changed; run again with --yes to release");
-        }
+            "dry run: nothing changed; run again with --yes to release"
+        });
         return Ok(exit::SUCCESS);
     }
-    match recovery.execute(plan).await? {
-        RecoverOutcome::LeaseRaceLost { gone, why } => Err(Failure::new(
-            exit::REFUSED,
+    let report = match recovery.execute(plan).await? {
+        RecoverOutcome::Done(report) => report,
+        RecoverOutcome::LeaseRaceLost { gone, why } => {
+            return Err(Failure::new(
+                exit::REFUSED,
+                format!(
+                    "lease {lease} not taken over from {gone}: {why}; it may be live, so no fence was touched"
+                ),
+            ));
+        }
+        _ => return Err(Failure::new(exit::INTERNAL, "unexpected recovery outcome")),
+    };
+    show(true, out);
+    report.lines(lease).iter().for_each(|l| out.phase(l));
+    let released: Vec<String> = report.released.iter().map(short_ref).collect();
+    out.fact("released", json!(released));
+    match report.problems_line(lease) {
+        None => Ok(exit::SUCCESS),
+        Some(problems) => Err(Failure::new(
+            exit::CLEANUP,
             format!(
-                "lease {lease} not taken over from {gone}: {why}; it may be live, so no fence was touched"
+                "recovery incomplete ({problems}); `flux-handoff fences` lists what is still held"
             ),
         )),
-        RecoverOutcome::Done(report) => {
-            report_plan(ctx, plan, now, true, out);
-            done(ctx, &report, out)
-        }
-        _ => Err(Failure::new(exit::INTERNAL, "unexpected recovery outcome")),
     }
-}
-
-/// Prints what was released and cleared; exit 7 when something planned stayed held.
-fn done(ctx: &Context, report: &RecoverReport, out: &mut Output) -> Result<u8, Failure> {
-    let released: Vec<String> = report.released.iter().map(short_ref).collect();
-    for name in &released {
-        out.phase(&format!("released: {name}"));
-    }
-    out.fact("released", json!(released));
-    if report.lease_released {
-        out.phase(&format!("lease cleared: {}", ctx.lease_name()));
-    }
-    if report.problems.is_empty() {
-        return Ok(exit::SUCCESS);
-    }
-    let problems: Vec<String> = report
-        .problems
-        .iter()
-        .map(|(s, why)| format!("{}: {why}", render::subject(s, &ctx.lease_name())))
-        .collect();
-    Err(Failure::new(
-        exit::CLEANUP,
-        format!(
-            "recovery incomplete ({}); `flux-handoff fences` lists what is still held",
-            problems.join("; ")
-        ),
-    ))
-}
-
-/// Prints what will be (or would be) released and cleared, and what is kept and why.
-fn report_plan(ctx: &Context, plan: &RecoverPlan, now: Timestamp, yes: bool, out: &mut Output) {
-    let verb = if yes { "release" } else { "would release" };
-    for p in &plan.release {
-        out.note(&format!(
-            "{verb}: {} (holder {}: {})",
-            short_ref(&p.object),
-            p.holder,
-            p.why
-        ));
-    }
-    if let Some(gone) = &plan.take_lease {
-        let v = if yes { "clear" } else { "would clear" };
-        out.note(&format!(
-            "{v}: lease {} (holder {}: {})",
-            ctx.lease_name(),
-            gone.holder,
-            gone.evidence
-        ));
-    }
-    let kept: Vec<(String, String)> = plan
-        .keep
-        .iter()
-        .map(|(s, why)| {
-            (
-                render::subject(s, &ctx.lease_name()),
-                render::keep(why, now),
-            )
-        })
-        .collect();
-    for (name, why) in &kept {
-        out.note(&format!("keep: {name}: {why}"));
-    }
-    out.fact("dry_run", json!(!yes));
-    out.fact(
-        "release",
-        json!(
-            plan.release
-                .iter()
-                .map(|p| json!({
-                    "object": short_ref(&p.object),
-                    "holder": p.holder,
-                    "evidence": p.why.to_string(),
-                }))
-                .collect::<Vec<_>>()
-        ),
-    );
-    out.fact(
-        "keep",
-        json!(
-            kept.iter()
-                .map(|(n, w)| json!({"object": n, "why": w}))
-                .collect::<Vec<_>>()
-        ),
-    );
-    out.fact(
-        "lease",
-        json!(
-            plan.take_lease
-                .as_ref()
-                .map(|g| json!({"holder": g.holder, "evidence": g.evidence}))
-        ),
-    );
 }

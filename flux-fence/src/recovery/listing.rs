@@ -1,0 +1,313 @@
+//! The fence listing: every fence in the scope and the Lease, judged, with the exact release
+//! command of each, as a table a person reads at a glance ([`fmt::Display`]) or as JSON facts
+//! ([`FenceListing::facts`]). Read-only.
+
+use std::fmt::{self, Write as _};
+
+use serde_json::{Value, json};
+
+use super::assess::{Action, LeaseView, Liveness, Row, assess};
+use super::run::{Recovery, Snapshot};
+use super::words::{age, duration_since, short_ref};
+use crate::FenceError;
+use crate::discover::{Listing, Scope};
+
+/// What [`Recovery::list`] found: the snapshot, every fence judged, and how to name things.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct FenceListing {
+    /// The look at the cluster.
+    pub snapshot: Snapshot,
+    /// Every fence, judged (same order as discovered).
+    pub rows: Vec<Row>,
+    /// The Lease, `namespace/name`.
+    pub lease_name: String,
+    /// Where fences were looked for.
+    pub scope: Scope,
+    /// How fenced objects were listed.
+    pub listing: Listing,
+    /// Appended to each printed command (e.g. ` --config PATH`).
+    pub suffix: String,
+}
+
+impl Recovery {
+    /// Discovery and the Lease as read now, every fence judged against the Lease. `suffix` is
+    /// appended to each release command shown. Read-only.
+    ///
+    /// # Errors
+    /// API failures, as [`Recovery::snapshot`].
+    pub async fn list(&self, suffix: &str) -> Result<FenceListing, FenceError> {
+        let snapshot = self.snapshot().await?;
+        let rows = assess(&snapshot.report, snapshot.lease.as_ref(), &self.child);
+        Ok(FenceListing {
+            snapshot,
+            rows,
+            lease_name: self.target(),
+            scope: self.scope.clone(),
+            listing: self.listing,
+            suffix: suffix.to_string(),
+        })
+    }
+}
+
+impl FenceListing {
+    /// The facts of `--output json`: `scope`, `lease` and `fences`.
+    #[must_use]
+    pub fn facts(&self) -> Vec<(&'static str, Value)> {
+        let now = self.snapshot.now;
+        let scope = match &self.scope {
+            Scope::All => json!("all namespaces"),
+            Scope::Namespaces(n) => json!(n),
+        };
+        let name = &self.lease_name;
+        let lease = match self.snapshot.lease.as_ref() {
+            None => json!({ "name": name, "exists": false }),
+            Some(l) => json!({
+                "name": name,
+                "exists": true,
+                "holder": l.found.holder,
+                "epoch": l.found.epoch,
+                "renewed": l.found.renewed.map(|t| t.to_string()),
+                "renewed_seconds_ago": l.found.renewed.map(|t| duration_since(now, t).as_secs()),
+                "expires": l.expires_at().map(|t| t.to_string()),
+                "expired": l.found.expired,
+                "parked": l.found.parked,
+                "release_command": self.release_lease_command(l),
+            }),
+        };
+        let rows = self.rows.iter();
+        let fences: Vec<Value> = rows.map(|r| r.to_json(now, &self.suffix)).collect();
+        vec![
+            ("scope", scope),
+            ("lease", lease),
+            ("fences", Value::Array(fences)),
+        ]
+    }
+
+    /// The command that releases the Lease: a parked pause resumes as is; a holder that did
+    /// not park it looks live, so its caller must attest that its process has exited.
+    fn release_lease_command(&self, l: &LeaseView) -> Option<String> {
+        let exited = if l.found.parked {
+            ""
+        } else {
+            " --holder-exited"
+        };
+        l.found.holder.as_ref().map(|h| {
+            format!(
+                "flux-handoff resume --holder {h}{exited} --lease {}{}",
+                self.lease_name, self.suffix
+            )
+        })
+    }
+
+    /// The Lease line (and how to release it).
+    fn lease_lines(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = &self.lease_name;
+        let Some(l) = self.snapshot.lease.as_ref() else {
+            return writeln!(f, "LEASE {name}: absent");
+        };
+        let Some(h) = &l.found.holder else {
+            return writeln!(f, "LEASE {name}: free (epoch {})", l.found.epoch);
+        };
+        let now = self.snapshot.now;
+        let renewed = l.found.renewed.map_or_else(
+            || "never renewed".to_string(),
+            |t| format!("renewed {} ago", age(duration_since(now, t))),
+        );
+        let state = match (l.found.parked, l.found.expired) {
+            (true, _) => "PAUSED",
+            (false, true) => "EXPIRED",
+            (false, false) => "LIVE",
+        };
+        let epoch = l.found.epoch;
+        writeln!(
+            f,
+            "LEASE {name}: held by {h} (epoch {epoch}), {renewed}, {state}"
+        )?;
+        if let Some(cmd) = self.release_lease_command(l) {
+            let when = if l.found.parked {
+                "release once its fences are gone"
+            } else {
+                "once its process has exited and its fences are gone"
+            };
+            writeln!(f, "  {when}: {cmd}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The cells of one row: object, role, holder, epoch, age, state.
+fn cells(r: &Row) -> [String; 6] {
+    [
+        short_ref(&r.object),
+        if r.child { "target" } else { "parent" }.into(),
+        r.holder.clone().unwrap_or_else(|| "?".into()),
+        r.epoch.map_or_else(|| "?".into(), |e| e.to_string()),
+        r.age.map_or_else(|| "?".into(), age),
+        r.liveness
+            .as_ref()
+            .map_or("MALFORMED", Liveness::label)
+            .into(),
+    ]
+}
+
+impl fmt::Display for FenceListing {
+    /// The Lease line, then a table of the fences with each one's evidence and release
+    /// command (or why a release is withheld).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.lease_lines(f)?;
+        if self.rows.is_empty() {
+            let where_ = match &self.scope {
+                Scope::Namespaces(n) => format!("namespace(s) {}", n.join(", ")),
+                Scope::All => "all namespaces".into(),
+            };
+            let how = if self.listing == Listing::FullScan {
+                ""
+            } else {
+                " (labelled ones; --full-scan also finds fences an older version wrote)"
+            };
+            return writeln!(f, "no fences in {where_}{how}");
+        }
+        let cells: Vec<[String; 6]> = self.rows.iter().map(cells).collect();
+        let head = ["OBJECT", "ROLE", "HOLDER", "EPOCH", "AGE", "STATE"];
+        let mut width = head.map(str::len);
+        for c in &cells {
+            for (w, v) in width.iter_mut().zip(c) {
+                *w = (*w).max(v.len());
+            }
+        }
+        let line = |cols: [&str; 6]| {
+            let mut l = String::new();
+            for (i, (c, w)) in cols.iter().zip(width).enumerate() {
+                if i + 1 == cols.len() {
+                    l.push_str(c);
+                } else {
+                    let _ = write!(l, "{c:<w$}  ");
+                }
+            }
+            l
+        };
+        writeln!(f, "{}", line(head))?;
+        for (row, c) in self.rows.iter().zip(&cells) {
+            writeln!(f, "{}", line(c.each_ref().map(String::as_str)))?;
+            if let Some(l) = &row.liveness {
+                writeln!(f, "  evidence: {}", l.describe(self.snapshot.now))?;
+            }
+            match (&row.action, row.release_command(&self.suffix)) {
+                (_, Some(command)) => writeln!(f, "  release:  {command}")?,
+                (Action::Withheld(w), None) => writeln!(f, "  withheld: {w}")?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use kube::api::{ApiResource, GroupVersionKind};
+
+    use super::*;
+    use crate::ObjectRef;
+    use crate::discover::{FenceReport, FoundLease};
+    use crate::recovery::Orphan;
+
+    fn listing(lease: Option<LeaseView>, rows: Vec<Row>, scope: Scope) -> FenceListing {
+        let now = "2026-01-01T00:10:00Z".parse().unwrap();
+        let report = FenceReport {
+            lease: None,
+            fences: Vec::new(),
+        };
+        FenceListing {
+            snapshot: Snapshot { report, lease, now },
+            rows,
+            lease_name: "fs/l".into(),
+            scope,
+            listing: Listing::Labelled,
+            suffix: " --config c.toml".into(),
+        }
+    }
+
+    fn held(parked: bool) -> LeaseView {
+        LeaseView {
+            found: FoundLease {
+                namespace: "fs".into(),
+                name: "l".into(),
+                holder: Some("h".into()),
+                epoch: 3,
+                acquired: None,
+                renewed: Some("2026-01-01T00:09:50Z".parse().unwrap()),
+                expired: false,
+                parked,
+                release_patch: None,
+            },
+            duration: Some(Duration::from_secs(30)),
+            resource_version: Some("9".into()),
+        }
+    }
+
+    #[test]
+    fn an_empty_scope_says_where_it_looked() {
+        let l = listing(
+            None,
+            Vec::new(),
+            Scope::Namespaces(vec!["a".into(), "b".into()]),
+        );
+        assert_eq!(
+            l.to_string(),
+            "LEASE fs/l: absent\nno fences in namespace(s) a, b (labelled ones; --full-scan also \
+             finds fences an older version wrote)\n"
+        );
+        assert_eq!(l.facts()[1].1, json!({"name": "fs/l", "exists": false}));
+    }
+
+    #[test]
+    fn the_lease_line_says_how_to_release_it() {
+        let table = [
+            (
+                false,
+                "LEASE fs/l: held by h (epoch 3), renewed 10s ago, LIVE\n  once its process has \
+                 exited and its fences are gone: flux-handoff resume --holder h --holder-exited \
+                 --lease fs/l --config c.toml\n",
+            ),
+            (
+                true,
+                "LEASE fs/l: held by h (epoch 3), renewed 10s ago, PAUSED\n  release once its \
+                 fences are gone: flux-handoff resume --holder h --lease fs/l --config c.toml\n",
+            ),
+        ];
+        for (parked, want) in table {
+            let l = listing(Some(held(parked)), Vec::new(), Scope::All);
+            let text = l.to_string();
+            assert_eq!(
+                text.lines().take(2).collect::<Vec<_>>().join("\n") + "\n",
+                want
+            );
+        }
+    }
+
+    #[test]
+    fn a_row_shows_its_evidence_and_release_command() {
+        let gvk = GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization");
+        let ks = ApiResource::from_gvk_with_plural(&gvk, "kustomizations");
+        let row = Row {
+            object: ObjectRef::new(ks, "apps", "a"),
+            holder: Some("h".into()),
+            epoch: Some(3),
+            age: Some(Duration::from_secs(65)),
+            child: true,
+            liveness: Some(Liveness::Orphaned(Orphan::LeaseFree)),
+            action: Action::Release { patch: "[]".into() },
+        };
+        let l = listing(None, vec![row], Scope::All);
+        let want = "LEASE fs/l: absent\n\
+                    OBJECT     ROLE    HOLDER  EPOCH  AGE    STATE\n\
+                    ks/apps/a  target  h       3      1m05s  ORPHANED-LOOKING\n  \
+                    evidence: the Lease has no holder\n  \
+                    release:  flux-handoff fences release ks/apps/a --holder h --config c.toml\n";
+        assert_eq!(l.to_string(), want);
+        assert_eq!(l.facts()[2].1[0]["release_patch"], json!([]));
+    }
+}

@@ -1,0 +1,349 @@
+//! Releasing one named fence on an operator's word (`flux-handoff fences release`): read the
+//! object, check it carries a well-formed fence of the named holder with a CAS release patch,
+//! refuse a parent while a child of the same holder is still held anywhere in the scope
+//! ([`Recovery::prepare_release`], read-only), then adopt the recorded fence and release it
+//! with ONE CAS ([`Recovery::release_prepared`]). Every refusal changes nothing.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject};
+use serde_json::{Value, json};
+
+use super::assess::{Withhold, held_children};
+use super::run::Recovery;
+use super::words::{age, short_ref};
+use crate::api::error;
+use crate::discover::{self, FoundState, ReleasePlan};
+use crate::{FenceError, Fencer, Holder, ObjectRef, OwnerValue, RecordedMark, ReleaseOutcome};
+
+/// A fence checked and ready to release: what was observed, and the CAS patch to send.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ReadyRelease {
+    /// The fenced object.
+    pub object: ObjectRef,
+    /// Its owner annotation (`holder;epoch`).
+    pub owner: OwnerValue,
+    /// How long it has been fenced.
+    pub age: Duration,
+    /// The recorded marks and their prior values.
+    pub marks: Vec<RecordedMark>,
+    /// The `resourceVersion` observed.
+    pub resource_version: String,
+    /// The CAS release patch (compact JSON).
+    pub patch: String,
+    /// The Lease's holder when it could be read (evidence for notes only).
+    pub lease_holder: Option<String>,
+}
+
+/// Why a fence is not released. Nothing was changed.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ReleaseRefusal {
+    /// The object does not exist.
+    NotFound,
+    /// The object carries no fence.
+    NoFence,
+    /// The fence annotations do not parse.
+    Malformed,
+    /// Another holder owns the fence.
+    OtherHolder {
+        /// The holder found.
+        found: String,
+        /// The holder named.
+        named: String,
+    },
+    /// The release cannot be justified (a moved mark, or a parent whose children are held).
+    Withheld(Withhold),
+    /// The fence changed hands (or vanished) between the check and the release.
+    ChangedHands,
+    /// The object is gone or was recreated.
+    Gone,
+    /// The fence is now another holder's (or nobody's).
+    NowFencedBy(Option<String>),
+    /// The release kept the fence, with why (in words).
+    Kept(String),
+}
+
+/// A refused release of `object`, in words: `ks/ns/name ...; nothing changed`.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Refused {
+    /// The object named.
+    pub object: ObjectRef,
+    /// Why.
+    pub reason: ReleaseRefusal,
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = short_ref(&self.object);
+        match &self.reason {
+            ReleaseRefusal::NotFound => write!(f, "{name} not found; nothing to release"),
+            ReleaseRefusal::NoFence => write!(f, "{name} carries no fence; nothing to release"),
+            ReleaseRefusal::Malformed => write!(
+                f,
+                "{name}: malformed fence annotations; inspect it and fix by hand"
+            ),
+            ReleaseRefusal::OtherHolder { found, named } => {
+                write!(
+                    f,
+                    "{name} is fenced by {found}, not {named}; nothing changed"
+                )
+            }
+            ReleaseRefusal::Withheld(w @ Withhold::ChildrenHeld { .. }) => {
+                write!(f, "{name} is {w}; nothing changed")
+            }
+            ReleaseRefusal::Withheld(w) => write!(f, "{name}: {w}; nothing changed"),
+            ReleaseRefusal::ChangedHands => {
+                write!(f, "{name} changed hands since it was read; nothing changed")
+            }
+            ReleaseRefusal::Gone => write!(f, "{name} is gone or was recreated; nothing changed"),
+            ReleaseRefusal::NowFencedBy(h) => write!(
+                f,
+                "{name} is now fenced by {}; nothing changed",
+                h.as_deref().unwrap_or("nobody")
+            ),
+            ReleaseRefusal::Kept(why) => write!(f, "{name} kept: {why}; nothing changed"),
+        }
+    }
+}
+
+impl ReadyRelease {
+    /// What was observed, one line each: the fence, each mark, a note when the holder still
+    /// holds the Lease `lease` (`ns/name`), and the patch.
+    #[must_use]
+    pub fn lines(&self, lease: &str) -> Vec<String> {
+        let (name, owner, rv) = (short_ref(&self.object), &self.owner, &self.resource_version);
+        let mut lines = vec![format!(
+            "observed: {name} fenced by {owner} {} ago, resourceVersion {rv}",
+            age(self.age)
+        )];
+        for m in &self.marks {
+            let prior = m.prior.as_ref();
+            let prior = prior.map_or_else(|| "absent".to_string(), ToString::to_string);
+            lines.push(format!("  mark {}: {} (prior {prior})", m.at, m.value));
+        }
+        let holder = &owner.holder;
+        if self.lease_holder.as_deref() == Some(holder.as_str()) {
+            lines.push(format!(
+                "note: {holder} still holds the Lease {lease}; release it afterwards with `flux-handoff resume --holder {holder} --lease {lease}` (add --holder-exited unless it was parked by `pause`)"
+            ));
+        }
+        lines.push(format!("patch: {}", self.patch));
+        lines
+    }
+
+    /// The same as JSON facts: `object`, `owner`, `observed_resource_version`, `patch`.
+    #[must_use]
+    pub fn facts(&self) -> Vec<(&'static str, Value)> {
+        let patch = serde_json::from_str(&self.patch).unwrap_or_else(|_| json!(self.patch));
+        vec![
+            ("object", json!(short_ref(&self.object))),
+            ("owner", json!(self.owner.to_string())),
+            ("observed_resource_version", json!(self.resource_version)),
+            ("patch", patch),
+        ]
+    }
+}
+
+impl Recovery {
+    /// Checks that `obj` carries a well-formed fence of `holder` with a CAS release, and, for
+    /// a parent (no child mark), that `holder` holds no child anywhere in the scope. Read-only.
+    ///
+    /// # Errors
+    /// API failures ([`FenceError::Forbidden`] naming the verb on 403).
+    pub async fn prepare_release(
+        &self,
+        obj: &ObjectRef,
+        holder: &Holder,
+    ) -> Result<Result<ReadyRelease, Refused>, FenceError> {
+        let refuse = |reason| {
+            Ok(Err(Refused {
+                object: obj.clone(),
+                reason,
+            }))
+        };
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &obj.namespace, &obj.resource);
+        let read = match api.get_opt(&obj.name).await {
+            Ok(Some(o)) => serde_json::to_value(o).map_err(|e| FenceError::Api {
+                verb: "get",
+                resource: obj.resource_name(),
+                target: obj.target(),
+                source: Box::new(kube::Error::SerdeError(e)),
+            })?,
+            Ok(None) => return refuse(ReleaseRefusal::NotFound),
+            Err(e) => return Err(error("get", obj.resource_name(), obj.target(), e)),
+        };
+        let Some(found) = discover::inspect(&read, &obj.resource, &self.keys, self.clock.now())
+        else {
+            return refuse(ReleaseRefusal::NoFence);
+        };
+        let FoundState::Fence {
+            owner,
+            age,
+            marks,
+            release,
+            ..
+        } = &found.state
+        else {
+            return refuse(ReleaseRefusal::Malformed);
+        };
+        if owner.holder != *holder {
+            return refuse(ReleaseRefusal::OtherHolder {
+                found: owner.holder.to_string(),
+                named: holder.to_string(),
+            });
+        }
+        let patch = match release {
+            ReleasePlan::Patch(p) => p.clone(),
+            ReleasePlan::Withheld { at } => {
+                return refuse(ReleaseRefusal::Withheld(Withhold::MarkMoved(at.clone())));
+            }
+        };
+        if !self.child.is_child(marks) {
+            let all = discover::discover_listed(
+                &self.client,
+                &self.keys,
+                &self.kinds,
+                &self.scope,
+                None,
+                &*self.clock,
+                self.listing,
+            )
+            .await?;
+            let children = held_children(holder.as_str(), &found, &all.fences, &self.child);
+            if !children.is_empty() {
+                let holder = holder.to_string();
+                return refuse(ReleaseRefusal::Withheld(Withhold::ChildrenHeld {
+                    holder,
+                    children,
+                }));
+            }
+        }
+        let rv = read
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str);
+        Ok(Ok(ReadyRelease {
+            object: obj.clone(),
+            owner: owner.clone(),
+            age: *age,
+            marks: marks.clone(),
+            resource_version: rv.unwrap_or_default().to_string(),
+            patch,
+            lease_holder: self.lease_holder().await,
+        }))
+    }
+
+    /// Adopts the fence checked by [`Recovery::prepare_release`] (owner re-read, never
+    /// assumed) and releases it with ONE CAS, restoring every prior value. Returns the
+    /// `resourceVersion` after the release, when known.
+    ///
+    /// # Errors
+    /// API failures.
+    pub async fn release_prepared(
+        &self,
+        ready: &ReadyRelease,
+    ) -> Result<Result<Option<String>, Refused>, FenceError> {
+        let refuse = |reason| {
+            Ok(Err(Refused {
+                object: ready.object.clone(),
+                reason,
+            }))
+        };
+        let fencer = Fencer::new(self.client.clone(), self.keys.clone(), ready.owner.clone())
+            .with_clock(Arc::clone(&self.clock));
+        let Some(guard) = fencer.adopt_recorded(&ready.object, &ready.owner).await? else {
+            return refuse(ReleaseRefusal::ChangedHands);
+        };
+        match fencer.release(guard).await? {
+            ReleaseOutcome::Released { resource_version } => Ok(Ok(resource_version)),
+            ReleaseOutcome::Gone | ReleaseOutcome::Recreated => refuse(ReleaseRefusal::Gone),
+            ReleaseOutcome::NotOurs { holder } => refuse(ReleaseRefusal::NowFencedBy(holder)),
+            ReleaseOutcome::Kept { guard, why } => {
+                (*guard).leave_in_place();
+                refuse(ReleaseRefusal::Kept(format!("{why:?}")))
+            }
+        }
+    }
+
+    /// The Lease's holder, if it can be read (evidence for notes only).
+    async fn lease_holder(&self) -> Option<String> {
+        let api: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(self.client.clone(), &self.lease.namespace);
+        let lease = api.get_opt(&self.lease.name).await.ok().flatten()?;
+        lease.spec?.holder_identity.filter(|h| !h.is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::{ApiResource, GroupVersionKind};
+
+    use super::*;
+    use crate::MarkAt;
+
+    fn ks(name: &str) -> ObjectRef {
+        let gvk = GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization");
+        ObjectRef::new(
+            ApiResource::from_gvk_with_plural(&gvk, "kustomizations"),
+            "ns",
+            name,
+        )
+    }
+
+    #[test]
+    fn every_refusal_names_the_object_and_says_nothing_changed() {
+        let children = Withhold::ChildrenHeld {
+            holder: "h".into(),
+            children: vec![ks("child")],
+        };
+        let moved = Withhold::MarkMoved(MarkAt::Field("/spec/suspend".into()));
+        let table = [
+            (
+                ReleaseRefusal::NotFound,
+                "ks/ns/a not found; nothing to release",
+            ),
+            (
+                ReleaseRefusal::NoFence,
+                "ks/ns/a carries no fence; nothing to release",
+            ),
+            (
+                ReleaseRefusal::OtherHolder {
+                    found: "x".into(),
+                    named: "h".into(),
+                },
+                "ks/ns/a is fenced by x, not h; nothing changed",
+            ),
+            (
+                ReleaseRefusal::Withheld(children),
+                "ks/ns/a is a parent whose child is still held by h: release ks/ns/child first; \
+                 nothing changed",
+            ),
+            (
+                ReleaseRefusal::Withheld(moved),
+                "ks/ns/a: field /spec/suspend was changed by another writer since the fence; a \
+                 release cannot restore it safely (inspect it, then remove the fence annotations \
+                 by hand); nothing changed",
+            ),
+            (
+                ReleaseRefusal::NowFencedBy(None),
+                "ks/ns/a is now fenced by nobody; nothing changed",
+            ),
+            (
+                ReleaseRefusal::ChangedHands,
+                "ks/ns/a changed hands since it was read; nothing changed",
+            ),
+        ];
+        for (reason, want) in table {
+            let refused = Refused {
+                object: ks("a"),
+                reason,
+            };
+            assert_eq!(refused.to_string(), want);
+        }
+    }
+}

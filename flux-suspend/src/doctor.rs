@@ -1,0 +1,442 @@
+//! A read-only preflight against any cluster ([`doctor`]): the API is reachable, the Flux
+//! CRDs are served, each target (and its parent) exists, the controller Deployment and the
+//! Lease namespace exist, and — one `SelfSubjectAccessReview` per verb, resource, namespace and
+//! name — every right the configured features need ([`crate::rights`] decides which). Each
+//! check is a [`Finding`]: passed, or a problem with the fix in words (a missing right names
+//! the feature that needs it and the exact rule lines to add). Nothing is written: the only
+//! create is a dry-run of the Lease when it does not exist yet.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use k8s_openapi::api::coordination::v1::Lease as KubeLease;
+use kube::Client;
+use kube::api::{Api, ObjectMeta, PostParams};
+
+use crate::rights::{self, Ghcr, Plan, Right};
+use crate::{ControllerRef, LeaseConfig, ParentSpec, Strategy, TargetSpec};
+
+/// What to check: the same targets, Lease, controller and fence scope as a handoff, and the
+/// `ghcr reassert` configuration, if any.
+#[derive(Debug, Clone, Default)]
+pub struct Checkup {
+    /// The targets; empty: only the objects of `namespace` are checked for rights.
+    pub targets: Vec<TargetSpec>,
+    /// The default namespace (fences are looked for there when no target is named).
+    pub namespace: String,
+    /// The Lease.
+    pub lease: LeaseConfig,
+    /// The controller Deployment.
+    pub controller: ControllerRef,
+    /// The retirement strategy (`Restart` needs rights on the controller).
+    pub strategy: Strategy,
+    /// More namespaces where fences are looked for.
+    pub also_in: Vec<String>,
+    /// Fences are looked for in every namespace.
+    pub all_namespaces: bool,
+    /// `ghcr reassert`, when configured.
+    pub ghcr: Option<Ghcr>,
+}
+
+/// One check: passed, or a problem and its fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Finding {
+    /// What was checked, e.g. `Flux CRD kustomizations (kustomize.toolkit.fluxcd.io/v1) served`.
+    pub check: String,
+    /// `None` when it passed; else what to do, in words (may span lines).
+    pub fix: Option<String>,
+}
+
+impl Finding {
+    fn ok(check: impl Into<String>) -> Self {
+        Self {
+            check: check.into(),
+            fix: None,
+        }
+    }
+
+    fn fail(check: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self {
+            check: check.into(),
+            fix: Some(fix.into()),
+        }
+    }
+
+    /// Whether the check passed.
+    #[must_use]
+    pub fn is_ok(&self) -> bool {
+        self.fix.is_none()
+    }
+
+    /// `{"check": ..., "ok": true}`, or with `"ok": false` and the `"fix"`.
+    #[must_use]
+    pub fn to_json(&self) -> serde_json::Value {
+        match &self.fix {
+            None => serde_json::json!({ "check": self.check, "ok": true }),
+            Some(fix) => serde_json::json!({ "check": self.check, "ok": false, "fix": fix }),
+        }
+    }
+}
+
+impl std::fmt::Display for Finding {
+    /// `ok   <check>` or `FAIL <check>: <fix>`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.fix {
+            None => write!(f, "ok   {}", self.check),
+            Some(fix) => write!(f, "FAIL {}: {fix}", self.check),
+        }
+    }
+}
+
+impl Checkup {
+    /// The rights this configuration needs, known without reading the cluster: on the
+    /// objects of the default namespace, the targets', explicit parents' and [`Self::also_in`]
+    /// (a parent found by labels in another namespace needs that namespace in `also_in`).
+    #[must_use]
+    pub fn plan(&self) -> Plan {
+        let mut namespaces = vec![self.namespace.clone()];
+        for t in &self.targets {
+            namespaces.push(t.object.namespace.clone());
+            if let ParentSpec::Explicit(p) = &t.parent {
+                namespaces.push(p.namespace.clone());
+            }
+        }
+        self.plan_in(&namespaces, true)
+    }
+
+    /// The rights plan with fences in `namespaces` (and `also_in` when `also`), in order,
+    /// without duplicates.
+    fn plan_in(&self, namespaces: &[String], also: bool) -> Plan {
+        let mut object_namespaces: Vec<String> = Vec::new();
+        let extra = self.also_in.iter().filter(|_| also);
+        for ns in namespaces.iter().chain(extra) {
+            if !object_namespaces.contains(ns) {
+                object_namespaces.push(ns.clone());
+            }
+        }
+        let c = &self.controller;
+        Plan {
+            lease: (self.lease.namespace.clone(), self.lease.name.clone()),
+            object_namespaces,
+            all_namespaces: self.all_namespaces,
+            restart: (self.strategy == Strategy::Restart)
+                .then(|| (c.namespace.clone(), c.name.clone())),
+            ghcr: self.ghcr.clone(),
+        }
+    }
+}
+
+/// Runs every check, calling `seen` with each finding as it is made, and returns them all.
+/// When the API is unreachable that is the only finding. Read-only.
+pub async fn doctor(
+    client: &Client,
+    checkup: &Checkup,
+    seen: &mut (dyn FnMut(&Finding) + Send),
+) -> Vec<Finding> {
+    let mut found = Vec::new();
+    let mut note = |f: Finding| {
+        seen(&f);
+        found.push(f);
+    };
+    match client.apiserver_version().await {
+        Ok(v) => note(Finding::ok(format!(
+            "API reachable: Kubernetes {}",
+            v.git_version
+        ))),
+        Err(e) => {
+            let fix = format!(
+                "{} (check --kubeconfig/--context and the network)",
+                chain(&e)
+            );
+            note(Finding::fail("API reachable", fix));
+            return found;
+        }
+    }
+    check_crds(client, &mut note).await;
+    let namespaces = check_targets(client, checkup, &mut note).await;
+    note(check_controller(client, checkup).await);
+    note(check_lease_namespace(client, &checkup.lease).await);
+    // Every namespace (-A) needs no namespace named; the targets' are checked as read.
+    let plan = checkup.plan_in(&namespaces, !checkup.all_namespaces);
+    for right in rights::rights(&plan) {
+        note(check_permission(client, &right).await);
+    }
+    found
+}
+
+async fn check_crds(client: &Client, note: &mut impl FnMut(Finding)) {
+    for (gv, plural, kind) in [
+        (
+            "kustomize.toolkit.fluxcd.io/v1",
+            "kustomizations",
+            "Kustomization",
+        ),
+        ("helm.toolkit.fluxcd.io/v2", "helmreleases", "HelmRelease"),
+        (
+            "source.toolkit.fluxcd.io/v1",
+            "ocirepositories",
+            "OCIRepository",
+        ),
+    ] {
+        let check = format!("Flux CRD {plural} ({gv}) served");
+        note(match client.list_api_group_resources(gv).await {
+            Ok(list) if list.resources.iter().any(|x| x.name == plural) => Finding::ok(check),
+            Ok(_) | Err(kube::Error::Api(_)) => Finding::fail(
+                check,
+                format!("install Flux's {kind} CRD (flux install, or the CRD manifests)"),
+            ),
+            Err(e) => Finding::fail(check, chain(&e)),
+        });
+    }
+}
+
+/// Reads each target and its parent; returns the namespaces whose objects will be fenced.
+async fn check_targets(
+    client: &Client,
+    c: &Checkup,
+    note: &mut impl FnMut(Finding),
+) -> Vec<String> {
+    let mut nss: Vec<String> = Vec::new();
+    let mut push = |ns: &str| {
+        if !nss.iter().any(|n| n == ns) {
+            nss.push(ns.to_string());
+        }
+    };
+    if c.targets.is_empty() {
+        push(&c.namespace);
+        return nss;
+    }
+    for t in &c.targets {
+        push(&t.object.namespace);
+        let check = format!("target {} exists", t.object);
+        let obj = match crate::object::get_json(client, &t.object).await {
+            Ok(v) => {
+                note(Finding::ok(check));
+                v
+            }
+            Err(e) => {
+                note(Finding::fail(check, read_fix(&e)));
+                continue;
+            }
+        };
+        let parent = match &t.parent {
+            ParentSpec::Explicit(p) => Some(p.clone()),
+            ParentSpec::FromLabels => crate::flux::parent_of(&obj)
+                .map(|p| crate::object::kustomization(&p.namespace, &p.name))
+                .filter(|p| *p != t.object),
+            _ => None,
+        };
+        if let Some(p) = parent {
+            push(&p.namespace);
+            let check = format!("parent {p} exists");
+            note(match crate::object::get_json(client, &p).await {
+                Ok(_) => Finding::ok(check),
+                Err(e) => Finding::fail(check, read_fix(&e)),
+            });
+        }
+    }
+    nss
+}
+
+fn read_fix(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if s.code == 404 => "not found: check the name and namespace".into(),
+        kube::Error::Api(s) if s.code == 403 => format!("cannot check: forbidden ({})", s.message),
+        other => chain(other),
+    }
+}
+
+async fn check_controller(client: &Client, c: &Checkup) -> Finding {
+    let ControllerRef { namespace, name } = &c.controller;
+    let check = format!("controller Deployment {namespace}/{name} exists");
+    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    match api.get_opt(name).await {
+        Ok(Some(_)) => Finding::ok(check),
+        Ok(None) => Finding::fail(
+            check,
+            "not found: pass --controller NS/NAME or set [controller] in the config",
+        ),
+        Err(kube::Error::Api(st)) if st.code == 403 && c.strategy != Strategy::Restart => {
+            Finding::ok(format!(
+                "{check}: not readable by this identity, which only --retire restart needs"
+            ))
+        }
+        Err(e) => Finding::fail(check, read_fix(&e)),
+    }
+}
+
+/// The Lease's namespace exists: the Lease is there, or a dry-run create is accepted.
+async fn check_lease_namespace(client: &Client, l: &LeaseConfig) -> Finding {
+    let check = format!("Lease namespace {} exists", l.namespace);
+    let api: Api<KubeLease> = Api::namespaced(client.clone(), &l.namespace);
+    match api.get_opt(&l.name).await {
+        Ok(Some(_)) => return Finding::ok(check),
+        Ok(None) => {}
+        Err(e) => return Finding::fail(check, read_fix(&e)),
+    }
+    let probe = KubeLease {
+        metadata: ObjectMeta {
+            name: Some(l.name.clone()),
+            namespace: Some(l.namespace.clone()),
+            ..ObjectMeta::default()
+        },
+        spec: None,
+    };
+    let dry = PostParams {
+        dry_run: true,
+        field_manager: Some(flux_fence::FIELD_MANAGER.into()),
+    };
+    match api.create(&dry, &probe).await {
+        Ok(_) => Finding::ok(check),
+        Err(kube::Error::Api(st)) if st.code == 409 => Finding::ok(check),
+        Err(kube::Error::Api(st)) if st.code == 404 => Finding::fail(
+            check,
+            format!(
+                "create it (kubectl create namespace {}) or pass --lease NS/NAME",
+                l.namespace
+            ),
+        ),
+        Err(e) => Finding::fail(check, read_fix(&e)),
+    }
+}
+
+async fn check_permission(client: &Client, right: &Right) -> Finding {
+    let review = SelfSubjectAccessReview {
+        metadata: ObjectMeta::default(),
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                group: Some(right.group.to_string()),
+                resource: Some(right.resource.to_string()),
+                verb: Some(right.verb.to_string()),
+                namespace: right.namespace.clone(),
+                name: right.name.clone(),
+                ..ResourceAttributes::default()
+            }),
+            ..SelfSubjectAccessReviewSpec::default()
+        },
+        status: None,
+    };
+    let feature = right.feature.describe();
+    let check = format!("may {right} ({feature})");
+    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    match api.create(&PostParams::default(), &review).await {
+        Ok(res) if res.status.as_ref().is_some_and(|s| s.allowed) => Finding::ok(check),
+        Ok(_) => Finding::fail(
+            check,
+            format!(
+                "{feature} needs it; add this rule to {} (`flux-handoff rbac` prints the \
+                 whole manifest):\n{}",
+                right.placement(),
+                right.rule().trim_end()
+            ),
+        ),
+        Err(e) => Finding::fail(check, format!("cannot ask the API server: {}", chain(&e))),
+    }
+}
+
+/// `error: cause: cause` on one line; an API server answer reads `<message> (HTTP <code>
+/// <reason>)` (kube's own text repeats the whole Status in debug form) and ends the chain.
+fn chain(e: &kube::Error) -> String {
+    let text = |e: &(dyn std::error::Error + 'static)| match e.downcast_ref::<kube::Error>() {
+        Some(kube::Error::Api(s)) => {
+            let message = if s.message.is_empty() {
+                "the API server refused the request"
+            } else {
+                s.message.as_str()
+            };
+            if s.reason.is_empty() {
+                format!("{message} (HTTP {})", s.code)
+            } else {
+                format!("{message} (HTTP {} {})", s.code, s.reason)
+            }
+        }
+        _ => e.to_string(),
+    };
+    let mut line = text(e);
+    let mut source = match e {
+        kube::Error::Api(_) => None,
+        other => std::error::Error::source(other),
+    };
+    while let Some(s) = source {
+        let t = text(s);
+        if !line.contains(&t) {
+            line.push_str(": ");
+            line.push_str(&t);
+        }
+        source = match s.downcast_ref::<kube::Error>() {
+            Some(kube::Error::Api(_)) => None,
+            _ => s.source(),
+        };
+    }
+    line.replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_covers_the_targets_explicit_parents_and_also_in_once_each() {
+        let ks = crate::object::kustomization;
+        let c = Checkup {
+            namespace: "flux-system".into(),
+            targets: vec![
+                TargetSpec::new(ks("apps", "a"))
+                    .with_parent(ParentSpec::Explicit(ks("infra", "root"))),
+                TargetSpec::new(ks("apps", "b")),
+            ],
+            strategy: Strategy::Restart,
+            also_in: vec!["extra".into(), "apps".into()],
+            ..Checkup::default()
+        };
+        let plan = c.plan();
+        assert_eq!(
+            plan.object_namespaces,
+            ["flux-system", "apps", "infra", "extra"]
+        );
+        assert_eq!(
+            plan.restart,
+            Some(("flux-system".into(), "kustomize-controller".into()))
+        );
+        assert_eq!(plan.lease, ("flux-system".into(), "flux-handoff".into()));
+        let checked = c.plan_in(&["apps".into()], false);
+        assert_eq!(checked.object_namespaces, ["apps"]);
+        assert_eq!(Checkup::default().plan().restart, None);
+    }
+
+    #[test]
+    fn a_finding_reads_as_ok_or_fail_with_its_fix() {
+        let ok = Finding::ok("API reachable");
+        let fail = Finding::fail("target x exists", "not found");
+        assert_eq!(ok.to_string(), "ok   API reachable");
+        assert_eq!(fail.to_string(), "FAIL target x exists: not found");
+        assert_eq!(
+            fail.to_json(),
+            serde_json::json!({"check": "target x exists", "ok": false, "fix": "not found"})
+        );
+        assert!(ok.is_ok() && !fail.is_ok());
+    }
+
+    #[test]
+    fn an_api_answer_reads_as_its_message_and_code() {
+        let status = |message: &str, reason: &str| {
+            kube::Error::Api(
+                kube::core::Status::failure(message, reason)
+                    .with_code(403)
+                    .boxed(),
+            )
+        };
+        let table = [
+            (status("nope", "Forbidden"), "nope (HTTP 403 Forbidden)"),
+            (
+                status("", ""),
+                "the API server refused the request (HTTP 403)",
+            ),
+        ];
+        for (e, want) in table {
+            assert_eq!(chain(&e), want);
+        }
+    }
+}
