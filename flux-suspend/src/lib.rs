@@ -93,6 +93,7 @@ pub mod report;
 pub mod retire;
 pub mod rights;
 pub mod session;
+pub mod settings;
 pub mod steps;
 
 pub use cancel::Cancel;

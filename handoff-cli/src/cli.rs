@@ -52,13 +52,13 @@ pub struct Global {
     /// Budget of the whole pause, e.g. 300s, 5m: its waits (quiet, acknowledgements, restart,
     /// the proof) share this one deadline, as `flux --timeout` does. Also the budget of a Flux
     /// source proof after `ghcr reassert`.
-    #[arg(long, global = true, default_value = "300s", value_parser = crate::duration::parse, value_name = "DURATION")]
+    #[arg(long, global = true, default_value = "300s", value_parser = flux_suspend::settings::parse_duration, value_name = "DURATION")]
     pub timeout: std::time::Duration,
     /// Cap on a single wait of the pause (default: whatever is left of --timeout).
-    #[arg(long, global = true, value_parser = crate::duration::parse, value_name = "DURATION")]
+    #[arg(long, global = true, value_parser = flux_suspend::settings::parse_duration, value_name = "DURATION")]
     pub wait_timeout: Option<std::time::Duration>,
     /// Pause between two reads of a bounded wait, e.g. 2s, 500ms.
-    #[arg(long, global = true, default_value = "2s", value_parser = crate::duration::parse, value_name = "DURATION")]
+    #[arg(long, global = true, default_value = "2s", value_parser = flux_suspend::settings::parse_duration, value_name = "DURATION")]
     pub interval: std::time::Duration,
     /// Result format on stdout: phase lines for people (text) or one JSON document (json).
     #[arg(long, short = 'o', global = true, value_enum, default_value_t = Format::Text)]
@@ -252,7 +252,7 @@ pub struct RunArgs {
     /// How long the command's process group gets between SIGTERM and SIGKILL when the run is
     /// interrupted or loses its Lease. The default leaves room, inside the 7.5 s a GitHub
     /// runner waits between SIGINT and SIGTERM, for the release after the command is gone.
-    #[arg(long, default_value = "5s", value_parser = crate::duration::parse, value_name = "DURATION")]
+    #[arg(long, default_value = "5s", value_parser = flux_suspend::settings::parse_duration, value_name = "DURATION")]
     pub grace: std::time::Duration,
     /// The command to run while paused, after `--`. It gets `FLUX_HANDOFF_HOLDER`,
     /// `FLUX_HANDOFF_PROOF` and `FLUX_HANDOFF_TARGETS` in its environment and runs in its own

@@ -39,19 +39,32 @@
 
 use std::path::{Path, PathBuf};
 
+use flux_suspend::settings::{ControllerTable, FenceTable, LeaseTable, Tables, TargetTable};
 use serde::Deserialize;
 
 /// The configuration file as written.
 #[derive(Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
-    pub lease: Option<LeaseConfig>,
-    pub fence: Option<FenceConfig>,
-    pub controller: Option<ControllerConfig>,
+    pub lease: Option<LeaseTable>,
+    pub fence: Option<FenceTable>,
+    pub controller: Option<ControllerTable>,
     #[serde(default)]
-    pub targets: Vec<TargetConfig>,
+    pub targets: Vec<TargetTable>,
     pub ghcr: Option<GhcrConfig>,
     pub recovery: Option<RecoveryConfig>,
+}
+
+impl FileConfig {
+    /// The session's tables, under the flags ([`flux_suspend::settings::resolve`]).
+    pub fn tables(&self) -> Tables<'_> {
+        Tables {
+            lease: self.lease.as_ref(),
+            fence: self.fence.as_ref(),
+            controller: self.controller.as_ref(),
+            targets: &self.targets,
+        }
+    }
 }
 
 /// `[recovery]`: the evidence recovery uses (see docs/recovery.md).
@@ -61,43 +74,6 @@ pub struct RecoveryConfig {
     pub evidence: Option<String>,
     pub github_token_file: Option<PathBuf>,
     pub recover_finished_runs: Option<bool>,
-}
-
-#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct LeaseConfig {
-    pub namespace: Option<String>,
-    pub name: Option<String>,
-    pub duration: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct FenceConfig {
-    pub annotation_prefix: Option<String>,
-    pub retire: Option<String>,
-    pub quiesce: Option<bool>,
-}
-
-#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct ControllerConfig {
-    pub namespace: Option<String>,
-    pub name: Option<String>,
-}
-
-#[derive(Debug, Deserialize, PartialEq, Eq, Clone)]
-#[serde(deny_unknown_fields)]
-pub struct TargetConfig {
-    #[serde(default = "default_kind")]
-    pub kind: String,
-    pub namespace: Option<String>,
-    pub name: String,
-    pub parent: Option<String>,
-}
-
-fn default_kind() -> String {
-    "Kustomization".into()
 }
 
 /// `[ghcr]`: the lower layer of `ghcr check`/`ghcr reassert`'s settings.

@@ -4,7 +4,6 @@ mod cli;
 mod client;
 mod cmd;
 mod config;
-mod duration;
 mod exit;
 mod failure;
 mod output;

@@ -5,9 +5,7 @@
 use std::str::FromStr;
 
 use flux_fence::Holder;
-use flux_suspend::{
-    Cancel, Event, Members, ParentSpec, Session, SessionError, SessionOptions, TargetSpec,
-};
+use flux_suspend::{Cancel, Event, Members, Session, SessionError, SessionOptions};
 use kube::Client;
 
 use crate::cli::HolderArg;
@@ -16,7 +14,6 @@ use crate::config::FileConfig;
 use crate::exit;
 use crate::failure::{Failure, chain};
 use crate::output::Output;
-use crate::settings::{self, Settings};
 
 /// Resolves `--holder`: a given holder must parse (exit 2), none generates one.
 pub fn holder(arg: &HolderArg) -> Result<Option<Holder>, Failure> {
@@ -26,30 +23,12 @@ pub fn holder(arg: &HolderArg) -> Result<Option<Holder>, Failure> {
         .transpose()
 }
 
-/// The library's options from the resolved settings, checked before any request (exit 2).
-pub fn options(settings: &Settings, holder: Option<Holder>) -> Result<SessionOptions, Failure> {
-    let targets = settings
-        .targets
-        .iter()
-        .map(|t| {
-            TargetSpec::new(t.object.clone()).with_parent(match &t.parent {
-                settings::ParentSpec::FromLabels => ParentSpec::FromLabels,
-                settings::ParentSpec::None => ParentSpec::TopLevel,
-                settings::ParentSpec::Explicit(p) => ParentSpec::Explicit(p.clone()),
-            })
-        })
-        .collect();
-    let mut opts = SessionOptions::new(targets);
+/// The resolved options with `--holder`, checked before any request (exit 2).
+pub fn options(
+    mut opts: SessionOptions,
+    holder: Option<Holder>,
+) -> Result<SessionOptions, Failure> {
     opts.holder = holder;
-    opts.lease = settings.lease.clone();
-    opts.keys = settings.keys.clone();
-    opts.strategy = settings.strategy;
-    opts.quiesce = settings.quiesce;
-    opts.controller = settings.controller.clone();
-    opts.interval = settings.interval;
-    opts.timeout = settings.timeout;
-    opts.wait_timeout = settings.wait_timeout;
-    opts.reason.clone_from(&settings.reason);
     opts.validate().map_err(|e| Failure::usage(e.to_string()))?;
     Ok(opts)
 }

@@ -5,7 +5,6 @@
 use clap::Args;
 use flux_fence::discover::Scope;
 use flux_suspend::doctor::{Checkup, Finding, doctor};
-use flux_suspend::{ParentSpec, TargetSpec};
 use serde_json::json;
 
 use super::ghcr::SecretArgs;
@@ -72,15 +71,8 @@ pub(crate) fn checkup(
         Scope::Namespaces(n) => n,
         Scope::All => Vec::new(),
     };
-    let target = |t: &settings::TargetSpec| {
-        TargetSpec::new(t.object.clone()).with_parent(match &t.parent {
-            settings::ParentSpec::FromLabels => ParentSpec::FromLabels,
-            settings::ParentSpec::None => ParentSpec::TopLevel,
-            settings::ParentSpec::Explicit(p) => ParentSpec::Explicit(p.clone()),
-        })
-    };
     Ok(Checkup {
-        targets: s.targets.iter().filter(|_| named).map(target).collect(),
+        targets: if named { s.targets } else { Vec::new() },
         namespace: global.namespace.clone(),
         lease: s.lease,
         controller: s.controller,

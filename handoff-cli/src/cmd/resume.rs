@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use flux_fence::Holder;
 use flux_suspend::io::Timing;
-use flux_suspend::{Members, ResumeError, ResumeOptions, resume_holder};
+use flux_suspend::{Members, ParentSpec, ResumeError, ResumeOptions, resume_holder};
 use serde_json::json;
 
 use crate::cli::{Global, ResumeArgs};
@@ -29,7 +29,7 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
     let mut base = vec![global.namespace.clone()];
     for t in &settings.targets {
         base.push(t.object.namespace.clone());
-        if let settings::ParentSpec::Explicit(p) = &t.parent {
+        if let ParentSpec::Explicit(p) = &t.parent {
             base.push(p.namespace.clone());
         }
     }

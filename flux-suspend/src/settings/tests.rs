@@ -1,0 +1,180 @@
+use super::*;
+
+fn flags(targets: &[&str]) -> Flags {
+    let mut f = Flags::new("flux-system");
+    f.targets = targets.iter().map(ToString::to_string).collect();
+    f
+}
+
+#[test]
+fn flags_over_tables_over_defaults() {
+    let lease = LeaseTable {
+        namespace: Some("ops".into()),
+        duration: Some("20s".into()),
+        ..LeaseTable::default()
+    };
+    let fence = FenceTable {
+        retire: Some("restart".into()),
+        quiesce: Some(true),
+        ..FenceTable::default()
+    };
+    let mut table_target = TargetTable::new("infra");
+    table_target.parent = Some("none".into());
+    let targets = [table_target];
+    let file = Tables {
+        lease: Some(&lease),
+        fence: Some(&fence),
+        controller: None,
+        targets: &targets,
+    };
+    let from_file = resolve(&Flags::new("apps"), &file).unwrap();
+    assert_eq!(
+        from_file.targets[0].object.to_string(),
+        "Kustomization apps/infra"
+    );
+    assert_eq!(from_file.targets[0].parent, ParentSpec::TopLevel);
+    assert_eq!(
+        (from_file.strategy, from_file.quiesce),
+        (Strategy::Restart, true)
+    );
+    assert_eq!(from_file.lease.to_string(), "ops/flux-handoff");
+    assert_eq!(from_file.lease.renew_every, Duration::from_secs(5));
+
+    let mut f = flags(&["hr/apps/podinfo"]);
+    f.retire = Some("ack".into());
+    f.lease = Some("other".into());
+    f.parent = Some("flux-system/root".into());
+    let over = resolve(&f, &file).unwrap();
+    assert_eq!(over.targets.len(), 1, "flag targets replace the table's");
+    assert_eq!(
+        over.targets[0].object.to_string(),
+        "HelmRelease apps/podinfo"
+    );
+    assert!(matches!(&over.targets[0].parent, ParentSpec::Explicit(p) if p.name == "root"));
+    assert_eq!(over.strategy, Strategy::Ack);
+    assert_eq!(over.lease.to_string(), "ops/other");
+}
+
+type Case<'a> = (
+    Flags,
+    Option<FenceTable>,
+    Option<&'a LeaseTable>,
+    Vec<TargetTable>,
+    &'static str,
+);
+
+#[test]
+fn each_bad_input_is_one_line_naming_it() {
+    let prefix = |p: &str| FenceTable {
+        annotation_prefix: Some(p.into()),
+        ..FenceTable::default()
+    };
+    let short = LeaseTable {
+        duration: Some("1s".into()),
+        ..LeaseTable::default()
+    };
+    let mut unknown = TargetTable::new("x");
+    unknown.kind = "GitRepository".into();
+    let cases: Vec<Case<'_>> = vec![
+        (flags(&[]), None, None, vec![], "no target"),
+        (flags(&["a//b"]), None, None, vec![], "--target: "),
+        (flags(&["Apps"]), None, None, vec![], "--target: "),
+        (flags(&[]), None, None, vec![unknown], "unknown kind"),
+        (
+            flags(&["apps"]),
+            Some(prefix("Flux.io")),
+            None,
+            vec![],
+            "config: fence.annotation prefix",
+        ),
+        (flags(&["apps"]), None, Some(&short), vec![], "at least 2s"),
+        (
+            Flags {
+                reason: Some("deploy\n::add-mask::x".into()),
+                ..flags(&["apps"])
+            },
+            None,
+            None,
+            vec![],
+            "--reason: invalid reason text: contains control characters",
+        ),
+        (
+            Flags {
+                retire: Some("sometimes".into()),
+                ..flags(&["apps"])
+            },
+            None,
+            None,
+            vec![],
+            "unknown retirement strategy",
+        ),
+        (
+            Flags {
+                interval: Duration::from_secs(301),
+                ..flags(&["apps"])
+            },
+            None,
+            None,
+            vec![],
+            "--interval",
+        ),
+        (
+            Flags {
+                parent: Some("../x".into()),
+                ..flags(&["apps"])
+            },
+            None,
+            None,
+            vec![],
+            "--parent: ",
+        ),
+    ];
+    for (f, fence, lease, targets, want) in cases {
+        let file = Tables {
+            lease,
+            fence: fence.as_ref(),
+            controller: None,
+            targets: &targets,
+        };
+        let err = resolve(&f, &file).unwrap_err();
+        assert!(err.contains(want), "{want}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}
+
+#[test]
+fn durations_parse_units_compounds_and_bare_seconds() {
+    for (text, want) in [
+        ("300", Duration::from_mins(5)),
+        ("2s", Duration::from_secs(2)),
+        ("500ms", Duration::from_millis(500)),
+        ("5m", Duration::from_mins(5)),
+        ("1m30s", Duration::from_secs(90)),
+        ("1h", Duration::from_hours(1)),
+        ("1.5s", Duration::from_millis(1500)),
+        ("168h", MAX_DURATION),
+        ("604800", MAX_DURATION),
+    ] {
+        assert_eq!(parse_duration(text), Ok(want), "{text}");
+    }
+}
+
+#[test]
+fn overflowing_huge_or_garbage_durations_are_refused_not_saturated() {
+    for huge in [
+        "99999999999999h",
+        "18446744073709551616",
+        "99999999999999999999s",
+        "5124095576030431h",
+        "9223372036854775807s1s",
+        "169h",
+    ] {
+        let err = parse_duration(huge).unwrap_err();
+        assert!(err.contains("too large"), "{huge}: {err}");
+        assert_eq!(err.lines().count(), 1);
+    }
+    for bad in ["", "s", "5x", "-1s", "1.5.1s", "m5"] {
+        let err = parse_duration(bad).unwrap_err();
+        assert!(err.contains("duration"), "{bad}: {err}");
+    }
+}
