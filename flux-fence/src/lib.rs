@@ -88,6 +88,7 @@
 //! - No secrets are handled here; the reason text is caller-supplied and must not contain any.
 
 mod api;
+mod class;
 mod clock;
 pub mod decide;
 pub mod discover;
@@ -109,6 +110,7 @@ pub mod recovery;
 mod remark;
 
 pub use api::{FIELD_MANAGER, patch_params, post_params};
+pub use class::ErrorClass;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decide::{
     AcquireDecision, AcquirePlan, Adoption, Held, Refusal, ReleaseDecision, Unclear, adopt,

@@ -1,5 +1,6 @@
 //! The crate's error type: each variant names the step that failed.
 
+use flux_fence::ErrorClass;
 use std::time::Duration;
 
 use crate::quiesce::Blocker;
@@ -71,6 +72,20 @@ fn join(blockers: &[Blocker]) -> String {
 }
 
 impl SuspendError {
+    /// The kind of this failure ([`ErrorClass`]).
+    #[must_use]
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            Self::ProofTimeout { .. }
+            | Self::AckTimeout { .. }
+            | Self::RestartTimeout { .. }
+            | Self::QuiesceTimeout { .. } => ErrorClass::Timeout,
+            Self::Fence { source, .. } => source.class(),
+            Self::Cancelled { .. } => ErrorClass::Cancelled,
+            _ => ErrorClass::KubeApi,
+        }
+    }
+
     pub(crate) fn kube(step: &'static str) -> impl FnOnce(kube::Error) -> Self {
         move |source| Self::Kube { step, source }
     }

@@ -7,23 +7,8 @@ use crate::error::{CredentialProblem, GhcrError};
 use crate::reassert::{ReassertReport, SecretOutcome};
 use crate::source::{RequestOutcome, SourceProof};
 
-/// What kind of failure a [`FlowError`] is, for exit codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ErrorClass {
-    /// A credential that cannot be read or is invalid: fix the input.
-    BadInput,
-    /// The registry refused the credential or could not be reached.
-    Registry,
-    /// Someone else moved, holds or suspended what we needed; nothing was overwritten.
-    Refused,
-    /// A bounded wait did not settle.
-    Timeout,
-    /// A Kubernetes API call failed or was forbidden, or an object is missing.
-    KubeApi,
-    /// Something that should not fail did.
-    Internal,
-}
+/// What kind of failure a [`FlowError`] is, for exit codes: the workspace's one classification.
+pub use flux_fence::ErrorClass;
 
 /// A failed step of [`crate::flow`]. Messages carry names, counts and registry answers, never a
 /// credential; the cause of a wrapped [`GhcrError`] is in `source()`.

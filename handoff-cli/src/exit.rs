@@ -12,7 +12,6 @@ pub const REFUSED: u8 = 3;
 /// The stable-pause proof (or another bounded wait) did not settle in time.
 pub const TIMEOUT: u8 = 4;
 /// The registry rejected the credential (401, 403, 404) or could not be reached.
-#[allow(dead_code)] // documented now; returned by the `ghcr` subcommands
 pub const REGISTRY: u8 = 5;
 /// A Kubernetes API call failed (unreachable, forbidden, missing CRD, ...), the Lease was
 /// lost while the command ran, or another holder refused us only after this run had written
@@ -23,6 +22,21 @@ pub const CLEANUP: u8 = 7;
 /// Stopped by SIGINT or SIGTERM after releasing what it held (128 + SIGINT). `run` exits
 /// 128+N of its own when signal N ended the command.
 pub const INTERRUPTED: u8 = 130;
+
+/// The exit code of each kind of library failure.
+pub fn code(class: flux_fence::ErrorClass) -> u8 {
+    use flux_fence::ErrorClass as C;
+    match class {
+        C::BadInput => USAGE,
+        C::Registry => REGISTRY,
+        C::Refused => REFUSED,
+        C::Timeout => TIMEOUT,
+        C::KubeApi => KUBE_API,
+        C::Cleanup => CLEANUP,
+        C::Cancelled => INTERRUPTED,
+        _ => INTERNAL,
+    }
+}
 
 /// The table printed by `--help` and kept in the README.
 pub const TABLE: &str = "\

@@ -34,22 +34,16 @@ pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
 impl Failure {
     /// The exit code and line of a failed pause.
     pub fn from_suspend(e: &SuspendError) -> Self {
-        let code = match e {
+        if let SuspendError::ProofTimeout { .. } = e {
             // The timeout line is the whole message: fixed names and counts only.
-            SuspendError::ProofTimeout { .. } => return Self::new(exit::TIMEOUT, e.to_string()),
-            SuspendError::AckTimeout { .. }
-            | SuspendError::RestartTimeout { .. }
-            | SuspendError::QuiesceTimeout { .. } => exit::TIMEOUT,
-            SuspendError::Fence { source, .. } => fence_code(source),
-            SuspendError::Cancelled { .. } => exit::INTERRUPTED,
-            _ => exit::KUBE_API,
-        };
-        Self::new(code, chain(e))
+            return Self::new(exit::TIMEOUT, e.to_string());
+        }
+        Self::new(exit::code(e.class()), chain(e))
     }
 
     /// The exit code and line of a failed fence or Lease operation.
     pub fn from_fence(e: &FenceError) -> Self {
-        Self::new(fence_code(e), chain(e))
+        Self::new(exit::code(e.class()), chain(e))
     }
 }
 
@@ -62,57 +56,5 @@ impl From<SuspendError> for Failure {
 impl From<FenceError> for Failure {
     fn from(e: FenceError) -> Self {
         Self::from_fence(&e)
-    }
-}
-
-fn fence_code(e: &FenceError) -> u8 {
-    match e {
-        // Not renewed in time: the API server could not be reached (nobody else took it).
-        FenceError::LeaseLost {
-            reason: flux_fence::LossReason::Stale,
-        } => exit::KUBE_API,
-        FenceError::LeaseLost { .. } => exit::REFUSED,
-        FenceError::InvalidMark { .. } | FenceError::InvalidReason { .. } => exit::USAGE,
-        _ => exit::KUBE_API,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{chain, fence_code};
-    use crate::exit;
-    use flux_fence::{FenceError, LossReason};
-
-    #[test]
-    fn a_lease_not_renewed_in_time_is_an_api_failure_and_one_taken_over_is_a_refusal() {
-        let lost = |reason| FenceError::LeaseLost { reason };
-        assert_eq!(fence_code(&lost(LossReason::Stale)), exit::KUBE_API);
-        for r in [
-            LossReason::Deleted,
-            LossReason::EpochChanged,
-            LossReason::HolderChanged {
-                holder: Some("other".into()),
-            },
-        ] {
-            assert_eq!(fence_code(&lost(r)), exit::REFUSED);
-        }
-    }
-
-    #[test]
-    fn a_wrapped_api_error_keeps_the_outer_step_and_the_plain_answer() {
-        let status = kube::core::Status::failure("boom", "InternalError")
-            .with_code(500)
-            .boxed();
-        let e = flux_suspend::SuspendError::Kube {
-            step: "reading the controller Deployment",
-            source: kube::Error::Api(status),
-        };
-        let line = chain(&e);
-        assert!(
-            line.starts_with("reading the controller Deployment"),
-            "{line}"
-        );
-        assert!(line.ends_with("boom (HTTP 500 InternalError)"), "{line}");
-        assert!(!line.contains("Status {"), "{line}");
     }
 }

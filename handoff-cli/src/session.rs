@@ -148,22 +148,6 @@ fn cleanup_line(c: &flux_suspend::CleanupError) -> String {
 
 /// The exit code and one line of a session error.
 pub fn failure(e: &SessionError) -> Failure {
-    let code = match e {
-        SessionError::Invalid(_) => exit::USAGE,
-        SessionError::Refused { .. } | SessionError::LeaseHeld { .. } => exit::REFUSED,
-        SessionError::RefusedAfterWrites { .. }
-        | SessionError::Read { .. }
-        | SessionError::NotFound(_)
-        | SessionError::LeaseLost(_) => exit::KUBE_API,
-        SessionError::Lease(f) => return Failure::from_fence(f),
-        SessionError::Pause(p) => return Failure::from_suspend(p),
-        SessionError::Cancelled { .. } => exit::INTERRUPTED,
-        SessionError::StartCutShort { .. }
-        | SessionError::NotParked { .. }
-        | SessionError::Cleanup { .. } => exit::CLEANUP,
-        // A panic inside the work, or a later variant.
-        _ => exit::INTERNAL,
-    };
     let line = match e {
         SessionError::Read { object, source } => read_line(object, source),
         SessionError::StartCutShort { .. } | SessionError::NotParked { .. } => {
@@ -172,7 +156,7 @@ pub fn failure(e: &SessionError) -> Failure {
         SessionError::Cancelled { during, .. } => format!("interrupted {during}"),
         other => chain(other),
     };
-    Failure::new(code, line)
+    Failure::new(exit::code(e.class()), line)
 }
 
 fn read_line(object: &str, e: &kube::Error) -> String {

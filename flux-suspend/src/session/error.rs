@@ -1,6 +1,6 @@
 //! How a session ends when it does not succeed, and what its cleanup left.
 
-use flux_fence::{FenceError, LossReason};
+use flux_fence::{ErrorClass, FenceError, LossReason};
 
 use crate::error::SuspendError;
 
@@ -93,6 +93,25 @@ pub struct CleanupError {
 }
 
 impl SessionError {
+    /// The kind of this failure ([`ErrorClass`]): a refusal found only after writes is
+    /// [`ErrorClass::KubeApi`] (what was written was undone), a start cut short or a pause that
+    /// could not be parked is [`ErrorClass::Cleanup`].
+    #[must_use]
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            Self::Invalid(_) => ErrorClass::BadInput,
+            Self::Refused { .. } | Self::LeaseHeld { .. } => ErrorClass::Refused,
+            Self::Lease(f) => f.class(),
+            Self::Pause(p) => p.class(),
+            Self::Cancelled { .. } => ErrorClass::Cancelled,
+            Self::StartCutShort { .. } | Self::NotParked { .. } | Self::Cleanup { .. } => {
+                ErrorClass::Cleanup
+            }
+            Self::Work(_) | Self::WorkPanicked(_) => ErrorClass::Internal,
+            _ => ErrorClass::KubeApi,
+        }
+    }
+
     /// Whether the session had changed anything on the cluster when it ended this way.
     #[must_use]
     pub fn changed_nothing(&self) -> bool {

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use flux_fence::discover::{self, FoundState, Listing, Scope};
 use flux_fence::recovery::{Adoption, HolderProcess, adopt_holder};
-use flux_fence::{AnnotationKeys, FenceError, Fencer, Holder, LeaseConfig, LeaseRelease};
+use flux_fence::{
+    AnnotationKeys, ErrorClass, FenceError, Fencer, Holder, LeaseConfig, LeaseRelease,
+};
 use kube::Client;
 
 use super::Event;
@@ -109,6 +111,17 @@ impl ResumeError {
     #[must_use]
     pub fn nothing_changed(&self) -> bool {
         !matches!(self, Self::Release(_) | Self::LeaseNotReleased(_))
+    }
+
+    /// The kind of this failure ([`ErrorClass`]): a refusal changed nothing; a release that
+    /// failed left something held.
+    #[must_use]
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            Self::Fence(f) => f.class(),
+            e if e.nothing_changed() => ErrorClass::Refused,
+            _ => ErrorClass::Cleanup,
+        }
     }
 }
 

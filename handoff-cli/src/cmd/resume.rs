@@ -70,8 +70,6 @@ fn failure(e: &ResumeError, holder: &Holder) -> Failure {
                  has exited, `flux-handoff resume --holder {holder} --holder-exited`"
             ),
         ),
-        ResumeError::Fence(f) => Failure::from_fence(f),
-        e if e.nothing_changed() => Failure::new(exit::REFUSED, e.to_string()),
-        e => Failure::new(exit::CLEANUP, chain(e)),
+        e => Failure::new(exit::code(e.class()), chain(e)),
     }
 }

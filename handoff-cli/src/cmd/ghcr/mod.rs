@@ -7,7 +7,7 @@ mod input;
 mod reassert;
 
 use clap::{Args, Subcommand};
-use ghcr_auth::{CredentialInput, DockerConfig, ErrorClass, FlowError, Progress};
+use ghcr_auth::{CredentialInput, DockerConfig, FlowError, Progress};
 
 use crate::cli::Global;
 use crate::failure::{Failure, chain};
@@ -90,13 +90,5 @@ impl Progress for Output {
 
 /// The exit code of each class of failure, and the error's chain as the line.
 fn failure(e: &FlowError) -> Failure {
-    let code = match e.class() {
-        ErrorClass::BadInput => exit::USAGE,
-        ErrorClass::Registry => exit::REGISTRY,
-        ErrorClass::Refused => exit::REFUSED,
-        ErrorClass::Timeout => exit::TIMEOUT,
-        ErrorClass::KubeApi => exit::KUBE_API,
-        _ => exit::INTERNAL,
-    };
-    Failure::new(code, chain(e))
+    Failure::new(exit::code(e.class()), chain(e))
 }
