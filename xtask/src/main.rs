@@ -31,7 +31,8 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  demo [--keep]           the GHCR credential handoff of the original incident, end to end:
+  demo [--keep] [--flux model|real]
+                          the GHCR credential handoff of the original incident, end to end:
                           builds what it needs, starts a private control plane (state in
                           target/flux-handoff/demo) with the Flux controller and source models
                           and a local registry, seeds stale Secrets and a parent frozen at
@@ -39,7 +40,8 @@ commands:
                           `flux-handoff fences` while the fences are held, and ends with
                           `demo: ok pause_proven=<s>s secrets_reasserted=<n> fences_left=0`.
                           Stops everything afterwards; --keep leaves it running and prints
-                          `export KUBECONFIG=...`
+                          `export KUBECONFIG=...`. --flux real runs it against the real
+                          kustomize- and source-controller (cluster up --flux real)
   demo down               stop a demo left running by --keep
   cluster up [--flux model|real] [--detach]
                           build (cached) and start the local control plane: a real
@@ -107,9 +109,15 @@ fn main() -> ExitCode {
         ["cluster", "down"] => cluster::down(),
         ["cluster", "check"] => cluster::check(None),
         ["cluster", "check", "--kubeconfig", k] => cluster::check(Some(k)),
-        ["demo"] => demo::run(false),
-        ["demo", "--keep"] => demo::run(true),
         ["demo", "down"] => demo::down(),
+        ["demo", flags @ ..] => match demo_flags(flags) {
+            Ok((keep, flux)) => demo::run(keep, flux),
+            Err(e) => {
+                eprintln!("xtask: {e}");
+                eprint!("{USAGE}");
+                return ExitCode::from(2);
+            }
+        },
         ["chaos", flags @ ..] => match chaos::Flags::parse(flags) {
             Ok(f) => chaos::run(&f),
             Err(e) => {
@@ -142,6 +150,26 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `[--keep] [--flux model|real]` of `demo`, in any order.
+fn demo_flags(flags: &[&str]) -> anyhow::Result<(bool, realflux::Flux)> {
+    let mut keep = false;
+    let mut flux = realflux::Flux::Model;
+    let mut it = flags.iter();
+    while let Some(flag) = it.next() {
+        match *flag {
+            "--keep" => keep = true,
+            "--flux" => {
+                let value = it
+                    .next()
+                    .ok_or_else(|| anyhow::anyhow!("--flux needs a value"))?;
+                flux = realflux::Flux::parse(value)?;
+            }
+            other => anyhow::bail!("unknown flag `{other}` for demo"),
+        }
+    }
+    Ok((keep, flux))
 }
 
 /// `[--flux model|real] [--detach]` of `cluster up`, in any order.
