@@ -336,3 +336,49 @@ impl ConditionsFrozen {
             .unwrap();
     }
 }
+
+/// helm-controller observes the generation on every clean return, the suspended one included
+/// (hc `internal/controller/helmrelease_controller.go:153-155`; seen with helm-controller
+/// v1.6.4 on the real-Flux plane: a spec change while suspended gave `observedGeneration: 2`).
+#[tokio::test]
+async fn helm_suspended_release_observes_its_generation() {
+    use testkit::fixtures::helmrelease_resource;
+    let ns = TestNs::new("model-hrg").await.unwrap();
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ns.client.clone(), &ns.name, &helmrelease_resource());
+    let model = FluxModel::start(ns.client.clone(), ModelConfig::namespaced(&ns.name).helm());
+    let hr: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+        "metadata": { "name": "podinfo", "namespace": ns.name },
+        "spec": { "interval": "10m", "suspend": true,
+                  "chartRef": { "kind": "OCIRepository", "name": "podinfo" } },
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &hr).await.unwrap();
+    assert_eq!(
+        model.wait_settled("podinfo", 0).await.unwrap(),
+        Outcome::Suspended
+    );
+    let m = model.mark();
+    let pp = PatchParams {
+        field_manager: Some("test-writer".into()),
+        ..PatchParams::default()
+    };
+    let changed = api
+        .patch(
+            "podinfo",
+            &pp,
+            &Patch::Merge(json!({ "spec": { "interval": "11m" } })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        model.wait_settled("podinfo", m).await.unwrap(),
+        Outcome::Suspended
+    );
+    let held = api.get("podinfo").await.unwrap();
+    assert_eq!(
+        status(&held)["observedGeneration"],
+        json!(changed.metadata.generation)
+    );
+}

@@ -188,6 +188,13 @@ async fn finish(
     requeue: Requeue,
 ) -> Requeue {
     finalize_status(&mut status, read.requested_at.as_deref(), read.generation);
+    // helm-controller's deferred patch observes the generation on every clean return, the
+    // suspended one included (hc `helmrelease_controller.go:153-155`; seen live with v1.6.4).
+    if inner.config.controller == Controller::Helm
+        && matches!(outcome, Outcome::Succeeded | Outcome::Suspended)
+    {
+        status["observedGeneration"] = json!(read.generation);
+    }
     match patcher.write(&status).await {
         Ok(()) => {
             inner.events.push(ModelEvent::Finished {
