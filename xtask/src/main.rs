@@ -69,7 +69,8 @@ commands:
                           then the real Flux tier (below)
   ci real                 only the real Flux tier: a private control plane with the real
                           kustomize- and source-controller (cluster up --flux real), the
-                          real_flux_ tests, everything stopped on every exit path
+                          real_flux_ tests and the fact_ tests against the real controllers
+                          (testkit/tests/real_flux.rs), everything stopped on every exit path
   verify [--quick]        model-check the handoff protocol with the production decision
                           functions (crate verify, docs/verify.md): every property to the
                           bound, then each mutant must be caught; last line `verify:
@@ -239,8 +240,9 @@ fn ci() -> anyhow::Result<()> {
     ci_real()
 }
 
-/// Tier 3 of `ci` (also `cargo xtask ci real` alone): the `real_flux_` tests against the real
-/// Flux controllers (built from Go modules, cached) on a private control plane of their own.
+/// Tier 3 of `ci` (also `cargo xtask ci real` alone): the `real_flux_` tests and the `fact_`
+/// tests against the real Flux controllers (built from Go modules, cached) on a private control
+/// plane of their own.
 fn ci_real() -> anyhow::Result<()> {
     let root = paths::root();
     if !proc::succeeds("cargo", &["nextest", "--version"], &root) {

@@ -8,8 +8,8 @@
 //!   `internal/controller/kustomization_controller.go:329-335`), and each phase writes a new
 //!   `Reconciling` message (`:391`, `:482`, `:1093`);
 //! - a run *ends* with one of three log lines: "Reconciliation finished" (after the deferred
-//!   status patch, `:152-160`), "Reconciliation failed" (`:300`) or "Reconciliation is
-//!   suspended" (`:190`), both of those before it; the wait then also awaits that patch.
+//!   status patch, `:152-160`), "Reconciliation failed" (`:304`) or "Reconciliation is
+//!   suspended" (`:191`), both of those before it; the wait then also awaits that patch.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
