@@ -35,6 +35,11 @@ async fn fact_2_two_events_during_one_reconcile_cause_exactly_one_more() {
 }
 
 #[tokio::test]
+async fn fact_3_nonce_is_recorded_even_when_the_conditions_patch_fails() {
+    facts::fact_3_nonce_is_recorded_even_when_the_conditions_patch_fails(Backend::Model).await;
+}
+
+#[tokio::test]
 async fn fact_3_suspended_path_records_nonce() {
     facts::fact_3_suspended_path_records_nonce(Backend::Model).await;
 }
@@ -195,146 +200,6 @@ async fn fact_9_restart_at_phase_after_a_competing_suspend_freezes_reconciling()
     let (rec, message) = cond(&held, RECONCILING).unwrap();
     assert_eq!(rec, "True");
     assert!(message.starts_with("Detecting drift"), "{message}");
-}
-
-/// Fact 3: the deferred patch attempts all three parts and aggregates the errors (runtime
-/// `patch/patch.go:223-235`), so a failed conditions part does not stop
-/// `lastHandledReconcileAt`. An admission policy of the test's namespace denies every status
-/// write that changes conditions.
-#[tokio::test]
-async fn fact_3_nonce_is_recorded_even_when_the_conditions_patch_fails() {
-    let s = setup("model-f3c").await;
-    let ns = s.api.namespace().unwrap().to_string();
-    s.api
-        .create(&PostParams::default(), &kustomization("apps").build(&ns))
-        .await
-        .unwrap();
-    assert_eq!(
-        s.model.wait_settled("apps", 0).await.unwrap(),
-        Outcome::Succeeded
-    );
-    // Another writer leaves Reconciling=True beside Ready=True: the next finalisation has a
-    // conditions part (it drops Reconciling) and a status part (the nonce).
-    let held = s.api.get("apps").await.unwrap();
-    let mut conditions = status(&held)["conditions"].as_array().unwrap().clone();
-    conditions.push(
-        json!({ "type": RECONCILING, "status": "True", "reason": "Progressing",
-        "message": "left behind", "lastTransitionTime": "2026-01-01T00:00:00Z" }),
-    );
-    let drop_reconciling =
-        json!({ "status": { "conditions": conditions[..conditions.len() - 1] } });
-    s.api
-        .patch_status(
-            "apps",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": { "conditions": conditions } })),
-        )
-        .await
-        .unwrap();
-    let policy = ConditionsFrozen::install(&s.api, &ns, &drop_reconciling).await;
-
-    let m = s.model.mark();
-    let pp = PatchParams {
-        field_manager: Some("test-writer".into()),
-        ..PatchParams::default()
-    };
-    let body = json!({ "metadata": { "annotations": { REQUESTED_AT: "n" } }, "spec": { "suspend": true } });
-    s.api.patch("apps", &pp, &Patch::Merge(body)).await.unwrap();
-    let outcome = s.model.wait_finished("apps", m).await.unwrap();
-    assert!(matches!(outcome, Outcome::Error(_)), "{outcome:?}");
-    let held = s.api.get("apps").await.unwrap();
-    assert_eq!(status(&held)["lastHandledReconcileAt"], json!("n"));
-    assert_eq!(
-        cond(&held, RECONCILING).unwrap().0,
-        "True",
-        "the conditions part was denied"
-    );
-    policy.remove().await;
-}
-
-/// A `ValidatingAdmissionPolicy` (and binding) denying status writes that change conditions of
-/// Kustomizations in one namespace.
-struct ConditionsFrozen {
-    client: kube::Client,
-    name: String,
-}
-
-impl ConditionsFrozen {
-    async fn install(api: &Api<DynamicObject>, ns: &str, probe: &Value) -> Self {
-        use k8s_openapi::api::admissionregistration::v1::{
-            ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-        };
-        let client = kube::Client::try_from(testkit::admin_config().await.unwrap()).unwrap();
-        let name = format!("frozen-conditions-{ns}");
-        let conds = |o: &str| {
-            format!("(has({o}.status) && has({o}.status.conditions) ? {o}.status.conditions : [])")
-        };
-        let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
-            "metadata": { "name": name },
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "namespaceSelector": { "matchLabels": { "kubernetes.io/metadata.name": ns } },
-                    "resourceRules": [{
-                        "apiGroups": ["kustomize.toolkit.fluxcd.io"], "apiVersions": ["*"],
-                        "operations": ["UPDATE"], "resources": ["kustomizations/status"],
-                    }],
-                },
-                "validations": [{
-                    "expression": format!("{} == {}", conds("object"), conds("oldObject")),
-                    "message": "conditions are frozen by the test",
-                }],
-            },
-        }))
-        .unwrap();
-        let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
-            "metadata": { "name": name },
-            "spec": { "policyName": name, "validationActions": ["Deny"] },
-        }))
-        .unwrap();
-        Api::<ValidatingAdmissionPolicy>::all(client.clone())
-            .create(&PostParams::default(), &policy)
-            .await
-            .unwrap();
-        Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
-            .create(&PostParams::default(), &binding)
-            .await
-            .unwrap();
-        // In force once a dry-run conditions change is denied (bounded).
-        let dry = PatchParams {
-            dry_run: true,
-            ..PatchParams::default()
-        };
-        let start = std::time::Instant::now();
-        while api
-            .patch_status("apps", &dry, &Patch::Merge(probe))
-            .await
-            .is_ok()
-        {
-            assert!(
-                start.elapsed() < std::time::Duration::from_secs(30),
-                "the admission policy never came into force"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-        Self { client, name }
-    }
-
-    /// Deletes the binding and the policy.
-    async fn remove(self) {
-        use k8s_openapi::api::admissionregistration::v1::{
-            ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-        };
-        let dp = kube::api::DeleteParams::default();
-        Api::<ValidatingAdmissionPolicyBinding>::all(self.client.clone())
-            .delete(&self.name, &dp)
-            .await
-            .unwrap();
-        Api::<ValidatingAdmissionPolicy>::all(self.client)
-            .delete(&self.name, &dp)
-            .await
-            .unwrap();
-    }
 }
 
 /// helm-controller observes the generation on every clean return, the suspended one included

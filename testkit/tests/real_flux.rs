@@ -228,6 +228,11 @@ async fn fact_2_two_events_during_one_reconcile_cause_exactly_one_more() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fact_3_nonce_is_recorded_even_when_the_conditions_patch_fails() {
+    facts::fact_3_nonce_is_recorded_even_when_the_conditions_patch_fails(Backend::Real).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fact_3_suspended_path_records_nonce() {
     facts::fact_3_suspended_path_records_nonce(Backend::Real).await;
 }

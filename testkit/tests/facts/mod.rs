@@ -7,6 +7,7 @@
 #![allow(dead_code)] // each binary runs its own subset
 
 mod backend;
+mod policy;
 mod real;
 
 use serde_json::{Value, json};
@@ -15,12 +16,13 @@ use testkit::model::{BUMP_ANNOTATION, COMPETING_WRITER, Outcome, Phase};
 
 pub use backend::{Backend, Mark, Setup, Workload};
 use kube::api::{DynamicObject, Patch, PatchParams};
+pub use policy::fact_3_nonce_is_recorded_even_when_the_conditions_patch_fails;
 
-fn status(obj: &DynamicObject) -> Value {
+pub(crate) fn status(obj: &DynamicObject) -> Value {
     obj.data.get("status").cloned().unwrap_or_else(|| json!({}))
 }
 
-fn cond(obj: &DynamicObject, type_: &str) -> Option<(String, String, String)> {
+pub(crate) fn cond(obj: &DynamicObject, type_: &str) -> Option<(String, String, String)> {
     let st = status(obj);
     condition(&st, type_).map(|c| {
         let f = |k: &str| c[k].as_str().unwrap_or_default().to_string();
