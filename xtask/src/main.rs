@@ -50,7 +50,7 @@ commands:
                           seeded. Prints `ready kubeconfig=<path> server=<url>`. Without
                           --detach it runs in the foreground until Ctrl-C; with --detach it
                           returns (an already running one is reused). --flux real runs the
-                          real kustomize-controller and source-controller (built from Go
+                          real kustomize-, source- and helm-controller (built from Go
                           modules, cached; xtask/flux/) with upstream's CRDs, and seeds the
                           tree from an OCI artifact in a local registry (docs/real-flux.md)
   cluster down            stop the controller model, then the control plane, and delete their
@@ -68,7 +68,7 @@ commands:
                           --workspace, doc tests; stops the control plane on every exit path;
                           then the real Flux tier (below)
   ci real                 only the real Flux tier: a private control plane with the real
-                          kustomize- and source-controller (cluster up --flux real), the
+                          kustomize-, source- and helm-controller (cluster up --flux real), the
                           real_flux_ tests and the fact_ tests against the real controllers
                           (testkit/tests/real_flux.rs), everything stopped on every exit path
   verify [--quick]        model-check the handoff protocol with the production decision

@@ -18,16 +18,16 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
+use crate::bins;
 use crate::daemon::{self, Spec};
 use crate::flux::{self, Controller};
-use crate::{bins, paths};
 
 /// Which Flux runs beside the control plane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flux {
     /// `flux-model`, our controller model (the default).
     Model,
-    /// kustomize-controller and source-controller built from Go modules.
+    /// kustomize-, source- and helm-controller built from Go modules.
     Real,
 }
 
@@ -114,12 +114,6 @@ pub fn prepare(state: &Path) -> anyhow::Result<PathBuf> {
                 .with_context(|| format!("copying {}", file.display()))?;
         }
     }
-    // No helm-controller is built (xtask/flux/DEVIATIONS.md): the model's HelmRelease CRD lets
-    // tools that list HelmReleases work.
-    fs::copy(
-        paths::crds().join("helmreleases.yaml"),
-        crds.join("helmreleases.yaml"),
-    )?;
     Ok(crds)
 }
 
