@@ -17,6 +17,11 @@ async fn fact_1_generation_and_requested_at_queue_but_other_annotations_and_stat
 }
 
 #[tokio::test]
+async fn fact_1_source_revision_bump_queues_and_is_applied() {
+    facts::fact_1_source_revision_bump_queues_and_is_applied(Backend::Model).await;
+}
+
+#[tokio::test]
 async fn fact_1_interval_timer_requeues_without_any_event() {
     facts::fact_1_interval_timer_requeues_without_any_event(Backend::Model).await;
 }
@@ -94,8 +99,7 @@ async fn fact_10_observed_generation_lags_while_unhealthy_and_suspended() {
     facts::fact_10_observed_generation_lags_while_unhealthy_and_suspended(Backend::Model).await;
 }
 
-// Model-only facts: a test's own source revision bump, and a restart at a chosen phase after a
-// competing write.
+// Model-only fact: a restart at a chosen phase after a competing write.
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -133,31 +137,6 @@ fn cond(obj: &DynamicObject, type_: &str) -> Option<(String, String)> {
         let f = |k: &str| c[k].as_str().unwrap_or_default().to_string();
         (f("status"), f("message"))
     })
-}
-
-#[tokio::test]
-async fn fact_1_source_revision_bump_queues_and_is_applied() {
-    let s = setup("model-f1r").await;
-    let ns = s.api.namespace().unwrap().to_string();
-    s.api
-        .create(&PostParams::default(), &kustomization("apps").build(&ns))
-        .await
-        .unwrap();
-    s.model.wait_settled("apps", 0).await.unwrap();
-    let m = s.model.mark();
-    let revision = s.model.bump_source_revision("apps");
-    assert_eq!(
-        s.model.wait_settled("apps", m).await.unwrap(),
-        Outcome::Succeeded
-    );
-    let held = s.api.get("apps").await.unwrap();
-    assert_eq!(status(&held)["lastAppliedRevision"], json!(revision));
-    let key = format!("{ns}/apps");
-    let starts = s.model.events()[m..]
-        .iter()
-        .filter(|e| matches!(e, ModelEvent::Started { key: k, .. } if *k == key))
-        .count();
-    assert_eq!(starts, 1);
 }
 
 #[tokio::test]

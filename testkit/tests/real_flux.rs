@@ -322,6 +322,11 @@ async fn fact_1_generation_and_requested_at_queue_but_other_annotations_and_stat
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fact_1_source_revision_bump_queues_and_is_applied() {
+    facts::fact_1_source_revision_bump_queues_and_is_applied(Backend::Real).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fact_1_interval_timer_requeues_without_any_event() {
     facts::fact_1_interval_timer_requeues_without_any_event(Backend::Real).await;
 }

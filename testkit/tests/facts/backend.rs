@@ -196,6 +196,22 @@ impl Setup {
         json!({ "spec": { "path": "./no-such-path" } })
     }
 
+    /// Kustomizations created after this pull from a source of this test's own (the model's
+    /// sources are per object already).
+    pub async fn private_source(&self) {
+        if let Flux::Real(real) = &self.flux {
+            real.private_source().await;
+        }
+    }
+
+    /// A new artifact revision of `name`'s source (real: of the private source); returns it.
+    pub async fn bump_source_revision(&self, name: &str) -> String {
+        match &self.flux {
+            Flux::Model { model, .. } => model.bump_source_revision(name),
+            Flux::Real(real) => real.bump_source_revision().await,
+        }
+    }
+
     /// The competing writer (field manager `competing-writer`): an annotation.
     pub async fn compete_annotate(&self, name: &str, key: &str, value: &str) {
         self.patch_as(

@@ -107,6 +107,19 @@ pub async fn fact_1_interval_timer_requeues_without_any_event(b: Backend) {
     assert!(starts.iter().all(|st| *st == (gen_, None)), "{starts:?}");
 }
 
+pub async fn fact_1_source_revision_bump_queues_and_is_applied(b: Backend) {
+    let s = Setup::new(b, "f1r").await;
+    s.private_source().await;
+    s.create(&s.ks("apps", Workload::Plain, false, None)).await;
+    s.wait_settled("apps", Mark::default()).await;
+    let m = s.mark();
+    let revision = s.bump_source_revision("apps").await;
+    assert_eq!(s.wait_settled("apps", m).await, Outcome::Succeeded);
+    let held = s.api.get("apps").await.unwrap();
+    assert_eq!(status(&held)["lastAppliedRevision"], json!(revision));
+    assert_eq!(s.starts("apps", m).len(), 1);
+}
+
 pub async fn fact_2_two_events_during_one_reconcile_cause_exactly_one_more(b: Backend) {
     let s = Setup::new(b, "f2").await;
     s.create(&s.ks("apps", Workload::Waiting, false, None))

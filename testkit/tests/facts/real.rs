@@ -24,7 +24,7 @@ use kube::api::{
     WatchParams,
 };
 use serde_json::{Value, json};
-use testkit::fixtures::kustomization_resource;
+use testkit::fixtures::{kustomization_resource, ocirepository_resource};
 use testkit::model::{Outcome, Phase};
 use testkit::real_flux::{FLUX_NS, SHARD_KEY, SOURCE, Shard};
 
@@ -46,6 +46,8 @@ pub struct RealFlux {
     /// Deployments the stand-in kubelet reports not healthy, and how.
     held: Arc<Mutex<HashMap<String, Health>>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The `OCIRepository` (in `flux-system`) the Kustomizations of this test pull from.
+    source: Mutex<String>,
 }
 
 impl Drop for RealFlux {
@@ -97,7 +99,69 @@ impl RealFlux {
             versions,
             held,
             tasks,
+            source: Mutex::new(SOURCE.to_string()),
         }
+    }
+
+    /// An `OCIRepository` of this test's own (named after the namespace, in `flux-system` beside
+    /// the pull Secret) for the Kustomizations created after this call; waits until it is Ready.
+    pub async fn private_source(&self) {
+        let api = self.sources();
+        let mut source = api.get(SOURCE).await.unwrap();
+        source.metadata = ObjectMeta {
+            name: Some(self.ns.clone()),
+            namespace: Some(FLUX_NS.into()),
+            ..ObjectMeta::default()
+        };
+        source.data.as_object_mut().unwrap().remove("status");
+        api.create(&PostParams::default(), &source).await.unwrap();
+        self.source.lock().unwrap().clone_from(&self.ns);
+        self.wait_source(|r| r.contains('@')).await;
+    }
+
+    fn sources(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), FLUX_NS, &ocirepository_resource())
+    }
+
+    /// Waits until the private source's artifact revision satisfies `pred`; returns it.
+    async fn wait_source(&self, pred: impl Fn(&str) -> bool) -> String {
+        let name = self.source.lock().unwrap().clone();
+        let start = Instant::now();
+        loop {
+            let obj = self.sources().get(&name).await.unwrap();
+            let revision = obj
+                .data
+                .pointer("/status/artifact/revision")
+                .and_then(Value::as_str);
+            if let Some(r) = revision.filter(|r| pred(r)) {
+                return r.to_string();
+            }
+            assert!(
+                start.elapsed() < WAIT,
+                "source {name} never reached the revision: {obj:?}"
+            );
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// A new artifact revision of the private source with the same content: its `spec.ref`
+    /// moves from tag `latest` to that tag's digest, and source-controller reports revision
+    /// `sha256:<digest>` instead of `latest@sha256:<digest>` (sc
+    /// `internal/controller/ocirepository_controller.go:633-658`). Returns the new revision.
+    pub async fn bump_source_revision(&self) -> String {
+        let current = self.wait_source(|r| r.contains('@')).await;
+        let digest = current.rsplit('@').next().unwrap().to_string();
+        let name = self.source.lock().unwrap().clone();
+        let pp = PatchParams {
+            field_manager: Some("flux-handoff-test".into()),
+            ..PatchParams::default()
+        };
+        let body = json!({ "spec": { "ref": { "tag": null, "digest": digest } } });
+        self.sources()
+            .patch(&name, &pp, &Patch::Merge(body))
+            .await
+            .unwrap();
+        self.wait_source(|r| r == digest).await
     }
 
     pub fn api(&self) -> Api<DynamicObject> {
@@ -130,7 +194,7 @@ impl RealFlux {
                 "wait": wait,
                 "targetNamespace": self.ns,
                 "namePrefix": format!("{name}-"),
-                "sourceRef": { "kind": "OCIRepository", "name": SOURCE, "namespace": FLUX_NS },
+                "sourceRef": { "kind": "OCIRepository", "name": *self.source.lock().unwrap(), "namespace": FLUX_NS },
             },
         }))
         .unwrap()
