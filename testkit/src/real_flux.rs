@@ -313,6 +313,101 @@ fn start_or_reuse() -> anyhow::Result<PathBuf> {
         .with_context(|| format!("no kubeconfig= in the ready line: {stdout}"))
 }
 
+/// The label kustomize-controller shards on (`--watch-label-selector`).
+pub const SHARD_KEY: &str = "sharding.fluxcd.io/key";
+/// How long a [`Shard`] may take to start its workers.
+const SHARD_START: Duration = Duration::from_secs(90);
+
+/// The state directory of the real-Flux control plane: two levels above its kubeconfig.
+///
+/// # Errors
+/// The control plane could not be found or started ([`kubeconfig`]).
+pub fn state_dir() -> anyhow::Result<PathBuf> {
+    let kubeconfig = kubeconfig()?;
+    kubeconfig
+        .parent()
+        .and_then(std::path::Path::parent)
+        .map(std::path::Path::to_path_buf)
+        .context("the kubeconfig lies inside <state>/envtest")
+}
+
+/// A kustomize-controller of a test's own (the plane's binary), reconciling only objects
+/// labelled [`SHARD_KEY`]`=<key>`; its JSON log is kept in a file. Killed on drop.
+#[derive(Debug)]
+pub struct Shard {
+    child: std::process::Child,
+    key: String,
+    dir: PathBuf,
+}
+
+impl Shard {
+    /// Starts the shard and waits (bounded) until its workers run.
+    ///
+    /// # Panics
+    /// The plane records no binary, or the shard does not start within the bound.
+    pub async fn start(key: &str) -> Self {
+        let state = state_dir().expect("the real-Flux control plane");
+        let bin = fs::read_to_string(state.join("kustomize-controller.bin"))
+            .expect("the real-Flux control plane records its kustomize-controller binary");
+        let dir = std::env::temp_dir().join(format!("rf-shard-{key}"));
+        fs::create_dir_all(&dir).expect("shard directory");
+        let log = File::create(dir.join("log")).expect("shard log");
+        let child = Command::new(bin.trim())
+            .args(["--metrics-addr=0", "--health-addr=0"])
+            .arg(format!("--watch-label-selector={SHARD_KEY}={key}"))
+            .env("KUBECONFIG", state.join("envtest").join("kubeconfig"))
+            .env("TMPDIR", &dir)
+            .env("RUNTIME_NAMESPACE", FLUX_NS)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("starting the shard controller");
+        let shard = Self {
+            child,
+            key: key.into(),
+            dir,
+        };
+        let start = Instant::now();
+        while !shard.log().contains("Starting workers") {
+            assert!(
+                start.elapsed() < SHARD_START,
+                "the shard controller did not start: {}",
+                shard.log()
+            );
+            tokio::time::sleep(POLL).await;
+        }
+        shard
+    }
+
+    /// Everything the controller logged so far (JSON lines).
+    #[must_use]
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.dir.join("log")).unwrap_or_default()
+    }
+
+    /// SIGKILL, as a node loss or OOM kill would; returns the key for a restart.
+    #[must_use]
+    pub fn kill(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::mem::take(&mut self.key)
+    }
+
+    /// A new process for the same shard key (as after a Pod restart).
+    pub async fn start_again(key: String) -> Self {
+        Self::start(&key).await
+    }
+}
+
+impl Drop for Shard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

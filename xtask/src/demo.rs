@@ -14,6 +14,12 @@
 //! 6. The last line: `demo: ok pause_proven=<s>s secrets_reasserted=<n> fences_left=0`, only
 //!    when every step passed. Any failure is one `xtask: ...` line and a non-zero exit.
 //!
+//! With `--flux real` (docs/real-flux.md) the same story runs against the real kustomize- and
+//! source-controller of `cluster up --flux real`: no source model; the registry is that plane's
+//! (user `flux-pull`, its password the throwaway credential), the image its Flux artifact, and
+//! source-controller itself fails to pull with the stale Secret and pulls again after the
+//! reassert.
+//!
 //! Without `--keep` everything stops on every exit path (a guard's `Drop`; Ctrl-C reaches the
 //! processes, which share our process group); with `--keep` they run in their own process
 //! groups and `cargo xtask demo down` stops them.
@@ -31,6 +37,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 use crate::daemon::{self, Spec};
+use crate::realflux::{self, Flux};
 use crate::{bins, cluster, paths};
 
 /// The demo user of the registry and of the credential.
@@ -43,8 +50,8 @@ const GRACE: Duration = Duration::from_secs(10);
 const REGISTRY: (&str, &str) = ("registry", "flux-demo-setup");
 const SOURCE_MODEL: (&str, &str) = ("source-model", "flux-source-model");
 
-/// `cargo xtask demo [--keep]`.
-pub fn run(keep: bool) -> anyhow::Result<()> {
+/// `cargo xtask demo [--keep] [--flux model|real]`.
+pub fn run(keep: bool, flux: Flux) -> anyhow::Result<()> {
     let started = Instant::now();
     let state = paths::demo_state();
     let mut clock = Clock::new();
@@ -53,25 +60,41 @@ pub fn run(keep: bool) -> anyhow::Result<()> {
         eprintln!("xtask: stopping the demo left running by an earlier `cargo xtask demo --keep`");
     }
     stop_all(&state)?;
-    let testkit = bins::build(
-        "testkit",
-        &["flux-model", "flux-source-model", "flux-demo-setup"],
-    )?;
+    let wanted: &[&str] = match flux {
+        Flux::Model => &["flux-model", "flux-source-model", "flux-demo-setup"],
+        Flux::Real => &["flux-demo-setup"],
+    };
+    let testkit = bins::build("testkit", wanted)?;
     let cli = bins::build("handoff-cli", &["flux-handoff"])?.remove(0);
-    clock.step("built flux-handoff, the controller and source models, the setup tool");
+    clock.step("built flux-handoff, the Flux side, the setup tool");
 
-    let (_launcher, line) = cluster::start(&state, keep, crate::realflux::Flux::Model)?;
+    let (_launcher, line) = cluster::start(&state, keep, flux)?;
     let teardown = Teardown {
         state: state.clone(),
         keep,
     };
     let kubeconfig = cluster::kubeconfig_of(&line)?;
-    clock.step("control plane and controller model ready (flux-system seeded)");
-
-    let demo = Demo::start_helpers(&state, kubeconfig, cli, &testkit, keep)?;
+    let demo = match flux {
+        Flux::Model => {
+            clock.step("control plane and controller model ready (flux-system seeded)");
+            Demo::start_helpers(&state, kubeconfig, cli, &testkit, keep)?
+        }
+        Flux::Real => {
+            clock.step(
+                "control plane, real kustomize-controller and source-controller ready \
+                 (flux-system seeded from the OCI artifact)",
+            );
+            Demo::on_real_plane(&state, kubeconfig, cli, &testkit[0])?
+        }
+    };
     clock.step(&format!(
-        "registry {} holds {}; source model running",
-        demo.host, demo.image
+        "registry {} holds {}; {} running",
+        demo.host,
+        demo.image,
+        match flux {
+            Flux::Model => "source model",
+            Flux::Real => "source-controller",
+        }
     ));
     demo.seed()?;
     clock.step("seeded: stale Secrets, a source that cannot pull, a frozen parent");
@@ -118,6 +141,8 @@ pub fn run(keep: bool) -> anyhow::Result<()> {
 /// The running demo: where things are, and the throwaway credential.
 struct Demo {
     kubeconfig: PathBuf,
+    /// The registry user the credential belongs to.
+    user: &'static str,
     cli: PathBuf,
     setup: PathBuf,
     token: String,
@@ -164,11 +189,32 @@ impl Demo {
         .context("starting the source model")?;
         Ok(Self {
             kubeconfig,
+            user: USER,
             cli,
             setup: setup.clone(),
             token,
             host,
             image,
+        })
+    }
+
+    /// The demo on a `--flux real` plane: its registry, user and artifact (no helper process).
+    fn on_real_plane(
+        state: &Path,
+        kubeconfig: PathBuf,
+        cli: PathBuf,
+        setup: &Path,
+    ) -> anyhow::Result<Self> {
+        let host = realflux::registry_host(state)?;
+        let token = realflux::registry_password(state)?;
+        Ok(Self {
+            kubeconfig,
+            user: realflux::REGISTRY_USER,
+            cli,
+            setup: setup.to_path_buf(),
+            token,
+            image: format!("{host}/{}", realflux::ARTIFACT),
+            host,
         })
     }
 
@@ -221,7 +267,7 @@ impl Demo {
             "--credential-env",
             TOKEN_ENV,
             "--username",
-            USER,
+            self.user,
             "--image",
             &self.image,
             "--insecure-http-host",
@@ -282,6 +328,11 @@ pub fn down() -> anyhow::Result<()> {
 fn stop_all(state: &Path) -> anyhow::Result<()> {
     if !state.exists() {
         return Ok(());
+    }
+    // A real-Flux demo has no helpers of its own: its registry is the plane's (same state
+    // stem), which `cluster::stop` stops.
+    if Flux::of(state) == Flux::Real {
+        return cluster::stop(state);
     }
     let source = daemon::stop(state, SOURCE_MODEL.0, SOURCE_MODEL.1, GRACE);
     let registry = daemon::stop(state, REGISTRY.0, REGISTRY.1, GRACE);

@@ -33,8 +33,14 @@ pub const SOURCE: Controller = Controller {
     version: "v1.9.6",
 };
 
+pub const HELM: Controller = Controller {
+    name: "helm-controller",
+    module: "github.com/fluxcd/helm-controller",
+    version: "v1.6.4",
+};
+
 /// The controllers `cluster up --flux real` runs, in start order.
-pub const CONTROLLERS: [Controller; 2] = [SOURCE, KUSTOMIZE];
+pub const CONTROLLERS: [Controller; 3] = [SOURCE, KUSTOMIZE, HELM];
 
 impl Controller {
     fn src(self) -> PathBuf {

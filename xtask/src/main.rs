@@ -31,7 +31,8 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  demo [--keep]           the GHCR credential handoff of the original incident, end to end:
+  demo [--keep] [--flux model|real]
+                          the GHCR credential handoff of the original incident, end to end:
                           builds what it needs, starts a private control plane (state in
                           target/flux-handoff/demo) with the Flux controller and source models
                           and a local registry, seeds stale Secrets and a parent frozen at
@@ -39,7 +40,8 @@ commands:
                           `flux-handoff fences` while the fences are held, and ends with
                           `demo: ok pause_proven=<s>s secrets_reasserted=<n> fences_left=0`.
                           Stops everything afterwards; --keep leaves it running and prints
-                          `export KUBECONFIG=...`
+                          `export KUBECONFIG=...`. --flux real runs it against the real
+                          kustomize- and source-controller (cluster up --flux real)
   demo down               stop a demo left running by --keep
   cluster up [--flux model|real] [--detach]
                           build (cached) and start the local control plane: a real
@@ -48,7 +50,7 @@ commands:
                           seeded. Prints `ready kubeconfig=<path> server=<url>`. Without
                           --detach it runs in the foreground until Ctrl-C; with --detach it
                           returns (an already running one is reused). --flux real runs the
-                          real kustomize-controller and source-controller (built from Go
+                          real kustomize-, source- and helm-controller (built from Go
                           modules, cached; xtask/flux/) with upstream's CRDs, and seeds the
                           tree from an OCI artifact in a local registry (docs/real-flux.md)
   cluster down            stop the controller model, then the control plane, and delete their
@@ -66,8 +68,9 @@ commands:
                           --workspace, doc tests; stops the control plane on every exit path;
                           then the real Flux tier (below)
   ci real                 only the real Flux tier: a private control plane with the real
-                          kustomize- and source-controller (cluster up --flux real), the
-                          real_flux_ tests, everything stopped on every exit path
+                          kustomize-, source- and helm-controller (cluster up --flux real), the
+                          real_flux_ tests and the fact_ tests against the real controllers
+                          (testkit/tests/real_flux.rs), everything stopped on every exit path
   verify [--quick]        model-check the handoff protocol with the production decision
                           functions (crate verify, docs/verify.md): every property to the
                           bound, then each mutant must be caught; last line `verify:
@@ -107,9 +110,15 @@ fn main() -> ExitCode {
         ["cluster", "down"] => cluster::down(),
         ["cluster", "check"] => cluster::check(None),
         ["cluster", "check", "--kubeconfig", k] => cluster::check(Some(k)),
-        ["demo"] => demo::run(false),
-        ["demo", "--keep"] => demo::run(true),
         ["demo", "down"] => demo::down(),
+        ["demo", flags @ ..] => match demo_flags(flags) {
+            Ok((keep, flux)) => demo::run(keep, flux),
+            Err(e) => {
+                eprintln!("xtask: {e}");
+                eprint!("{USAGE}");
+                return ExitCode::from(2);
+            }
+        },
         ["chaos", flags @ ..] => match chaos::Flags::parse(flags) {
             Ok(f) => chaos::run(&f),
             Err(e) => {
@@ -142,6 +151,26 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `[--keep] [--flux model|real]` of `demo`, in any order.
+fn demo_flags(flags: &[&str]) -> anyhow::Result<(bool, realflux::Flux)> {
+    let mut keep = false;
+    let mut flux = realflux::Flux::Model;
+    let mut it = flags.iter();
+    while let Some(flag) = it.next() {
+        match *flag {
+            "--keep" => keep = true,
+            "--flux" => {
+                let value = it
+                    .next()
+                    .ok_or_else(|| anyhow::anyhow!("--flux needs a value"))?;
+                flux = realflux::Flux::parse(value)?;
+            }
+            other => anyhow::bail!("unknown flag `{other}` for demo"),
+        }
+    }
+    Ok((keep, flux))
 }
 
 /// `[--flux model|real] [--detach]` of `cluster up`, in any order.
@@ -211,8 +240,9 @@ fn ci() -> anyhow::Result<()> {
     ci_real()
 }
 
-/// Tier 3 of `ci` (also `cargo xtask ci real` alone): the `real_flux_` tests against the real
-/// Flux controllers (built from Go modules, cached) on a private control plane of their own.
+/// Tier 3 of `ci` (also `cargo xtask ci real` alone): the `real_flux_` tests and the `fact_`
+/// tests against the real Flux controllers (built from Go modules, cached) on a private control
+/// plane of their own.
 fn ci_real() -> anyhow::Result<()> {
     let root = paths::root();
     if !proc::succeeds("cargo", &["nextest", "--version"], &root) {

@@ -18,16 +18,16 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
+use crate::bins;
 use crate::daemon::{self, Spec};
 use crate::flux::{self, Controller};
-use crate::{bins, paths};
 
 /// Which Flux runs beside the control plane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flux {
     /// `flux-model`, our controller model (the default).
     Model,
-    /// kustomize-controller and source-controller built from Go modules.
+    /// kustomize-, source- and helm-controller built from Go modules.
     Real,
 }
 
@@ -66,6 +66,29 @@ impl Flux {
     }
 }
 
+/// The registry user of the plane's artifact (testkit `real_flux::USER`).
+pub const REGISTRY_USER: &str = "flux-pull";
+/// The plane's artifact, `<repo>:<tag>` (testkit `real_flux::{REPO, TAG}`).
+pub const ARTIFACT: &str = "flux-system/manifests:latest";
+
+/// `127.0.0.1:<port>` of the registry of the real-Flux plane in `state`.
+pub fn registry_host(state: &Path) -> anyhow::Result<String> {
+    let out = fs::read_to_string(state.join(format!("{}.stdout", REGISTRY.0)))
+        .context("reading the registry's output")?;
+    out.split_whitespace()
+        .find_map(|w| w.strip_prefix("host="))
+        .map(str::to_string)
+        .context("the registry printed no host=")
+}
+
+/// The registry password of the real-Flux plane in `state` (a throwaway, mode 0600).
+pub fn registry_password(state: &Path) -> anyhow::Result<String> {
+    Ok(fs::read_to_string(state.join("registry-password"))
+        .context("reading the registry password")?
+        .trim()
+        .to_string())
+}
+
 /// The registry process: (state-file stem, program name).
 const REGISTRY: (&str, &str) = ("registry", "flux-real-setup");
 const SETUP_BIN: &str = "flux-real-setup";
@@ -91,12 +114,6 @@ pub fn prepare(state: &Path) -> anyhow::Result<PathBuf> {
                 .with_context(|| format!("copying {}", file.display()))?;
         }
     }
-    // No helm-controller is built (xtask/flux/DEVIATIONS.md): the model's HelmRelease CRD lets
-    // tools that list HelmReleases work.
-    fs::copy(
-        paths::crds().join("helmreleases.yaml"),
-        crds.join("helmreleases.yaml"),
-    )?;
     Ok(crds)
 }
 

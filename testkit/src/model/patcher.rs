@@ -42,11 +42,18 @@ impl StatusPatcher {
             field_manager: Some(STATUS_MANAGER.into()),
             ..PatchParams::default()
         };
+        // All parts are attempted and the first error returned, as the Flux helper aggregates
+        // them (runtime `patch/patch.go:223-235`): a failed conditions part does not stop the
+        // rest of status, `lastHandledReconcileAt` included.
         let before_conds = conditions(&self.baseline);
         let after_conds = conditions(current);
-        if before_conds != after_conds {
-            self.write_conditions(&before_conds, &after_conds, &pp)
-                .await?;
+        let mut first_err = None;
+        if before_conds != after_conds
+            && let Err(e) = self
+                .write_conditions(&before_conds, &after_conds, &pp)
+                .await
+        {
+            first_err = Some(e);
         }
         let strip = |v: &Value| {
             let mut v = v.clone();
@@ -56,11 +63,22 @@ impl StatusPatcher {
             v
         };
         if let Some(diff) = merge_patch(&strip(&self.baseline), &strip(current)) {
-            let out = self
+            match self
                 .api
                 .patch_status(&self.name, &pp, &Patch::Merge(json!({ "status": diff })))
-                .await?;
-            self.resource_version = out.metadata.resource_version.unwrap_or_default();
+                .await
+            {
+                Ok(out) => {
+                    self.resource_version = out.metadata.resource_version.unwrap_or_default();
+                }
+                Err(e) => {
+                    first_err.get_or_insert(e.into());
+                }
+            }
+        }
+        // The SerialPatcher moves its baseline only after a patch without error.
+        if let Some(e) = first_err {
+            return Err(e);
         }
         self.baseline = current.clone();
         Ok(())

@@ -12,8 +12,8 @@ use super::apply::{ChildPlan, apply_children, read_children};
 use super::events::{ModelEvent, Outcome};
 use super::patcher::StatusPatcher;
 use super::status::{
-    HEALTHY, Mark, PROGRESSING, READY, RECONCILING, REQUESTED_AT, finalize_status, now_rfc3339,
-    parse_go_duration, set_condition,
+    HEALTHY, Mark, PROGRESSING, READY, RECONCILING, REQUESTED_AT, delete_condition,
+    finalize_status, now_rfc3339, parse_go_duration, set_condition,
 };
 use super::{Controller, FINALIZER, Inner, Phase, STATUS_MANAGER, split_key};
 
@@ -188,6 +188,13 @@ async fn finish(
     requeue: Requeue,
 ) -> Requeue {
     finalize_status(&mut status, read.requested_at.as_deref(), read.generation);
+    // helm-controller's deferred patch observes the generation on every clean return, the
+    // suspended one included (hc `helmrelease_controller.go:153-155`; seen live with v1.6.4).
+    if inner.config.controller == Controller::Helm
+        && matches!(outcome, Outcome::Succeeded | Outcome::Suspended)
+    {
+        status["observedGeneration"] = json!(read.generation);
+    }
     match patcher.write(&status).await {
         Ok(()) => {
             inner.events.push(ModelEvent::Finished {
@@ -233,8 +240,14 @@ async fn working(
         reason: "ReconciliationFailed",
         message: format!("{e:#}"),
     };
+    let health = runs_health(inner, read, obj);
     for phase in Phase::ALL {
         let gen_ = read.generation;
+        if phase == Phase::Health && !health {
+            // kc `kustomization_controller.go:1059-1062`: no health phase, no Healthy condition.
+            delete_condition(status, HEALTHY);
+            continue;
+        }
         mark_phase(
             status,
             inner.config.controller,
@@ -301,6 +314,29 @@ async fn working(
     }
     mark_succeeded(status, inner.config.controller, &revision, read.generation);
     Ok(())
+}
+
+/// Whether a working path of `obj` has a health phase. kustomize-controller runs one only with
+/// `spec.wait` or `spec.healthChecks` (kc `internal/controller/kustomization_controller.go:1059`);
+/// a knob armed at the health phase of `read`'s object stands for such a health check.
+/// helm-controller always waits in the model.
+fn runs_health(inner: &Inner, read: &Read, obj: &DynamicObject) -> bool {
+    let spec = &obj.data["spec"];
+    let configured = spec["wait"] == json!(true)
+        || spec["healthChecks"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty());
+    let k = inner.knobs();
+    let armed = k
+        .hangs
+        .get(&read.key)
+        .is_some_and(|(p, _, _)| *p == Phase::Health)
+        || k.failing.get(&read.key) == Some(&Phase::Health)
+        || k.restart_at.get(&read.key) == Some(&Phase::Health)
+        || k.touches
+            .iter()
+            .any(|t| t.trigger == read.key && t.phase == Phase::Health);
+    inner.config.controller == Controller::Helm || configured || armed
 }
 
 /// The end of a working path: `Ready=True` (and `lastAppliedRevision` for Kustomizations).
@@ -375,7 +411,7 @@ fn mark_phase(
     let verb = match (controller, phase) {
         (Controller::Kustomize, Phase::Fetch) => "Fetching manifests",
         (Controller::Kustomize, Phase::Build) => "Building manifests",
-        (Controller::Kustomize, Phase::Apply) => "Applying manifests",
+        (Controller::Kustomize, Phase::Apply) => "Detecting drift",
         (Controller::Helm, Phase::Fetch) => "Fetching chart",
         (Controller::Helm, Phase::Build) => "Rendering release",
         (Controller::Helm, Phase::Apply) => "Running 'upgrade' action",

@@ -4,8 +4,6 @@
 
 #![allow(dead_code)] // not every test uses every helper
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,7 +27,7 @@ pub const PARENT: &str = "flux-system";
 pub const TARGET: &str = "child";
 pub const OWNER_KEY: &str = "flux-handoff.io/owner";
 const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
-const SHARD_KEY: &str = "sharding.fluxcd.io/key";
+use testkit::real_flux::SHARD_KEY;
 /// Bound of every wait of these tests (the real controllers' first reconcile included).
 const WAIT: Duration = Duration::from_secs(90);
 const POLL: Duration = Duration::from_millis(200);
@@ -252,86 +250,7 @@ pub fn timing() -> Timing {
     Timing::new(Duration::from_millis(250), Duration::from_secs(90))
 }
 
-/// A kustomize-controller of the test's own, reconciling only objects labelled with the
-/// namespace's shard key. Killed on drop.
-pub struct Shard {
-    child: Child,
-    key: String,
-    dir: PathBuf,
-}
-
-impl Shard {
-    pub async fn start(key: &str) -> Self {
-        let state = state_dir();
-        let bin = std::fs::read_to_string(state.join("kustomize-controller.bin"))
-            .expect("the real-Flux control plane records its kustomize-controller binary");
-        let dir = std::env::temp_dir().join(format!("rf-shard-{key}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let log = std::fs::File::create(dir.join("log")).unwrap();
-        let child = Command::new(bin.trim())
-            .args(["--metrics-addr=0", "--health-addr=0"])
-            .arg(format!("--watch-label-selector={SHARD_KEY}={key}"))
-            .env("KUBECONFIG", state.join("envtest").join("kubeconfig"))
-            .env("TMPDIR", &dir)
-            .env("RUNTIME_NAMESPACE", FLUX_NS)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let shard = Self {
-            child,
-            key: key.into(),
-            dir,
-        };
-        shard.wait_started().await;
-        shard
-    }
-
-    async fn wait_started(&self) {
-        let start = Instant::now();
-        loop {
-            let log = std::fs::read_to_string(self.dir.join("log")).unwrap_or_default();
-            if log.contains("Starting workers") {
-                return;
-            }
-            assert!(
-                start.elapsed() < WAIT,
-                "the shard controller did not start: {log}"
-            );
-            tokio::time::sleep(POLL).await;
-        }
-    }
-
-    /// SIGKILL, as a node loss or OOM kill would; returns the key for a restart.
-    pub fn kill(mut self) -> String {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        std::mem::take(&mut self.key)
-    }
-
-    pub async fn start_again(key: String) -> Self {
-        Self::start(&key).await
-    }
-}
-
-impl Drop for Shard {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// The state directory of the real-Flux control plane: two levels above its kubeconfig.
-fn state_dir() -> PathBuf {
-    let kubeconfig = testkit::real_flux::kubeconfig().unwrap();
-    kubeconfig
-        .parent()
-        .and_then(std::path::Path::parent)
-        .expect("kubeconfig inside <state>/envtest")
-        .to_path_buf()
-}
+pub use testkit::real_flux::Shard;
 
 pub fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
     obj.pointer("/metadata/annotations")?.get(key)?.as_str()
