@@ -37,7 +37,7 @@
 //! recover_finished_runs = true   # pause/run/ghcr reassert: recover a finished CI run's hold first
 //! ```
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use flux_suspend::settings::{ControllerTable, FenceTable, LeaseTable, Tables, TargetTable};
 use serde::Deserialize;
@@ -68,13 +68,7 @@ impl FileConfig {
 }
 
 /// `[recovery]`: the evidence recovery uses (see docs/recovery.md).
-#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct RecoveryConfig {
-    pub evidence: Option<String>,
-    pub github_token_file: Option<PathBuf>,
-    pub recover_finished_runs: Option<bool>,
-}
+pub use flux_fence::liveness::RecoveryTable as RecoveryConfig;
 
 /// `[ghcr]`: the lower layer of `ghcr check`/`ghcr reassert`'s settings.
 pub use ghcr_auth::GhcrSettings as GhcrConfig;
@@ -180,7 +174,10 @@ mod tests {
         .unwrap();
         let r = cfg.recovery.unwrap();
         assert_eq!(r.evidence.as_deref(), Some("github"));
-        assert_eq!(r.github_token_file, Some(PathBuf::from("/run/gh")));
+        assert_eq!(
+            r.github_token_file,
+            Some(std::path::PathBuf::from("/run/gh"))
+        );
         assert_eq!(r.recover_finished_runs, Some(true));
         let err = parse("[recovery]\ntoken = \"x\"\n").unwrap_err();
         assert!(err.contains("token"), "{err}");

@@ -13,6 +13,7 @@
 
 mod github;
 mod judge;
+mod settings;
 
 use std::fmt;
 use std::future::Future;
@@ -20,6 +21,7 @@ use std::pin::Pin;
 
 pub use github::{DEFAULT_API_URL, GithubConfig, GithubRuns};
 pub use judge::{CiRun, judge_attempt};
+pub use settings::{Evidence, RecoveryTable};
 
 /// What a liveness source answered about a holder.
 #[derive(Debug, Clone, PartialEq, Eq)]
