@@ -40,6 +40,8 @@ pub struct Output {
     phase_started: Instant,
     phases: Vec<Phase>,
     facts: serde_json::Map<String, Value>,
+    /// The objects fenced, parents first (the step summary's "Paused").
+    paused: Vec<String>,
     /// Milliseconds from the start until the pause was proven (the `proof` fact arrived).
     proven_after: Option<u128>,
 }
@@ -55,6 +57,7 @@ impl Output {
             phase_started: now,
             phases: Vec::new(),
             facts: serde_json::Map::new(),
+            paused: Vec::new(),
             proven_after: None,
         }
     }
@@ -105,6 +108,11 @@ impl Output {
         }
     }
 
+    /// Records objects just fenced, for the step summary.
+    pub fn paused(&mut self, objects: &[String]) {
+        self.paused.extend_from_slice(objects);
+    }
+
     /// Adds a fact to the final JSON document. The `proof` fact marks the moment the pause was
     /// proven (the `proven_after_s` output in Actions).
     pub fn fact(&mut self, key: &str, value: Value) {
@@ -133,6 +141,7 @@ impl Output {
                 error,
                 phases: &self.phases,
                 facts: &self.facts,
+                paused: &self.paused,
                 proven_after_ms: self.proven_after,
             };
             if let Err(e) = report.step_report().append_to_runner_files() {

@@ -5,7 +5,7 @@
 use std::str::FromStr;
 
 use flux_fence::Holder;
-use flux_suspend::{Cancel, Event, Members, Session, SessionError, SessionOptions};
+use flux_suspend::{Cancel, Event, Members, Session, SessionError, SessionOptions, Step};
 use kube::Client;
 
 use crate::cli::HolderArg;
@@ -85,6 +85,7 @@ pub async fn start(
             ),
         );
     }
+    out.fact("holder", serde_json::json!(session.holder().to_string()));
     out.phase(&format!(
         "lease acquired: {lease} (holder {}, epoch {})",
         session.holder(),
@@ -107,6 +108,14 @@ pub fn report(out: &mut Output, event: &Event, members: &Members) {
             {
                 out.warning(&format!("past half of its budget: {line}"));
             }
+        }
+        Event::Step(Step::FenceParents) => {
+            out.paused(&members.parents);
+            out.phase(&line);
+        }
+        Event::Step(Step::FenceTargets) => {
+            out.paused(&members.targets);
+            out.phase(&line);
         }
         _ => out.phase(&line),
     }

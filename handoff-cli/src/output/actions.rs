@@ -27,6 +27,8 @@ pub struct Report<'a> {
     pub error: Option<&'a str>,
     pub phases: &'a [Phase],
     pub facts: &'a Map<String, Value>,
+    /// The objects this run fenced, parents first.
+    pub paused: &'a [String],
     /// Milliseconds from the start until the pause was proven.
     pub proven_after_ms: Option<u128>,
 }
@@ -52,33 +54,6 @@ impl Report<'_> {
         }
     }
 
-    /// The holder of this run: the `holder` fact, else the one named by the Lease phase line
-    /// (`lease acquired: ns/name (holder H, epoch N)`).
-    pub fn holder(&self) -> Option<String> {
-        if let Some(h) = self.facts.get("holder").and_then(Value::as_str) {
-            return Some(h.to_string());
-        }
-        self.phases.iter().find_map(|p| {
-            let rest = p.name.strip_prefix("lease acquired: ")?;
-            let start = rest.find("(holder ")? + "(holder ".len();
-            let end = start + rest[start..].find(',')?;
-            Some(rest[start..end].to_string())
-        })
-    }
-
-    /// The objects this run fenced, from the fence phase lines, parents first.
-    pub fn fenced(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for prefix in ["parent fenced: ", "target fenced: "] {
-            for p in self.phases {
-                if let Some(list) = p.name.strip_prefix(prefix) {
-                    out.extend(list.split(", ").filter(|s| !s.is_empty()).map(Into::into));
-                }
-            }
-        }
-        out
-    }
-
     /// The one command to run next after a failure.
     pub fn next_command(&self) -> Option<&'static str> {
         match self.code {
@@ -98,8 +73,12 @@ impl Report<'_> {
             outcome,
             &format!("{} ({outcome})", self.code),
         );
-        r.holder = self.holder();
-        r.paused = self.fenced();
+        r.holder = self
+            .facts
+            .get("holder")
+            .and_then(Value::as_str)
+            .map(Into::into);
+        r.paused = self.paused.to_vec();
         r.proven_after = self
             .proven_after_ms
             .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX)));
@@ -163,6 +142,7 @@ mod tests {
             error,
             phases,
             facts,
+            paused: &[],
             proven_after_ms: None,
         }
     }
@@ -220,79 +200,28 @@ mod tests {
     }
 
     #[test]
-    fn holder_comes_from_the_fact_else_from_the_lease_line() {
-        let phases = run_phases();
-        let facts = Map::new();
-        let r = report("run", 0, None, &phases, &facts);
-        assert_eq!(r.holder().as_deref(), Some("gh12.1-a1b2c3"));
-        let mut facts = Map::new();
-        facts.insert("holder".into(), json!("local-ffffff"));
-        let r = report("pause", 0, None, &phases, &facts);
-        assert_eq!(r.holder().as_deref(), Some("local-ffffff"));
-        assert_eq!(report("run", 3, None, &[], &Map::new()).holder(), None);
-    }
-
-    #[test]
-    fn fenced_objects_are_read_from_the_fence_lines_parents_first() {
-        let phases = vec![
-            phase("target fenced: Kustomization a/t1, Kustomization a/t2", 1),
-            phase("parent fenced: Kustomization a/p", 1),
-        ];
-        let facts = Map::new();
-        assert_eq!(
-            report("pause", 0, None, &phases, &facts).fenced(),
-            [
-                "Kustomization a/p",
-                "Kustomization a/t1",
-                "Kustomization a/t2"
-            ]
-        );
-    }
-
-    #[test]
-    fn outputs_are_one_line_each_and_empty_when_not_reached() {
-        let phases = run_phases();
-        let mut facts = Map::new();
-        facts.insert(
-            "secret_counts".into(),
-            json!({"created": 1, "updated": 2, "unchanged": 5, "adopted": 1}),
-        );
-        let mut r = report("ghcr reassert", 0, None, &phases, &facts);
-        r.proven_after_ms = Some(2390);
-        assert_eq!(
-            r.step_report().outputs(),
-            [
-                ("holder", "gh12.1-a1b2c3".to_string()),
-                ("outcome", "succeeded".to_string()),
-                ("proven_after_s", "2.4".to_string()),
-                ("secrets_reasserted", "4".to_string()),
-            ]
-        );
-        let none = Map::new();
-        let r = report("run", 130, Some("interrupted"), &[], &none);
-        assert_eq!(
-            r.step_report().outputs(),
-            [
-                ("holder", String::new()),
-                ("outcome", "cancelled".to_string()),
-                ("proven_after_s", String::new()),
-                ("secrets_reasserted", String::new()),
-            ]
-        );
-    }
-
-    #[test]
     fn the_step_report_carries_the_mapping() {
         let phases = run_phases();
         let mut facts = Map::new();
         facts.insert("proof".into(), json!({"passes": 3, "counters": "reads=9"}));
         facts.insert("command_exit_code".into(), json!(0));
-        let md = report("run", 130, Some("interrupted"), &phases, &facts)
-            .step_report()
-            .summary();
+        facts.insert(
+            "secret_counts".into(),
+            json!({"created": 1, "updated": 2, "unchanged": 5, "adopted": 1}),
+        );
+        facts.insert("holder".into(), json!("gh12.1-a1b2c3"));
+        let paused = ["Kustomization flux-system/flux-system".to_string()];
+        let mut r = report("run", 130, Some("interrupted"), &phases, &facts);
+        r.proven_after_ms = Some(2390);
+        r.paused = &paused;
+        let step = r.step_report();
+        assert_eq!(step.outputs()[2], ("proven_after_s", "2.4".to_string()));
+        assert_eq!(step.outputs()[3], ("secrets_reasserted", "4".to_string()));
+        let md = step.summary();
         for want in [
             "### flux-handoff run: cancelled",
-            "| Paused | Kustomization flux-system/flux-system, Kustomization flux-system/infrastructure |",
+            "| Holder | `gh12.1-a1b2c3` |",
+            "| Paused | Kustomization flux-system/flux-system |",
             "| Proof | 3 passes; reads=9 |",
             "| Command exit code | 0 |",
             "| Exit code | 130 (cancelled) |",
