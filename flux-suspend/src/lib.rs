@@ -76,6 +76,7 @@
 //! before the suspend is still running.
 
 mod cancel;
+pub mod command;
 pub mod doctor;
 pub mod error;
 pub mod fences;

@@ -5,6 +5,7 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
+use flux_suspend::command::{self, Ended};
 use flux_suspend::{Cancel, Paused};
 use serde_json::json;
 
@@ -44,9 +45,9 @@ pub async fn run(
     session::finish(session::result(outcome.result), outcome.cleanup, out)
 }
 
-/// Runs the command in its own process group until it exits, or until the session is
-/// cancelled or loses its Lease: then SIGTERM to the group, SIGKILL after `grace` (at once
-/// when hurried).
+/// Runs the command ([`flux_suspend::command::run_while_paused`]) until it exits, or until
+/// the session is cancelled or loses its Lease: then it is stopped (SIGTERM to its group,
+/// SIGKILL after `grace`, at once when hurried).
 async fn command(
     program: &str,
     rest: &[String],
@@ -54,89 +55,24 @@ async fn command(
     grace: Duration,
     out: &RefCell<&mut Output>,
 ) -> Result<u8, Failure> {
-    let proof = format!(
-        "passes={} {}",
-        paused.proof.passes(),
-        paused.proof.counters()
-    );
-    out.borrow_mut().fact(
-        "proof",
-        json!({ "passes": paused.proof.passes(), "counters": paused.proof.counters().to_string() }),
-    );
+    let (passes, counters) = (paused.proof.passes(), paused.proof.counters().to_string());
+    out.borrow_mut()
+        .fact("proof", json!({ "passes": passes, "counters": counters }));
     let mut cmd = tokio::process::Command::new(program);
-    cmd.args(rest)
-        .env("FLUX_HANDOFF_HOLDER", paused.holder.to_string())
-        .env("FLUX_HANDOFF_PROOF", proof)
-        .env("FLUX_HANDOFF_TARGETS", paused.targets.join(","))
-        // Its own process group, so a stop reaches everything it started.
-        .process_group(0)
-        .kill_on_drop(true);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| Failure::usage(format!("run: cannot start {program:?}: {e}")))?;
+    cmd.args(rest);
     out.borrow_mut().phase(&format!("running {program}"));
-    let status = tokio::select! {
-        s = child.wait() => s,
-        () = paused.cancel.stopped() => {
-            stop_group(&mut child, grace, &paused.cancel).await;
-            return Err(Failure::new(
-                exit::INTERRUPTED,
-                format!("interrupted while {program} was running; it was stopped"),
-            ));
-        }
+    let ended = command::run_while_paused(&paused, cmd, grace)
+        .await
+        .map_err(|e| Failure::usage(format!("run: cannot start {program:?}: {e}")))?;
+    let Ended::Exited(status) = ended else {
+        return Err(Failure::new(
+            exit::INTERRUPTED,
+            format!("interrupted while {program} was running; it was stopped"),
+        ));
     };
-    let status =
-        status.map_err(|e| Failure::new(exit::INTERNAL, format!("waiting for {program}: {e}")))?;
-    let code = exit_code(status);
+    let code = command::exit_code(status).unwrap_or(exit::INTERNAL);
     out.borrow_mut()
         .phase(&format!("{program} exited with {code}"));
     out.borrow_mut().fact("command_exit_code", json!(code));
     Ok(code)
-}
-
-/// The exit code of a finished command: its own, or 128+N when signal N ended it.
-fn exit_code(status: std::process::ExitStatus) -> u8 {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(c), _) => u8::try_from(c).unwrap_or(exit::INTERNAL),
-        (None, Some(sig)) => u8::try_from(128 + sig).unwrap_or(exit::INTERNAL),
-        (None, None) => exit::INTERNAL,
-    }
-}
-
-/// SIGTERM to the command's process group, then SIGKILL once `grace` passed or the session is
-/// hurried (at once when it already is); waits until the command is gone.
-async fn stop_group(child: &mut tokio::process::Child, grace: Duration, cancel: &Cancel) {
-    use rustix::process::{Pid, Signal, kill_process_group};
-    let Some(group) = child
-        .id()
-        .and_then(|id| Pid::from_raw(i32::try_from(id).ok()?))
-    else {
-        return;
-    };
-    if !cancel.is_hurried() {
-        let _ = kill_process_group(group, Signal::TERM);
-        tokio::select! {
-            _ = child.wait() => return,
-            () = tokio::time::sleep(grace) => {}
-            () = cancel.hurried() => {}
-        }
-    }
-    let _ = kill_process_group(group, Signal::KILL);
-    let _ = child.wait().await;
-}
-
-#[cfg(test)]
-mod tests {
-    use std::os::unix::process::ExitStatusExt;
-
-    use super::exit_code;
-
-    #[test]
-    fn a_command_ended_by_a_signal_exits_128_plus_the_signal() {
-        // Raw wait statuses: exit code 3 is 3 << 8; killed by SIGTERM (15) is 15.
-        assert_eq!(exit_code(std::process::ExitStatus::from_raw(3 << 8)), 3);
-        assert_eq!(exit_code(std::process::ExitStatus::from_raw(15)), 143);
-        assert_eq!(exit_code(std::process::ExitStatus::from_raw(9)), 137);
-    }
 }
