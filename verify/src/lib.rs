@@ -36,6 +36,7 @@
 mod env;
 mod model;
 mod props;
+mod reduce;
 mod run;
 mod state;
 mod tools;

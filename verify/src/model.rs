@@ -196,6 +196,8 @@ pub struct Handoff {
     pub bounds: Bounds,
     pub mutant: Option<Mutant>,
     pub keys: AnnotationKeys,
+    /// Whether the reductions of [`crate::reduce`] apply (off only to test them).
+    pub reduced: bool,
     holders: Vec<Holder>,
     tool_holders: [Holder; 3],
 }
@@ -212,7 +214,28 @@ impl Handoff {
                 .map(|i| h(&format!("run{i}-verify")))
                 .collect(),
             tool_holders: [h("run0-verify"), h("recover-verify"), h("janitor-verify")],
+            reduced: true,
         }
+    }
+
+    /// The same model without the reductions (every step, every resourceVersion), to check
+    /// that the reductions keep its behaviours.
+    #[must_use]
+    pub fn unreduced(bounds: Bounds, mutant: Option<Mutant>) -> Self {
+        Self {
+            reduced: false,
+            ..Self::new(bounds, mutant)
+        }
+    }
+
+    /// The representative the reduced model keeps for a state of the unreduced one: local
+    /// steps merged, dead variables reset, resourceVersions renamed.
+    #[must_use]
+    pub fn representative(&self, mut s: State) -> State {
+        for r in 0..s.runs.len() {
+            crate::reduce::skip_local(&mut s, r);
+        }
+        crate::reduce::canonical(s)
     }
 
     pub(crate) fn is(&self, m: Mutant) -> bool {
@@ -329,6 +352,19 @@ impl Handoff {
     pub(crate) fn now(s: &State) -> k8s_openapi::jiff::Timestamp {
         at(s.clock)
     }
+}
+
+/// A tool that refuses at its first step and changes nothing is pruned: the state where it
+/// has not run yet (and may still run later) has every behaviour of the one where it ended,
+/// and no property reads a tool's own progress.
+fn refused_outright(before: Tool, after: Tool, s: &State, n: &State) -> bool {
+    before.pc == ToolPc::Idle
+        && after.pc == ToolPc::Done
+        && State {
+            resume: s.resume,
+            recover: s.recover,
+            ..n.clone()
+        } == *s
 }
 
 fn pointer_value(v: &Value, p: &str) -> Option<Value> {
@@ -453,12 +489,26 @@ impl Model for Handoff {
                 n.budget.ticks -= 1;
                 n.clock += 1;
             }
-            Action::Resume => self.resume_step(&mut n),
-            Action::Recover => self.recover_step(&mut n, Actor::Recover),
+            Action::Resume => {
+                self.resume_step(&mut n);
+                if self.reduced && refused_outright(s.resume, n.resume, s, &n) {
+                    return None;
+                }
+            }
+            Action::Recover => {
+                self.recover_step(&mut n, Actor::Recover);
+                if self.reduced && refused_outright(s.recover, n.recover, s, &n) {
+                    return None;
+                }
+            }
             Action::Janitor => self.recover_step(&mut n, Actor::Janitor),
             other => self.env_step(&mut n, other),
         }
-        Some(n)
+        Some(if self.reduced {
+            self.representative(n)
+        } else {
+            n
+        })
     }
 
     fn properties(&self) -> Vec<Property<Self>> {

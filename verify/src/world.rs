@@ -53,7 +53,8 @@ pub fn text(id: Sym) -> &'static str {
 /// The model's wall clock origin; model time advances in whole lease durations and more.
 #[must_use]
 pub fn t0() -> Timestamp {
-    "2026-12-01T00:00:00Z".parse().expect("valid timestamp")
+    static T0: OnceLock<Timestamp> = OnceLock::new();
+    *T0.get_or_init(|| "2026-12-01T00:00:00Z".parse().expect("valid timestamp"))
 }
 
 /// Model time `tick` (each tick is longer than a lease duration).
