@@ -85,7 +85,20 @@ pub fn check(bounds: Bounds, mutant: Option<Mutant>, threads: usize) -> Outcome 
     if mutant.is_some() {
         builder = builder.finish_when(stateright::HasDiscoveries::AnyFailures);
     }
-    let checker = builder.spawn_bfs().join();
+    let checker = builder.spawn_bfs();
+    let progress = std::env::var_os("VERIFY_PROGRESS").is_some();
+    while !checker.is_done() {
+        std::thread::sleep(Duration::from_millis(200));
+        if progress && start.elapsed().as_millis() % 10_000 < 200 {
+            eprintln!(
+                "verify: {} states, depth {} after {:.0}s",
+                checker.unique_state_count(),
+                checker.max_depth(),
+                start.elapsed().as_secs_f64()
+            );
+        }
+    }
+    let checker = checker.join();
     let found = checker.discoveries();
     let never_reached = model
         .properties()

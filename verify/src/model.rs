@@ -16,6 +16,8 @@ use crate::world::{Obj, Sym, at, sym, text};
 pub struct Bounds {
     /// Concurrent handoff runs (distinct holders).
     pub runs: usize,
+    /// Faults per trace, of any kind (each kind is also bounded by its own budget).
+    pub faults: u8,
     pub crashes: u8,
     /// Writes whose response is lost (applied or not).
     pub lost: u8,
@@ -51,6 +53,7 @@ impl Bounds {
     pub fn tiny() -> Self {
         Self {
             runs: 2,
+            faults: u8::MAX,
             crashes: 0,
             lost: 0,
             restarts: 0,
@@ -71,6 +74,30 @@ impl Bounds {
             crashes: 1,
             ..Self::quick()
         }
+    }
+}
+
+impl std::fmt::Display for Bounds {
+    /// `runs=2 faults=1 crashes=1 ...`: every budget, as `cargo xtask verify` prints it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let yes = |b: bool| if b { "yes" } else { "no" };
+        write!(
+            f,
+            "runs={} faults={} crashes={} lost={} restarts={} intervals={} person={} ticks={} \
+             timeouts={} resume={} recover={} park={}",
+            self.runs,
+            self.faults,
+            self.crashes,
+            self.lost,
+            self.restarts,
+            self.intervals,
+            self.person,
+            self.ticks,
+            self.giveups,
+            yes(self.resume),
+            yes(self.recover),
+            yes(self.park)
+        )
     }
 }
 
@@ -188,6 +215,25 @@ pub enum Action {
     Recover,
     /// The final recovery, after every run ended: its next step.
     Janitor,
+}
+
+impl Action {
+    /// Whether the action always spends the trace's fault budget. A clock jump spends it only
+    /// when it stalls a live run (see `next_state`).
+    #[must_use]
+    pub fn is_fault(self) -> bool {
+        matches!(
+            self,
+            Self::RunLost(..)
+                | Self::RunGiveUp(_)
+                | Self::RunCrash(_)
+                | Self::CtlRestart
+                | Self::CtlInterval(_)
+                | Self::PersonReconcile(_)
+                | Self::PersonNote
+                | Self::PersonUnsuspend
+        )
+    }
 }
 
 /// The handoff protocol, checked with the production decisions.
@@ -402,6 +448,7 @@ impl Model for Handoff {
                 },
             ],
             budget: Budget {
+                faults: b.faults,
                 crashes: b.crashes,
                 lost: b.lost,
                 restarts: b.restarts,
@@ -469,6 +516,13 @@ impl Model for Handoff {
 
     fn next_state(&self, s: &State, action: Action) -> Option<State> {
         let mut n = s.clone();
+        // A clock jump while a run is live stalls it past its Lease: a fault. A jump once no
+        // run is live is the wait for a dead holder's Lease to expire, which every recovery
+        // after a crash needs: free.
+        let stall = action == Action::Tick && (0..s.runs.len()).any(|r| self.live(s, r));
+        if action.is_fault() || stall {
+            n.budget.faults = n.budget.faults.checked_sub(1)?;
+        }
         match action {
             Action::Run(r) => self.run_step(&mut n, r, None),
             Action::RunLost(r, applied) => {
