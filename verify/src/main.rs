@@ -66,7 +66,12 @@ fn main() -> ExitCode {
         .into_iter()
         .filter(|m| mutants && only.is_none_or(|o| o == m.name()))
     {
-        let mb = m.bounds(Bounds::tiny());
+        let base = if args.iter().any(|a| a == "--mutants-at-bound") {
+            bounds
+        } else {
+            Bounds::tiny()
+        };
+        let mb = m.bounds(base);
         let mo = check(mb, Some(m), threads);
         match mo.violations.first() {
             Some((prop, trace)) => {

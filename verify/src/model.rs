@@ -39,12 +39,17 @@ pub struct Bounds {
 }
 
 impl Bounds {
-    /// The bound `cargo xtask verify --quick` (and `cargo xtask ci`) checks.
+    /// The bound `cargo xtask verify --quick` (and `cargo xtask ci`) checks: the actors of the
+    /// full bound and one controller restart as the only fault, without clock jumps (so
+    /// `fences recover` acts only on a free Lease).
     #[must_use]
     pub fn quick() -> Self {
         Self {
-            restarts: 1,
-            ..Self::tiny()
+            crashes: 0,
+            lost: 0,
+            person: 0,
+            ticks: 0,
+            ..Self::full()
         }
     }
 
@@ -67,12 +72,26 @@ impl Bounds {
         }
     }
 
-    /// The bound of the full run: the quick one plus a crash at any step of either run.
+    /// The bound of the full run: every actor at once. Two runs, the controller with stale
+    /// reads, `resume --holder`, `fences recover`, parking, and one fault per trace of any
+    /// kind: a crash at any step, a lost response (applied or not), a controller restart, a
+    /// person's write, or a clock jump that stalls a live run. The clock jump once no run is
+    /// live (a dead holder's Lease expiring) is not a fault.
     #[must_use]
     pub fn full() -> Self {
         Self {
+            runs: 2,
+            faults: 1,
             crashes: 1,
-            ..Self::quick()
+            lost: 1,
+            restarts: 1,
+            intervals: 0,
+            person: 1,
+            ticks: 1,
+            giveups: 0,
+            resume: true,
+            recover: true,
+            park: true,
         }
     }
 }
@@ -136,11 +155,13 @@ impl Mutant {
         match self {
             Self::JudgeReadsConditions => Bounds {
                 restarts: 1,
+                faults: base.faults.max(1),
                 ..base
             },
             Self::ReleaseWithoutOwnerTest | Self::RecoveryBeforeLease => Bounds {
                 ticks: 1,
                 recover: true,
+                faults: base.faults.max(1),
                 ..base
             },
             Self::ResumeAdoptsLiveHolder => Bounds {
@@ -150,9 +171,14 @@ impl Mutant {
             Self::AckAtLeast => Bounds {
                 person: 1,
                 intervals: 1,
+                faults: base.faults.max(2),
                 ..base
             },
-            Self::ReleaseIgnoresMovedMarks => Bounds { person: 1, ..base },
+            Self::ReleaseIgnoresMovedMarks => Bounds {
+                person: 1,
+                faults: base.faults.max(1),
+                ..base
+            },
         }
     }
 
@@ -345,7 +371,7 @@ impl Handoff {
             && s.lease.as_ref().is_some_and(|l| {
                 l.holder == Some(sym(self.holders[r].as_str()))
                     && l.transitions == run.epoch
-                    && l.parked.is_none()
+                    && !l.is_parked()
             })
     }
 

@@ -226,6 +226,14 @@ impl LeaseObj {
         }
     }
 
+    /// Whether the Lease is a parked pause: its `parked` annotation names its current holder
+    /// (production's reading, `discover` and `recovery::decide_adopt`). A release keeps the
+    /// annotation, so one naming an earlier holder is stale and means nothing.
+    #[must_use]
+    pub fn is_parked(&self) -> bool {
+        self.holder.is_some() && self.parked == self.holder
+    }
+
     /// An update carrying the read resourceVersion: applies only if nobody moved the Lease.
     ///
     /// # Errors
