@@ -28,6 +28,15 @@
 //! property over the final state of a bounded, fair schedule (see `docs/verify.md`), because its
 //! `eventually` check can miss a counterexample when a path revisits a state.
 //!
+//! # Bounds and reductions
+//!
+//! [`Bounds`] gives each fault kind a budget and each trace a total fault budget; the full
+//! bound holds every actor at once with one fault per trace. Sound reductions
+//! (resourceVersion renaming, dead variables, merged local steps, pruned tool no-ops; see the
+//! `reduce` module and `docs/verify.md`) are applied in `next_state`, so the breadth-first
+//! search keeps shortest counterexamples; `tests/reduce.rs` checks them against the unreduced
+//! model.
+//!
 //! # Mutants
 //!
 //! [`Mutant`] lists known-bad variants of the decisions; `cargo xtask verify` checks that each

@@ -105,7 +105,11 @@ impl std::fmt::Display for Bounds {
             "runs={} faults={} crashes={} lost={} restarts={} intervals={} person={} ticks={} \
              timeouts={} resume={} recover={} park={}",
             self.runs,
-            self.faults,
+            if self.faults == u8::MAX {
+                "any".to_string()
+            } else {
+                self.faults.to_string()
+            },
             self.crashes,
             self.lost,
             self.restarts,
