@@ -26,7 +26,22 @@ fn reachable(m: &Handoff) -> HashSet<State> {
 
 #[test]
 fn reduced_model_reaches_exactly_the_representatives() {
-    let bounds = Bounds::tiny();
+    same_behaviours(Bounds::tiny());
+}
+
+/// A crash leaves a finished run whose dead variables the reduction resets, and a lost
+/// response leaves an unconfirmed guard and a re-read.
+#[test]
+fn reductions_keep_crashes_and_lost_responses() {
+    same_behaviours(Bounds {
+        crashes: 1,
+        lost: 1,
+        faults: 1,
+        ..Bounds::tiny()
+    });
+}
+
+fn same_behaviours(bounds: Bounds) {
     let full = Handoff::unreduced(bounds, None);
     let reduced = Handoff::new(bounds, None);
     let all = reachable(&full);
