@@ -28,6 +28,15 @@
 //! property over the final state of a bounded, fair schedule (see `docs/verify.md`), because its
 //! `eventually` check can miss a counterexample when a path revisits a state.
 //!
+//! # Bounds and reductions
+//!
+//! [`Bounds`] gives each fault kind a budget and each trace a total fault budget; the full
+//! bound holds every actor at once with one fault per trace. Sound reductions
+//! (resourceVersion renaming, dead variables, merged local steps, pruned tool no-ops; see the
+//! `reduce` module and `docs/verify.md`) are applied in `next_state`, so the breadth-first
+//! search keeps shortest counterexamples; `tests/reduce.rs` checks them against the unreduced
+//! model.
+//!
 //! # Mutants
 //!
 //! [`Mutant`] lists known-bad variants of the decisions; `cargo xtask verify` checks that each
@@ -36,6 +45,7 @@
 mod env;
 mod model;
 mod props;
+mod reduce;
 mod run;
 mod state;
 mod tools;
@@ -84,7 +94,20 @@ pub fn check(bounds: Bounds, mutant: Option<Mutant>, threads: usize) -> Outcome 
     if mutant.is_some() {
         builder = builder.finish_when(stateright::HasDiscoveries::AnyFailures);
     }
-    let checker = builder.spawn_bfs().join();
+    let checker = builder.spawn_bfs();
+    let progress = std::env::var_os("VERIFY_PROGRESS").is_some();
+    while !checker.is_done() {
+        std::thread::sleep(Duration::from_millis(200));
+        if progress && start.elapsed().as_millis() % 10_000 < 200 {
+            eprintln!(
+                "verify: {} states, depth {} after {:.0}s",
+                checker.unique_state_count(),
+                checker.max_depth(),
+                start.elapsed().as_secs_f64()
+            );
+        }
+    }
+    let checker = checker.join();
     let found = checker.discoveries();
     let never_reached = model
         .properties()

@@ -24,7 +24,7 @@ fn main() -> ExitCode {
     };
     let bounds = overrides(bounds, &args);
     let mutants = !args.iter().any(|a| a == "--no-mutants");
-    println!("verify: bound {bounds:?}");
+    println!("verify: bound {bounds}");
 
     // Development only: `--mutants-only` skips the exploration of the real decisions.
     let bounds_for_check = if args.iter().any(|a| a == "--mutants-only") {
@@ -66,14 +66,21 @@ fn main() -> ExitCode {
         .into_iter()
         .filter(|m| mutants && only.is_none_or(|o| o == m.name()))
     {
-        let mo = check(m.bounds(Bounds::tiny()), Some(m), threads);
+        let base = if args.iter().any(|a| a == "--mutants-at-bound") {
+            bounds
+        } else {
+            Bounds::tiny()
+        };
+        let mb = m.bounds(base);
+        let mo = check(mb, Some(m), threads);
         match mo.violations.first() {
             Some((prop, trace)) => {
                 caught += 1;
                 println!(
-                    "mutant {}: caught by {prop}, counterexample of {} steps ({:.1}s)",
+                    "mutant {}: caught by {prop}, counterexample of {} steps ({} states, {:.1}s; bound {mb})",
                     m.name(),
                     trace.len(),
+                    mo.states,
                     mo.elapsed.as_secs_f64()
                 );
                 if args.iter().any(|a| a == "--traces") {
@@ -116,6 +123,7 @@ fn overrides(mut bounds: Bounds, args: &[String]) -> Bounds {
             let n: u8 = v.parse().unwrap_or(0);
             match k {
                 "runs" => bounds.runs = usize::from(n),
+                "faults" => bounds.faults = n,
                 "crashes" => bounds.crashes = n,
                 "lost" => bounds.lost = n,
                 "restarts" => bounds.restarts = n,

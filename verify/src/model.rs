@@ -16,6 +16,8 @@ use crate::world::{Obj, Sym, at, sym, text};
 pub struct Bounds {
     /// Concurrent handoff runs (distinct holders).
     pub runs: usize,
+    /// Faults per trace, of any kind (each kind is also bounded by its own budget).
+    pub faults: u8,
     pub crashes: u8,
     /// Writes whose response is lost (applied or not).
     pub lost: u8,
@@ -37,12 +39,17 @@ pub struct Bounds {
 }
 
 impl Bounds {
-    /// The bound `cargo xtask verify --quick` (and `cargo xtask ci`) checks.
+    /// The bound `cargo xtask verify --quick` (and `cargo xtask ci`) checks: the actors of the
+    /// full bound and one controller restart as the only fault, without clock jumps (so
+    /// `fences recover` acts only on a free Lease).
     #[must_use]
     pub fn quick() -> Self {
         Self {
-            restarts: 1,
-            ..Self::tiny()
+            crashes: 0,
+            lost: 0,
+            person: 0,
+            ticks: 0,
+            ..Self::full()
         }
     }
 
@@ -51,6 +58,7 @@ impl Bounds {
     pub fn tiny() -> Self {
         Self {
             runs: 2,
+            faults: u8::MAX,
             crashes: 0,
             lost: 0,
             restarts: 0,
@@ -64,13 +72,55 @@ impl Bounds {
         }
     }
 
-    /// The bound of the full run: the quick one plus a crash at any step of either run.
+    /// The bound of the full run: every actor at once. Two runs, the controller with stale
+    /// reads, `resume --holder`, `fences recover`, parking, and one fault per trace of any
+    /// kind: a crash at any step, a lost response (applied or not), a controller restart, a
+    /// person's write, or a clock jump that stalls a live run. The clock jump once no run is
+    /// live (a dead holder's Lease expiring) is not a fault.
     #[must_use]
     pub fn full() -> Self {
         Self {
+            runs: 2,
+            faults: 1,
             crashes: 1,
-            ..Self::quick()
+            lost: 1,
+            restarts: 1,
+            intervals: 0,
+            person: 1,
+            ticks: 1,
+            giveups: 0,
+            resume: true,
+            recover: true,
+            park: true,
         }
+    }
+}
+
+impl std::fmt::Display for Bounds {
+    /// `runs=2 faults=1 crashes=1 ...`: every budget, as `cargo xtask verify` prints it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let yes = |b: bool| if b { "yes" } else { "no" };
+        write!(
+            f,
+            "runs={} faults={} crashes={} lost={} restarts={} intervals={} person={} ticks={} \
+             timeouts={} resume={} recover={} park={}",
+            self.runs,
+            if self.faults == u8::MAX {
+                "any".to_string()
+            } else {
+                self.faults.to_string()
+            },
+            self.crashes,
+            self.lost,
+            self.restarts,
+            self.intervals,
+            self.person,
+            self.ticks,
+            self.giveups,
+            yes(self.resume),
+            yes(self.recover),
+            yes(self.park)
+        )
     }
 }
 
@@ -109,11 +159,13 @@ impl Mutant {
         match self {
             Self::JudgeReadsConditions => Bounds {
                 restarts: 1,
+                faults: base.faults.max(1),
                 ..base
             },
             Self::ReleaseWithoutOwnerTest | Self::RecoveryBeforeLease => Bounds {
                 ticks: 1,
                 recover: true,
+                faults: base.faults.max(1),
                 ..base
             },
             Self::ResumeAdoptsLiveHolder => Bounds {
@@ -123,9 +175,14 @@ impl Mutant {
             Self::AckAtLeast => Bounds {
                 person: 1,
                 intervals: 1,
+                faults: base.faults.max(2),
                 ..base
             },
-            Self::ReleaseIgnoresMovedMarks => Bounds { person: 1, ..base },
+            Self::ReleaseIgnoresMovedMarks => Bounds {
+                person: 1,
+                faults: base.faults.max(1),
+                ..base
+            },
         }
     }
 
@@ -190,12 +247,33 @@ pub enum Action {
     Janitor,
 }
 
+impl Action {
+    /// Whether the action always spends the trace's fault budget. A clock jump spends it only
+    /// when it stalls a live run (see `next_state`).
+    #[must_use]
+    pub fn is_fault(self) -> bool {
+        matches!(
+            self,
+            Self::RunLost(..)
+                | Self::RunGiveUp(_)
+                | Self::RunCrash(_)
+                | Self::CtlRestart
+                | Self::CtlInterval(_)
+                | Self::PersonReconcile(_)
+                | Self::PersonNote
+                | Self::PersonUnsuspend
+        )
+    }
+}
+
 /// The handoff protocol, checked with the production decisions.
 #[derive(Clone, Debug)]
 pub struct Handoff {
     pub bounds: Bounds,
     pub mutant: Option<Mutant>,
     pub keys: AnnotationKeys,
+    /// Whether the reductions of [`crate::reduce`] apply (off only to test them).
+    pub reduced: bool,
     holders: Vec<Holder>,
     tool_holders: [Holder; 3],
 }
@@ -212,7 +290,28 @@ impl Handoff {
                 .map(|i| h(&format!("run{i}-verify")))
                 .collect(),
             tool_holders: [h("run0-verify"), h("recover-verify"), h("janitor-verify")],
+            reduced: true,
         }
+    }
+
+    /// The same model without the reductions (every step, every resourceVersion), to check
+    /// that the reductions keep its behaviours.
+    #[must_use]
+    pub fn unreduced(bounds: Bounds, mutant: Option<Mutant>) -> Self {
+        Self {
+            reduced: false,
+            ..Self::new(bounds, mutant)
+        }
+    }
+
+    /// The representative the reduced model keeps for a state of the unreduced one: local
+    /// steps merged, dead variables reset, resourceVersions renamed.
+    #[must_use]
+    pub fn representative(&self, mut s: State) -> State {
+        for r in 0..s.runs.len() {
+            crate::reduce::skip_local(&mut s, r);
+        }
+        crate::reduce::canonical(s)
     }
 
     pub(crate) fn is(&self, m: Mutant) -> bool {
@@ -276,7 +375,7 @@ impl Handoff {
             && s.lease.as_ref().is_some_and(|l| {
                 l.holder == Some(sym(self.holders[r].as_str()))
                     && l.transitions == run.epoch
-                    && l.parked.is_none()
+                    && !l.is_parked()
             })
     }
 
@@ -331,6 +430,19 @@ impl Handoff {
     }
 }
 
+/// A tool that refuses at its first step and changes nothing is pruned: the state where it
+/// has not run yet (and may still run later) has every behaviour of the one where it ended,
+/// and no property reads a tool's own progress.
+fn refused_outright(before: Tool, after: Tool, s: &State, n: &State) -> bool {
+    before.pc == ToolPc::Idle
+        && after.pc == ToolPc::Done
+        && State {
+            resume: s.resume,
+            recover: s.recover,
+            ..n.clone()
+        } == *s
+}
+
 fn pointer_value(v: &Value, p: &str) -> Option<Value> {
     v.pointer(p).cloned()
 }
@@ -366,6 +478,7 @@ impl Model for Handoff {
                 },
             ],
             budget: Budget {
+                faults: b.faults,
                 crashes: b.crashes,
                 lost: b.lost,
                 restarts: b.restarts,
@@ -433,6 +546,13 @@ impl Model for Handoff {
 
     fn next_state(&self, s: &State, action: Action) -> Option<State> {
         let mut n = s.clone();
+        // A clock jump while a run is live stalls it past its Lease: a fault. A jump once no
+        // run is live is the wait for a dead holder's Lease to expire, which every recovery
+        // after a crash needs: free.
+        let stall = action == Action::Tick && (0..s.runs.len()).any(|r| self.live(s, r));
+        if action.is_fault() || stall {
+            n.budget.faults = n.budget.faults.checked_sub(1)?;
+        }
         match action {
             Action::Run(r) => self.run_step(&mut n, r, None),
             Action::RunLost(r, applied) => {
@@ -453,12 +573,26 @@ impl Model for Handoff {
                 n.budget.ticks -= 1;
                 n.clock += 1;
             }
-            Action::Resume => self.resume_step(&mut n),
-            Action::Recover => self.recover_step(&mut n, Actor::Recover),
+            Action::Resume => {
+                self.resume_step(&mut n);
+                if self.reduced && refused_outright(s.resume, n.resume, s, &n) {
+                    return None;
+                }
+            }
+            Action::Recover => {
+                self.recover_step(&mut n, Actor::Recover);
+                if self.reduced && refused_outright(s.recover, n.recover, s, &n) {
+                    return None;
+                }
+            }
             Action::Janitor => self.recover_step(&mut n, Actor::Janitor),
             other => self.env_step(&mut n, other),
         }
-        Some(n)
+        Some(if self.reduced {
+            self.representative(n)
+        } else {
+            n
+        })
     }
 
     fn properties(&self) -> Vec<Property<Self>> {

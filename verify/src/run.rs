@@ -295,9 +295,17 @@ impl Handoff {
         let ok = self.assert_lease(s, r);
         if ok {
             let owner = self.owner(Actor::Run(r), s.runs[r].epoch).to_string();
+            // A person may set `spec.suspend=false` by hand on a fenced object at any time,
+            // after the proof too: no Kubernetes write can be conditional on another object,
+            // so no protocol can stop that override. It is excused here only for the object
+            // whose flag the person flipped under this very fence (the release then finds the
+            // mark moved, keeps the fence and reports it: properties 3 and 9).
+            let unsuspended_by_hand =
+                |o: usize| s.person_wrote[o] == Some(crate::world::sym("/spec/suspend"));
             let fenced = |o: usize| {
                 let obj = &s.objs[o];
-                obj.get(&self.keys.owner) == Some(owner.as_str()) && obj.suspend == Some(true)
+                obj.get(&self.keys.owner) == Some(owner.as_str())
+                    && (obj.suspend == Some(true) || unsuspended_by_hand(o))
             };
             let under_proof = s.runs[r].proven
                 && fenced(P)

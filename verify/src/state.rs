@@ -151,6 +151,9 @@ impl Tool {
 /// What is left of each bounded nondeterministic choice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Budget {
+    /// Faults of any kind left (crash, lost response, restart, interval, person write,
+    /// timeout, a clock jump that stalls a live run): each kind also has its own budget below.
+    pub faults: u8,
     pub crashes: u8,
     pub lost: u8,
     pub restarts: u8,

@@ -111,14 +111,14 @@ impl Handoff {
                 let epoch = match s
                     .lease
                     .as_ref()
-                    .and_then(|l| l.holder.map(|h| (h, l.parked)))
+                    .and_then(|l| l.holder.map(|h| (h, l.is_parked())))
                 {
                     None => {
                         let d = decide_lease_acquire(read.as_ref(), &lease_config(), &me, now)
                             .expect("well-formed Lease");
                         self.put_lease(s, d)
                     }
-                    Some((_, Some(_))) if !include_paused => None,
+                    Some((_, true)) if !include_paused => None,
                     Some((h, _)) => {
                         // Production judges "gone" by watching the Lease unchanged for a full
                         // duration on its own clock; with the model's one clock that is the
@@ -177,7 +177,7 @@ impl Handoff {
                     // The old `fences recover`: judged by the Lease as read, without holding it.
                     lease.as_ref().is_none_or(|l| {
                         let spec = l.render(&self.keys.parked).spec.unwrap_or_default();
-                        l.holder != Some(sym(h)) || (l.parked.is_none() && is_expired(&spec, now))
+                        l.holder != Some(sym(h)) || (!l.is_parked() && is_expired(&spec, now))
                     })
                 };
                 let kept = self.release_recorded(s, actor, o, &orphan);

@@ -33,7 +33,7 @@ pub fn step(m: &Handoff, s: &State, a: Action) -> String {
             l.holder.map_or("-", text),
             l.transitions,
             l.renewed,
-            l.parked.is_some()
+            l.parked.map_or("-", text)
         )
     });
     let runs: Vec<String> = s

@@ -53,7 +53,8 @@ pub fn text(id: Sym) -> &'static str {
 /// The model's wall clock origin; model time advances in whole lease durations and more.
 #[must_use]
 pub fn t0() -> Timestamp {
-    "2026-12-01T00:00:00Z".parse().expect("valid timestamp")
+    static T0: OnceLock<Timestamp> = OnceLock::new();
+    *T0.get_or_init(|| "2026-12-01T00:00:00Z".parse().expect("valid timestamp"))
 }
 
 /// Model time `tick` (each tick is longer than a lease duration).
@@ -223,6 +224,14 @@ impl LeaseObj {
                 ..LeaseSpec::default()
             }),
         }
+    }
+
+    /// Whether the Lease is a parked pause: its `parked` annotation names its current holder
+    /// (production's reading, `discover` and `recovery::decide_adopt`). A release keeps the
+    /// annotation, so one naming an earlier holder is stale and means nothing.
+    #[must_use]
+    pub fn is_parked(&self) -> bool {
+        self.holder.is_some() && self.parked == self.holder
     }
 
     /// An update carrying the read resourceVersion: applies only if nobody moved the Lease.

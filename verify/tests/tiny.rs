@@ -4,8 +4,45 @@
 #[test]
 fn tiny_bound_has_no_violation_and_reaches_the_work_phase() {
     let out = verify::check(verify::Bounds::tiny(), None, 2);
-    assert!(out.states > 10_000, "explored only {} states", out.states);
+    assert!(out.states > 1_000, "explored only {} states", out.states);
     assert!(out.violations.is_empty(), "{:#?}", out.violations);
+}
+
+/// A release keeps the Lease's `parked` annotation, so a later holder may find one naming an
+/// earlier holder: only one naming the current holder marks a parked pause (production's
+/// reading in `discover` and `recovery::decide_adopt`).
+#[test]
+fn a_parked_annotation_counts_only_for_the_current_holder() {
+    use verify::world::{LeaseObj, sym};
+    let lease = |holder: Option<&str>, parked: Option<&str>| LeaseObj {
+        rv: 1,
+        holder: holder.map(sym),
+        transitions: 1,
+        renewed: 0,
+        parked: parked.map(sym),
+    };
+    let cases = [
+        (Some("run0-verify"), Some("run0-verify"), true),
+        (Some("run1-verify"), Some("run0-verify"), false),
+        (None, Some("run0-verify"), false),
+        (Some("run0-verify"), None, false),
+    ];
+    for (holder, parked, want) in cases {
+        assert_eq!(
+            lease(holder, parked).is_parked(),
+            want,
+            "{holder:?} {parked:?}"
+        );
+    }
+}
+
+/// The full bound holds every actor of the issue at once, with a fault budget.
+#[test]
+fn full_bound_has_every_actor() {
+    let b = verify::Bounds::full();
+    assert!(b.runs >= 2 && b.faults >= 1);
+    assert!(b.crashes > 0 && b.lost > 0 && b.restarts > 0 && b.person > 0 && b.ticks > 0);
+    assert!(b.resume && b.recover && b.park);
 }
 
 #[test]
