@@ -31,6 +31,27 @@ pub enum Scope {
     Namespaces(Vec<String>),
 }
 
+impl Scope {
+    /// These namespaces, each once in the order given; every name must be a DNS label (it
+    /// ends up in a request path).
+    ///
+    /// # Errors
+    ///
+    /// The first name that is not a namespace name.
+    pub fn namespaces<'a>(names: impl IntoIterator<Item = &'a String>) -> Result<Self, String> {
+        let mut out: Vec<String> = Vec::new();
+        for ns in names {
+            if !crate::keys::is_dns_label(ns) {
+                return Err(ns.clone());
+            }
+            if !out.contains(ns) {
+                out.push(ns.clone());
+            }
+        }
+        Ok(Self::Namespaces(out))
+    }
+}
+
 /// How objects are listed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -318,4 +339,21 @@ pub fn inspect_lease(
 #[must_use]
 pub fn owner_of<'a>(obj: &'a Value, keys: &AnnotationKeys) -> Option<&'a str> {
     annotation(obj, keys.owner.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Scope;
+
+    #[test]
+    fn a_scope_of_namespaces_keeps_each_once_and_refuses_what_is_not_a_name() {
+        let names = ["a", "b", "a"].map(String::from);
+        assert_eq!(
+            Scope::namespaces(&names),
+            Ok(Scope::Namespaces(vec!["a".into(), "b".into()]))
+        );
+        for bad in ["", "..", "A", "a/b", "-a"] {
+            assert_eq!(Scope::namespaces(&[bad.to_string()]), Err(bad.to_string()));
+        }
+    }
 }

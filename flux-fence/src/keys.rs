@@ -72,16 +72,23 @@ impl Default for AnnotationKeys {
     }
 }
 
-fn is_dns_subdomain(s: &str) -> bool {
-    let label = |l: &str| {
-        !l.is_empty()
-            && l.len() <= 63
-            && l.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !l.starts_with('-')
-            && !l.ends_with('-')
-    };
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(label)
+/// Whether `s` is a DNS label (RFC 1123): 1 to 63 of `a-z0-9-`, not starting or ending in `-`.
+/// Namespaces are labels.
+#[must_use]
+pub fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// Whether `s` is a DNS subdomain: at most 253 characters of dot-separated labels. Object
+/// names and annotation prefixes are subdomains.
+#[must_use]
+pub fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
 #[cfg(test)]

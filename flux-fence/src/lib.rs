@@ -121,7 +121,9 @@ pub use events::{COMPONENT, REASON_FENCED, REASON_RECOVERED, REASON_RELEASED};
 pub use fence::{Fencer, MAX_ATTEMPTS, READ_RETRY_BUDGET};
 pub use guard::{FenceGuard, ObjectRef};
 pub use holder::{Epoch, HOLDER_MAX_LEN, Holder, OwnerValue};
-pub use keys::{AnnotationKeys, DEFAULT_PREFIX, FENCED_LABEL_VALUE};
+pub use keys::{
+    AnnotationKeys, DEFAULT_PREFIX, FENCED_LABEL_VALUE, is_dns_label, is_dns_subdomain,
+};
 pub use lease::{
     LEASE_ATTEMPTS, Lease, LeaseAcquire, LeaseGuard, LeaseHandle, LeaseRecover, LeaseRelease,
 };

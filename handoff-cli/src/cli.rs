@@ -168,15 +168,8 @@ impl FindArgs {
         if self.all_namespaces {
             return Ok(flux_fence::discover::Scope::All);
         }
-        let mut nss: Vec<String> = Vec::new();
-        for ns in base.iter().chain(&self.namespaces) {
-            crate::config::split_ref(&format!("{ns}/x"), ns)
-                .map_err(|_| format!("--in {ns:?}: not a namespace name"))?;
-            if !nss.contains(ns) {
-                nss.push(ns.clone());
-            }
-        }
-        Ok(flux_fence::discover::Scope::Namespaces(nss))
+        flux_fence::discover::Scope::namespaces(base.iter().chain(&self.namespaces))
+            .map_err(|ns| format!("--in {ns:?}: not a namespace name"))
     }
 
     /// Label-selected unless --full-scan.

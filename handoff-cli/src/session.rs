@@ -15,41 +15,26 @@ use crate::exit;
 use crate::failure::{Failure, chain};
 use crate::output::Output;
 
-/// Resolves `--holder`: a given holder must parse (exit 2), none generates one.
-pub fn holder(arg: &HolderArg) -> Result<Option<Holder>, Failure> {
-    arg.holder
-        .as_deref()
-        .map(|h| Holder::from_str(h).map_err(|e| Failure::usage(format!("--holder: {e}"))))
-        .transpose()
-}
-
-/// The resolved options with `--holder`, checked before any request (exit 2).
+/// The resolved options with `--holder` (it must parse) and `--recover-finished-runs` (or
+/// `[recovery] recover_finished_runs`: the GitHub source from the environment), checked
+/// before any request (exit 2 with one line).
 pub fn options(
     mut opts: SessionOptions,
-    holder: Option<Holder>,
-) -> Result<SessionOptions, Failure> {
-    opts.holder = holder;
-    opts.validate().map_err(|e| Failure::usage(e.to_string()))?;
-    Ok(opts)
-}
-
-/// Sets `--recover-finished-runs` (or `[recovery] recover_finished_runs`): the GitHub source
-/// from the environment, checked before any request (exit 2 with one line).
-pub fn recover_finished_runs(
-    opts: &mut SessionOptions,
     arg: &HolderArg,
     file: &FileConfig,
-) -> Result<(), Failure> {
-    let empty = crate::config::RecoveryConfig::default();
-    let recovery = file.recovery.as_ref().unwrap_or(&empty);
-    if arg.recover_finished_runs || recovery.recover_finished_runs == Some(true) {
-        opts.recover_finished_runs = Some(evidence::github(
-            "--recover-finished-runs",
-            arg.github_token_file.as_deref(),
-            recovery,
-        )?);
+) -> Result<SessionOptions, Failure> {
+    if let Some(h) = &arg.holder {
+        let h = Holder::from_str(h).map_err(|e| Failure::usage(format!("--holder: {e}")))?;
+        opts.holder = Some(h);
     }
-    Ok(())
+    let recovery = file.recovery.clone().unwrap_or_default();
+    if arg.recover_finished_runs || recovery.recover_finished_runs == Some(true) {
+        let token_file = arg.github_token_file.as_deref();
+        let source = evidence::github("--recover-finished-runs", token_file, &recovery)?;
+        opts.recover_finished_runs = Some(source);
+    }
+    opts.validate().map_err(|e| Failure::usage(e.to_string()))?;
+    Ok(opts)
 }
 
 /// Starts the session and prints the Lease line.
@@ -64,26 +49,10 @@ pub async fn start(
         .await
         .map_err(|e| failure(&e))?;
     for r in session.recovered() {
-        out.phase(&format!(
-            "recovered: {} from finished run holder {} ({})",
-            r.subject, r.holder, r.evidence
-        ));
+        out.phase(&r.to_string());
     }
     if !session.recovered().is_empty() {
-        out.fact(
-            "recovered",
-            serde_json::json!(
-                session
-                    .recovered()
-                    .iter()
-                    .map(|r| serde_json::json!({
-                        "subject": r.subject,
-                        "holder": r.holder,
-                        "evidence": r.evidence,
-                    }))
-                    .collect::<Vec<_>>()
-            ),
-        );
+        out.fact("recovered", serde_json::json!(session.recovered()));
     }
     out.fact("holder", serde_json::json!(session.holder().to_string()));
     out.phase(&format!(

@@ -20,8 +20,8 @@ use crate::flux::{RECONCILE_ANNOTATION, RECONCILE_DISABLED};
 use crate::object::{helmrelease_resource, kustomization_resource};
 use crate::session::{CleanupError, ParentSpec, SessionError, SessionOptions};
 
-/// One thing recovered, and on what evidence.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One thing recovered, and on what evidence (serialised as `{subject, holder, evidence}`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct Recovered {
     /// `lease ns/name` or `kind ns/name`.
@@ -30,6 +30,17 @@ pub struct Recovered {
     pub holder: String,
     /// The evidence, in words (no secrets).
     pub evidence: String,
+}
+
+/// `recovered: <subject> from finished run holder <holder> (<evidence>)`.
+impl std::fmt::Display for Recovered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "recovered: {} from finished run holder {} ({})",
+            self.subject, self.holder, self.evidence
+        )
+    }
 }
 
 /// Recovers what finished CI runs left in the way of `opts`; `ours` is this session's holder.

@@ -17,8 +17,7 @@ pub async fn run(
 ) -> Result<u8, Failure> {
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
     let settings = settings::resolve(global, &args.targets, &file).map_err(Failure::usage)?;
-    let mut opts = session::options(settings, session::holder(&args.holder)?)?;
-    session::recover_finished_runs(&mut opts, &args.holder, &file)?;
+    let opts = session::options(settings, &args.holder, &file)?;
     let lease = opts.lease.clone();
     let client = client::client(global).await?;
     let started = session::start(client, opts, cancel, out).await?;

@@ -26,8 +26,7 @@ pub async fn run(
         .command
         .split_first()
         .ok_or_else(|| Failure::usage("run: no command after --"))?;
-    let mut opts = session::options(settings, session::holder(&args.holder)?)?;
-    session::recover_finished_runs(&mut opts, &args.holder, &file)?;
+    let opts = session::options(settings, &args.holder, &file)?;
     let client = client::client(global).await?;
     let started = session::start(client, opts, cancel, out).await?;
     let members = started.members();

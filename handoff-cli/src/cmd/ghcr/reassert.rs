@@ -65,8 +65,7 @@ pub async fn run(
         let run = work.run(&reasserter, &client, out);
         return settle(&cancel, run).await.map(|()| exit::SUCCESS);
     };
-    let mut opts = session::options(settings, session::holder(&args.holder)?)?;
-    session::recover_finished_runs(&mut opts, &args.holder, &file)?;
+    let opts = session::options(settings, &args.holder, &file)?;
     let started = session::start(client.clone(), opts, cancel, out).await?;
     let members = started.members();
     let out = RefCell::new(out);
