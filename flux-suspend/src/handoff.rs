@@ -66,6 +66,8 @@ pub struct ResumeReport {
 struct Held {
     guard: FenceGuard,
     nonce: Option<String>,
+    /// The resourceVersion read when the nonce was seen acknowledged: the proof's baseline.
+    acked: Option<String>,
 }
 
 /// One handoff: the fences it holds, parents and targets, and how to release them.
@@ -157,7 +159,11 @@ impl Handoff {
                 m.at == MarkAt::Annotation(RECONCILE_ANNOTATION.into())
                     && m.value == json!(RECONCILE_DISABLED)
             });
-            let held = Held { guard, nonce: None };
+            let held = Held {
+                guard,
+                nonce: None,
+                acked: None,
+            };
             if is_target {
                 h.targets.push(held);
             } else {
@@ -260,8 +266,10 @@ impl Handoff {
                     }
                 }
                 Step::AwaitParentAcks => {
-                    self.wait(step, timing.timeout, self.await_acks(false, timing))
+                    let acked = self
+                        .wait(step, timing.timeout, self.await_acks(false, timing))
                         .await?;
+                    self.note_acked(false, acked);
                 }
                 Step::QuiesceTargets => {
                     for t in &targets {
@@ -281,8 +289,10 @@ impl Handoff {
                     }
                 }
                 Step::AwaitTargetAcks => {
-                    self.wait(step, timing.timeout, self.await_acks(true, timing))
+                    let acked = self
+                        .wait(step, timing.timeout, self.await_acks(true, timing))
                         .await?;
+                    self.note_acked(true, acked);
                 }
                 Step::RestartController => {
                     let token = flux_fence::Holder::generate().to_string();
@@ -302,7 +312,7 @@ impl Handoff {
                         &self.client,
                         &chain,
                         &self.fencer.keys().owner,
-                        None,
+                        self.acked_versions(),
                         timing,
                     );
                     let proof = self.wait(step, timing.timeout, prove).await?;
@@ -353,6 +363,7 @@ impl Handoff {
                         list.push(Held {
                             guard: *guard,
                             nonce: held.nonce,
+                            acked: None,
                         });
                         return Err(SuspendError::Invalid {
                             step: "releasing",
@@ -455,6 +466,7 @@ impl Handoff {
                     Held {
                         guard,
                         nonce: Some(nonce),
+                        acked: None,
                     },
                 );
                 return Err(SuspendError::Invalid {
@@ -480,6 +492,7 @@ impl Handoff {
             Held {
                 guard,
                 nonce: Some(nonce),
+                acked: None,
             },
         );
         Ok(None)
@@ -546,7 +559,9 @@ impl Handoff {
                     source,
                 })?;
             if ours {
-                io::wait_acknowledged(&self.client, h.guard.object(), &nonce, timing).await?;
+                let seen =
+                    io::wait_acknowledged(&self.client, h.guard.object(), &nonce, timing).await?;
+                h.acked = resource_version(&seen);
                 h.nonce = Some(nonce);
             }
         }
@@ -561,18 +576,60 @@ impl Handoff {
         }
     }
 
-    async fn await_acks(&self, targets: bool, timing: Timing) -> Result<(), SuspendError> {
+    /// Waits for each acknowledgement of one level, watching each object from the version
+    /// its fence write left (no read first), and keeps the version it was seen at.
+    async fn await_acks(
+        &self,
+        targets: bool,
+        timing: Timing,
+    ) -> Result<Vec<Option<String>>, SuspendError> {
         let list = if targets {
             &self.targets
         } else {
             &self.parents
         };
+        let mut versions = Vec::with_capacity(list.len());
         for h in list {
+            let mut acked = None;
             if let Some(nonce) = &h.nonce {
-                io::wait_acknowledged(&self.client, h.guard.object(), nonce, timing).await?;
+                let seen = io::wait_acknowledged_since(
+                    &self.client,
+                    h.guard.object(),
+                    nonce,
+                    h.guard.resource_version(),
+                    timing,
+                )
+                .await?;
+                acked = resource_version(&seen);
             }
+            versions.push(acked);
         }
-        Ok(())
+        Ok(versions)
+    }
+
+    /// Records the versions [`Handoff::await_acks`] returned for one level.
+    fn note_acked(&mut self, targets: bool, versions: Vec<Option<String>>) {
+        let list = if targets {
+            &mut self.targets
+        } else {
+            &mut self.parents
+        };
+        for (h, v) in list.iter_mut().zip(versions) {
+            h.acked = v;
+        }
+    }
+
+    /// The versions every member was seen at when it acknowledged, in proof-chain order, as
+    /// the proof's baseline: its first pass then counts only if no member was written since
+    /// (the judge compares), so a quiet chain is proven in
+    /// [`crate::judge::REQUIRED_PASSES`] reads spaced by the interval. `None` when a member
+    /// has none (strategies without acknowledgements).
+    fn acked_versions(&self) -> Option<Vec<String>> {
+        self.parents
+            .iter()
+            .chain(&self.targets)
+            .map(|h| h.acked.clone())
+            .collect()
     }
 
     fn proof_chain(&self) -> Vec<ProofTarget> {
@@ -655,6 +712,12 @@ async fn release_with_retry(
             other => return Ok(other),
         }
     }
+}
+
+fn resource_version(v: &serde_json::Value) -> Option<String> {
+    v.pointer("/metadata/resourceVersion")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_string)
 }
 
 /// A fresh `requestedAt` value: an RFC 3339 timestamp, as `flux reconcile` writes.
