@@ -33,7 +33,7 @@ use crate::plan::{
 /// How many consumer Secrets a reassertion writes at once: enough to hide the round trip to
 /// the API server, few enough that the writes of one run stay a small burst (the API server's
 /// default in-flight limit for mutations is 200).
-pub const FANOUT_CONCURRENCY: usize = 32;
+pub const FANOUT_CONCURRENCY: usize = 64;
 
 /// A check run before every write, e.g. "assert the handoff Lease is still ours". One method,
 /// implemented for async closures `Fn() -> impl Future<Output = Result<(), BoxError>>`.
