@@ -131,7 +131,7 @@ async fn watch_ack(
                         }
                     }
                     Ok(WatchEvent::Bookmark(b)) => from = b.metadata.resource_version,
-                    Ok(WatchEvent::Deleted(_)) | Ok(WatchEvent::Error(_)) | Err(_) => {
+                    Ok(WatchEvent::Deleted(_) | WatchEvent::Error(_)) | Err(_) => {
                         return None;
                     }
                 }

@@ -125,13 +125,13 @@ async fn main() -> anyhow::Result<()> {
         std::fs::write(args.out.join("fanout.svg"), chart)?;
     }
     if wanted("retire") {
-        let (t, l, v) = retirement(&admin, &settings).await?;
+        let (t, l, v) = Box::pin(retirement(&admin, &settings)).await?;
         table.extend(t);
         lines.push(l);
         doc["retire"] = v;
     }
     if wanted("chain") {
-        let (t, l, v) = many_targets(&admin, &settings).await?;
+        let (t, l, v) = Box::pin(many_targets(&admin, &settings)).await?;
         table.extend(t);
         lines.push(l);
         doc["chain"] = v;
@@ -301,7 +301,7 @@ async fn retirement(admin: &kube::Client, s: &Settings) -> anyhow::Result<Scenar
         let mut floors = Vec::new();
         for rep in 0..s.reps {
             eprintln!("flux-bench: retire {name} {}/{}", rep + 1, s.reps);
-            let r = retire::run_once(admin, s, strategy).await?;
+            let r = Box::pin(retire::run_once(admin, s, strategy)).await?;
             ms.push(r.ms);
             #[allow(clippy::cast_precision_loss)] // request counts are small
             req.push(r.requests as f64);
@@ -309,13 +309,13 @@ async fn retirement(admin: &kube::Client, s: &Settings) -> anyhow::Result<Scenar
         }
         let (t, q) = (Summary::of(&ms), Summary::of(&req));
         if !floors.is_empty() {
-            let f = Summary::of(&floors);
+            let fl = Summary::of(&floors);
             table.push(format!(
-                "| retire {name} | floor ms (acknowledgement + proof spacing) | {} |",
-                f.show(0)
+                "| retire {name} | floor ms (acknowledgement + proof spacing and reads) | {} |",
+                fl.show(0)
             ));
-            v[format!("{name}_floor")] = json!({ "ms": f });
-            floor.get_or_insert(f.median);
+            v[format!("{name}_floor")] = json!({ "ms": fl });
+            floor.get_or_insert(fl.median);
         }
         table.push(format!(
             "| retire {name} | ms to proven pause | {} |",
@@ -351,7 +351,7 @@ async fn many_targets(admin: &kube::Client, s: &Settings) -> anyhow::Result<Scen
         let mut req = Vec::new();
         for rep in 0..s.reps {
             eprintln!("flux-bench: chain n={n} {}/{}", rep + 1, s.reps);
-            let r = chain::run_once(admin, s, n).await?;
+            let r = Box::pin(chain::run_once(admin, s, n)).await?;
             ms.push(r.ms);
             #[allow(clippy::cast_precision_loss)] // request counts are small
             req.push(r.requests as f64);
