@@ -93,12 +93,12 @@ pub struct TargetSpec {
 /// What happened to one Secret. Every variant but the first four means "not done".
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SecretOutcome {
-    /// Created, and read back holding the credential.
+    /// Created; the server's answer to the write holds the credential.
     Created {
         /// resourceVersion after the write.
         resource_version: String,
     },
-    /// Patched (CAS), and read back holding the credential.
+    /// Patched (CAS); the server's answer to the write holds the credential.
     Updated {
         /// Why it was written.
         drift: Drift,
@@ -127,10 +127,12 @@ pub enum SecretOutcome {
     NamespaceMissing,
     /// Not written by policy.
     Refused(Refusal),
-    /// Written, but the read-back did not show the credential (someone wrote after us, or the
-    /// object was replaced).
+    /// Written, but the server's answer did not show the credential on the object read (a
+    /// mutating admission changed it, or the object was replaced). The name is kept for
+    /// compatibility: this was judged from a second read before.
     ReadBackDiffers,
-    /// Not attempted because an earlier target did not succeed.
+    /// Not attempted: another target did not succeed before this one was started (for the
+    /// root: any consumer did not succeed).
     NotAttempted,
 }
 
