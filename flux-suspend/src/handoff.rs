@@ -85,6 +85,8 @@ pub struct Handoff {
     cancel: Cancel,
     waiting: Option<tokio::sync::mpsc::UnboundedSender<crate::steps::Waiting>>,
     wait_budget: Option<std::time::Duration>,
+    /// Objects as a preflight read them, each used once for the first fence decision.
+    reads: Vec<(ObjectRef, serde_json::Value)>,
 }
 
 impl std::fmt::Debug for Handoff {
@@ -108,7 +110,17 @@ impl Handoff {
             cancel: Cancel::new(),
             waiting: None,
             wait_budget: None,
+            reads: Vec::new(),
         }
+    }
+
+    /// Gives the pause the objects as a preflight just read them: each fence's first CAS is
+    /// decided on that read instead of reading again ([`Fencer::acquire_on`]); if the object
+    /// moved since, the CAS is refused and the fence reads afresh.
+    #[must_use]
+    pub fn with_reads(mut self, reads: Vec<(ObjectRef, serde_json::Value)>) -> Self {
+        self.reads = reads;
+        self
     }
 
     /// Caps each single wait of [`Handoff::pause`] at `budget`; without it a wait may use
@@ -395,22 +407,17 @@ impl Handoff {
         opts: &PauseOptions,
     ) -> Result<Option<PauseOutcome>, SuspendError> {
         let nonce = new_nonce();
-        let mut marks = vec![
-            Mark::field("/spec/suspend", json!(true)).exclusive(),
-            Mark::annotation(REQUESTED_AT_ANNOTATION, nonce.clone()).restore(Restore::IfUnchanged),
-        ];
-        if is_target {
-            marks.push(Mark::annotation(RECONCILE_ANNOTATION, RECONCILE_DISABLED));
-        }
+        let marks = fence_marks(&nonce, is_target);
         // A busy controller moves the resourceVersion with every status write, so a CAS can
         // lose several rounds in a row. Contention is a value: re-read and try again, backing
         // off, within the phase budget — never a write without the test.
         let deadline = tokio::time::Instant::now() + opts.timing.timeout;
         let mut backoff = CONTENDED_BACKOFF_START;
+        let mut known = self.take_read(obj);
         let outcome = loop {
             let outcome = self
                 .fencer
-                .acquire(obj, marks.clone(), opts.reason.as_deref())
+                .acquire_on(obj, known.take(), marks.clone(), opts.reason.as_deref())
                 .await
                 .map_err(|source| SuspendError::Fence {
                     step: "fencing",
@@ -568,6 +575,12 @@ impl Handoff {
         Ok(())
     }
 
+    /// The preflight's read of `obj`, once.
+    fn take_read(&mut self, obj: &ObjectRef) -> Option<serde_json::Value> {
+        let i = self.reads.iter().position(|(o, _)| o == obj)?;
+        Some(self.reads.swap_remove(i).1)
+    }
+
     fn push(&mut self, is_target: bool, held: Held) {
         if is_target {
             self.targets.push(held);
@@ -660,6 +673,19 @@ impl Drop for Handoff {
             );
         }
     }
+}
+
+/// The marks of a fence: `spec.suspend=true` (exclusive), the `requestedAt` nonce, and for a
+/// target `reconcile: disabled`.
+fn fence_marks(nonce: &str, is_target: bool) -> Vec<Mark> {
+    let mut marks = vec![
+        Mark::field("/spec/suspend", json!(true)).exclusive(),
+        Mark::annotation(REQUESTED_AT_ANNOTATION, nonce.to_string()).restore(Restore::IfUnchanged),
+    ];
+    if is_target {
+        marks.push(Mark::annotation(RECONCILE_ANNOTATION, RECONCILE_DISABLED));
+    }
+    marks
 }
 
 /// The distinct parents and targets of `chains`, in order; an object that is both is invalid.
