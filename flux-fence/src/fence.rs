@@ -137,8 +137,36 @@ impl Fencer {
         marks: Vec<Mark>,
         reason: Option<&str>,
     ) -> Result<AcquireOutcome, FenceError> {
+        self.acquire_on(obj, None, marks, reason).await
+    }
+
+    /// [`Fencer::acquire`] whose first round decides on `read`, the object as the caller read
+    /// it (e.g. in a preflight), instead of reading it again. The patch tests that read's uid
+    /// and resourceVersion, so if the object changed since, the server refuses it and the next
+    /// round reads afresh, as after any lost race.
+    ///
+    /// # Errors
+    /// As [`Fencer::acquire`].
+    pub async fn acquire_on(
+        &self,
+        obj: &ObjectRef,
+        mut read: Option<Value>,
+        marks: Vec<Mark>,
+        reason: Option<&str>,
+    ) -> Result<AcquireOutcome, FenceError> {
         for _ in 0..MAX_ATTEMPTS {
-            let plan = match self.plan_acquire(obj, &marks, reason).await? {
+            let decided = match read.take() {
+                Some(known) => decide_acquire(
+                    Some(&known),
+                    &self.keys,
+                    &self.owner,
+                    &marks,
+                    reason,
+                    self.clock.now(),
+                )?,
+                None => self.plan_acquire(obj, &marks, reason).await?,
+            };
+            let plan = match decided {
                 AcquireDecision::Patch(plan) => plan,
                 AcquireDecision::NotFound => return Ok(AcquireOutcome::NotFound),
                 AcquireDecision::Refuse(r) => return Ok(refused(r)),

@@ -1,6 +1,7 @@
 //! The thin async layer of the coordination Lease: read, ask [`crate::lease_decide`], write
 //! with the read resourceVersion; a heartbeat task; sticky loss.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
@@ -115,7 +116,8 @@ impl Lease {
                 }
                 LeaseDecision::Ours { epoch } => {
                     let renewed = read.as_ref().and_then(renew_time).unwrap_or(now);
-                    let guard = LeaseGuard::start(client, cfg, holder, epoch, clock, renewed);
+                    let guard =
+                        LeaseGuard::start(client, cfg, holder, epoch, clock, renewed).knowing(read);
                     return Ok(LeaseAcquire::Acquired(guard));
                 }
                 LeaseDecision::Create(lease) => (
@@ -130,11 +132,12 @@ impl Lease {
             };
             match written {
                 (Ok(lease), _) => {
-                    let epoch = Epoch(transitions(&lease.spec.unwrap_or_default())?);
+                    let epoch = Epoch(transitions(&lease.spec.clone().unwrap_or_default())?);
                     tracing::info!(lease = %target, %holder, %epoch, "lease acquired");
-                    return Ok(LeaseAcquire::Acquired(LeaseGuard::start(
-                        client, cfg, holder, epoch, clock, now,
-                    )));
+                    return Ok(LeaseAcquire::Acquired(
+                        LeaseGuard::start(client, cfg, holder, epoch, clock, now)
+                            .knowing(Some(lease)),
+                    ));
                 }
                 (Err(e), verb) => match classify(&e) {
                     // Lost the race, or the response was lost: re-read and decide again.
@@ -145,6 +148,17 @@ impl Lease {
         }
         Ok(LeaseAcquire::Contended)
     }
+}
+
+/// What the last successful renewal left behind.
+#[derive(Debug)]
+struct Renewal {
+    /// When it was made, by our clock.
+    at: Timestamp,
+    /// The Lease as the server last answered us (our last write, or the read we adopted it
+    /// from): the next renewal is a CAS on its resourceVersion, without reading first. `None`
+    /// after a failed write: the next renewal reads.
+    known: Option<KubeLease>,
 }
 
 /// A cheap, clonable handle to a held Lease: `assert` it before a protected mutation.
@@ -158,8 +172,12 @@ struct Shared {
     holder: Holder,
     epoch: Epoch,
     clock: Arc<dyn Clock>,
-    /// Serialises renewals (heartbeat and assert), holding the last successful renewal time.
-    renewal: tokio::sync::Mutex<Timestamp>,
+    /// Serialises renewals (heartbeat and assert), holding the last successful renewal.
+    renewal: tokio::sync::Mutex<Renewal>,
+    /// How many renewals have begun (each takes the next number).
+    begun: AtomicU64,
+    /// The number of the latest renewal that succeeded (0: none yet).
+    proven: AtomicU64,
     lost: Mutex<Option<LossReason>>,
     /// Tells [`LeaseHandle::wait_lost`] the moment `lost` is set.
     lost_tx: tokio::sync::watch::Sender<bool>,
@@ -169,9 +187,15 @@ impl LeaseHandle {
     /// Renews the Lease and reads back our holder at our epoch.
     ///
     /// # Guarantees
-    /// `Ok` means the server recorded us as holder at our epoch just now. Loss is sticky: once
-    /// lost (another holder, another epoch, deleted, or not renewed within the duration by our
+    /// `Ok` means the server recorded us as holder at our epoch at some moment after this call
+    /// began: either this call's own renewal, or a concurrent one that was sent after this
+    /// call began (callers asserting at once share one renewal). Loss is sticky: once lost
+    /// (another holder, another epoch, deleted, or not renewed within the duration by our
     /// clock), every later call returns [`FenceError::LeaseLost`].
+    ///
+    /// A renewal is ONE update carrying the resourceVersion of the Lease as the server last
+    /// answered us: if anyone wrote the Lease since, the server refuses it (409) and the next
+    /// round reads and decides afresh ([`decide_renew`]), so nothing is taken on a stale view.
     ///
     /// # Errors
     /// [`FenceError::LeaseLost`]; an API failure (the Lease is not marked lost for it, but a
@@ -179,16 +203,26 @@ impl LeaseHandle {
     pub async fn assert(&self) -> Result<(), FenceError> {
         let s = &self.0;
         self.check_lost()?;
+        let asked = s.begun.load(Ordering::SeqCst);
         let mut last = s.renewal.lock().await;
         self.check_lost()?;
+        // A renewal numbered above `asked` began after this call did; if it succeeded, the
+        // server named us holder after this call began.
+        if s.proven.load(Ordering::SeqCst) > asked {
+            return Ok(());
+        }
+        let number = s.begun.fetch_add(1, Ordering::SeqCst) + 1;
         let target = format!("{}/{}", s.cfg.namespace, s.cfg.name);
         for _ in 0..LEASE_ATTEMPTS {
             let now = s.clock.now();
-            if is_stale(*last, now, s.cfg.duration) {
+            if is_stale(last.at, now, s.cfg.duration) {
                 return Err(self.mark_lost(LossReason::Stale));
             }
-            // A read that keeps failing past the Lease's duration finds it stale next round.
-            let read = read_lease(&s.api, &s.cfg.name, &target, s.cfg.duration).await?;
+            let read = match last.known.take() {
+                Some(known) => Some(known),
+                // A read that keeps failing past the Lease's duration finds it stale next round.
+                None => read_lease(&s.api, &s.cfg.name, &target, s.cfg.duration).await?,
+            };
             let lease = match decide_renew(read.as_ref(), &s.holder, s.epoch, now) {
                 RenewDecision::Lost(reason) => return Err(self.mark_lost(reason)),
                 RenewDecision::Renew(lease) => lease,
@@ -205,7 +239,9 @@ impl LeaseHandle {
                     {
                         return Err(self.mark_lost(reason));
                     }
-                    *last = now;
+                    last.at = now;
+                    last.known = Some(written);
+                    s.proven.store(number, Ordering::SeqCst);
                     return Ok(());
                 }
                 Err(e) => match classify(&e) {
@@ -304,7 +340,12 @@ impl LeaseGuard {
             holder,
             epoch,
             clock,
-            renewal: tokio::sync::Mutex::new(renewed),
+            renewal: tokio::sync::Mutex::new(Renewal {
+                at: renewed,
+                known: None,
+            }),
+            begun: AtomicU64::new(0),
+            proven: AtomicU64::new(0),
             lost: Mutex::new(None),
             lost_tx: tokio::sync::watch::Sender::new(false),
         };
@@ -325,6 +366,14 @@ impl LeaseGuard {
             heartbeat,
             released: false,
         }
+    }
+
+    /// Remembers `lease` as the server's last answer, so the first renewal needs no read.
+    fn knowing(self, lease: Option<KubeLease>) -> Self {
+        if let Ok(mut r) = self.handle.0.renewal.try_lock() {
+            r.known = lease;
+        }
+        self
     }
 
     /// See [`LeaseHandle::assert`].
@@ -416,7 +465,7 @@ impl LeaseGuard {
         self.heartbeat.abort();
         self.released = true;
         let s = &self.handle.0;
-        let _renewal = s.renewal.lock().await;
+        let mut renewal = s.renewal.lock().await;
         // From here on no handle asserts successfully, whatever the outcome.
         s.lost
             .lock()
@@ -426,7 +475,12 @@ impl LeaseGuard {
         let target = format!("{}/{}", s.cfg.namespace, s.cfg.name);
         let mut ambiguous = false;
         for _ in 0..LEASE_ATTEMPTS {
-            let read = read_lease(&s.api, &s.cfg.name, &target, crate::READ_RETRY_BUDGET).await?;
+            // The first round decides on the server's last answer to us and writes a CAS on its
+            // resourceVersion: a 409 sends the next round to read.
+            let read = match renewal.known.take() {
+                Some(known) => Some(known),
+                None => read_lease(&s.api, &s.cfg.name, &target, crate::READ_RETRY_BUDGET).await?,
+            };
             if ambiguous && landed(read.as_ref(), s.epoch) {
                 tracing::info!(lease = %target, holder = %s.holder, "lease {done} (the answer was lost; the re-read shows it)");
                 return Ok(LeaseRelease::Released);

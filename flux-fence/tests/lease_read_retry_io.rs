@@ -57,7 +57,10 @@ async fn a_lease_create_cut_by_a_refusal_is_re_read_and_taken_and_a_reset_releas
         .map(|s| s.forwarded)
         .collect();
     assert_eq!(creates, [false, true], "{log:?}");
-    // The release's read meets a reset connection, then a 500.
+    // The release writes first on the version it knows; that write is cut by a reset (not
+    // forwarded), so it re-reads: the read meets a reset connection, then a 500.
+    let updates = proxy.counts().get("update leases").copied().unwrap_or(0);
+    proxy.arm_on("update leases", updates + 1, Fault::Reset);
     let gets = proxy.counts().get("get leases").copied().unwrap_or(0);
     proxy.arm_on("get leases", gets + 1, Fault::Reset);
     let status = Fault::Status {

@@ -66,6 +66,8 @@ pub struct ResumeReport {
 struct Held {
     guard: FenceGuard,
     nonce: Option<String>,
+    /// The resourceVersion read when the nonce was seen acknowledged: the proof's baseline.
+    acked: Option<String>,
 }
 
 /// One handoff: the fences it holds, parents and targets, and how to release them.
@@ -83,6 +85,8 @@ pub struct Handoff {
     cancel: Cancel,
     waiting: Option<tokio::sync::mpsc::UnboundedSender<crate::steps::Waiting>>,
     wait_budget: Option<std::time::Duration>,
+    /// Objects as a preflight read them, each used once for the first fence decision.
+    reads: Vec<(ObjectRef, serde_json::Value)>,
 }
 
 impl std::fmt::Debug for Handoff {
@@ -106,7 +110,17 @@ impl Handoff {
             cancel: Cancel::new(),
             waiting: None,
             wait_budget: None,
+            reads: Vec::new(),
         }
+    }
+
+    /// Gives the pause the objects as a preflight just read them: each fence's first CAS is
+    /// decided on that read instead of reading again ([`Fencer::acquire_on`]); if the object
+    /// moved since, the CAS is refused and the fence reads afresh.
+    #[must_use]
+    pub fn with_reads(mut self, reads: Vec<(ObjectRef, serde_json::Value)>) -> Self {
+        self.reads = reads;
+        self
     }
 
     /// Caps each single wait of [`Handoff::pause`] at `budget`; without it a wait may use
@@ -157,7 +171,11 @@ impl Handoff {
                 m.at == MarkAt::Annotation(RECONCILE_ANNOTATION.into())
                     && m.value == json!(RECONCILE_DISABLED)
             });
-            let held = Held { guard, nonce: None };
+            let held = Held {
+                guard,
+                nonce: None,
+                acked: None,
+            };
             if is_target {
                 h.targets.push(held);
             } else {
@@ -260,8 +278,10 @@ impl Handoff {
                     }
                 }
                 Step::AwaitParentAcks => {
-                    self.wait(step, timing.timeout, self.await_acks(false, timing))
+                    let acked = self
+                        .wait(step, timing.timeout, self.await_acks(false, timing))
                         .await?;
+                    self.note_acked(false, acked);
                 }
                 Step::QuiesceTargets => {
                     for t in &targets {
@@ -281,8 +301,10 @@ impl Handoff {
                     }
                 }
                 Step::AwaitTargetAcks => {
-                    self.wait(step, timing.timeout, self.await_acks(true, timing))
+                    let acked = self
+                        .wait(step, timing.timeout, self.await_acks(true, timing))
                         .await?;
+                    self.note_acked(true, acked);
                 }
                 Step::RestartController => {
                     let token = flux_fence::Holder::generate().to_string();
@@ -302,7 +324,7 @@ impl Handoff {
                         &self.client,
                         &chain,
                         &self.fencer.keys().owner,
-                        None,
+                        self.acked_versions(),
                         timing,
                     );
                     let proof = self.wait(step, timing.timeout, prove).await?;
@@ -353,6 +375,7 @@ impl Handoff {
                         list.push(Held {
                             guard: *guard,
                             nonce: held.nonce,
+                            acked: None,
                         });
                         return Err(SuspendError::Invalid {
                             step: "releasing",
@@ -384,22 +407,17 @@ impl Handoff {
         opts: &PauseOptions,
     ) -> Result<Option<PauseOutcome>, SuspendError> {
         let nonce = new_nonce();
-        let mut marks = vec![
-            Mark::field("/spec/suspend", json!(true)).exclusive(),
-            Mark::annotation(REQUESTED_AT_ANNOTATION, nonce.clone()).restore(Restore::IfUnchanged),
-        ];
-        if is_target {
-            marks.push(Mark::annotation(RECONCILE_ANNOTATION, RECONCILE_DISABLED));
-        }
+        let marks = fence_marks(&nonce, is_target);
         // A busy controller moves the resourceVersion with every status write, so a CAS can
         // lose several rounds in a row. Contention is a value: re-read and try again, backing
         // off, within the phase budget — never a write without the test.
         let deadline = tokio::time::Instant::now() + opts.timing.timeout;
         let mut backoff = CONTENDED_BACKOFF_START;
+        let mut known = self.take_read(obj);
         let outcome = loop {
             let outcome = self
                 .fencer
-                .acquire(obj, marks.clone(), opts.reason.as_deref())
+                .acquire_on(obj, known.take(), marks.clone(), opts.reason.as_deref())
                 .await
                 .map_err(|source| SuspendError::Fence {
                     step: "fencing",
@@ -455,6 +473,7 @@ impl Handoff {
                     Held {
                         guard,
                         nonce: Some(nonce),
+                        acked: None,
                     },
                 );
                 return Err(SuspendError::Invalid {
@@ -480,6 +499,7 @@ impl Handoff {
             Held {
                 guard,
                 nonce: Some(nonce),
+                acked: None,
             },
         );
         Ok(None)
@@ -546,11 +566,19 @@ impl Handoff {
                     source,
                 })?;
             if ours {
-                io::wait_acknowledged(&self.client, h.guard.object(), &nonce, timing).await?;
+                let seen =
+                    io::wait_acknowledged(&self.client, h.guard.object(), &nonce, timing).await?;
+                h.acked = resource_version(&seen);
                 h.nonce = Some(nonce);
             }
         }
         Ok(())
+    }
+
+    /// The preflight's read of `obj`, once.
+    fn take_read(&mut self, obj: &ObjectRef) -> Option<serde_json::Value> {
+        let i = self.reads.iter().position(|(o, _)| o == obj)?;
+        Some(self.reads.swap_remove(i).1)
     }
 
     fn push(&mut self, is_target: bool, held: Held) {
@@ -561,18 +589,60 @@ impl Handoff {
         }
     }
 
-    async fn await_acks(&self, targets: bool, timing: Timing) -> Result<(), SuspendError> {
+    /// Waits for each acknowledgement of one level, watching each object from the version
+    /// its fence write left (no read first), and keeps the version it was seen at.
+    async fn await_acks(
+        &self,
+        targets: bool,
+        timing: Timing,
+    ) -> Result<Vec<Option<String>>, SuspendError> {
         let list = if targets {
             &self.targets
         } else {
             &self.parents
         };
+        let mut versions = Vec::with_capacity(list.len());
         for h in list {
+            let mut acked = None;
             if let Some(nonce) = &h.nonce {
-                io::wait_acknowledged(&self.client, h.guard.object(), nonce, timing).await?;
+                let seen = io::wait_acknowledged_since(
+                    &self.client,
+                    h.guard.object(),
+                    nonce,
+                    h.guard.resource_version(),
+                    timing,
+                )
+                .await?;
+                acked = resource_version(&seen);
             }
+            versions.push(acked);
         }
-        Ok(())
+        Ok(versions)
+    }
+
+    /// Records the versions [`Handoff::await_acks`] returned for one level.
+    fn note_acked(&mut self, targets: bool, versions: Vec<Option<String>>) {
+        let list = if targets {
+            &mut self.targets
+        } else {
+            &mut self.parents
+        };
+        for (h, v) in list.iter_mut().zip(versions) {
+            h.acked = v;
+        }
+    }
+
+    /// The versions every member was seen at when it acknowledged, in proof-chain order, as
+    /// the proof's baseline: its first pass then counts only if no member was written since
+    /// (the judge compares), so a quiet chain is proven in
+    /// [`crate::judge::REQUIRED_PASSES`] reads spaced by the interval. `None` when a member
+    /// has none (strategies without acknowledgements).
+    fn acked_versions(&self) -> Option<Vec<String>> {
+        self.parents
+            .iter()
+            .chain(&self.targets)
+            .map(|h| h.acked.clone())
+            .collect()
     }
 
     fn proof_chain(&self) -> Vec<ProofTarget> {
@@ -603,6 +673,19 @@ impl Drop for Handoff {
             );
         }
     }
+}
+
+/// The marks of a fence: `spec.suspend=true` (exclusive), the `requestedAt` nonce, and for a
+/// target `reconcile: disabled`.
+fn fence_marks(nonce: &str, is_target: bool) -> Vec<Mark> {
+    let mut marks = vec![
+        Mark::field("/spec/suspend", json!(true)).exclusive(),
+        Mark::annotation(REQUESTED_AT_ANNOTATION, nonce.to_string()).restore(Restore::IfUnchanged),
+    ];
+    if is_target {
+        marks.push(Mark::annotation(RECONCILE_ANNOTATION, RECONCILE_DISABLED));
+    }
+    marks
 }
 
 /// The distinct parents and targets of `chains`, in order; an object that is both is invalid.
@@ -655,6 +738,12 @@ async fn release_with_retry(
             other => return Ok(other),
         }
     }
+}
+
+fn resource_version(v: &serde_json::Value) -> Option<String> {
+    v.pointer("/metadata/resourceVersion")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_string)
 }
 
 /// A fresh `requestedAt` value: an RFC 3339 timestamp, as `flux reconcile` writes.

@@ -58,9 +58,12 @@
 //! 4. **Plan** each Secret ([`plan::plan`], pure): create if absent, nothing if it already
 //!    holds the credential (normalised comparison), else a JSON Patch that `test`s uid,
 //!    resourceVersion and type; refuse Secrets of another type or immutable ones.
-//! 5. **Reassert** ([`reassert::Reasserter`]): consumers first, the root Secret last; a
-//!    caller gate (the handoff Lease assertion) before every write; one CAS write; read-back
-//!    and compare. A lost race is [`reassert::SecretOutcome::Moved`], never an overwrite.
+//! 5. **Reassert** ([`reassert::Reasserter`]): consumers first, at most
+//!    [`reassert::FANOUT_CONCURRENCY`] at a time, the root Secret last and only after every
+//!    consumer succeeded; a caller gate (the handoff Lease assertion) before every write; one
+//!    CAS write, judged from the server's answer to it. The first failure stops new writes;
+//!    writes in flight finish and are reported; the rest are `NotAttempted`. A lost race is
+//!    [`reassert::SecretOutcome::Moved`], never an overwrite.
 //! 6. **Prove Flux pulls** ([`source::prove_source`]): request a reconcile of the source with a
 //!    fresh `requestedAt` nonce and wait for `Ready=True` acknowledging that nonce.
 //!

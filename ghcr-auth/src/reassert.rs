@@ -1,11 +1,24 @@
 //! The thin I/O layer of reassertion: read each Secret, ask [`plan()`](crate::plan::plan), send the
-//! one CAS write, read it back.
+//! one CAS write, judge the write's own response.
+//!
+//! # Fan-out
+//!
+//! Consumer Secrets are written at most [`FANOUT_CONCURRENCY`] at a time, starting with one
+//! and allowing one more in flight for each that succeeded (a systematic failure, e.g. no
+//! rights, costs one write, not a burst); the root Secret is written last, alone, and only
+//! after every consumer holds the credential. The first consumer
+//! that does not succeed (or a failing gate, or an API error) stops the fan-out: no write
+//! starts after that is known; the writes already in flight finish, so their outcome is known
+//! and reported (never abandoned mid-air); every consumer not started is
+//! [`SecretOutcome::NotAttempted`], and so is the root.
 
 use std::fmt;
 use std::future::Future;
 
 use flux_fence::LeaseHandle;
+use futures::StreamExt;
 use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::Client;
 use kube::api::{Api, ListParams, Patch};
@@ -16,6 +29,11 @@ use crate::error::{BoxError, GhcrError};
 use crate::plan::{
     Drift, Refusal, SecretPlan, SecretTarget, TargetRole, holds, order_targets, plan_stamped,
 };
+
+/// How many consumer Secrets a reassertion writes at once: enough to hide the round trip to
+/// the API server, few enough that the writes of one run stay a small burst (the API server's
+/// default in-flight limit for mutations is 200).
+pub const FANOUT_CONCURRENCY: usize = 64;
 
 /// A check run before every write, e.g. "assert the handoff Lease is still ours". One method,
 /// implemented for async closures `Fn() -> impl Future<Output = Result<(), BoxError>>`.
@@ -75,12 +93,12 @@ pub struct TargetSpec {
 /// What happened to one Secret. Every variant but the first four means "not done".
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SecretOutcome {
-    /// Created, and read back holding the credential.
+    /// Created; the server's answer to the write holds the credential.
     Created {
         /// resourceVersion after the write.
         resource_version: String,
     },
-    /// Patched (CAS), and read back holding the credential.
+    /// Patched (CAS); the server's answer to the write holds the credential.
     Updated {
         /// Why it was written.
         drift: Drift,
@@ -109,10 +127,12 @@ pub enum SecretOutcome {
     NamespaceMissing,
     /// Not written by policy.
     Refused(Refusal),
-    /// Written, but the read-back did not show the credential (someone wrote after us, or the
-    /// object was replaced).
+    /// Written, but the server's answer did not show the credential on the object read (a
+    /// mutating admission changed it, or the object was replaced). The name is kept for
+    /// compatibility: this was judged from a second read before.
     ReadBackDiffers,
-    /// Not attempted because an earlier target did not succeed.
+    /// Not attempted: another target did not succeed before this one was started (for the
+    /// root: any consumer did not succeed).
     NotAttempted,
 }
 
@@ -300,14 +320,20 @@ impl Reasserter {
     ///   resourceVersion and type); a lost race is [`SecretOutcome::Moved`], never an overwrite
     ///   and never retried here.
     /// - A Secret already holding the credential (normalised comparison) is not written.
-    /// - Every write is read back and compared without printing it.
-    /// - The gate runs before every write; stops at the first target that does not succeed and
-    ///   reports the rest as [`SecretOutcome::NotAttempted`], so the root is written only after
+    /// - Every write is judged from the server's answer to it (the object as that write stored
+    ///   it), compared without printing it.
+    /// - The gate runs before every write (a Lease gate shares one assertion among the writes
+    ///   that wait for it at once: see [`LeaseHandle::assert`]).
+    /// - Consumers are written at most [`FANOUT_CONCURRENCY`] at a time (one at first, one
+    ///   more for each that succeeded). Once one does not
+    ///   succeed, no further write starts; the writes in flight finish and are reported; the
+    ///   rest are [`SecretOutcome::NotAttempted`]. The root is written last, alone, only after
     ///   every consumer holds the credential.
     /// - No Secret data reaches logs, errors or the report.
     ///
     /// # Errors
-    /// Listing namespaces, reading a Secret, an unexpected API error, or the gate failing.
+    /// Listing namespaces, reading a Secret, an unexpected API error, or the gate failing; the
+    /// writes in flight then still finish (each is logged) before the error is returned.
     ///
     /// # Caveats
     /// Concurrent reasserters with different credentials will see each other as `Moved` or
@@ -321,7 +347,8 @@ impl Reasserter {
         self.reassert_ordered(config, targets).await
     }
 
-    /// [`Reasserter::reassert`] for an explicit, already ordered target list.
+    /// [`Reasserter::reassert`] for an explicit, already ordered target list: every consumer
+    /// before the root, whatever their place in the list.
     ///
     /// # Errors
     /// As [`Reasserter::reassert`].
@@ -330,22 +357,88 @@ impl Reasserter {
         config: &DockerConfig,
         targets: Vec<(TargetRole, SecretTarget)>,
     ) -> Result<ReassertReport, GhcrError> {
-        let mut results = Vec::with_capacity(targets.len());
-        let mut failed = false;
-        for (role, target) in targets {
-            let outcome = if failed {
+        let mut outcomes: Vec<Option<SecretOutcome>> = vec![None; targets.len()];
+        let consumers = targets
+            .iter()
+            .enumerate()
+            .filter(|(_, (role, _))| *role == TargetRole::Consumer);
+        let mut stop = self.fan_out(config, consumers, &mut outcomes).await;
+        for (i, (role, target)) in targets.iter().enumerate() {
+            if *role != TargetRole::Root {
+                continue;
+            }
+            let outcome = if stop.is_some() || outcomes.iter().flatten().any(|o| !o.is_ok()) {
                 SecretOutcome::NotAttempted
             } else {
-                self.reassert_one(config, &target).await?
+                match self.reassert_one(config, target).await {
+                    Ok(o) => o,
+                    Err(e) => {
+                        stop = Some(e);
+                        SecretOutcome::NotAttempted
+                    }
+                }
             };
-            failed |= !outcome.is_ok();
             info!(role = ?role, target = %target, outcome = outcome.word(), "secret reassertion");
-            results.push((role, target, outcome));
+            outcomes[i] = Some(outcome);
         }
+        if let Some(e) = stop {
+            return Err(e);
+        }
+        let results = targets
+            .into_iter()
+            .zip(outcomes)
+            .map(|((role, target), o)| (role, target, o.unwrap_or(SecretOutcome::NotAttempted)))
+            .collect();
         Ok(ReassertReport { results })
     }
 
-    /// Reasserts into one Secret: read, plan, gate, one CAS write, read back.
+    /// Writes `consumers` (index into `outcomes`, target) at most [`FANOUT_CONCURRENCY`] at a
+    /// time, recording each outcome; stops starting writes at the first one that does not
+    /// succeed, and lets those in flight finish. Returns the first error, if any.
+    async fn fan_out<'a>(
+        &self,
+        config: &DockerConfig,
+        consumers: impl Iterator<Item = (usize, &'a (TargetRole, SecretTarget))>,
+        outcomes: &mut [Option<SecretOutcome>],
+    ) -> Option<GhcrError> {
+        let mut pending = consumers.peekable();
+        let mut in_flight = FuturesUnordered::new();
+        let mut failed = false;
+        let mut succeeded = 0usize;
+        let mut first_error = None;
+        loop {
+            while !failed && in_flight.len() < FANOUT_CONCURRENCY.min(1 + succeeded) {
+                let Some((i, (role, target))) = pending.next() else {
+                    break;
+                };
+                in_flight.push(async move {
+                    (i, *role, target, self.reassert_one(config, target).await)
+                });
+            }
+            let Some((i, role, target, result)) = in_flight.next().await else {
+                break;
+            };
+            let outcome = match result {
+                Ok(o) => o,
+                Err(e) => {
+                    warn!(target = %target, error = %e, "secret reassertion failed; no further write starts");
+                    first_error.get_or_insert(e);
+                    failed = true;
+                    continue;
+                }
+            };
+            if outcome.is_ok() {
+                succeeded += 1;
+            } else {
+                failed = true;
+            }
+            info!(role = ?role, target = %target, outcome = outcome.word(), "secret reassertion");
+            outcomes[i] = Some(outcome);
+        }
+        first_error
+    }
+
+    /// Reasserts into one Secret: read, plan, gate, one CAS write, judged from its answer.
     ///
     /// # Errors
     /// As [`Reasserter::reassert`].
@@ -359,6 +452,7 @@ impl Reasserter {
             Ok(o) => o,
             Err(e) => return classify_read(e, target),
         };
+        let read_uid = observed.as_ref().and_then(|o| o.metadata.uid.clone());
         let decided = plan_stamped(target, config, observed.as_ref(), self.revision.as_deref());
         let (write, drift) = match decided {
             SecretPlan::Unchanged { resource_version } => {
@@ -408,7 +502,12 @@ impl Reasserter {
                 return self.resolve_lost(config, target, lost).await;
             }
         };
-        self.read_back(config, target, &written, drift).await
+        Ok(Self::judge_written(
+            config,
+            &written,
+            read_uid.as_ref(),
+            drift,
+        ))
     }
 
     /// Resolves a write whose response was lost: adopt only if a re-read shows exactly the
@@ -435,30 +534,31 @@ impl Reasserter {
         }
     }
 
-    async fn read_back(
-        &self,
+    /// Judges a write from the server's answer to it: the object exactly as that write stored
+    /// it. A separate read afterwards could only add a later writer's change, which may land
+    /// just after that read as well; it proves nothing more.
+    fn judge_written(
         config: &DockerConfig,
-        target: &SecretTarget,
         written: &Secret,
+        read_uid: Option<&String>,
         drift: Option<Drift>,
-    ) -> Result<SecretOutcome, GhcrError> {
-        let api: Api<Secret> = Api::namespaced(self.client.clone(), &target.namespace);
-        let back = match api.get_opt(&target.name).await {
-            Ok(b) => b,
-            Err(e) => return classify_read(e, target),
-        };
-        let same_object = back.as_ref().map(|b| &b.metadata.uid) == Some(&written.metadata.uid);
-        let Some(back) = back.filter(|b| same_object && holds(b, config)) else {
-            return Ok(SecretOutcome::ReadBackDiffers);
-        };
-        let resource_version = back.metadata.resource_version.unwrap_or_default();
-        Ok(match drift {
+    ) -> SecretOutcome {
+        let same_object = read_uid.is_none_or(|uid| written.metadata.uid.as_ref() == Some(uid));
+        if !same_object || !holds(written, config) {
+            return SecretOutcome::ReadBackDiffers;
+        }
+        let resource_version = written
+            .metadata
+            .resource_version
+            .clone()
+            .unwrap_or_default();
+        match drift {
             None => SecretOutcome::Created { resource_version },
             Some(drift) => SecretOutcome::Updated {
                 drift,
                 resource_version,
             },
-        })
+        }
     }
 }
 

@@ -337,7 +337,12 @@ pub fn classify(method: &str, path: &str, query: &str) -> String {
     format!("{verb} {resource}")
 }
 
-type Body = Full<Bytes>;
+type Body = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
+
+/// A whole response body.
+fn full(bytes: Bytes) -> Body {
+    Full::new(bytes).map_err(|never| match never {}).boxed()
+}
 
 async fn handle(
     st: Arc<State>,
@@ -382,7 +387,9 @@ async fn handle(
         let body = format!(
             r#"{{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected by the test proxy","code":{code}}}"#
         );
-        return Ok(resp.body(Full::new(Bytes::from(body))).unwrap_or_default());
+        return Ok(resp
+            .body(full(Bytes::from(body)))
+            .unwrap_or_else(|_| bad_gateway()));
     }
     match &fault {
         Some(Fault::Reset) => {
@@ -452,18 +459,32 @@ async fn forward(
     };
     let status = resp.status().as_u16();
     let ctype = resp.headers().get("content-type").cloned();
-    let Ok(bytes) = resp.bytes().await else {
-        return bad_gateway();
-    };
     let mut b = Response::builder().status(status);
     if let Some(c) = ctype {
         b = b.header("content-type", c.as_bytes());
     }
-    b.body(Full::new(bytes)).unwrap_or_else(|_| bad_gateway())
+    if query.contains("watch=true") || query.contains("watch=1") {
+        // A watch streams its events as they come: pass each chunk on at once.
+        let chunks = futures::stream::unfold(Some(resp), |resp| async move {
+            let mut resp = resp?;
+            match resp.chunk().await {
+                Ok(Some(c)) => Some((Ok(hyper::body::Frame::data(c)), Some(resp))),
+                Ok(None) => None,
+                Err(e) => Some((Err(std::io::Error::other(e)), None)),
+            }
+        });
+        return b
+            .body(http_body_util::StreamBody::new(chunks).boxed())
+            .unwrap_or_else(|_| bad_gateway());
+    }
+    let Ok(bytes) = resp.bytes().await else {
+        return bad_gateway();
+    };
+    b.body(full(bytes)).unwrap_or_else(|_| bad_gateway())
 }
 
 fn bad_gateway() -> Response<Body> {
-    let mut r = Response::new(Full::new(Bytes::from_static(b"upstream failed")));
+    let mut r = Response::new(full(Bytes::from_static(b"upstream failed")));
     *r.status_mut() = StatusCode::BAD_GATEWAY;
     r
 }

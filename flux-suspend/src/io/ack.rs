@@ -1,11 +1,17 @@
+use futures::StreamExt;
 use kube::Client;
+use kube::api::{WatchEvent, WatchParams};
 use serde_json::Value;
 
 use super::{Timing, poll_soon};
 use crate::error::SuspendError;
-use crate::object::get_json;
+use crate::object::{api, get_json};
 use crate::retire::acknowledged;
 use flux_fence::ObjectRef;
+
+/// The longest single watch request (the API server caps `timeoutSeconds`); a longer wait
+/// watches again from the last version seen.
+const WATCH_SLICE_SECS: u32 = 290;
 
 /// Waits until `object` acknowledges `nonce` (`status.lastHandledReconcileAt == nonce`) and
 /// returns the object as read then.
@@ -22,7 +28,52 @@ pub async fn wait_acknowledged(
     nonce: &str,
     timing: Timing,
 ) -> Result<Value, SuspendError> {
-    poll_soon(timing, || async {
+    wait_acknowledged_since(client, object, nonce, None, timing).await
+}
+
+/// [`wait_acknowledged`] that, given `since` (the resourceVersion of the write that carried
+/// `nonce`), sends no read first: it watches the one object from that version, so the
+/// acknowledgement is seen the moment the controller writes it, in one request.
+///
+/// Without `since` it reads once, then watches from the version read. When the watch cannot
+/// be used (no `watch` right, the version is too old, the stream breaks) it polls as
+/// [`wait_acknowledged`] always did, until the same deadline.
+///
+/// # Guarantees
+/// As [`wait_acknowledged`]: only the object's own `lastHandledReconcileAt` is judged, from
+/// the object as the server sent it (a watch event carries the whole object).
+///
+/// # Errors
+/// As [`wait_acknowledged`].
+pub async fn wait_acknowledged_since(
+    client: &Client,
+    object: &ObjectRef,
+    nonce: &str,
+    since: Option<&str>,
+    timing: Timing,
+) -> Result<Value, SuspendError> {
+    let deadline = tokio::time::Instant::now() + timing.timeout;
+    let from = match since {
+        Some(rv) => Some(rv.to_string()),
+        None => match get_json(client, object).await {
+            Ok(v) if acknowledged(&v, nonce) => return Ok(v),
+            Ok(v) => v
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            Err(e) => {
+                tracing::debug!(object = %object, error = %e, "acknowledgement read failed");
+                None
+            }
+        },
+    };
+    if let Some(from) = from
+        && let Some(v) = watch_ack(client, object, nonce, from, deadline).await
+    {
+        return Ok(v);
+    }
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    poll_soon(Timing::new(timing.interval, left), || async {
         match get_json(client, object).await {
             Ok(v) if acknowledged(&v, nonce) => Some(v),
             Ok(_) => None,
@@ -37,4 +88,62 @@ pub async fn wait_acknowledged(
         object: object.to_string(),
         waited: timing.timeout,
     })
+}
+
+/// Watches `object` from resourceVersion `from` until an event shows `nonce` acknowledged
+/// (`Some`), or `None` when the watch cannot go on (refused, too old a version, broken,
+/// deleted object) or the deadline passed: the caller then polls for what is left.
+async fn watch_ack(
+    client: &Client,
+    object: &ObjectRef,
+    nonce: &str,
+    mut from: String,
+    deadline: tokio::time::Instant,
+) -> Option<Value> {
+    let api = api(client, object);
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let secs = u32::try_from(left.as_secs()).unwrap_or(u32::MAX);
+        if secs == 0 {
+            return None;
+        }
+        let params = WatchParams::default()
+            .fields(&format!("metadata.name={}", object.name))
+            .timeout(secs.min(WATCH_SLICE_SECS));
+        let stream = match api.watch(&params, &from).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(object = %object, error = %e, "acknowledgement watch refused; polling");
+                return None;
+            }
+        };
+        let mut stream = std::pin::pin!(stream);
+        let ended = tokio::time::timeout_at(deadline, async {
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(WatchEvent::Added(o) | WatchEvent::Modified(o)) => {
+                        let v = serde_json::to_value(&o).ok()?;
+                        if acknowledged(&v, nonce) {
+                            return Some(Some(v));
+                        }
+                        if let Some(rv) = o.metadata.resource_version {
+                            from = rv;
+                        }
+                    }
+                    Ok(WatchEvent::Bookmark(b)) => from = b.metadata.resource_version,
+                    Ok(WatchEvent::Deleted(_) | WatchEvent::Error(_)) | Err(_) => {
+                        return None;
+                    }
+                }
+            }
+            // The server closed the watch at its timeout: watch again from `from`.
+            Some(None)
+        })
+        .await;
+        match ended {
+            Ok(Some(Some(v))) => return Some(v),
+            Ok(Some(None)) => {}
+            Ok(None) | Err(_) => return None,
+        }
+    }
 }

@@ -6,7 +6,7 @@ mod quiesce;
 mod refence;
 mod restart;
 
-pub use ack::wait_acknowledged;
+pub use ack::{wait_acknowledged, wait_acknowledged_since};
 pub use prove::{ProofTarget, prove_stable_pause};
 pub use quiesce::wait_quiet;
 pub use refence::refence;

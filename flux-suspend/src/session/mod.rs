@@ -175,7 +175,7 @@ impl Session {
             during: "before anything was taken: nothing was changed".into(),
             changed: false,
         };
-        let (chains, recovered) = cancel
+        let (chains, recovered, reads) = cancel
             .unless_stopped(preflight::preflight(&client, &opts, &holder))
             .await
             .ok_or_else(before_start)??;
@@ -217,7 +217,8 @@ impl Session {
         let (waiting_tx, waiting) = tokio::sync::mpsc::unbounded_channel();
         let mut handoff = Handoff::new(client.clone(), fencer)
             .with_cancel(cancel.clone())
-            .with_waiting(waiting_tx);
+            .with_waiting(waiting_tx)
+            .with_reads(reads);
         if let Some(cap) = opts.wait_timeout {
             handoff = handoff.with_wait_budget(cap);
         }

@@ -23,7 +23,7 @@ pub(crate) async fn preflight(
     client: &Client,
     opts: &SessionOptions,
     holder: &Holder,
-) -> Result<(Vec<Chain>, Vec<Recovered>), SessionError> {
+) -> Result<(Vec<Chain>, Vec<Recovered>, Reads), SessionError> {
     let recovered = match &opts.recover_finished_runs {
         // Boxed: the recovery's future is large and rarely needed.
         Some(source) => Box::pin(finished_runs(client, opts, holder, source)).await?,
@@ -31,8 +31,9 @@ pub(crate) async fn preflight(
     };
     lease(client, opts).await?;
     let mut chains = Vec::new();
+    let mut reads: Reads = Vec::new();
     for t in &opts.targets {
-        let obj = read(client, &t.object).await?;
+        let obj = read_once(client, &t.object, &mut reads).await?;
         let parent = match &t.parent {
             ParentSpec::TopLevel => None,
             ParentSpec::Explicit(p) => Some(p.clone()),
@@ -41,7 +42,7 @@ pub(crate) async fn preflight(
                 .filter(|p| *p != t.object),
         };
         if let Some(p) = &parent {
-            let read = read(client, p).await?;
+            let read = read_once(client, p, &mut reads).await?;
             refuse_foreign(p, &read, &opts.keys, opts.reason.as_deref(), holder)?;
         }
         refuse_foreign(&t.object, &obj, &opts.keys, opts.reason.as_deref(), holder)?;
@@ -50,7 +51,24 @@ pub(crate) async fn preflight(
             target: t.object.clone(),
         });
     }
-    Ok((chains, recovered))
+    Ok((chains, recovered, reads))
+}
+
+/// Each object as the preflight read it, once: the pause decides its first fence CAS on it.
+pub(crate) type Reads = Vec<(ObjectRef, Value)>;
+
+/// Reads `obj` unless this preflight already did (a parent shared by several targets).
+async fn read_once(
+    client: &Client,
+    obj: &ObjectRef,
+    reads: &mut Reads,
+) -> Result<Value, SessionError> {
+    if let Some((_, v)) = reads.iter().find(|(o, _)| o == obj) {
+        return Ok(v.clone());
+    }
+    let v = read(client, obj).await?;
+    reads.push((obj.clone(), v.clone()));
+    Ok(v)
 }
 
 /// Refuses while another holder has the Lease and it has not expired (the acquire decides

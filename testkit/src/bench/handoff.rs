@@ -41,6 +41,8 @@ pub struct Run {
     pub overhead_ms: f64,
     pub requests: u64,
     pub by_verb: BTreeMap<String, u64>,
+    /// Every request in order, `kind path`: where the requests go.
+    pub log: Vec<String>,
 }
 
 /// The quiet time the protocol mandates: the sleeps between the required proof passes.
@@ -84,6 +86,11 @@ pub async fn run_once(admin: &Client, s: &Settings) -> anyhow::Result<Run> {
         overhead_ms: ms(wall.saturating_sub(mandated_quiet(s.interval))),
         requests: proxy.total(),
         by_verb: proxy.counts(),
+        log: proxy
+            .log()
+            .into_iter()
+            .map(|r| format!("{} {}", r.kind, r.path))
+            .collect(),
     })
 }
 

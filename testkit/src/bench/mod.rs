@@ -5,6 +5,7 @@
 //! request counts are exactly the requests of the thing measured; the controller model and the
 //! untimed setup use the admin client directly and are not counted.
 
+pub mod chain;
 pub mod fanout;
 pub mod footprint;
 pub mod forward;

@@ -1,0 +1,42 @@
+//! Tier 2: what the `ack` pause reads, counted by testkit's proxy in front of the real
+//! kube-apiserver (the fence writes go around it): each acknowledgement is one watch from the
+//! fence write's version, and the proof starts from the versions seen at the
+//! acknowledgements, so a quiet chain is proven in two passes of reads.
+
+mod common;
+
+use common::*;
+use flux_suspend::PauseOutcome;
+use flux_suspend::retire::Strategy;
+use flux_suspend::{Handoff, judge::REQUIRED_PASSES};
+use testkit::proxy::Proxy;
+
+#[tokio::test]
+async fn each_acknowledgement_is_one_watch_and_the_proof_needs_two_passes() {
+    let w = World::new("sus-watch").await;
+    let proxy = Proxy::start().await.unwrap();
+    let mut h = Handoff::new(proxy.client().unwrap(), w.fencer.clone());
+    let out = h
+        .pause(&w.chain(), &w.opts(Strategy::Ack), &mut |_| {})
+        .await
+        .unwrap();
+    let PauseOutcome::Proven(proof) = out else {
+        panic!("{out:?}")
+    };
+    let counts = proxy.counts();
+    assert_eq!(
+        counts.get("watch kustomizations"),
+        Some(&2),
+        "one watch per acknowledgement: {counts:?}"
+    );
+    // Two members, read once per pass.
+    let proof_reads = u64::from(REQUIRED_PASSES) * 2;
+    assert!(
+        counts.get("get kustomizations").copied().unwrap_or(0) <= proof_reads,
+        "only the proof reads: {counts:?}"
+    );
+    assert_eq!(proof.passes(), REQUIRED_PASSES);
+    assert_fenced(&w.get(PARENT).await, &w.owner(), false);
+    assert_fenced(&w.get(TARGET).await, &w.owner(), true);
+    h.resume(None).await.unwrap();
+}
