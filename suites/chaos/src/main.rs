@@ -13,7 +13,6 @@
 //! Usage: `flux-chaos --handoff-bin PATH [--launcher PATH --crds DIR] [--quick] [--out DIR]
 //! [--only S,S]`.
 
-#[path = "../chaos/mod.rs"]
 mod chaos;
 
 use std::path::PathBuf;
