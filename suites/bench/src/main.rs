@@ -13,7 +13,6 @@
 //! Usage: `flux-bench [--quick] [--out DIR] [--handoff-bin PATH] [--only a,b]` with scenario
 //! names `full_handoff`, `fanout`, `retire`, `footprint`.
 
-#[path = "../bench/mod.rs"]
 mod bench;
 
 use std::path::PathBuf;
