@@ -226,7 +226,7 @@ fn ci_real() -> anyhow::Result<()> {
             "nextest",
             "run",
             "-p",
-            "testkit",
+            "realflux",
             "--profile",
             "ci",
             "--test",
