@@ -54,10 +54,10 @@ pub fn run(keep: bool) -> anyhow::Result<()> {
     }
     stop_all(&state)?;
     let testkit = bins::build(
-        "testkit",
+        &["testkit", "flux-demo-setup"],
         &["flux-model", "flux-source-model", "flux-demo-setup"],
     )?;
-    let cli = bins::build("handoff-cli", &["flux-handoff"])?.remove(0);
+    let cli = bins::build(&["handoff-cli"], &["flux-handoff"])?.remove(0);
     clock.step("built flux-handoff, the controller and source models, the setup tool");
 
     let (_launcher, line) = cluster::start(&state, keep, crate::realflux::Flux::Model)?;
