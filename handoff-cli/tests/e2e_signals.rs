@@ -7,8 +7,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
+use flux_model::model::{Phase, Touch};
 use k8s_openapi::api::coordination::v1::Lease;
-use testkit::model::{Phase, Touch};
 
 /// Sends `sig` (`TERM` or `INT`) to `pid`.
 fn signal(pid: u32, sig: &str) {

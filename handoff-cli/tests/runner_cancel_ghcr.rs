@@ -12,12 +12,12 @@ use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use checks::*;
 use common::*;
+use flux_model::source_model::{SourceModel, oci_repository, oci_repository_resource};
 use ghcr_auth::DockerConfig;
 use kube::api::{Api, DynamicObject, PostParams};
 use runner::Job;
 use secrecy::{ExposeSecret, SecretString};
 use testkit::registry::LocalRegistry;
-use testkit::source_model::{SourceModel, oci_repository, oci_repository_resource};
 
 const USER: &str = "robot";
 const TOKEN: &str = "ghp_RUNNERCANARY0123456789abcdefghijklmn";

@@ -53,8 +53,8 @@ pub fn run(keep: bool) -> anyhow::Result<()> {
         eprintln!("xtask: stopping the demo left running by an earlier `cargo xtask demo --keep`");
     }
     stop_all(&state)?;
-    let testkit = bins::build(
-        &["testkit", "flux-demo-setup"],
+    let helpers = bins::build(
+        &["flux-model", "flux-demo-setup"],
         &["flux-model", "flux-source-model", "flux-demo-setup"],
     )?;
     let cli = bins::build(&["handoff-cli"], &["flux-handoff"])?.remove(0);
@@ -68,7 +68,7 @@ pub fn run(keep: bool) -> anyhow::Result<()> {
     let kubeconfig = cluster::kubeconfig_of(&line)?;
     clock.step("control plane and controller model ready (flux-system seeded)");
 
-    let demo = Demo::start_helpers(&state, kubeconfig, cli, &testkit, keep)?;
+    let demo = Demo::start_helpers(&state, kubeconfig, cli, &helpers, keep)?;
     clock.step(&format!(
         "registry {} holds {}; source model running",
         demo.host, demo.image
@@ -128,17 +128,17 @@ struct Demo {
 }
 
 impl Demo {
-    /// Starts the registry and the source model; `testkit` are the paths of the flux-model,
+    /// Starts the registry and the source model; `helpers` are the paths of the flux-model,
     /// flux-source-model and flux-demo-setup binaries.
     fn start_helpers(
         state: &Path,
         kubeconfig: PathBuf,
         cli: PathBuf,
-        testkit: &[PathBuf],
+        helpers: &[PathBuf],
         keep: bool,
     ) -> anyhow::Result<Self> {
-        let [_, source_model, setup] = testkit else {
-            bail!("expected three testkit binaries");
+        let [_, source_model, setup] = helpers else {
+            bail!("expected three helper binaries");
         };
         let token = demo_token()?;
         write_private(&state.join("ghcr-token"), &token)?;

@@ -6,10 +6,10 @@
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
+use flux_model::model::{FluxModel, ModelHandle, seed_tree};
 use flux_suspend::object::{get_json, kustomization};
 use serde_json::Value;
 use testkit::TestNs;
-use testkit::model::{FluxModel, ModelHandle, seed_tree};
 
 pub const PARENT: &str = "flux-system";
 pub const TARGET: &str = "infrastructure";

@@ -26,14 +26,14 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use flux_model::model::seed::{CHILDREN, PARENT};
+use flux_model::source_model::{oci_repository, oci_repository_resource};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use testkit::fixtures::kustomization_resource;
-use testkit::model::seed::{CHILDREN, PARENT};
 use testkit::registry::LocalRegistry;
-use testkit::source_model::{oci_repository, oci_repository_resource};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// The namespace of the seeded tree and of the root Secret.
@@ -211,7 +211,7 @@ async fn freeze(client: &Client) -> anyhow::Result<()> {
         },
     )
     .await?;
-    let now = testkit::model::status::now_rfc3339();
+    let now = flux_model::model::status::now_rfc3339();
     let parent = ks.get(PARENT).await?;
     let generation = parent.metadata.generation.unwrap_or(1);
     let status = json!({ "status": { "conditions": [

@@ -21,7 +21,7 @@ use kube::Client;
 use serde::Serialize;
 
 use super::{Settings, ms, setup};
-use testkit::model::seed::{CHILDREN, PARENT};
+use flux_model::model::seed::{CHILDREN, PARENT};
 use testkit::proxy::Proxy;
 
 /// Consumer namespaces of the full handoff.

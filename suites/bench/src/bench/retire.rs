@@ -14,8 +14,8 @@ use flux_suspend::{Chain, Handoff, PauseOptions, PauseOutcome};
 
 use super::handoff::{BUDGET, target};
 use super::{Settings, ms, setup};
-use testkit::model::Phase;
-use testkit::model::seed::PARENT;
+use flux_model::model::Phase;
+use flux_model::model::seed::PARENT;
 use testkit::proxy::Proxy;
 
 /// The strategies compared, in report order.

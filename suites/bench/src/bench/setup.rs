@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::Settings;
-use testkit::model::seed::{CHILDREN, PARENT};
-use testkit::model::{FluxModel, ModelHandle, Phase, seed_tree};
+use flux_model::model::seed::{CHILDREN, PARENT};
+use flux_model::model::{FluxModel, ModelHandle, Phase, seed_tree};
 
 /// How many namespaces are created at once.
 const CREATE_CONCURRENCY: usize = 16;

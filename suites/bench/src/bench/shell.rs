@@ -23,7 +23,7 @@ use tokio::process::Command;
 use super::forward::{Forwarder, token_of};
 use super::handoff::{BUDGET, CONSUMERS, ROOT_SECRET, SECRET, mandated_quiet, prepare, target};
 use super::{Settings, ms, setup};
-use testkit::model::seed::PARENT;
+use flux_model::model::seed::PARENT;
 use testkit::proxy::Proxy;
 
 const OWNER_KEY: &str = "flux-handoff.io/owner";

@@ -27,9 +27,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::Context;
+use flux_model::model::{BUMP_ANNOTATION, ModelEvent, Phase, Touch};
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
-use testkit::model::{BUMP_ANNOTATION, ModelEvent, Phase, Touch};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::Command;
 

@@ -307,7 +307,7 @@ pub(super) async fn held_cases(r: &mut Run<'_>) -> anyhow::Result<()> {
         targets
             .iter()
             .map(|(name, target_ns)| {
-                let mut m = testkit::model::seed::child_manifest(&ns, name, target_ns);
+                let mut m = flux_model::model::seed::child_manifest(&ns, name, target_ns);
                 m["spec"]["suspend"] = json!(suspend && name == TARGET);
                 m
             })

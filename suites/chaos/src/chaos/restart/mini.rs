@@ -2,11 +2,11 @@
 //! plane): a seeded namespace, the controller model, and a [`Site`] for the CLI and the checks.
 
 use anyhow::Context;
+use flux_model::model::{FluxModel, ModelHandle, seed_tree};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use testkit::model::{FluxModel, ModelHandle, seed_tree};
 
 use super::plane::Plane;
 use crate::chaos::Settings;

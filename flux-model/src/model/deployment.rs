@@ -312,7 +312,7 @@ async fn create_ready_pod(
     spec["terminationGracePeriodSeconds"] = json!(cfg.termination_grace.as_secs().max(1));
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {
-            "name": format!("{DEPLOYMENT_NAME}-{hash}-{}", crate::random_suffix(5)),
+            "name": format!("{DEPLOYMENT_NAME}-{hash}-{}", testkit::random_suffix(5)),
             "labels": labels,
             "annotations": template["metadata"]["annotations"],
         },

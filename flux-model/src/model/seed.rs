@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::deployment::{DeploymentConfig, ensure_deployment};
 use super::{FIELD_MANAGER, ModelConfig, PARENT_NAME_LABEL, PARENT_NAMESPACE_LABEL};
-use crate::fixtures::kustomization_resource;
+use testkit::fixtures::kustomization_resource;
 
 /// Name of the seeded parent Kustomization.
 pub const PARENT: &str = "flux-system";

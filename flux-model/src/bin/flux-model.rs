@@ -18,11 +18,11 @@
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use flux_model::model::seed::PARENT;
+use flux_model::model::{FluxModel, ModelConfig, ModelHandle, seed_tree};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, ObjectMeta, PostParams};
-use testkit::model::seed::PARENT;
-use testkit::model::{FluxModel, ModelConfig, ModelHandle, seed_tree};
 
 /// How often new model events are printed.
 const EVENT_PRINT_INTERVAL: Duration = Duration::from_millis(200);

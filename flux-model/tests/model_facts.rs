@@ -2,12 +2,12 @@
 //! real kube-apiserver. Every test asserts what the server holds, and awaits the model's own
 //! events instead of sleeping.
 
+use flux_model::model::status::{READY, RECONCILING, condition};
+use flux_model::model::{FluxModel, ModelConfig, ModelEvent, ModelHandle, Outcome, Phase, Touch};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use testkit::TestNs;
 use testkit::fixtures::{kustomization, kustomization_resource};
-use testkit::model::status::{READY, RECONCILING, condition};
-use testkit::model::{FluxModel, ModelConfig, ModelEvent, ModelHandle, Outcome, Phase, Touch};
 
 const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
 
@@ -689,7 +689,7 @@ async fn fact_1_competing_writer_annotation_and_resource_version_bump_queue_noth
     let held = s.api.get("apps").await.unwrap();
     let annotations = held.metadata.annotations.clone().unwrap();
     assert_eq!(annotations["example.com/note"], "x");
-    assert!(annotations.contains_key(testkit::model::BUMP_ANNOTATION));
+    assert!(annotations.contains_key(flux_model::model::BUMP_ANNOTATION));
     assert_eq!(held.metadata.generation, before.metadata.generation);
     let runs: Vec<Option<String>> = starts(&s.model, &ns, "apps", m)
         .into_iter()
@@ -710,7 +710,7 @@ async fn fact_1_competing_writer_annotation_and_resource_version_bump_queue_noth
     assert!(
         managers
             .iter()
-            .any(|m| m == testkit::model::COMPETING_WRITER),
+            .any(|m| m == flux_model::model::COMPETING_WRITER),
         "{managers:?}"
     );
 }

@@ -61,7 +61,7 @@ impl Drop for SourceModel {
 /// The `OCIRepository` resource (`source.toolkit.fluxcd.io/v1`).
 #[must_use]
 pub fn oci_repository_resource() -> ApiResource {
-    crate::fixtures::ocirepository_resource()
+    testkit::fixtures::ocirepository_resource()
 }
 
 /// An insecure (plain HTTP allowed) `OCIRepository` for `url:tag` pulling with Secret `secret`.
@@ -96,7 +96,7 @@ impl SourceModel {
     /// Starts reconciling every `OCIRepository` in `ns`.
     #[must_use]
     pub fn start_with(client: Client, ns: &str, options: SourceModelOptions) -> Self {
-        crate::install_crypto();
+        testkit::install_crypto();
         let ns = ns.to_string();
         let task = tokio::spawn(async move {
             let api: Api<DynamicObject> =

@@ -4,17 +4,17 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use flux_model::model::deployment::{DEPLOYMENT_NAME, RESTARTED_AT};
+use flux_model::model::status::condition_status;
+use flux_model::model::{
+    DeploymentConfig, FluxModel, ModelConfig, ModelEvent, ModelHandle, Outcome, Phase,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use testkit::TestNs;
 use testkit::fixtures::{kustomization, kustomization_resource};
-use testkit::model::deployment::{DEPLOYMENT_NAME, RESTARTED_AT};
-use testkit::model::status::condition_status;
-use testkit::model::{
-    DeploymentConfig, FluxModel, ModelConfig, ModelEvent, ModelHandle, Outcome, Phase,
-};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(100);

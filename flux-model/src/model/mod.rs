@@ -3,7 +3,7 @@
 //!
 //! ```no_run
 //! # async fn demo(client: kube::Client) -> anyhow::Result<()> {
-//! use testkit::model::{FluxModel, ModelConfig, Phase};
+//! use flux_model::model::{FluxModel, ModelConfig, Phase};
 //!
 //! let model = FluxModel::start(client, ModelConfig::namespaced("team-a"));
 //! model.hang_at("apps", Phase::Build);
@@ -79,9 +79,9 @@ pub use handle::ModelHandle;
 pub use knobs::{BUMP_ANNOTATION, COMPETING_WRITER, Touch};
 pub use seed::{SeededTree, seed_tree};
 
-use crate::fixtures::kustomization_resource;
 use events::EventLog;
 use knobs::Knobs;
+use testkit::fixtures::kustomization_resource;
 
 /// Field manager of the model's server-side apply of children (kustomize-controller's apply).
 pub const FIELD_MANAGER: &str = "kustomize-controller";
@@ -291,7 +291,7 @@ impl Inner {
     fn resource(&self) -> kube::api::ApiResource {
         match self.config.controller {
             Controller::Kustomize => kustomization_resource(),
-            Controller::Helm => crate::fixtures::helmrelease_resource(),
+            Controller::Helm => testkit::fixtures::helmrelease_resource(),
         }
     }
 
@@ -344,7 +344,7 @@ impl Inner {
             }
             Touch::SetSuspend(s) => json!({ "spec": { "suspend": s } }),
             Touch::BumpResourceVersion => json!({ "metadata": { "annotations": {
-                BUMP_ANNOTATION: crate::random_suffix(8) } } }),
+                BUMP_ANNOTATION: testkit::random_suffix(8) } } }),
         };
         let pp = PatchParams {
             field_manager: Some(COMPETING_WRITER.into()),

@@ -1,12 +1,12 @@
 //! Tier 2: the model playing helm-controller (docs/design/flux-model.md "helm-controller": the same
 //! trigger predicates and the same deferred status patch on the suspended path).
 
+use flux_model::model::status::condition_status;
+use flux_model::model::{FluxModel, ModelConfig, ModelHandle, Outcome, Phase};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use testkit::TestNs;
 use testkit::fixtures::helmrelease_resource;
-use testkit::model::status::condition_status;
-use testkit::model::{FluxModel, ModelConfig, ModelHandle, Outcome, Phase};
 
 const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
 

@@ -1,17 +1,17 @@
 //! Tier 2: a parent Kustomization applying its children (docs/design/flux-model.md facts 6, 7), the
 //! seeded tree, against the real kube-apiserver.
 
+use flux_model::model::seed::{CHILDREN, PARENT};
+use flux_model::model::{
+    FIELD_MANAGER, FluxModel, ModelConfig, ModelEvent, ModelHandle, Outcome, PARENT_NAME_LABEL,
+    Phase, RECONCILE_ANNOTATION, STATUS_MANAGER, seed_tree,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use testkit::TestNs;
 use testkit::fixtures::{kustomization, kustomization_resource};
-use testkit::model::seed::{CHILDREN, PARENT};
-use testkit::model::{
-    FIELD_MANAGER, FluxModel, ModelConfig, ModelEvent, ModelHandle, Outcome, PARENT_NAME_LABEL,
-    Phase, RECONCILE_ANNOTATION, STATUS_MANAGER, seed_tree,
-};
 
 const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
 
@@ -312,7 +312,7 @@ async fn seed_tree_parent_applies_both_children_and_all_turn_ready() {
         Api::namespaced_with(ns.client.clone(), &ns.name, &kustomization_resource());
     for name in [PARENT, CHILDREN[0], CHILDREN[1]] {
         let o = api.get(name).await.unwrap();
-        let ready = testkit::model::status::condition_status(&o.data["status"], "Ready");
+        let ready = flux_model::model::status::condition_status(&o.data["status"], "Ready");
         assert_eq!(ready, Some("True"), "{name}");
     }
     model.shutdown().await;

@@ -1,5 +1,5 @@
 //! `flux-source-model`: runs the `OCIRepository` source-controller model
-//! ([`testkit::source_model`]) against a control plane, for the demo.
+//! ([`flux_model::source_model`]) against a control plane, for the demo.
 //!
 //! ```text
 //! flux-source-model [--kubeconfig PATH] [--namespace NS]... [--insecure-http-host HOST:PORT]...
@@ -11,7 +11,7 @@
 //! 3. Prints exactly one `source model ready` line on stdout, then runs until SIGINT or SIGTERM.
 
 use anyhow::{Context, bail};
-use testkit::source_model::{SourceModel, SourceModelOptions};
+use flux_model::source_model::{SourceModel, SourceModelOptions};
 use tokio::signal::unix::{SignalKind, signal};
 
 #[derive(Debug, Default)]
