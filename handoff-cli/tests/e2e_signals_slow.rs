@@ -9,8 +9,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
+use fault_proxy::{Fault, Proxy};
 use k8s_openapi::api::coordination::v1::Lease;
-use testkit::proxy::{Fault, Proxy};
 
 /// Longer than any bound below: the run must not wait for this answer.
 const HELD: Duration = Duration::from_mins(10);

@@ -15,7 +15,6 @@
 pub mod fixtures;
 pub mod github_stub;
 pub mod plane;
-pub mod proxy;
 pub mod rbac;
 pub mod real_flux;
 pub mod registry;

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::handoff::{SECRET, gated};
 use super::{ms, setup};
-use testkit::proxy::Proxy;
+use fault_proxy::Proxy;
 
 /// One measured run at one size.
 #[derive(Debug, Clone, Serialize)]

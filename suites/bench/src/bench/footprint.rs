@@ -11,7 +11,7 @@ use tokio::process::Command;
 
 use super::handoff::target;
 use super::{Settings, ms, setup};
-use testkit::proxy::Proxy;
+use fault_proxy::Proxy;
 
 /// Milliseconds from spawning `flux-handoff fences` to the first request at the proxy.
 pub async fn startup_once(bin: &Path, scratch: &Path, ns: &str) -> anyhow::Result<f64> {

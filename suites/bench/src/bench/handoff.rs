@@ -21,8 +21,8 @@ use kube::Client;
 use serde::Serialize;
 
 use super::{Settings, ms, setup};
+use fault_proxy::Proxy;
 use flux_model::model::seed::{CHILDREN, PARENT};
-use testkit::proxy::Proxy;
 
 /// Consumer namespaces of the full handoff.
 pub const CONSUMERS: usize = 10;

@@ -1,7 +1,7 @@
 //! The scenarios of `flux-bench` (run by `cargo xtask bench`), one module each, plus the
 //! statistics, the shared setup and the fan-out chart.
 //!
-//! Every scenario talks to the API server through a fresh [`testkit::proxy::Proxy`], so the
+//! Every scenario talks to the API server through a fresh [`fault_proxy::Proxy`], so the
 //! request counts are exactly the requests of the thing measured; the controller model and the
 //! untimed setup use the admin client directly and are not counted.
 

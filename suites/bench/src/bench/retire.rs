@@ -14,9 +14,9 @@ use flux_suspend::{Chain, Handoff, PauseOptions, PauseOutcome};
 
 use super::handoff::{BUDGET, target};
 use super::{Settings, ms, setup};
+use fault_proxy::Proxy;
 use flux_model::model::Phase;
 use flux_model::model::seed::PARENT;
-use testkit::proxy::Proxy;
 
 /// The strategies compared, in report order.
 pub const STRATEGIES: [(&str, Strategy); 3] = [

@@ -23,8 +23,8 @@ use tokio::process::Command;
 use super::forward::{Forwarder, token_of};
 use super::handoff::{BUDGET, CONSUMERS, ROOT_SECRET, SECRET, mandated_quiet, prepare, target};
 use super::{Settings, ms, setup};
+use fault_proxy::Proxy;
 use flux_model::model::seed::PARENT;
-use testkit::proxy::Proxy;
 
 const OWNER_KEY: &str = "flux-handoff.io/owner";
 const LEASE: &str = "flux-handoff";

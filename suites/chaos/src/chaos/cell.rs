@@ -8,13 +8,13 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use fault_proxy::Proxy;
 use flux_model::model::{FluxModel, ModelHandle, seed_tree};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::Api;
 use serde_json::Value;
 use testkit::TestNs;
-use testkit::proxy::Proxy;
 use tokio::process::Command;
 
 use super::Settings;

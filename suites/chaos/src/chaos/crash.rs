@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use testkit::proxy::Fault;
+use fault_proxy::Fault;
 
 use super::cell::{Cell, Site, State, listed};
 use super::discover::Baseline;

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use testkit::proxy::{Fault, Seen};
+use fault_proxy::{Fault, Seen};
 
 use super::cell::{Cell, TARGET};
 use super::crash::check_and_recover;

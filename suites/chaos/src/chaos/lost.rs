@@ -1,6 +1,6 @@
 //! lost response: the response of mutation k is dropped after the server applied it.
 
-use testkit::proxy::Fault;
+use fault_proxy::Fault;
 
 use super::cell::Cell;
 use super::crash::check_and_recover;

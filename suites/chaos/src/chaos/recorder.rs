@@ -1,6 +1,6 @@
 //! An ordered request log in front of the fault-injecting proxy.
 //!
-//! [`testkit::proxy::Proxy`] counts requests by kind but keeps no order; the chaos scenarios need
+//! [`fault_proxy::Proxy`] counts requests by kind but keeps no order; the chaos scenarios need
 //! the order (the mutation points of a clean run, and "no write repeated without a re-read in
 //! between"). The recorder is a plain-HTTP pass-through on loopback: CLI -> recorder -> proxy ->
 //! API server. A response the proxy dropped is dropped here too (the connection is closed).
@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 /// One request as the CLI sent it, in arrival order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
-    /// `verb resource[/subresource]` as [`testkit::proxy::classify`] names it.
+    /// `verb resource[/subresource]` as [`fault_proxy::classify`] names it.
     pub kind: String,
     /// The request path (identifies the object for named requests).
     pub path: String,
@@ -182,7 +182,7 @@ async fn handle(
     let (slot, held) = {
         let mut log = sh.log.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = Entry {
-            kind: testkit::proxy::classify(&method, &path, &query),
+            kind: fault_proxy::classify(&method, &path, &query),
             path: path.clone(),
             mutating,
             status: None,

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use testkit::proxy::Fault;
+use fault_proxy::Fault;
 
 use super::cell::{Cell, LEASE, PARENT, TARGET};
 use super::crash::check_and_recover;

@@ -97,7 +97,7 @@ impl Drop for Proxy {
 impl Proxy {
     /// Starts a proxy in front of the shared control plane on a free loopback port.
     pub async fn start() -> anyhow::Result<Self> {
-        let config = crate::admin_config().await?;
+        let config = testkit::admin_config().await?;
         let token = config
             .auth_info
             .token
@@ -291,7 +291,7 @@ async fn connection(st: Arc<State>, stream: TcpStream) {
 
 /// The CA of the shared control plane, from its kubeconfig.
 fn kubeconfig_ca() -> anyhow::Result<Vec<u8>> {
-    let path = crate::plane::kubeconfig()?;
+    let path = testkit::plane::kubeconfig()?;
     let kc = Kubeconfig::read_from(&path)?;
     let cluster = kc
         .clusters

@@ -1,10 +1,10 @@
 //! Tier 2: the fault-injecting proxy in front of the real API server.
 
+use fault_proxy::{Fault, Proxy};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 use testkit::TestNs;
-use testkit::proxy::{Fault, Proxy};
 
 fn cm(name: &str) -> ConfigMap {
     ConfigMap {
