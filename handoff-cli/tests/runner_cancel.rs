@@ -4,11 +4,9 @@
 //! one that ignores it, a cancelled job leaves nothing held, the Flux objects' specs as they
 //! were before the run, and Events that say the run was cancelled.
 
-#[path = "common/runner_checks.rs"]
-mod checks;
 mod common;
-#[path = "common/runner.rs"]
-mod runner;
+
+use common::{runner, runner_checks as checks};
 
 use std::time::Duration;
 

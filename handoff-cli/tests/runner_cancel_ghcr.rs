@@ -2,11 +2,9 @@
 //! and the outputs report the pause and the Secrets written, and no form of the registry token
 //! appears in them or in the job log (beyond the `::add-mask::` commands the runner consumes).
 
-#[path = "common/runner_checks.rs"]
-mod checks;
 mod common;
-#[path = "common/runner.rs"]
-mod runner;
+
+use common::{runner, runner_checks as checks};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};

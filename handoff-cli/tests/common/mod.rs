@@ -3,6 +3,9 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
+pub mod runner;
+pub mod runner_checks;
+
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 

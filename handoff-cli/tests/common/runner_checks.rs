@@ -15,8 +15,8 @@ use k8s_openapi::api::core::v1::Event;
 use kube::api::ListParams;
 use serde_json::Value;
 
-use crate::common::{Cluster, OWNER_KEY, PARENT, TARGET, annotation};
-use crate::runner::{self, Ended};
+use super::runner::{self, Ended};
+use super::{Cluster, OWNER_KEY, PARENT, TARGET, annotation};
 
 /// A command that stops at SIGTERM (flux-handoff's first move on a signal).
 pub const PROMPT: &str = "exec sleep 600";
