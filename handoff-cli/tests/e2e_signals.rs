@@ -12,12 +12,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 
 /// Sends `sig` (`TERM` or `INT`) to `pid`.
 fn signal(pid: u32, sig: &str) {
-    let ok = std::process::Command::new("kill")
-        .args([&format!("-{sig}"), &pid.to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill -{sig} {pid}");
+    let sent = testkit::signal::to_process(pid, sig);
+    assert!(sent.is_ok(), "SIG{sig} to {pid}: {sent:?}");
 }
 
 async fn wait_until(c: &Cluster, name: &str, pred: impl Fn(&serde_json::Value) -> bool) {

@@ -11,6 +11,7 @@
 //! 5. [`registry`] runs a real OCI registry on loopback (the `flux-model` crate's source
 //!    model pulls from it).
 //! 6. [`real_flux`] seeds and finds the control plane with the real Flux controllers.
+//! 7. [`signal`] signals a process or a process group (rustix, no `kill` binary).
 
 pub mod fixtures;
 pub mod github_stub;
@@ -18,6 +19,7 @@ pub mod plane;
 pub mod rbac;
 pub mod real_flux;
 pub mod registry;
+pub mod signal;
 
 use std::sync::Once;
 

@@ -143,9 +143,7 @@ pub async fn wait_for_command(marker: &Path, step: &mut runner::Step) -> u32 {
 pub fn assert_command_gone(pgid: u32) {
     let left = runner::group_members(pgid);
     if !left.is_empty() {
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", "--", &format!("-{pgid}")])
-            .status();
+        let _ = testkit::signal::to_group(pgid, "KILL");
     }
     assert!(
         left.is_empty(),

@@ -218,11 +218,8 @@ async fn point(s: &Settings, base: &Baseline, sig: &str, at: At) -> anyhow::Resu
     // someone else's soon).
     let sent_at = if wait_for(&cell, &mut child, at).await? {
         let mark = cell.recorder.entries().len();
-        let ok = std::process::Command::new("kill")
-            .args([&format!("-{sig}"), &pid.to_string()])
-            .status()?
-            .success();
-        anyhow::ensure!(ok, "kill -{sig} {pid} failed");
+        testkit::signal::to_process(pid, sig)
+            .map_err(|e| anyhow::anyhow!("SIG{sig} to {pid} failed: {e}"))?;
         Some(mark)
     } else {
         None

@@ -8,16 +8,9 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use kube::Client;
 
-/// Sends `kill -<sig>` to `pid`.
+/// Sends signal `sig` (`TERM`, `KILL`, ...) to `pid`.
 pub(super) fn signal(sig: &str, pid: u32) -> anyhow::Result<()> {
-    let st = std::process::Command::new("kill")
-        .arg(format!("-{sig}"))
-        .arg(pid.to_string())
-        .status()?;
-    if !st.success() {
-        bail!("kill -{sig} {pid} failed: {st}");
-    }
-    Ok(())
+    testkit::signal::to_process(pid, sig).with_context(|| format!("SIG{sig} to {pid}"))
 }
 /// A control plane of this scenario's own, restartable on the same ports and data.
 pub(super) struct Plane {
