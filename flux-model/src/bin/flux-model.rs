@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use flux_model::model::seed::PARENT;
 use flux_model::model::{FluxModel, ModelConfig, ModelHandle, seed_tree};
 use k8s_openapi::api::core::v1::Namespace;
@@ -27,42 +27,36 @@ use kube::api::{Api, ObjectMeta, PostParams};
 /// How often new model events are printed.
 const EVENT_PRINT_INTERVAL: Duration = Duration::from_millis(200);
 
-#[derive(Debug, Default)]
+/// The Flux controller model against a control plane, until SIGINT or SIGTERM.
+#[derive(Debug, clap::Parser)]
+#[command(name = "flux-model")]
 struct Args {
+    /// Kubeconfig file (default: `KUBECONFIG` or in-cluster inference).
+    #[arg(long, value_name = "PATH")]
     kubeconfig: Option<String>,
+    /// A namespace whose objects the model reconciles (repeatable; default `flux-system`).
+    #[arg(long = "namespace", short = 'n', value_name = "NS")]
     namespaces: Vec<String>,
+    /// Reconcile the objects of every namespace.
+    #[arg(long, short = 'A')]
     all_namespaces: bool,
+    /// Seed the `flux-system` tree first.
+    #[arg(long)]
     seed: bool,
+    /// How long each reconcile phase takes, in milliseconds.
+    #[arg(long, value_name = "N")]
     phase_ms: Option<u64>,
+    /// Print no model events.
+    #[arg(long, short)]
     quiet: bool,
 }
 
-fn parse_args() -> anyhow::Result<Args> {
-    let mut args = Args::default();
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        let mut value = |name: &str| it.next().with_context(|| format!("{name} needs a value"));
-        match a.as_str() {
-            "--kubeconfig" => args.kubeconfig = Some(value("--kubeconfig")?),
-            "--namespace" | "-n" => args.namespaces.push(value("--namespace")?),
-            "--all-namespaces" | "-A" => args.all_namespaces = true,
-            "--seed" => args.seed = true,
-            "--phase-ms" => args.phase_ms = Some(value("--phase-ms")?.parse()?),
-            "--quiet" | "-q" => args.quiet = true,
-            "--help" | "-h" => {
-                println!(
-                    "flux-model [--kubeconfig PATH] [--namespace NS]... [--all-namespaces] \
-                     [--seed] [--phase-ms N] [--quiet]"
-                );
-                std::process::exit(0);
-            }
-            other => bail!("unknown argument {other}"),
-        }
-    }
+fn parse_args() -> Args {
+    let mut args = <Args as clap::Parser>::parse();
     if args.namespaces.is_empty() {
         args.namespaces.push("flux-system".into());
     }
-    Ok(args)
+    args
 }
 
 async fn ensure_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
@@ -85,7 +79,7 @@ async fn ensure_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = parse_args()?;
+    let args = parse_args();
     let client = testkit::client_for(args.kubeconfig.as_deref()).await?;
     let mut configs: Vec<ModelConfig> = Vec::new();
     let mut all = ModelConfig::all_namespaces();

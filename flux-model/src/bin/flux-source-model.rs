@@ -10,47 +10,37 @@
 //!    `spec.insecure` sources on that non-loopback host be pulled over plain HTTP.
 //! 3. Prints exactly one `source model ready` line on stdout, then runs until SIGINT or SIGTERM.
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use flux_model::source_model::{SourceModel, SourceModelOptions};
 use tokio::signal::unix::{SignalKind, signal};
 
-#[derive(Debug, Default)]
+/// The `OCIRepository` source-controller model against a control plane.
+#[derive(Debug, clap::Parser)]
+#[command(name = "flux-source-model")]
 struct Args {
+    /// Kubeconfig file (default: `KUBECONFIG` or in-cluster inference).
+    #[arg(long, value_name = "PATH")]
     kubeconfig: Option<String>,
+    /// A namespace to run one model in (repeatable; default `flux-system`).
+    #[arg(long = "namespace", short = 'n', value_name = "NS")]
     namespaces: Vec<String>,
+    /// A non-loopback registry that `spec.insecure` sources may pull from over plain HTTP
+    /// (repeatable).
+    #[arg(long = "insecure-http-host", value_name = "HOST:PORT")]
     insecure_http_hosts: Vec<String>,
 }
 
-fn parse_args() -> anyhow::Result<Args> {
-    let mut args = Args::default();
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        let mut value = |name: &str| it.next().with_context(|| format!("{name} needs a value"));
-        match a.as_str() {
-            "--kubeconfig" => args.kubeconfig = Some(value("--kubeconfig")?),
-            "--namespace" | "-n" => args.namespaces.push(value("--namespace")?),
-            "--insecure-http-host" => args
-                .insecure_http_hosts
-                .push(value("--insecure-http-host")?),
-            "--help" | "-h" => {
-                println!(
-                    "flux-source-model [--kubeconfig PATH] [--namespace NS]... \
-                     [--insecure-http-host HOST:PORT]..."
-                );
-                std::process::exit(0);
-            }
-            other => bail!("unknown argument {other}"),
-        }
-    }
+fn parse_args() -> Args {
+    let mut args = <Args as clap::Parser>::parse();
     if args.namespaces.is_empty() {
         args.namespaces.push("flux-system".into());
     }
-    Ok(args)
+    args
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = parse_args()?;
+    let args = parse_args();
     let client = testkit::client_for(args.kubeconfig.as_deref()).await?;
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;

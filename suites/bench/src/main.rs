@@ -18,55 +18,35 @@ mod bench;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use serde_json::{Value, json};
 
 use bench::stats::Summary;
 use bench::{Settings, fanout, footprint, handoff, retire, shell, svg};
 
+/// The benchmarks, on the control plane of `FLUX_HANDOFF_KUBECONFIG`.
+#[derive(Debug, clap::Parser)]
+#[command(name = "flux-bench")]
 struct Args {
+    /// Fewer repetitions and smaller fan-outs.
+    #[arg(long)]
     quick: bool,
+    /// Where bench.json and fanout.svg go.
+    #[arg(long, value_name = "DIR", default_value = "target/flux-handoff/bench")]
     out: PathBuf,
+    /// The release flux-handoff binary, for the footprint scenario.
+    #[arg(long, value_name = "PATH")]
     handoff_bin: Option<PathBuf>,
+    /// Run only these scenarios (comma-separated: `full_handoff`, `fanout`, `retire`,
+    /// `footprint`).
+    #[arg(long, value_name = "a,b", value_delimiter = ',')]
     only: Option<Vec<String>>,
-}
-
-fn parse_args() -> anyhow::Result<Args> {
-    let mut a = Args {
-        quick: false,
-        out: PathBuf::from("target/flux-handoff/bench"),
-        handoff_bin: None,
-        only: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--quick" => a.quick = true,
-            "--out" => a.out = it.next().context("--out needs a directory")?.into(),
-            "--handoff-bin" => {
-                a.handoff_bin = Some(it.next().context("--handoff-bin needs a path")?.into());
-            }
-            "--only" => {
-                a.only = Some(
-                    it.next()
-                        .context("--only needs names")?
-                        .split(',')
-                        .map(str::to_string)
-                        .collect(),
-                );
-            }
-            other => bail!(
-                "unknown argument {other}; usage: flux-bench [--quick] [--out DIR] [--handoff-bin PATH] [--only a,b]"
-            ),
-        }
-    }
-    Ok(a)
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     testkit::install_crypto();
-    let args = parse_args()?;
+    let args = <Args as clap::Parser>::parse();
     if std::env::var_os(testkit::plane::KUBECONFIG_ENV).is_none() {
         bail!(
             "set {} to the kubeconfig of a control plane of its own (cargo xtask bench does)",

@@ -36,54 +36,45 @@ const SCENARIOS: [&str; 9] = [
     "restart",
 ];
 
+/// The chaos suite: the real flux-handoff binary under faults, on the control plane of
+/// `FLUX_HANDOFF_KUBECONFIG`.
+#[derive(Debug, clap::Parser)]
+#[command(name = "flux-chaos")]
 struct Args {
+    /// Fewer rounds per scenario.
+    #[arg(long)]
     quick: bool,
+    /// Scratch directory (removed afterwards).
+    #[arg(long, value_name = "DIR", default_value = "target/flux-handoff/chaos")]
     out: PathBuf,
+    /// The flux-handoff binary under test.
+    #[arg(long, value_name = "PATH")]
     handoff_bin: PathBuf,
+    /// The control-plane launcher, for the restart scenario.
+    #[arg(long, value_name = "PATH")]
     launcher: Option<PathBuf>,
+    /// The Flux CRDs, for the restart scenario's control plane.
+    #[arg(long, value_name = "DIR")]
     crds: Option<PathBuf>,
+    /// Run only these scenarios (comma-separated).
+    #[arg(long, value_name = "S,S", value_delimiter = ',')]
     only: Option<Vec<String>>,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
-    const USAGE: &str = "usage: flux-chaos --handoff-bin PATH [--launcher PATH --crds DIR] [--quick] [--out DIR] [--only S,S]";
-    let mut quick = false;
-    let mut out = PathBuf::from("target/flux-handoff/chaos");
-    let (mut bin, mut launcher, mut crds, mut only) = (None, None, None, None);
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--quick" => quick = true,
-            "--out" => out = it.next().context(USAGE)?.into(),
-            "--handoff-bin" => bin = Some(PathBuf::from(it.next().context(USAGE)?)),
-            "--launcher" => launcher = Some(PathBuf::from(it.next().context(USAGE)?)),
-            "--crds" => crds = Some(PathBuf::from(it.next().context(USAGE)?)),
-            "--only" => {
-                let list: Vec<String> = it
-                    .next()
-                    .context(USAGE)?
-                    .split(',')
-                    .map(str::to_string)
-                    .collect();
-                if let Some(bad) = list.iter().find(|n| !SCENARIOS.contains(&n.as_str())) {
-                    bail!(
-                        "unknown scenario {bad}; the scenarios are {}",
-                        SCENARIOS.join(",")
-                    );
-                }
-                only = Some(list);
-            }
-            other => bail!("unknown argument {other}; {USAGE}"),
-        }
+    let args = <Args as clap::Parser>::parse();
+    if let Some(bad) = args
+        .only
+        .iter()
+        .flatten()
+        .find(|n| !SCENARIOS.contains(&n.as_str()))
+    {
+        bail!(
+            "unknown scenario {bad}; the scenarios are {}",
+            SCENARIOS.join(",")
+        );
     }
-    Ok(Args {
-        quick,
-        out,
-        handoff_bin: bin.context(USAGE)?,
-        launcher,
-        crds,
-        only,
-    })
+    Ok(args)
 }
 
 #[tokio::main]

@@ -64,26 +64,38 @@ async fn main() -> std::process::ExitCode {
 
 async fn run() -> anyhow::Result<()> {
     testkit::install_crypto();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (command, rest) = args.split_first().context(
-        "usage: flux-demo-setup registry | seed --kubeconfig P --image I | freeze --kubeconfig P",
-    )?;
-    let kubeconfig = flag(rest, "--kubeconfig");
-    match command.as_str() {
-        "registry" => registry().await,
-        "seed" => {
-            let image = flag(rest, "--image").context("seed needs --image HOST/REPO:TAG")?;
+    match <Command as clap::Parser>::parse() {
+        Command::Registry => registry().await,
+        Command::Seed { kubeconfig, image } => {
             seed(&testkit::client_for(kubeconfig.as_deref()).await?, &image).await
         }
-        "freeze" => freeze(&testkit::client_for(kubeconfig.as_deref()).await?).await,
-        other => bail!("unknown command {other}"),
+        Command::Freeze { kubeconfig } => {
+            freeze(&testkit::client_for(kubeconfig.as_deref()).await?).await
+        }
     }
 }
 
-fn flag(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
+/// The steps of the demo's setup.
+#[derive(Debug, clap::Parser)]
+#[command(name = "flux-demo-setup")]
+enum Command {
+    /// Run the demo registry (user and token from `FLUX_DEMO_USER`, `FLUX_DEMO_TOKEN`).
+    Registry,
+    /// Wait for the seeded tree, write the stale Secrets and the `OCIRepository`.
+    Seed {
+        /// Kubeconfig file (default: `KUBECONFIG` or in-cluster inference).
+        #[arg(long, value_name = "PATH")]
+        kubeconfig: Option<String>,
+        /// The image the `OCIRepository` pulls.
+        #[arg(long, value_name = "HOST/REPO:TAG")]
+        image: String,
+    },
+    /// Give the parent the status of the original incident.
+    Freeze {
+        /// Kubeconfig file (default: `KUBECONFIG` or in-cluster inference).
+        #[arg(long, value_name = "PATH")]
+        kubeconfig: Option<String>,
+    },
 }
 
 /// Runs the demo registry until SIGTERM or SIGINT.

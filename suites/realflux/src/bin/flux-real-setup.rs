@@ -14,7 +14,7 @@
 //!    `flux-system` and waits (bounded) until the real controllers report the tree Ready; it
 //!    prints `setup: seeded ...` or exits non-zero with one `setup: error: ...` line.
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use testkit::real_flux::{self, PASSWORD_ENV, REPO, TAG, USER};
 use testkit::registry::LocalRegistry;
 use tokio::signal::unix::{SignalKind, signal};
@@ -32,17 +32,12 @@ async fn main() -> std::process::ExitCode {
 
 async fn run() -> anyhow::Result<()> {
     testkit::install_crypto();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (command, rest) = args
-        .split_first()
-        .context("usage: flux-real-setup registry | seed --kubeconfig P --host H")?;
+    let command = <Command as clap::Parser>::parse();
     let password =
         std::env::var(PASSWORD_ENV).with_context(|| format!("{PASSWORD_ENV} is not set"))?;
-    match command.as_str() {
-        "registry" => registry(&password).await,
-        "seed" => {
-            let host = flag(rest, "--host").context("seed needs --host HOST:PORT")?;
-            let kubeconfig = flag(rest, "--kubeconfig").context("seed needs --kubeconfig")?;
+    match command {
+        Command::Registry => registry(&password).await,
+        Command::Seed { kubeconfig, host } => {
             let client = testkit::client_for(Some(&kubeconfig)).await?;
             real_flux::seed(&client, &host, &password).await?;
             println!(
@@ -51,14 +46,25 @@ async fn run() -> anyhow::Result<()> {
             );
             Ok(())
         }
-        other => bail!("unknown command {other}"),
     }
 }
 
-fn flag(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
+/// The steps of the real-Flux control plane's setup (the registry password comes from
+/// `FLUX_REAL_REGISTRY_PASSWORD`).
+#[derive(Debug, clap::Parser)]
+#[command(name = "flux-real-setup")]
+enum Command {
+    /// Run the registry with the tree as a Flux OCI artifact.
+    Registry,
+    /// Create the pull Secret, the `OCIRepository` and the parent, and wait until Ready.
+    Seed {
+        /// Kubeconfig file of the control plane.
+        #[arg(long, value_name = "PATH")]
+        kubeconfig: String,
+        /// The registry's `host:port`.
+        #[arg(long, value_name = "HOST:PORT")]
+        host: String,
+    },
 }
 
 /// Runs the registry with the artifact until SIGTERM or SIGINT.
