@@ -16,6 +16,11 @@
 //!
 //! [`Proxy::log`] keeps every request in arrival order with whether it was forwarded, so a
 //! caller can tell a request the server saw from one the proxy answered (or cut) on its own.
+//!
+//! [`pass`] holds the plain pass-through pieces the proxy shares with its neighbours (an
+//! ordered recorder, a token-adding [`pass::Forwarder`] for `kubectl`).
+
+pub mod pass;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -437,16 +442,17 @@ async fn forward(
         Ok(b) => b.to_bytes(),
         Err(_) => return bad_gateway(),
     };
-    let Ok(m) = reqwest::Method::from_bytes(method.as_bytes()) else {
+    // The response goes back without its Content-Encoding, so ask upstream for identity.
+    let Some(out) = pass::upstream_request(
+        &st.upstream,
+        url,
+        method,
+        &headers,
+        body,
+        &["accept-encoding"],
+    ) else {
         return bad_gateway();
     };
-    let mut out = st.upstream.request(m, url).body(body);
-    for (k, v) in &headers {
-        // The response goes back without its Content-Encoding, so ask upstream for identity.
-        if k != "host" && k != "content-length" && k != "accept-encoding" {
-            out = out.header(k.as_str(), v.as_bytes());
-        }
-    }
     let Ok(resp) = out.send().await else {
         return bad_gateway();
     };

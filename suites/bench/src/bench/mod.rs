@@ -7,7 +7,6 @@
 
 pub mod fanout;
 pub mod footprint;
-pub mod forward;
 pub mod handoff;
 pub mod retire;
 pub mod setup;

@@ -20,10 +20,10 @@ use serde::Serialize;
 use serde_json::json;
 use tokio::process::Command;
 
-use super::forward::{Forwarder, token_of};
 use super::handoff::{BUDGET, CONSUMERS, ROOT_SECRET, SECRET, mandated_quiet, prepare, target};
 use super::{Settings, ms, setup};
 use fault_proxy::Proxy;
+use fault_proxy::pass::{Forwarder, token_of};
 use flux_model::model::seed::PARENT;
 
 const OWNER_KEY: &str = "flux-handoff.io/owner";

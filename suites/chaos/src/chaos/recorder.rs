@@ -12,8 +12,6 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -106,22 +104,8 @@ impl Recorder {
             log: log.clone(),
             armed: armed.clone(),
         });
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let sh = shared.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req| handle(sh.clone(), req));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        let (addr, task) =
+            fault_proxy::pass::serve_loopback(move |req| handle(shared.clone(), req)).await?;
         Ok(Self {
             addr,
             log,
@@ -215,13 +199,8 @@ async fn handle(
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))?
         .to_bytes();
-    let m = reqwest::Method::from_bytes(method.as_bytes()).map_err(std::io::Error::other)?;
-    let mut out = sh.client.request(m, url).body(body);
-    for (k, v) in &headers {
-        if k != "host" && k != "content-length" {
-            out = out.header(k.as_str(), v.as_bytes());
-        }
-    }
+    let out = fault_proxy::pass::upstream_request(&sh.client, url, &method, &headers, body, &[])
+        .ok_or_else(|| std::io::Error::other(format!("method {method}")))?;
     // A lost upstream response stays lost: closing our connection is what the CLI sees.
     let resp = out.send().await.map_err(std::io::Error::other)?;
     let status = resp.status().as_u16();
