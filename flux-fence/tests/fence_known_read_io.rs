@@ -5,10 +5,10 @@
 mod common;
 
 use common::*;
+use fault_proxy::Proxy;
 use flux_fence::{AcquireOutcome, AnnotationKeys, Fencer};
 use serde_json::json;
 use testkit::TestNs;
-use testkit::proxy::Proxy;
 
 fn through(proxy: &Proxy, owner: &flux_fence::OwnerValue) -> Fencer {
     Fencer::new(

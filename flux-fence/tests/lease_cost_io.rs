@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use fault_proxy::Proxy;
 use flux_fence::{FenceError, Holder, Lease, LeaseAcquire, LeaseConfig, LeaseGuard, SystemClock};
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use testkit::TestNs;
-use testkit::proxy::Proxy;
 
 fn cfg(ns: &TestNs) -> LeaseConfig {
     LeaseConfig {

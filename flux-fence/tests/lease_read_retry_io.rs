@@ -6,10 +6,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use fault_proxy::{Fault, Proxy};
 use flux_fence::{Holder, Lease, LeaseAcquire, LeaseConfig, LeaseRelease, SystemClock};
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use testkit::TestNs;
-use testkit::proxy::{Fault, Proxy};
 
 async fn server_holder(ns: &TestNs, name: &str) -> Option<String> {
     ns.api::<KubeLease>()

@@ -5,9 +5,9 @@
 mod common;
 
 use common::*;
+use fault_proxy::{Fault, Proxy};
 use flux_fence::{AcquireOutcome, AnnotationKeys, Fencer, ReleaseOutcome};
 use testkit::TestNs;
-use testkit::proxy::{Fault, Proxy};
 
 fn through(proxy: &Proxy, owner: &flux_fence::OwnerValue) -> Fencer {
     Fencer::new(

@@ -7,9 +7,9 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use fault_proxy::{Fault, Proxy};
 use flux_fence::{AcquireOutcome, AnnotationKeys, Fencer, ReleaseOutcome};
 use testkit::TestNs;
-use testkit::proxy::{Fault, Proxy};
 
 fn through(proxy: &Proxy, owner: &flux_fence::OwnerValue) -> Fencer {
     Fencer::new(

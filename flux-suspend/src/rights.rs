@@ -366,5 +366,4 @@ fn rule_lines(group: &str, resource: &str, name: Option<&str>, verbs: &[&str]) -
 }
 
 #[cfg(test)]
-#[path = "rights_tests.rs"]
 mod tests;

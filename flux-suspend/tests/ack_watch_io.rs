@@ -6,10 +6,10 @@
 mod common;
 
 use common::*;
+use fault_proxy::Proxy;
 use flux_suspend::PauseOutcome;
 use flux_suspend::retire::Strategy;
 use flux_suspend::{Handoff, judge::REQUIRED_PASSES};
-use testkit::proxy::Proxy;
 
 #[tokio::test]
 async fn each_acknowledgement_is_one_watch_and_the_proof_needs_two_passes() {

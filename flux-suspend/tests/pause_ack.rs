@@ -3,10 +3,10 @@
 mod common;
 
 use common::*;
+use flux_model::model::{ModelEvent, Phase};
 use flux_suspend::PauseOutcome;
 use flux_suspend::retire::Strategy;
 use flux_suspend::steps::Step;
-use testkit::model::{ModelEvent, Phase};
 
 #[tokio::test]
 async fn ack_pause_of_seeded_tree_is_proven_and_the_server_holds_both_fences() {
@@ -47,7 +47,7 @@ async fn ack_waits_for_the_parents_nonce_while_it_is_mid_reconcile() {
     w.model
         .touch_now(
             PARENT,
-            &testkit::model::Touch::Annotate {
+            &flux_model::model::Touch::Annotate {
                 key: "reconcile.fluxcd.io/requestedAt".into(),
                 value: "before-the-fence".into(),
             },
@@ -110,7 +110,7 @@ async fn parent_apply_race_ack_waits_out_the_pre_fence_parent_execution() {
     w.model
         .touch_now(
             PARENT,
-            &testkit::model::Touch::Annotate {
+            &flux_model::model::Touch::Annotate {
                 key: "reconcile.fluxcd.io/requestedAt".into(),
                 value: "stale-read".into(),
             },
@@ -175,7 +175,7 @@ async fn ack_refused_when_target_already_suspended_by_someone_else_and_parent_re
     let w = World::new("sus-presusp").await;
     let m = w.model.mark();
     w.model
-        .touch_now(TARGET, &testkit::model::Touch::SetSuspend(true))
+        .touch_now(TARGET, &flux_model::model::Touch::SetSuspend(true))
         .await
         .unwrap();
     w.model.wait_settled(TARGET, m).await.unwrap();

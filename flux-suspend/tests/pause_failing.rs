@@ -7,10 +7,10 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use flux_model::model::{ModelConfig, Outcome, Phase, Touch};
 use flux_suspend::io::Timing;
 use flux_suspend::retire::Strategy;
 use flux_suspend::{PauseOutcome, SuspendError};
-use testkit::model::{ModelConfig, Outcome, Phase, Touch};
 
 async fn failing_world(prefix: &str) -> World {
     let w = World::new(prefix).await;

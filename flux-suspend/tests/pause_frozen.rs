@@ -5,10 +5,10 @@
 mod common;
 
 use common::*;
+use flux_model::model::{Phase, Touch};
 use flux_suspend::PauseOutcome;
 use flux_suspend::retire::Strategy;
 use serde_json::Value;
-use testkit::model::{Phase, Touch};
 
 /// The shell tool's rule (written here only): owned, no `Reconciling=True` on the parent, and
 /// an unchanged resourceVersion across two consecutive reads.

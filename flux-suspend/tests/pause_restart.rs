@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::*;
+use flux_model::model::{ModelConfig, Phase};
 use flux_suspend::io::{
     ControllerRef, Timing, execute_restart, restart_controller, snapshot_controller,
 };
@@ -16,7 +17,6 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
-use testkit::model::{ModelConfig, Phase};
 
 async fn pod_uids(w: &World) -> BTreeSet<String> {
     let pods: Api<Pod> = w.ns.api();
@@ -149,7 +149,7 @@ async fn parent_apply_race_restart_refences_a_child_reverted_before_the_restart(
     w.model
         .touch_now(
             PARENT,
-            &testkit::model::Touch::Annotate {
+            &flux_model::model::Touch::Annotate {
                 key: "reconcile.fluxcd.io/requestedAt".into(),
                 value: "stale".into(),
             },

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use common::*;
 use flux_fence::FenceError;
+use flux_model::model::{ModelEvent, Phase, Touch};
 use flux_suspend::io::Timing;
 use flux_suspend::retire::Strategy;
 use flux_suspend::steps::Step;
@@ -17,7 +18,6 @@ use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::{Value, json};
-use testkit::model::{ModelEvent, Phase, Touch};
 
 const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
 

@@ -6,6 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{OWNER_KEY, PARENT, TARGET, annotation, suspended};
+use flux_model::model::{FluxModel, ModelHandle, Phase, Touch, seed_tree};
 use flux_suspend::object::{get_json, kustomization};
 use flux_suspend::{
     Cancel, Event, ResumeError, ResumeOptions, Session, SessionError, SessionOptions, Step,
@@ -14,7 +15,6 @@ use flux_suspend::{
 use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::Value;
 use testkit::TestNs;
-use testkit::model::{FluxModel, ModelHandle, Phase, Touch, seed_tree};
 
 struct Tree {
     ns: TestNs,

@@ -1,6 +1,6 @@
 //! End to end: `ghcr check` and `ghcr reassert` against a real local registry
 //! (`testkit::registry`), the shared API server and, for source proofs, the source-controller
-//! model (`testkit::source_model`).
+//! model (`flux_model::source_model`).
 
 mod common;
 
@@ -8,13 +8,13 @@ use std::collections::BTreeMap;
 use std::process::{Command, Output, Stdio};
 
 use common::*;
+use flux_model::source_model::{SourceModel, oci_repository, oci_repository_resource};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::Value;
 use testkit::TestNs;
 use testkit::registry::LocalRegistry;
-use testkit::source_model::{SourceModel, oci_repository, oci_repository_resource};
 
 const USER: &str = "robot";
 const PASS: &str = "s3cret-registry-password-1";

@@ -11,6 +11,7 @@ mod sa;
 use std::time::Duration;
 
 use common::*;
+use flux_model::source_model::{SourceModel, oci_repository, oci_repository_resource};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
@@ -19,7 +20,6 @@ use serde_json::{Value, json};
 use testkit::TestNs;
 use testkit::rbac::Access;
 use testkit::registry::LocalRegistry;
-use testkit::source_model::{SourceModel, oci_repository, oci_repository_resource};
 
 const SA: &str = "flux-handoff";
 const FENCED: &str = "flux-handoff.io/fenced";

@@ -7,17 +7,13 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
+use flux_model::model::{Phase, Touch};
 use k8s_openapi::api::coordination::v1::Lease;
-use testkit::model::{Phase, Touch};
 
 /// Sends `sig` (`TERM` or `INT`) to `pid`.
 fn signal(pid: u32, sig: &str) {
-    let ok = std::process::Command::new("kill")
-        .args([&format!("-{sig}"), &pid.to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill -{sig} {pid}");
+    let sent = testkit::signal::to_process(pid, sig);
+    assert!(sent.is_ok(), "SIG{sig} to {pid}: {sent:?}");
 }
 
 async fn wait_until(c: &Cluster, name: &str, pred: impl Fn(&serde_json::Value) -> bool) {
@@ -128,13 +124,13 @@ async fn sigterm_while_the_target_fence_write_is_in_flight_still_releases_the_ta
     let c = Cluster::seeded("cli-sigflight").await;
     // The target's fence write reaches the server and is applied, but its response is held
     // back: the run cannot have recorded the fence when the signal arrives.
-    let proxy = testkit::proxy::Proxy::start().await.unwrap();
+    let proxy = fault_proxy::Proxy::start().await.unwrap();
     let kc = std::env::temp_dir().join(format!("fh-proxy-{}.json", testkit::random_suffix(6)));
     proxy.write_kubeconfig(&kc).unwrap();
     proxy.arm_on(
         "patch kustomizations",
         2,
-        testkit::proxy::Fault::Delay(Duration::from_secs(20)),
+        fault_proxy::Fault::Delay(Duration::from_secs(20)),
     );
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_flux-handoff"));
     cmd.env_remove("GITHUB_ACTIONS")

@@ -9,8 +9,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
+use fault_proxy::{Fault, Proxy};
 use k8s_openapi::api::coordination::v1::Lease;
-use testkit::proxy::{Fault, Proxy};
 
 /// Longer than any bound below: the run must not wait for this answer.
 const HELD: Duration = Duration::from_mins(10);
@@ -129,12 +129,8 @@ fn spawn_pause(c: &Cluster, kc: &std::path::Path) -> std::process::Child {
 /// be waiting for it.
 async fn term_and_wait(child: std::process::Child) -> std::process::Output {
     let pid = child.id();
-    let ok = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill -TERM {pid}");
+    let sent = testkit::signal::to_process(pid, "TERM");
+    assert!(sent.is_ok(), "SIGTERM to {pid}: {sent:?}");
     tokio::time::timeout(
         Duration::from_mins(1),
         tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()),

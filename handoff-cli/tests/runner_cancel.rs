@@ -4,11 +4,9 @@
 //! one that ignores it, a cancelled job leaves nothing held, the Flux objects' specs as they
 //! were before the run, and Events that say the run was cancelled.
 
-#[path = "common/runner_checks.rs"]
-mod checks;
 mod common;
-#[path = "common/runner.rs"]
-mod runner;
+
+use common::{runner, runner_checks as checks};
 
 use std::time::Duration;
 
@@ -214,12 +212,8 @@ async fn runner_cancel_run_step_without_exec_releases_once_bash_is_gone() {
         .unwrap();
     if !gone {
         // Do not leave it (and its command) running after the test.
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", &fh.to_string()])
-            .status();
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", "--", &format!("-{command}")])
-            .status();
+        let _ = testkit::signal::to_process(fh, "KILL");
+        let _ = testkit::signal::to_group(command, "KILL");
     }
     assert!(
         gone,
@@ -252,14 +246,10 @@ async fn runner_cancel_action_post_releases_by_holder_what_a_killed_main_step_le
             .collect();
     let fh: u32 = state["pid"].parse().unwrap();
     for pid in [fh, main.pid()] {
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status();
+        let _ = testkit::signal::to_process(pid, "KILL");
     }
     // Its command is in a process group of its own: stop it as a test cleanup.
-    let _ = std::process::Command::new("kill")
-        .args(["-KILL", "--", &format!("-{command}")])
-        .status();
+    let _ = testkit::signal::to_group(command, "KILL");
     let main = finish(main).await;
     job.keep_state(&main);
     let holder = job.state["holder"].clone();

@@ -2,22 +2,20 @@
 //! and the outputs report the pause and the Secrets written, and no form of the registry token
 //! appears in them or in the job log (beyond the `::add-mask::` commands the runner consumes).
 
-#[path = "common/runner_checks.rs"]
-mod checks;
 mod common;
-#[path = "common/runner.rs"]
-mod runner;
+
+use common::{runner, runner_checks as checks};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use checks::*;
 use common::*;
+use flux_model::source_model::{SourceModel, oci_repository, oci_repository_resource};
 use ghcr_auth::DockerConfig;
 use kube::api::{Api, DynamicObject, PostParams};
 use runner::Job;
 use secrecy::{ExposeSecret, SecretString};
 use testkit::registry::LocalRegistry;
-use testkit::source_model::{SourceModel, oci_repository, oci_repository_resource};
 
 const USER: &str = "robot";
 const TOKEN: &str = "ghp_RUNNERCANARY0123456789abcdefghijklmn";

@@ -8,19 +8,18 @@
 //! 3. [`TestNs::service_account_client`] gives a client that authenticates as a `ServiceAccount`,
 //!    for RBAC tests.
 //! 4. [`fixtures`] builds Flux objects with builders that read like sentences.
-//! 5. [`registry`] runs a real OCI registry on loopback; [`source_model`] plays Flux
-//!    source-controller for `OCIRepository` objects pulling from it.
+//! 5. [`registry`] runs a real OCI registry on loopback (the `flux-model` crate's source
+//!    model pulls from it).
 //! 6. [`real_flux`] seeds and finds the control plane with the real Flux controllers.
+//! 7. [`signal`] signals a process or a process group (rustix, no `kill` binary).
 
 pub mod fixtures;
 pub mod github_stub;
-pub mod model;
 pub mod plane;
-pub mod proxy;
 pub mod rbac;
 pub mod real_flux;
 pub mod registry;
-pub mod source_model;
+pub mod signal;
 
 use std::sync::Once;
 

@@ -1,6 +1,6 @@
 //! `cargo xtask bench [--quick]`: measured speed and API cost, side by side with the shell way.
 //!
-//! 1. Build `flux-bench` (testkit) and `flux-handoff` (handoff-cli) in release mode, in one
+//! 1. Build `flux-bench` (suites/bench) and `flux-handoff` (handoff-cli) in release mode, in one
 //!    cargo call. When that fails, `flux-bench` alone is built and the footprint scenario is
 //!    skipped.
 //! 2. Start a control plane of its own in `target/flux-handoff/bench-cluster` (never the shared
@@ -30,7 +30,7 @@ pub fn run(quick: bool) -> anyhow::Result<()> {
         "build",
         "--release",
         "-p",
-        "testkit",
+        "flux-bench",
         "--bin",
         "flux-bench",
         "-p",
@@ -44,7 +44,14 @@ pub fn run(quick: bool) -> anyhow::Result<()> {
             eprintln!("xtask: {e:#}; building flux-bench alone, the footprint scenario is skipped");
             proc::run(
                 "cargo",
-                &["build", "--release", "-p", "testkit", "--bin", "flux-bench"],
+                &[
+                    "build",
+                    "--release",
+                    "-p",
+                    "flux-bench",
+                    "--bin",
+                    "flux-bench",
+                ],
                 &root,
             )?;
             None

@@ -7,15 +7,20 @@ use anyhow::{Context, bail};
 
 use crate::paths;
 
-/// `cargo build -p <package> --bin <bin>...` (debug profile, quietly); returns their paths.
-pub fn build(package: &str, bins: &[&str]) -> anyhow::Result<Vec<PathBuf>> {
+/// `cargo build -p <package>... --bin <bin>...` (debug profile, quietly, one cargo call so
+/// features unify once); returns the binaries' paths.
+pub fn build(packages: &[&str], bins: &[&str]) -> anyhow::Result<Vec<PathBuf>> {
     let mut cmd = Command::new(paths::cargo());
-    cmd.args(["build", "--quiet", "-p", package]);
+    cmd.args(["build", "--quiet"]);
+    for p in packages {
+        cmd.args(["-p", p]);
+    }
     for b in bins {
         cmd.args(["--bin", b]);
     }
     eprintln!(
-        "xtask: $ cargo build -p {package} --bin {}",
+        "xtask: $ cargo build -p {} --bin {}",
+        packages.join(" -p "),
         bins.join(" --bin ")
     );
     let status = cmd

@@ -1,8 +1,8 @@
 //! `cargo xtask chaos [--quick] [--only S,S]`: the real `flux-handoff` binary under crashes,
 //! lost responses, concurrent runs, proxy faults, API server restarts, signals, a competing
-//! writer and hostile input, through testkit's fault-injecting proxy.
+//! writer and hostile input, through the fault-injecting proxy.
 //!
-//! 1. Build `flux-chaos` (testkit) and `flux-handoff` (handoff-cli) in release mode.
+//! 1. Build `flux-chaos` (suites/chaos) and `flux-handoff` (handoff-cli) in release mode.
 //! 2. Start a control plane of its own in `target/flux-handoff/chaos-cluster-<pid>` (never the
 //!    shared one of `cluster up` that tests use, and one per invocation, so two runs never
 //!    share one); `flux-chaos` plays the controller model in-process, one seeded namespace per
@@ -61,7 +61,7 @@ pub fn run(flags: &Flags) -> anyhow::Result<()> {
             "build",
             "--release",
             "-p",
-            "testkit",
+            "flux-chaos",
             "--bin",
             "flux-chaos",
             "-p",

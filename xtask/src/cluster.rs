@@ -87,7 +87,7 @@ pub fn check(kubeconfig: Option<&str>) -> anyhow::Result<()> {
         })?;
         kubeconfig_of(&line)?
     };
-    let cli = bins::build("handoff-cli", &["flux-handoff"])?.remove(0);
+    let cli = bins::build(&["handoff-cli"], &["flux-handoff"])?.remove(0);
     eprintln!(
         "xtask: $ flux-handoff doctor --kubeconfig {}",
         kubeconfig.display()
@@ -132,7 +132,7 @@ pub fn start(state: &Path, detach: bool, flux: Flux) -> anyhow::Result<(Child, S
         let crds = realflux::prepare(state)?;
         return start_real(&bin, state, &crds, detach);
     }
-    let model_bin = bins::build("testkit", &[MODEL_BIN])?.remove(0);
+    let model_bin = bins::build(&["flux-model"], &[MODEL_BIN])?.remove(0);
     let mut cmd = launcher(&bin, state, &paths::crds())?;
     cmd.stdin(Stdio::null());
     if detach {

@@ -60,12 +60,15 @@ pub fn run(keep: bool, flux: Flux) -> anyhow::Result<()> {
         eprintln!("xtask: stopping the demo left running by an earlier `cargo xtask demo --keep`");
     }
     stop_all(&state)?;
-    let wanted: &[&str] = match flux {
-        Flux::Model => &["flux-model", "flux-source-model", "flux-demo-setup"],
-        Flux::Real => &["flux-demo-setup"],
+    let (packages, wanted): (&[&str], &[&str]) = match flux {
+        Flux::Model => (
+            &["flux-model", "flux-demo-setup"],
+            &["flux-model", "flux-source-model", "flux-demo-setup"],
+        ),
+        Flux::Real => (&["flux-demo-setup"], &["flux-demo-setup"]),
     };
-    let testkit = bins::build("testkit", wanted)?;
-    let cli = bins::build("handoff-cli", &["flux-handoff"])?.remove(0);
+    let testkit = bins::build(packages, wanted)?;
+    let cli = bins::build(&["handoff-cli"], &["flux-handoff"])?.remove(0);
     clock.step("built flux-handoff, the Flux side, the setup tool");
 
     let (_launcher, line) = cluster::start(&state, keep, flux)?;
@@ -153,17 +156,17 @@ struct Demo {
 }
 
 impl Demo {
-    /// Starts the registry and the source model; `testkit` are the paths of the flux-model,
+    /// Starts the registry and the source model; `helpers` are the paths of the flux-model,
     /// flux-source-model and flux-demo-setup binaries.
     fn start_helpers(
         state: &Path,
         kubeconfig: PathBuf,
         cli: PathBuf,
-        testkit: &[PathBuf],
+        helpers: &[PathBuf],
         keep: bool,
     ) -> anyhow::Result<Self> {
-        let [_, source_model, setup] = testkit else {
-            bail!("expected three testkit binaries");
+        let [_, source_model, setup] = helpers else {
+            bail!("expected three helper binaries");
         };
         let token = demo_token()?;
         write_private(&state.join("ghcr-token"), &token)?;

@@ -6,8 +6,9 @@
 //!   the Flux controller model (`flux-system` seeded).
 //! - `cargo xtask cluster down` — stop both and delete their state.
 //! - `cargo xtask cluster check [--kubeconfig K]` — `flux-handoff doctor` against it (or K).
-//! - `cargo xtask ci` — everything CI checks: fmt, clippy, actionlint, the launcher build, all
-//!   tests (installs `cargo-nextest` and, as root, the registry's Debian packages when missing).
+//! - `cargo xtask ci` — everything CI checks: fmt, clippy, `cargo deny check`, actionlint, the
+//!   launcher build, all tests (installs `cargo-nextest`, `cargo-deny` and, as root, the
+//!   registry's Debian packages when missing).
 //! - `cargo xtask actionlint` — actionlint (built and cached) on the action and `docs/*.yml`.
 //! - `cargo xtask verify [--quick]` — the model check of the handoff protocol.
 
@@ -18,6 +19,7 @@ mod chaos;
 mod cluster;
 mod daemon;
 mod demo;
+mod deny;
 mod envtest;
 mod flux;
 mod paths;
@@ -61,16 +63,18 @@ commands:
                           of `cluster up`, or against K; fails when a check fails
   actionlint              build actionlint (Go modules, cached under ~/.cache/flux-handoff)
                           and lint the workflows under docs/ and, through them, action.yml
-  ci                      install what the tests need when missing (cargo-nextest; as root
-                          docker-registry and apache2-utils, otherwise it names the command
-                          and fails), fmt check, clippy -D warnings, actionlint, build the
+  ci                      install what the tests need when missing (cargo-nextest,
+                          cargo-deny; as root docker-registry and apache2-utils, otherwise it
+                          names the command and fails), fmt check, clippy -D warnings, cargo
+                          deny check (deny.toml; advisories only when their database on GitHub
+                          can be fetched, else one line says so), actionlint, build the
                           launcher, start a private control plane, cargo nextest run
                           --workspace, doc tests; stops the control plane on every exit path;
                           then the real Flux tier (below)
   ci real                 only the real Flux tier: a private control plane with the real
                           kustomize-, source- and helm-controller (cluster up --flux real), the
                           real_flux_ tests and the fact_ tests against the real controllers
-                          (testkit/tests/real_flux.rs), everything stopped on every exit path
+                          (suites/realflux/tests/real_flux.rs), everything stopped on every exit path
   verify [--quick]        model-check the handoff protocol with the production decision
                           functions (crate verify, docs/verify.md): every property to the
                           bound, then each mutant must be caught; last line `verify:
@@ -214,6 +218,7 @@ fn ci() -> anyhow::Result<()> {
         ],
         &root,
     )?;
+    deny::run()?;
     actionlint::run()?;
     verify::run(true)?;
     let bin = envtest::ensure_built()?;
@@ -256,7 +261,7 @@ fn ci_real() -> anyhow::Result<()> {
             "nextest",
             "run",
             "-p",
-            "testkit",
+            "realflux",
             "--profile",
             "ci",
             "--test",

@@ -6,6 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use rustix::process::Signal;
 
 pub fn run(program: &str, args: &[&str], dir: &Path) -> anyhow::Result<()> {
     run_env(program, args, dir, &[])
@@ -42,11 +43,7 @@ pub fn succeeds(program: &str, args: &[&str], dir: &Path) -> bool {
 
 /// Whether a process with this pid exists (signal 0) and is not a zombie.
 pub fn alive(pid: u32) -> bool {
-    let exists = Command::new("kill")
-        .args(["-0", &pid.to_string()])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
+    let exists = pid_of(pid).is_some_and(|p| rustix::process::test_kill_process(p).is_ok());
     exists && !zombie(pid)
 }
 
@@ -80,11 +77,17 @@ pub fn argv0_is(cmdline: &[u8], name: &str) -> bool {
         .is_some_and(|n| n == name)
 }
 
-pub fn signal(pid: u32, sig: &str) {
-    let _ = Command::new("kill")
-        .args([&format!("-{sig}"), &pid.to_string()])
-        .stderr(Stdio::null())
-        .status();
+/// Sends `sig` to `pid` (rustix, no `kill` binary); a process already gone is not an error.
+pub fn signal(pid: u32, sig: Signal) {
+    if let Some(p) = pid_of(pid) {
+        let _ = rustix::process::kill_process(p, sig);
+    }
+}
+
+fn pid_of(raw: u32) -> Option<rustix::process::Pid> {
+    i32::try_from(raw)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
 }
 
 /// How [`stop`] ended a process.
@@ -101,11 +104,11 @@ pub enum Stopped {
 /// # Errors
 /// The process survived SIGKILL for five seconds.
 pub fn stop(pid: u32, grace: Duration) -> anyhow::Result<Stopped> {
-    signal(pid, "TERM");
+    signal(pid, Signal::TERM);
     if wait_gone(pid, grace) {
         return Ok(Stopped::Terminated);
     }
-    signal(pid, "KILL");
+    signal(pid, Signal::KILL);
     if wait_gone(pid, Duration::from_secs(5)) {
         return Ok(Stopped::Killed);
     }

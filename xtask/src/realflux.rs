@@ -128,7 +128,7 @@ pub fn start(state: &Path, kubeconfig: &Path, detach: bool) -> anyhow::Result<St
 }
 
 fn start_inner(state: &Path, kubeconfig: &Path, detach: bool) -> anyhow::Result<String> {
-    let setup = bins::build("testkit", &[SETUP_BIN])?.remove(0);
+    let setup = bins::build(&["realflux"], &[SETUP_BIN])?.remove(0);
     let password = random_hex()?;
     write_private(&state.join("registry-password"), &password)?;
     let line = daemon::start(

@@ -307,5 +307,4 @@ fn judge_lease_holder(
 }
 
 #[cfg(test)]
-#[path = "plan_tests.rs"]
 mod tests;

@@ -10,13 +10,13 @@ use flux_fence::{
     AnnotationKeys, Fencer, Holder, Lease, LeaseAcquire, LeaseConfig, LeaseGuard, ObjectRef,
     SystemClock,
 };
+use flux_model::model::{FluxModel, ModelConfig, ModelHandle, seed_tree};
 use flux_suspend::io::{ControllerRef, Timing};
 use flux_suspend::object::{get_json, kustomization};
 use flux_suspend::retire::Strategy;
 use flux_suspend::{Chain, Handoff, PauseOptions};
 use serde_json::Value;
 use testkit::TestNs;
-use testkit::model::{FluxModel, ModelConfig, ModelHandle, seed_tree};
 
 pub const PARENT: &str = "flux-system";
 pub const TARGET: &str = "infrastructure";

@@ -3,13 +3,16 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
+pub mod runner;
+pub mod runner_checks;
+
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
+use flux_model::model::{FluxModel, ModelHandle, seed_tree};
 use flux_suspend::object::{get_json, kustomization};
 use serde_json::Value;
 use testkit::TestNs;
-use testkit::model::{FluxModel, ModelHandle, seed_tree};
 
 pub const PARENT: &str = "flux-system";
 pub const TARGET: &str = "infrastructure";

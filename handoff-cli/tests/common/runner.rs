@@ -381,9 +381,7 @@ impl Step {
     fn signal(&self, sig: &str) {
         // Never signal a pid this harness already reaped (it may belong to someone else now).
         if self.exited.is_none() {
-            let _ = Command::new("kill")
-                .args([&format!("-{sig}"), &self.pid().to_string()])
-                .status();
+            let _ = testkit::signal::to_process(self.pid(), sig);
         }
     }
 

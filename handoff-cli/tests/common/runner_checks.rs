@@ -15,8 +15,8 @@ use k8s_openapi::api::core::v1::Event;
 use kube::api::ListParams;
 use serde_json::Value;
 
-use crate::common::{Cluster, OWNER_KEY, PARENT, TARGET, annotation};
-use crate::runner::{self, Ended};
+use super::runner::{self, Ended};
+use super::{Cluster, OWNER_KEY, PARENT, TARGET, annotation};
 
 /// A command that stops at SIGTERM (flux-handoff's first move on a signal).
 pub const PROMPT: &str = "exec sleep 600";
@@ -143,9 +143,7 @@ pub async fn wait_for_command(marker: &Path, step: &mut runner::Step) -> u32 {
 pub fn assert_command_gone(pgid: u32) {
     let left = runner::group_members(pgid);
     if !left.is_empty() {
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", "--", &format!("-{pgid}")])
-            .status();
+        let _ = testkit::signal::to_group(pgid, "KILL");
     }
     assert!(
         left.is_empty(),

@@ -1,0 +1,546 @@
+//! A fault-injecting proxy between a client and the local API server.
+//!
+//! It listens on plain HTTP on loopback and forwards every request over TLS to the real
+//! kube-apiserver, so faults are injected from outside, as in production — no hooks in product
+//! code. It counts requests by verb and resource, and on command fails the k-th mutating
+//! request (POST, PUT, PATCH, DELETE) counted from the start:
+//! - [`Fault::DropResponse`]: the request reaches the server and is applied, then the
+//!   connection is closed without a response (an ambiguous, lost response);
+//! - [`Fault::Status`]: the request is not forwarded; the client gets that status (e.g. 503,
+//!   429 with `Retry-After`);
+//! - [`Fault::Delay`]: the response is held back for a while;
+//! - [`Fault::Reset`]: the request is not forwarded; the connection is reset (TCP RST);
+//! - [`Fault::Refuse`]: the request is not forwarded; the proxy closes every connection and
+//!   refuses new ones for a while, then listens again on the same port (also on demand:
+//!   [`Proxy::refuse_for`]).
+//!
+//! [`Proxy::log`] keeps every request in arrival order with whether it was forwarded, so a
+//! caller can tell a request the server saw from one the proxy answered (or cut) on its own.
+//!
+//! [`pass`] holds the plain pass-through pieces the proxy shares with its neighbours (an
+//! ordered recorder, a token-adding [`pass::Forwarder`] for `kubectl`).
+
+pub mod pass;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use anyhow::Context;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use kube::config::Kubeconfig;
+use secrecy::ExposeSecret;
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::task::{JoinHandle, JoinSet};
+
+/// What to do to an armed request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// Forward and apply, then close the connection without a response.
+    DropResponse,
+    /// Answer with this status (and `Retry-After` seconds) without forwarding.
+    Status { code: u16, retry_after: Option<u32> },
+    /// Forward, then hold the response back this long.
+    Delay(Duration),
+    /// Do not forward; reset the connection (TCP RST) before any response.
+    Reset,
+    /// Do not forward; close every connection and refuse connects for this long.
+    Refuse(Duration),
+}
+
+/// One request as the proxy saw it, in arrival order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    /// `verb resource[/subresource]`, as [`classify`] names it.
+    pub kind: String,
+    /// The request path.
+    pub path: String,
+    /// POST, PUT, PATCH or DELETE.
+    pub mutating: bool,
+    /// Sent on to the API server (it may have applied it even if its response was lost).
+    pub forwarded: bool,
+}
+
+/// A request to stop accepting: for how long, and who to tell once the listener is closed.
+type RefuseCmd = (Duration, Option<tokio::sync::oneshot::Sender<()>>);
+
+#[derive(Debug)]
+struct State {
+    upstream: reqwest::Client,
+    base: String,
+    counts: Mutex<BTreeMap<String, u64>>,
+    mutations: AtomicU64,
+    armed: Mutex<BTreeMap<u64, Fault>>,
+    armed_on: Mutex<BTreeMap<(String, u64), Fault>>,
+    log: Mutex<Vec<Seen>>,
+    refuse: tokio::sync::mpsc::UnboundedSender<RefuseCmd>,
+}
+
+/// A running proxy; stops when dropped.
+#[derive(Debug)]
+pub struct Proxy {
+    addr: SocketAddr,
+    state: Arc<State>,
+    token: String,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Proxy {
+    /// Starts a proxy in front of the shared control plane on a free loopback port.
+    pub async fn start() -> anyhow::Result<Self> {
+        let config = testkit::admin_config().await?;
+        let token = config
+            .auth_info
+            .token
+            .as_ref()
+            .context("the admin kubeconfig has no token")?
+            .expose_secret()
+            .to_string();
+        let ca = kubeconfig_ca()?;
+        let upstream = reqwest::Client::builder()
+            .tls_certs_only([reqwest::Certificate::from_pem(&ca)?])
+            .build()?;
+        let base = config
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_string();
+        let (refuse, commands) = tokio::sync::mpsc::unbounded_channel();
+        let state = Arc::new(State {
+            upstream,
+            base,
+            counts: Mutex::default(),
+            mutations: AtomicU64::new(0),
+            armed: Mutex::default(),
+            armed_on: Mutex::default(),
+            log: Mutex::default(),
+            refuse,
+        });
+        let listener = bind("127.0.0.1:0".parse()?)?;
+        let addr = listener.local_addr()?;
+        let task = tokio::spawn(serve(state.clone(), listener, commands));
+        Ok(Self {
+            addr,
+            state,
+            token,
+            task,
+        })
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Arms `fault` for the `nth` mutating request (1-based, counted since the start).
+    pub fn arm(&self, nth: u64, fault: Fault) {
+        lock(&self.state.armed).insert(nth, fault);
+    }
+
+    /// Arms `fault` for the `nth` request (1-based) of kind `key` (`verb resource`, as
+    /// [`classify`] names it, e.g. `patch kustomizations`), whatever came in between.
+    pub fn arm_on(&self, key: &str, nth: u64, fault: Fault) {
+        lock(&self.state.armed_on).insert((key.to_string(), nth), fault);
+    }
+
+    /// Mutating requests seen so far.
+    #[must_use]
+    pub fn mutations(&self) -> u64 {
+        self.state.mutations.load(Ordering::SeqCst)
+    }
+
+    /// Requests by `verb resource[/subresource]`, e.g. `patch kustomizations`.
+    #[must_use]
+    pub fn counts(&self) -> BTreeMap<String, u64> {
+        lock(&self.state.counts).clone()
+    }
+
+    /// Every request so far, in arrival order, with whether it was forwarded.
+    #[must_use]
+    pub fn log(&self) -> Vec<Seen> {
+        lock(&self.state.log).clone()
+    }
+
+    /// Closes the listener and every open connection, so connects are refused, and listens
+    /// again on the same port after `d`. Returns once the listener is closed.
+    pub async fn refuse_for(&self, d: Duration) -> anyhow::Result<()> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.state
+            .refuse
+            .send((d, Some(tx)))
+            .map_err(|_| anyhow::anyhow!("the proxy has stopped"))?;
+        rx.await.context("the proxy has stopped")
+    }
+
+    /// All requests seen so far.
+    #[must_use]
+    pub fn total(&self) -> u64 {
+        lock(&self.state.counts).values().sum()
+    }
+
+    /// An admin client that talks through the proxy.
+    pub fn client(&self) -> anyhow::Result<kube::Client> {
+        let mut config = kube::Config::new(self.url().parse()?);
+        config.auth_info.token = Some(self.token.clone().into());
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// Writes a kubeconfig for CLI processes that talk through the proxy.
+    pub fn write_kubeconfig(&self, path: &Path) -> anyhow::Result<()> {
+        let doc = serde_json::json!({
+            "apiVersion": "v1", "kind": "Config", "current-context": "proxy",
+            "clusters": [{ "name": "proxy", "cluster": { "server": self.url() } }],
+            "users": [{ "name": "admin", "user": { "token": self.token } }],
+            "contexts": [{ "name": "proxy", "context": { "cluster": "proxy", "user": "admin" } }],
+        });
+        std::fs::write(path, serde_json::to_vec(&doc)?)?;
+        Ok(())
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A loopback listener with `SO_REUSEADDR`, so it can be bound again on the same port.
+fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = TcpSocket::new_v4()?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
+/// Accepts connections until dropped; on a refuse command closes the listener and every
+/// connection, waits, and binds the same address again.
+async fn serve(st: Arc<State>, listener: TcpListener, mut commands: UnboundedReceiver<RefuseCmd>) {
+    enum Event {
+        Conn(std::io::Result<(TcpStream, SocketAddr)>),
+        Refuse(RefuseCmd),
+    }
+    let Ok(addr) = listener.local_addr() else {
+        return;
+    };
+    let mut listener = Some(listener);
+    let mut conns = JoinSet::new();
+    loop {
+        let Some(l) = &listener else {
+            return;
+        };
+        let event = tokio::select! {
+            c = l.accept() => Event::Conn(c),
+            cmd = commands.recv() => match cmd {
+                Some(cmd) => Event::Refuse(cmd),
+                None => return,
+            },
+        };
+        match event {
+            Event::Conn(Ok((stream, _))) => {
+                conns.spawn(connection(st.clone(), stream));
+            }
+            Event::Conn(Err(_)) => {}
+            Event::Refuse((d, ack)) => {
+                listener = None;
+                conns.abort_all();
+                if let Some(ack) = ack {
+                    let _ = ack.send(());
+                }
+                tokio::time::sleep(d).await;
+                // The port is ours; another process taking it meanwhile is not expected on
+                // loopback, so retry briefly rather than give up.
+                for _ in 0..100 {
+                    if let Ok(l) = bind(addr) {
+                        listener = Some(l);
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+        while conns.try_join_next().is_some() {}
+    }
+}
+
+/// Serves one connection. A second handle on the socket lets [`Fault::Reset`] set a zero
+/// linger, so closing it sends RST instead of FIN.
+async fn connection(st: Arc<State>, stream: TcpStream) {
+    let Ok(std) = stream.into_std() else {
+        return;
+    };
+    let Ok(twin) = std.try_clone() else {
+        return;
+    };
+    let Ok(stream) = TcpStream::from_std(std) else {
+        return;
+    };
+    let twin = Arc::new(TcpSocket::from_std_stream(twin));
+    let service = hyper::service::service_fn(move |req| handle(st.clone(), twin.clone(), req));
+    let _ = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+}
+
+/// The CA of the shared control plane, from its kubeconfig.
+fn kubeconfig_ca() -> anyhow::Result<Vec<u8>> {
+    let path = testkit::plane::kubeconfig()?;
+    let kc = Kubeconfig::read_from(&path)?;
+    let cluster = kc
+        .clusters
+        .first()
+        .and_then(|c| c.cluster.as_ref())
+        .context("kubeconfig without a cluster")?;
+    let ca_path = cluster
+        .certificate_authority
+        .as_ref()
+        .context("kubeconfig without a CA path")?;
+    Ok(std::fs::read(ca_path)?)
+}
+
+/// `verb resource[/subresource]` of a Kubernetes API request.
+#[must_use]
+pub fn classify(method: &str, path: &str, query: &str) -> String {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    // /api/v1/... or /apis/<group>/<version>/...
+    let rest: &[&str] = match parts.as_slice() {
+        ["api", _, rest @ ..] | ["apis", _, _, rest @ ..] => rest,
+        _ => return format!("{} {path}", method.to_ascii_lowercase()),
+    };
+    let rest = match rest {
+        ["namespaces", _, tail @ ..] if !tail.is_empty() => tail,
+        other => other,
+    };
+    let (resource, named) = match rest {
+        [res] => ((*res).to_string(), false),
+        [res, _name] => ((*res).to_string(), true),
+        [res, _name, sub, ..] => (format!("{res}/{sub}"), true),
+        [] => ("namespaces".to_string(), false),
+    };
+    let verb = match (method, named) {
+        ("GET", _) if query.contains("watch=true") || query.contains("watch=1") => "watch",
+        ("GET", true) => "get",
+        ("GET", false) => "list",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", _) => "delete",
+        (other, _) => return format!("{} {resource}", other.to_ascii_lowercase()),
+    };
+    format!("{verb} {resource}")
+}
+
+type Body = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
+
+/// A whole response body.
+fn full(bytes: Bytes) -> Body {
+    Full::new(bytes).map_err(|never| match never {}).boxed()
+}
+
+async fn handle(
+    st: Arc<State>,
+    socket: Arc<TcpSocket>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, std::io::Error> {
+    let method = req.method().as_str().to_string();
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or_default().to_string();
+    let key = classify(&method, &path, &query);
+    let mutating = matches!(method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE");
+    let slot = {
+        let mut log = lock(&st.log);
+        log.push(Seen {
+            kind: key.clone(),
+            path: path.clone(),
+            mutating,
+            forwarded: false,
+        });
+        log.len() - 1
+    };
+    let nth_of_key = {
+        let mut counts = lock(&st.counts);
+        let c = counts.entry(key.clone()).or_default();
+        *c += 1;
+        *c
+    };
+    let fault = if mutating {
+        let n = st.mutations.fetch_add(1, Ordering::SeqCst) + 1;
+        lock(&st.armed).remove(&n)
+    } else {
+        None
+    };
+    let fault = fault.or_else(|| lock(&st.armed_on).remove(&(key, nth_of_key)));
+    if let Some(Fault::Status { code, retry_after }) = &fault {
+        let mut resp = Response::builder()
+            .status(*code)
+            .header("content-type", "application/json");
+        if let Some(s) = retry_after {
+            resp = resp.header("retry-after", s.to_string());
+        }
+        let body = format!(
+            r#"{{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected by the test proxy","code":{code}}}"#
+        );
+        return Ok(resp
+            .body(full(Bytes::from(body)))
+            .unwrap_or_else(|_| bad_gateway()));
+    }
+    match &fault {
+        Some(Fault::Reset) => {
+            // The connection ends when this error reaches hyper; with a zero linger the
+            // last close sends RST.
+            socket.set_zero_linger()?;
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "connection reset by the test proxy",
+            ));
+        }
+        Some(Fault::Refuse(d)) => {
+            let _ = st.refuse.send((*d, None));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                "the test proxy stopped accepting",
+            ));
+        }
+        _ => {}
+    }
+    if let Some(e) = lock(&st.log).get_mut(slot) {
+        e.forwarded = true;
+    }
+    let resp = forward(&st, req, &method, &path, &query).await;
+    match fault {
+        Some(Fault::DropResponse) => Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "response dropped by the test proxy",
+        )),
+        Some(Fault::Delay(d)) => {
+            tokio::time::sleep(d).await;
+            Ok(resp)
+        }
+        _ => Ok(resp),
+    }
+}
+
+async fn forward(
+    st: &State,
+    req: Request<Incoming>,
+    method: &str,
+    path: &str,
+    query: &str,
+) -> Response<Body> {
+    let url = if query.is_empty() {
+        format!("{}{path}", st.base)
+    } else {
+        format!("{}{path}?{query}", st.base)
+    };
+    let headers = req.headers().clone();
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return bad_gateway(),
+    };
+    // The response goes back without its Content-Encoding, so ask upstream for identity.
+    let Some(out) = pass::upstream_request(
+        &st.upstream,
+        url,
+        method,
+        &headers,
+        body,
+        &["accept-encoding"],
+    ) else {
+        return bad_gateway();
+    };
+    let Ok(resp) = out.send().await else {
+        return bad_gateway();
+    };
+    let status = resp.status().as_u16();
+    let ctype = resp.headers().get("content-type").cloned();
+    let mut b = Response::builder().status(status);
+    if let Some(c) = ctype {
+        b = b.header("content-type", c.as_bytes());
+    }
+    if query.contains("watch=true") || query.contains("watch=1") {
+        // A watch streams its events as they come: pass each chunk on at once.
+        let chunks = futures::stream::unfold(Some(resp), |resp| async move {
+            let mut resp = resp?;
+            match resp.chunk().await {
+                Ok(Some(c)) => Some((Ok(hyper::body::Frame::data(c)), Some(resp))),
+                Ok(None) => None,
+                Err(e) => Some((Err(std::io::Error::other(e)), None)),
+            }
+        });
+        return b
+            .body(http_body_util::StreamBody::new(chunks).boxed())
+            .unwrap_or_else(|_| bad_gateway());
+    }
+    let Ok(bytes) = resp.bytes().await else {
+        return bad_gateway();
+    };
+    b.body(full(bytes)).unwrap_or_else(|_| bad_gateway())
+}
+
+fn bad_gateway() -> Response<Body> {
+    let mut r = Response::new(full(Bytes::from_static(b"upstream failed")));
+    *r.status_mut() = StatusCode::BAD_GATEWAY;
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::classify;
+
+    #[test]
+    fn classifies_verbs_and_resources() {
+        assert_eq!(
+            classify("GET", "/api/v1/namespaces/a/configmaps/x", ""),
+            "get configmaps"
+        );
+        assert_eq!(
+            classify("GET", "/api/v1/namespaces/a/configmaps", ""),
+            "list configmaps"
+        );
+        assert_eq!(
+            classify("GET", "/api/v1/namespaces/a/pods", "watch=true"),
+            "watch pods"
+        );
+        assert_eq!(
+            classify(
+                "PATCH",
+                "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/f/kustomizations/i",
+                ""
+            ),
+            "patch kustomizations"
+        );
+        assert_eq!(
+            classify(
+                "PATCH",
+                "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/f/kustomizations/i/status",
+                ""
+            ),
+            "patch kustomizations/status"
+        );
+        assert_eq!(
+            classify("POST", "/api/v1/namespaces", ""),
+            "create namespaces"
+        );
+        assert_eq!(
+            classify(
+                "PUT",
+                "/apis/coordination.k8s.io/v1/namespaces/f/leases/l",
+                ""
+            ),
+            "update leases"
+        );
+        assert_eq!(classify("GET", "/version", ""), "get /version");
+    }
+}

@@ -1,0 +1,170 @@
+//! `flux-chaos`: the real `flux-handoff` binary against a control plane of its own, through
+//! the fault-injecting proxy. Run it with `cargo xtask chaos [--quick] [--only S,S]`, which
+//! starts that control plane and sets `FLUX_HANDOFF_KUBECONFIG`.
+//!
+//! 1. discover the mutation points (one clean run, recorded in order);
+//! 2. run the scenarios, in this order: crash, lost, concurrency, faults, writer, signals,
+//!    hostile, security, restart (each in fresh seeded namespaces; restart on a control plane
+//!    of its own, started from `--launcher`);
+//! 3. scan everything printed, and the annotations and Events on the server, for secrets;
+//! 4. print one `chaos:` line per scenario, each finding on stderr, and the summary line last;
+//!    exit 1 on any finding.
+//!
+//! Usage: `flux-chaos --handoff-bin PATH [--launcher PATH --crds DIR] [--quick] [--out DIR]
+//! [--only S,S]`.
+
+mod chaos;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+use chaos::{Settings, Tally};
+
+/// Every scenario, in the order they run.
+const SCENARIOS: [&str; 9] = [
+    "crash",
+    "lost",
+    "concurrency",
+    "faults",
+    "writer",
+    "signals",
+    "hostile",
+    "security",
+    "restart",
+];
+
+/// The chaos suite: the real flux-handoff binary under faults, on the control plane of
+/// `FLUX_HANDOFF_KUBECONFIG`.
+#[derive(Debug, clap::Parser)]
+#[command(name = "flux-chaos")]
+struct Args {
+    /// Fewer rounds per scenario.
+    #[arg(long)]
+    quick: bool,
+    /// Scratch directory (removed afterwards).
+    #[arg(long, value_name = "DIR", default_value = "target/flux-handoff/chaos")]
+    out: PathBuf,
+    /// The flux-handoff binary under test.
+    #[arg(long, value_name = "PATH")]
+    handoff_bin: PathBuf,
+    /// The control-plane launcher, for the restart scenario.
+    #[arg(long, value_name = "PATH")]
+    launcher: Option<PathBuf>,
+    /// The Flux CRDs, for the restart scenario's control plane.
+    #[arg(long, value_name = "DIR")]
+    crds: Option<PathBuf>,
+    /// Run only these scenarios (comma-separated).
+    #[arg(long, value_name = "S,S", value_delimiter = ',')]
+    only: Option<Vec<String>>,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let args = <Args as clap::Parser>::parse();
+    if let Some(bad) = args
+        .only
+        .iter()
+        .flatten()
+        .find(|n| !SCENARIOS.contains(&n.as_str()))
+    {
+        bail!(
+            "unknown scenario {bad}; the scenarios are {}",
+            SCENARIOS.join(",")
+        );
+    }
+    Ok(args)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    match Box::pin(run()).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("flux-chaos: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs the scenarios; whether every one of them found nothing wrong.
+async fn run() -> anyhow::Result<bool> {
+    testkit::install_crypto();
+    let args = parse_args()?;
+    if std::env::var_os(testkit::plane::KUBECONFIG_ENV).is_none() {
+        bail!(
+            "set {} to the kubeconfig of a control plane of its own (cargo xtask chaos does)",
+            testkit::plane::KUBECONFIG_ENV
+        );
+    }
+    let scratch = args.out.join("scratch");
+    std::fs::create_dir_all(&scratch)?;
+    let s = Settings {
+        bin: args.handoff_bin.clone(),
+        scratch,
+        lease_seconds: 4,
+        rounds: if args.quick { 5 } else { 20 },
+        run_bound: Duration::from_secs(90),
+        quick: args.quick,
+        launcher: args.launcher.clone(),
+        crds: args.crds.clone(),
+    };
+    // The admin token every CLI run carries must never be printed either.
+    let admin = testkit::admin_config().await?;
+    if let Some(token) = &admin.auth_info.token {
+        chaos::secret(secrecy::ExposeSecret::expose_secret(token));
+    }
+    let base = chaos::discover::run(&s).await?;
+    eprintln!(
+        "flux-chaos: {} mutation points in a clean run:",
+        base.points.len()
+    );
+    for (i, p) in base.points.iter().enumerate() {
+        eprintln!("  {:>2}. {p}", i + 1);
+    }
+    eprintln!(
+        "flux-chaos: a clean run changes annotations {:?}",
+        base.allowed
+    );
+    let mut tallies: Vec<Tally> = Vec::new();
+    for name in SCENARIOS {
+        if !args
+            .only
+            .as_ref()
+            .is_none_or(|o| o.iter().any(|x| x == name))
+        {
+            continue;
+        }
+        eprintln!("flux-chaos: scenario {name}");
+        let t = match name {
+            "crash" => chaos::crash::run(&s, &base).await,
+            "lost" => chaos::lost::run(&s, &base).await,
+            "concurrency" => chaos::concurrency::run(&s, &base).await,
+            "faults" => chaos::faults::run(&s, &base).await,
+            "writer" => chaos::writer::run(&s, &base).await,
+            "signals" => chaos::signals::run(&s, &base).await,
+            "hostile" => chaos::hostile::run(&s, &base).await,
+            "security" => chaos::security::run(&s, &base).await,
+            "restart" => chaos::restart::run(&s, &base).await,
+            other => bail!("no scenario {other}"),
+        }
+        .with_context(|| format!("scenario {name}"))?;
+        eprintln!("{}", t.line);
+        tallies.push(t);
+    }
+    tallies.push(chaos::leaks::scan(&kube::Client::try_from(admin)?).await?);
+    let _ = std::fs::remove_dir_all(&s.scratch);
+    for t in &tallies {
+        for f in &t.findings {
+            eprintln!("flux-chaos: {} [{:?}]: {}", t.scenario, f.kind, f.text);
+        }
+    }
+    for t in &tallies {
+        println!("{}", t.line);
+    }
+    let (line, passed) = chaos::summary(&tallies);
+    println!("{line}");
+    Ok(passed)
+}
