@@ -58,7 +58,7 @@ pub enum Fault {
 
 /// One request as the proxy saw it, in arrival order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Seen {
+pub struct Received {
     /// `verb resource[/subresource]`, as [`classify`] names it.
     pub kind: String,
     /// The request path.
@@ -80,7 +80,7 @@ struct State {
     mutations: AtomicU64,
     armed: Mutex<BTreeMap<u64, Fault>>,
     armed_on: Mutex<BTreeMap<(String, u64), Fault>>,
-    log: Mutex<Vec<Seen>>,
+    log: Mutex<Vec<Received>>,
     refuse: tokio::sync::mpsc::UnboundedSender<RefuseCmd>,
 }
 
@@ -172,7 +172,7 @@ impl Proxy {
 
     /// Every request so far, in arrival order, with whether it was forwarded.
     #[must_use]
-    pub fn log(&self) -> Vec<Seen> {
+    pub fn log(&self) -> Vec<Received> {
         lock(&self.state.log).clone()
     }
 
@@ -361,7 +361,7 @@ async fn handle(
     let mutating = matches!(method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE");
     let slot = {
         let mut log = lock(&st.log);
-        log.push(Seen {
+        log.push(Received {
             kind: key.clone(),
             path: path.clone(),
             mutating,

@@ -30,7 +30,7 @@ pub fn post_params() -> PostParams {
 
 /// What a failed call means for the protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Failure {
+pub(crate) enum CallFailure {
     /// 409: a resourceVersion precondition failed or the object already exists.
     Conflict,
     /// 422: a JSON Patch `test` failed (or the patch is invalid for the object).
@@ -45,23 +45,23 @@ pub(crate) enum Failure {
     Other,
 }
 
-pub(crate) fn classify(err: &kube::Error) -> Failure {
+pub(crate) fn classify(err: &kube::Error) -> CallFailure {
     match err {
         kube::Error::Api(s) => match s.code {
-            409 => Failure::Conflict,
-            422 => Failure::Invalid,
-            404 => Failure::NotFound,
-            403 => Failure::Forbidden,
-            c if c >= 500 => Failure::Unknown,
-            _ => Failure::Other,
+            409 => CallFailure::Conflict,
+            422 => CallFailure::Invalid,
+            404 => CallFailure::NotFound,
+            403 => CallFailure::Forbidden,
+            c if c >= 500 => CallFailure::Unknown,
+            _ => CallFailure::Other,
         },
         kube::Error::HyperError(_)
         | kube::Error::Service(_)
         | kube::Error::ReadEvents(_)
         | kube::Error::SerdeError(_)
         | kube::Error::LinesCodecMaxLineLengthExceeded
-        | kube::Error::FromUtf8(_) => Failure::Unknown,
-        _ => Failure::Other,
+        | kube::Error::FromUtf8(_) => CallFailure::Unknown,
+        _ => CallFailure::Other,
     }
 }
 
@@ -126,7 +126,7 @@ pub(crate) fn error(
     target: String,
     err: kube::Error,
 ) -> FenceError {
-    if classify(&err) == Failure::Forbidden {
+    if classify(&err) == CallFailure::Forbidden {
         FenceError::Forbidden {
             verb,
             resource,

@@ -77,9 +77,9 @@ pub struct AcquirePlan {
 /// What a re-read after a lost acquire response shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Adoption {
-    /// The object shows exactly the post-state of the write: it is ours.
-    Adopt {
+pub enum LostWrite {
+    /// The object shows exactly the post-state of the write: it landed, and it is ours.
+    Landed {
         /// The resourceVersion read.
         resource_version: String,
     },
@@ -89,7 +89,7 @@ pub enum Adoption {
     Unclear(Unclear),
 }
 
-/// Why adoption was not possible.
+/// Why a lost write could not be judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Unclear {
@@ -248,12 +248,12 @@ pub fn decide_acquire(
 /// Adopts only when the object shows exactly the post-state `plan` would produce: same uid,
 /// our owner value, our prior record, every mark's value in place.
 #[must_use]
-pub fn adopt(read: Option<&Value>, keys: &AnnotationKeys, plan: &AcquirePlan) -> Adoption {
+pub fn lost_write(read: Option<&Value>, keys: &AnnotationKeys, plan: &AcquirePlan) -> LostWrite {
     let Some(obj) = read else {
-        return Adoption::Unclear(Unclear::Gone);
+        return LostWrite::Unclear(Unclear::Gone);
     };
     if obj.pointer("/metadata/uid").and_then(Value::as_str) != Some(plan.held.uid.as_str()) {
-        return Adoption::Unclear(Unclear::Recreated);
+        return LostWrite::Unclear(Unclear::Recreated);
     }
     let rv = obj
         .pointer("/metadata/resourceVersion")
@@ -267,13 +267,13 @@ pub fn adopt(read: Option<&Value>, keys: &AnnotationKeys, plan: &AcquirePlan) ->
             .iter()
             .all(|m| obj.pointer(&m.at.pointer()) == Some(&m.value));
     if ours {
-        Adoption::Adopt {
+        LostWrite::Landed {
             resource_version: rv.to_string(),
         }
     } else if rv == plan.read_resource_version {
-        Adoption::NotApplied
+        LostWrite::NotApplied
     } else {
-        Adoption::Unclear(Unclear::Differs)
+        LostWrite::Unclear(Unclear::Differs)
     }
 }
 

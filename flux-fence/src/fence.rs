@@ -6,10 +6,10 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, Patch};
 use serde_json::Value;
 
-use crate::api::{Failure, classify, error, get_retrying};
+use crate::api::{CallFailure, classify, error, get_retrying};
 use crate::decide::{
-    AcquireDecision, AcquirePlan, Adoption, Refusal, ReleaseDecision, adopt, annotation,
-    decide_acquire, decide_release, held_from_annotations,
+    AcquireDecision, AcquirePlan, LostWrite, Refusal, ReleaseDecision, annotation, decide_acquire,
+    decide_release, held_from_annotations, lost_write,
 };
 use crate::events::{self, EventKind};
 use crate::guard::{FenceGuard, ObjectRef};
@@ -258,23 +258,23 @@ impl Fencer {
                 )))
             }
             Err(e) => match classify(&e) {
-                Failure::Conflict => Ok(Applied::Moved),
-                Failure::Invalid => {
+                CallFailure::Conflict => Ok(Applied::Moved),
+                CallFailure::Invalid => {
                     if self.moved_since(obj, &plan.read_resource_version).await? {
                         Ok(Applied::Moved)
                     } else {
                         Err(rejected(obj, e))
                     }
                 }
-                Failure::NotFound => Ok(Applied::Gone),
-                Failure::Unknown => {
+                CallFailure::NotFound => Ok(Applied::Gone),
+                CallFailure::Unknown => {
                     tracing::warn!(object = %obj, error = %e, "acquire response lost; re-reading");
                     Ok(
                         match self
                             .resolve_lost_acquire(obj, plan, reason.as_deref())
                             .await?
                         {
-                            LostAcquire::Adopted(guard) => Applied::Acquired(guard),
+                            LostAcquire::Landed(guard) => Applied::Acquired(guard),
                             LostAcquire::NotApplied => Applied::Moved,
                             LostAcquire::Unresolved { guard, why } => {
                                 Applied::Ambiguous { guard, why }
@@ -282,7 +282,7 @@ impl Fencer {
                         },
                     )
                 }
-                Failure::Forbidden | Failure::Other => {
+                CallFailure::Forbidden | CallFailure::Other => {
                     Err(error("patch", obj.resource_name(), obj.target(), e))
                 }
             },
@@ -302,10 +302,10 @@ impl Fencer {
     ) -> Result<LostAcquire, FenceError> {
         let read = self.read(obj).await?;
         let reason = reason.map(str::to_string);
-        Ok(match adopt(read.as_ref(), &self.keys, &plan) {
-            Adoption::Adopt { resource_version } => {
+        Ok(match lost_write(read.as_ref(), &self.keys, &plan) {
+            LostWrite::Landed { resource_version } => {
                 tracing::info!(object = %obj, owner = %self.owner, "adopted fence after lost response");
-                LostAcquire::Adopted(FenceGuard::new(
+                LostAcquire::Landed(FenceGuard::new(
                     obj.clone(),
                     plan.held,
                     reason,
@@ -313,8 +313,8 @@ impl Fencer {
                     true,
                 ))
             }
-            Adoption::NotApplied => LostAcquire::NotApplied,
-            Adoption::Unclear(why) => {
+            LostWrite::NotApplied => LostAcquire::NotApplied,
+            LostWrite::Unclear(why) => {
                 tracing::error!(object = %obj, owner = %self.owner, ?why, "fence outcome unknown; keeping it for cleanup");
                 LostAcquire::Unresolved {
                     guard: FenceGuard::new(obj.clone(), plan.held, reason, None, false),
@@ -408,17 +408,17 @@ impl Fencer {
                     ));
                 }
                 Err(e) => match classify(&e) {
-                    Failure::Conflict | Failure::NotFound => {}
-                    Failure::Invalid => {
+                    CallFailure::Conflict | CallFailure::NotFound => {}
+                    CallFailure::Invalid => {
                         if !self.moved_since(&obj, &read_rv).await? {
                             return Err(rejected(&obj, e));
                         }
                     }
-                    Failure::Unknown => {
+                    CallFailure::Unknown => {
                         tracing::warn!(object = %obj, error = %e, "release response lost; re-reading");
                         return self.resolve_lost_release(guard).await;
                     }
-                    Failure::Forbidden | Failure::Other => {
+                    CallFailure::Forbidden | CallFailure::Other => {
                         return Err(error("patch", obj.resource_name(), obj.target(), e));
                     }
                 },
@@ -481,13 +481,13 @@ impl Fencer {
                     return Ok(true);
                 }
                 Err(e) => match classify(&e) {
-                    Failure::Conflict | Failure::NotFound => {}
-                    Failure::Invalid => {
+                    CallFailure::Conflict | CallFailure::NotFound => {}
+                    CallFailure::Invalid => {
                         if !self.moved_since(&obj, &read_rv).await? {
                             return Err(rejected(&obj, e));
                         }
                     }
-                    Failure::Unknown => {
+                    CallFailure::Unknown => {
                         tracing::warn!(object = %obj, error = %e, "remark response lost; re-reading");
                         let again = self.read(&obj).await?;
                         if again.is_some_and(|o| {
@@ -498,7 +498,7 @@ impl Fencer {
                             return Ok(true);
                         }
                     }
-                    Failure::Forbidden | Failure::Other => {
+                    CallFailure::Forbidden | CallFailure::Other => {
                         return Err(error("patch", obj.resource_name(), obj.target(), e));
                     }
                 },

@@ -11,7 +11,7 @@ use kube::Client;
 use kube::api::Api;
 use tokio::task::JoinHandle;
 
-use crate::api::{Failure, classify, error, get_retrying};
+use crate::api::{CallFailure, classify, error, get_retrying};
 use crate::lease_decide::{
     LeaseDecision, LeaseReleaseDecision, RecoverRefusal, RenewDecision, decide_lease_acquire,
     decide_lease_park, decide_lease_release, decide_renew, is_stale, release_landed, transitions,
@@ -141,7 +141,7 @@ impl Lease {
                 }
                 (Err(e), verb) => match classify(&e) {
                     // Lost the race, or the response was lost: re-read and decide again.
-                    Failure::Conflict | Failure::Unknown | Failure::NotFound => {}
+                    CallFailure::Conflict | CallFailure::Unknown | CallFailure::NotFound => {}
                     _ => return Err(error(verb, RESOURCE.into(), target, e)),
                 },
             }
@@ -245,8 +245,8 @@ impl LeaseHandle {
                     return Ok(());
                 }
                 Err(e) => match classify(&e) {
-                    Failure::Conflict | Failure::Unknown => {}
-                    Failure::NotFound => return Err(self.mark_lost(LossReason::Deleted)),
+                    CallFailure::Conflict | CallFailure::Unknown => {}
+                    CallFailure::NotFound => return Err(self.mark_lost(LossReason::Deleted)),
                     _ => return Err(error("update", RESOURCE.into(), target, e)),
                 },
             }
@@ -502,8 +502,8 @@ impl LeaseGuard {
                     return Ok(LeaseRelease::Released);
                 }
                 Err(e) => match classify(&e) {
-                    Failure::Conflict => ambiguous = false,
-                    Failure::Unknown => ambiguous = true,
+                    CallFailure::Conflict => ambiguous = false,
+                    CallFailure::Unknown => ambiguous = true,
                     _ => return Err(error("update", RESOURCE.into(), target, e)),
                 },
             }

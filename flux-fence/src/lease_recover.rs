@@ -7,7 +7,7 @@ use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use kube::Client;
 use kube::api::Api;
 
-use crate::api::{Failure, classify, error};
+use crate::api::{CallFailure, classify, error};
 use crate::lease::{LeaseRecover, RESOURCE, read_lease};
 use crate::lease_decide::{RecoverDecision, RecoverRefusal, decide_recover, transitions};
 use crate::{
@@ -65,7 +65,7 @@ impl Lease {
                 }
                 Err(e) => match classify(&e) {
                     // The Lease moved since the evidence: the evidence is void.
-                    Failure::Conflict => {
+                    CallFailure::Conflict => {
                         let found = read_lease(&api, &cfg.name, &target, crate::READ_RETRY_BUDGET)
                             .await?
                             .and_then(|l| l.spec?.holder_identity)
@@ -75,7 +75,7 @@ impl Lease {
                         }));
                     }
                     // The answer was lost: the re-read above tells whether it landed.
-                    Failure::Unknown => {}
+                    CallFailure::Unknown => {}
                     _ => return Err(error("update", RESOURCE.into(), target, e)),
                 },
             }

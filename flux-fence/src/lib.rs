@@ -61,7 +61,7 @@
 //!    each [`Mark`]'s prior value), optional `<prefix>/reason`, and the marks. Another owner is
 //!    refused as a value ([`AcquireOutcome::Refused`]). 409/422 re-read and decide again.
 //! 4. **Lost responses.** A write with unknown outcome is resolved by a re-read
-//!    ([`Fencer::resolve_lost_acquire`], pure core [`adopt`]): adopted only when the object
+//!    ([`Fencer::resolve_lost_acquire`], pure core [`lost_write`]): accepted only when the object
 //!    shows exactly the post-state; anything else fails closed and keeps an unconfirmed guard.
 //! 5. **Prove.** [`Fencer::prove`] re-reads: same uid and our owner value.
 //! 6. **Release.** [`Fencer::release`] consumes the guard and sends ONE JSON Patch: `test` uid
@@ -113,8 +113,8 @@ pub use api::{FIELD_MANAGER, patch_params, post_params};
 pub use class::ErrorClass;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decide::{
-    AcquireDecision, AcquirePlan, Adoption, Held, Refusal, ReleaseDecision, Unclear, adopt,
-    decide_acquire, decide_release, held_from_annotations,
+    AcquireDecision, AcquirePlan, Held, LostWrite, Refusal, ReleaseDecision, Unclear,
+    decide_acquire, decide_release, held_from_annotations, lost_write,
 };
 pub use error::FenceError;
 pub use events::{COMPONENT, REASON_FENCED, REASON_RECOVERED, REASON_RELEASED};

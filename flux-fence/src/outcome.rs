@@ -58,8 +58,8 @@ pub enum Applied {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum LostAcquire {
-    /// The object shows exactly our post-state: adopted.
-    Adopted(FenceGuard),
+    /// The object shows exactly our post-state: the write landed.
+    Landed(FenceGuard),
     /// The object is unchanged since the plan's read: the write did not land.
     NotApplied,
     /// Anything else; fails closed, keeping the guard-equivalent.

@@ -3,9 +3,9 @@
 //! produces, applied with the `json-patch` crate.
 
 use flux_fence::{
-    AcquireDecision, AcquirePlan, Adoption, AnnotationKeys, Epoch, Held, Mark, MarkAt, OwnerValue,
-    Refusal, ReleaseDecision, Restore, Unclear, adopt, decide_acquire, decide_release,
-    held_from_annotations,
+    AcquireDecision, AcquirePlan, AnnotationKeys, Epoch, Held, LostWrite, Mark, MarkAt, OwnerValue,
+    Refusal, ReleaseDecision, Restore, Unclear, decide_acquire, decide_release,
+    held_from_annotations, lost_write,
 };
 use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
@@ -352,30 +352,33 @@ fn adoption_requires_exactly_the_post_state() {
     let k = keys();
     let after = applied(&before, &plan);
     assert_eq!(
-        adopt(Some(&after), &k, &plan),
-        Adoption::Adopt {
+        lost_write(Some(&after), &k, &plan),
+        LostWrite::Landed {
             resource_version: "11".into()
         }
     );
-    assert_eq!(adopt(Some(&before), &k, &plan), Adoption::NotApplied);
-    assert_eq!(adopt(None, &k, &plan), Adoption::Unclear(Unclear::Gone));
+    assert_eq!(lost_write(Some(&before), &k, &plan), LostWrite::NotApplied);
+    assert_eq!(
+        lost_write(None, &k, &plan),
+        LostWrite::Unclear(Unclear::Gone)
+    );
     let mut recreated = after.clone();
     recreated["metadata"]["uid"] = json!("uid-2");
     assert_eq!(
-        adopt(Some(&recreated), &k, &plan),
-        Adoption::Unclear(Unclear::Recreated)
+        lost_write(Some(&recreated), &k, &plan),
+        LostWrite::Unclear(Unclear::Recreated)
     );
     let mut unsuspended = after.clone();
     unsuspended["spec"]["suspend"] = json!(false);
     assert_eq!(
-        adopt(Some(&unsuspended), &k, &plan),
-        Adoption::Unclear(Unclear::Differs)
+        lost_write(Some(&unsuspended), &k, &plan),
+        LostWrite::Unclear(Unclear::Differs)
     );
     let mut moved = before.clone();
     moved["metadata"]["resourceVersion"] = json!("12");
     assert_eq!(
-        adopt(Some(&moved), &k, &plan),
-        Adoption::Unclear(Unclear::Differs)
+        lost_write(Some(&moved), &k, &plan),
+        LostWrite::Unclear(Unclear::Differs)
     );
 }
 

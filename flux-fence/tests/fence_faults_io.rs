@@ -92,7 +92,7 @@ async fn lost_acquire_response_is_adopted_only_on_exactly_the_post_state() {
     )
     .await
     .unwrap();
-    let LostAcquire::Adopted(guard) = f.resolve_lost_acquire(&obj, p, Some("lost")).await.unwrap()
+    let LostAcquire::Landed(guard) = f.resolve_lost_acquire(&obj, p, Some("lost")).await.unwrap()
     else {
         panic!("expected adoption");
     };

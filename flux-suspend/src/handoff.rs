@@ -32,7 +32,7 @@ pub struct Chain {
 #[derive(Debug, Clone)]
 pub struct PauseOptions {
     pub strategy: Strategy,
-    /// Wait for targets to be quiet before fencing them (implied by [`Strategy::None`]).
+    /// Wait for targets to be quiet before fencing them (implied by [`Strategy::QuietWindow`]).
     pub quiesce: bool,
     /// The controller Deployment [`Strategy::Restart`] restarts.
     pub controller: ControllerRef,
@@ -63,7 +63,7 @@ pub struct ResumeReport {
 
 /// A fence held by this handoff, with the nonce its acquire wrote.
 #[derive(Debug)]
-struct Held {
+struct HeldFence {
     guard: FenceGuard,
     nonce: Option<String>,
     /// The resourceVersion read when the nonce was seen acknowledged: the proof's baseline.
@@ -80,8 +80,8 @@ struct Held {
 pub struct Handoff {
     client: Client,
     fencer: Fencer,
-    parents: Vec<Held>,
-    targets: Vec<Held>,
+    parents: Vec<HeldFence>,
+    targets: Vec<HeldFence>,
     cancel: Cancel,
     waiting: Option<tokio::sync::mpsc::UnboundedSender<crate::steps::Waiting>>,
     wait_budget: Option<std::time::Duration>,
@@ -171,7 +171,7 @@ impl Handoff {
                 m.at == MarkAt::Annotation(RECONCILE_ANNOTATION.into())
                     && m.value == json!(RECONCILE_DISABLED)
             });
-            let held = Held {
+            let held = HeldFence {
                 guard,
                 nonce: None,
                 acked: None,
@@ -372,7 +372,7 @@ impl Handoff {
                         } else {
                             &mut self.parents
                         };
-                        list.push(Held {
+                        list.push(HeldFence {
                             guard: *guard,
                             nonce: held.nonce,
                             acked: None,
@@ -470,7 +470,7 @@ impl Handoff {
                 // Keep it, so cleanup releases it with a CAS if it turns out to be ours.
                 self.push(
                     is_target,
-                    Held {
+                    HeldFence {
                         guard,
                         nonce: Some(nonce),
                         acked: None,
@@ -496,7 +496,7 @@ impl Handoff {
         };
         self.push(
             is_target,
-            Held {
+            HeldFence {
                 guard,
                 nonce: Some(nonce),
                 acked: None,
@@ -581,7 +581,7 @@ impl Handoff {
         Some(self.reads.swap_remove(i).1)
     }
 
-    fn push(&mut self, is_target: bool, held: Held) {
+    fn push(&mut self, is_target: bool, held: HeldFence) {
         if is_target {
             self.targets.push(held);
         } else {
@@ -647,7 +647,7 @@ impl Handoff {
 
     fn proof_chain(&self) -> Vec<ProofTarget> {
         let owner = self.fencer.owner().to_string();
-        let member = |h: &Held, role: Role, needs_rd: bool| ProofTarget {
+        let member = |h: &HeldFence, role: Role, needs_rd: bool| ProofTarget {
             object: h.guard.object().clone(),
             member: Member {
                 role,

@@ -26,8 +26,8 @@ pub enum Strategy {
     /// Rollout-restart the controller Deployment and wait until every old Pod is gone.
     Restart,
     /// Rely on a quiet window alone (weakest: a reconcile that began before the suspend and is
-    /// still running is not detected).
-    None,
+    /// still running is not detected). `none` on the command line.
+    QuietWindow,
 }
 
 impl std::str::FromStr for Strategy {
@@ -37,7 +37,7 @@ impl std::str::FromStr for Strategy {
         match s {
             "ack" => Ok(Self::Ack),
             "restart" => Ok(Self::Restart),
-            "none" => Ok(Self::None),
+            "none" => Ok(Self::QuietWindow),
             other => Err(format!(
                 "unknown retirement strategy {other:?} (ack, restart, none)"
             )),

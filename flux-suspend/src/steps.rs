@@ -97,7 +97,7 @@ impl std::fmt::Display for Waiting {
 pub fn pause_steps(strategy: Strategy, quiesce: bool, has_parents: bool) -> Vec<Step> {
     let mut steps = Vec::new();
     if has_parents {
-        if strategy == Strategy::None {
+        if strategy == Strategy::QuietWindow {
             steps.push(Step::QuiesceParents);
         }
         steps.push(Step::FenceParents);
@@ -105,7 +105,7 @@ pub fn pause_steps(strategy: Strategy, quiesce: bool, has_parents: bool) -> Vec<
             steps.push(Step::AwaitParentAcks);
         }
     }
-    if quiesce || strategy == Strategy::None {
+    if quiesce || strategy == Strategy::QuietWindow {
         steps.push(Step::QuiesceTargets);
     }
     steps.push(Step::FenceTargets);
@@ -115,7 +115,7 @@ pub fn pause_steps(strategy: Strategy, quiesce: bool, has_parents: bool) -> Vec<
             steps.push(Step::RestartController);
             steps.push(Step::RefenceReverted);
         }
-        Strategy::None => {}
+        Strategy::QuietWindow => {}
     }
     steps.push(Step::Prove);
     steps
@@ -173,7 +173,7 @@ mod tests {
     #[test]
     fn none_quiesces_parents_before_fencing_and_targets_always() {
         assert_eq!(
-            pause_steps(Strategy::None, false, true),
+            pause_steps(Strategy::QuietWindow, false, true),
             [
                 QuiesceParents,
                 FenceParents,

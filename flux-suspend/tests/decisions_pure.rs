@@ -33,7 +33,7 @@ fn ack_requires_exact_nonce() {
 fn strategy_parses_the_three_names_only() {
     assert_eq!("ack".parse::<Strategy>(), Ok(Strategy::Ack));
     assert_eq!("restart".parse::<Strategy>(), Ok(Strategy::Restart));
-    assert_eq!("none".parse::<Strategy>(), Ok(Strategy::None));
+    assert_eq!("none".parse::<Strategy>(), Ok(Strategy::QuietWindow));
     assert!("Ack".parse::<Strategy>().is_err());
 }
 

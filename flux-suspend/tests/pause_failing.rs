@@ -70,7 +70,7 @@ async fn failing_target_is_paused_with_restart_and_resume_restores_it() {
 #[tokio::test]
 async fn failing_target_with_none_quiesce_names_the_failing_condition() {
     let w = failing_world("sus-failnone").await;
-    let mut opts = w.opts(Strategy::None);
+    let mut opts = w.opts(Strategy::QuietWindow);
     opts.timing = Timing::new(Duration::from_millis(100), Duration::from_secs(2));
     let mut h = w.handoff();
     let err = h.pause(&w.chain(), &opts, &mut |_| {}).await.unwrap_err();
@@ -96,7 +96,7 @@ async fn none_strategy_pauses_a_quiet_tree() {
     let before = w.get(TARGET).await;
     let mut h = w.handoff();
     let out = h
-        .pause(&w.chain(), &w.opts(Strategy::None), &mut |_| {})
+        .pause(&w.chain(), &w.opts(Strategy::QuietWindow), &mut |_| {})
         .await
         .unwrap();
     assert!(matches!(out, PauseOutcome::Proven(_)));

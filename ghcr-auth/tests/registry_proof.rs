@@ -8,7 +8,7 @@ use ghcr_auth::image::ImageRef;
 use ghcr_auth::registry::{ProofOutcome, ProofStep, ProverOptions, RegistryProver};
 use secrecy::SecretString;
 use support::registry::LocalRegistry;
-use support::stub::{Script, Seen, StubRegistry};
+use support::stub::{Received, Script, StubRegistry};
 
 const USER: &str = "robot";
 const PASS: &str = "registry-pass-0123456789";
@@ -124,7 +124,7 @@ async fn bearer_flow_exchanges_the_credential_for_a_token_then_fetches_the_manif
     assert_eq!(seen.len(), 3, "{seen:?}");
     assert_eq!(
         seen[0],
-        Seen {
+        Received {
             path: "/v2/team/app/manifests/v1".into(),
             auth: None
         }

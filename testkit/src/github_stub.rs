@@ -91,7 +91,7 @@ impl Answer {
 
 /// One request as the stub saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Seen {
+pub struct Received {
     /// The request line's path.
     pub path: String,
     /// The `Authorization` header value, as sent.
@@ -106,7 +106,7 @@ pub struct Seen {
 pub struct GithubStub {
     /// `http://127.0.0.1:PORT`: the `GITHUB_API_URL` to give.
     pub url: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
+    seen: Arc<Mutex<Vec<Received>>>,
     script: Arc<Mutex<HashMap<String, Vec<Answer>>>>,
     task: JoinHandle<()>,
 }
@@ -184,12 +184,12 @@ impl GithubStub {
 
     /// Every request seen so far.
     #[must_use]
-    pub fn seen(&self) -> Vec<Seen> {
+    pub fn seen(&self) -> Vec<Received> {
         self.seen.lock().unwrap().clone()
     }
 }
 
-fn parse(head: &str) -> Seen {
+fn parse(head: &str) -> Received {
     let mut lines = head.lines();
     let path = lines
         .next()
@@ -204,7 +204,7 @@ fn parse(head: &str) -> Seen {
                 .then(|| v.trim().to_string())
         })
     };
-    Seen {
+    Received {
         path,
         authorization: header("authorization"),
         accept: header("accept"),

@@ -11,7 +11,7 @@
 //! `json-patch` crate applies every patch) and Lease updates on the read resourceVersion.
 //!
 //! Every decision is the one production makes, called as a function: `decide_acquire`,
-//! `adopt`, `decide_release`, `held_from_annotations`, the Lease decisions (`acquire`, `renew`
+//! `lost_write`, `decide_release`, `held_from_annotations`, the Lease decisions (`acquire`, `renew`
 //! with `is_stale`, `release`, `park`, `recover`, `resume`), `retire::acknowledged`, the
 //! stable-pause `Judge` and the step order of `pause_steps`. Model state stays small and
 //! hashable (interned strings, small counters); the JSON objects and `Lease`s those functions

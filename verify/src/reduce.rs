@@ -4,7 +4,7 @@
 //! as the properties can tell, so checking the representatives checks the original model:
 //!
 //! - **resourceVersion renaming.** Kubernetes resourceVersions are opaque: production and the
-//!   model only compare them for equality (the acquire patch's `test`, `adopt`, the judge's
+//!   model only compare them for equality (the acquire patch's `test`, `lost_write`, the judge's
 //!   "unchanged since the last pass"). Renaming each object's versions in order to `1..=k`
 //!   (its current one, always the largest, becomes `k`, so the next write's `k + 1` is still
 //!   fresh) is a bijection every decision commutes with. States that differ only in how many

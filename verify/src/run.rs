@@ -1,6 +1,6 @@
 //! A handoff run (protocol phases 2–10 with strategy `ack`): every decision is the production
 //! one — `decide_lease_acquire`, `is_stale` + `decide_renew` (the Lease assertion),
-//! `decide_acquire` / `adopt`, `acknowledged`, the `Judge`, `decide_release`,
+//! `decide_acquire` / `lost_write`, `acknowledged`, the `Judge`, `decide_release`,
 //! `decide_lease_release` / `decide_lease_park` — and the step order is `pause_steps`.
 
 use flux_fence::lease_decide::{
@@ -8,7 +8,7 @@ use flux_fence::lease_decide::{
     decide_lease_release, decide_renew, is_stale,
 };
 use flux_fence::{
-    AcquireDecision, Adoption, Epoch, ReleaseDecision, decide_acquire, decide_release,
+    AcquireDecision, Epoch, LostWrite, ReleaseDecision, decide_acquire, decide_release,
 };
 use flux_suspend::Strategy;
 use flux_suspend::flux::{RECONCILE_ANNOTATION, RECONCILE_DISABLED};
@@ -207,13 +207,13 @@ impl Handoff {
             }
             return;
         }
-        // A lost response: re-read and adopt only the exact post-state (production `adopt`).
-        match flux_fence::adopt(Some(&s.objs[o].render()), &self.keys, &plan) {
-            Adoption::Adopt { .. } => {
+        // A lost response: re-read and accept only the exact post-state (production `lost_write`).
+        match flux_fence::lost_write(Some(&s.objs[o].render()), &self.keys, &plan) {
+            LostWrite::Landed { .. } => {
                 run.held[o] = Some(hold);
                 run.pc = Self::after(Self::fence_step(o));
             }
-            Adoption::NotApplied => run.pc = Pc::ReadFence(o),
+            LostWrite::NotApplied => run.pc = Pc::ReadFence(o),
             _ => {
                 // Fail closed: keep the unconfirmed guard so cleanup deals with it.
                 run.held[o] = Some(hold);

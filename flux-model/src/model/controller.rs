@@ -22,20 +22,20 @@ const WATCH_TIMEOUT_SECS: u32 = 290;
 
 /// What the predicates compare between two versions of an object.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Seen {
+pub(crate) struct Observed {
     pub generation: i64,
     pub requested_at: Option<String>,
 }
 
 /// The trigger predicate (`GenerationChanged OR ReconcileRequested`); a new object always
 /// passes, as a create event does.
-pub(crate) fn should_queue(old: Option<&Seen>, new: &Seen) -> bool {
+pub(crate) fn should_queue(old: Option<&Observed>, new: &Observed) -> bool {
     old.is_none_or(|o| o.generation != new.generation || o.requested_at != new.requested_at)
 }
 
 #[derive(Debug)]
 enum Change {
-    Upsert(String, Seen),
+    Upsert(String, Observed),
     Delete(String),
 }
 
@@ -52,7 +52,7 @@ pub(crate) async fn run(inner: Arc<Inner>, mut commands: mpsc::UnboundedReceiver
     let (done_tx, mut done) = mpsc::unbounded_channel::<(String, Requeue)>();
     let (timer_tx, mut timers) = mpsc::unbounded_channel::<String>();
     tasks.spawn(watch(inner.clone(), change_tx));
-    let mut seen: HashMap<String, Seen> = HashMap::new();
+    let mut seen: HashMap<String, Observed> = HashMap::new();
     let mut keys: HashMap<String, KeyState> = HashMap::new();
 
     let start = |key: String, keys: &mut HashMap<String, KeyState>, tasks: &mut JoinSet<()>| {
@@ -164,13 +164,13 @@ async fn watch(inner: Arc<Inner>, tx: mpsc::UnboundedSender<Change>) {
     }
 }
 
-fn seen_of(o: &DynamicObject) -> (String, Seen) {
+fn seen_of(o: &DynamicObject) -> (String, Observed) {
     let key = format!(
         "{}/{}",
         o.metadata.namespace.as_deref().unwrap_or_default(),
         o.metadata.name.as_deref().unwrap_or_default()
     );
-    let seen = Seen {
+    let seen = Observed {
         generation: o.metadata.generation.unwrap_or(0),
         requested_at: o
             .metadata
@@ -186,8 +186,8 @@ fn seen_of(o: &DynamicObject) -> (String, Seen) {
 mod tests {
     use super::*;
 
-    fn s(generation: i64, requested_at: Option<&str>) -> Seen {
-        Seen {
+    fn s(generation: i64, requested_at: Option<&str>) -> Observed {
+        Observed {
             generation,
             requested_at: requested_at.map(str::to_string),
         }

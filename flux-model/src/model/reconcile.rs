@@ -37,7 +37,7 @@ struct Read {
 }
 
 /// A failure of the working path: `Ready=False` with this reason and message.
-struct Failure {
+struct PhaseFailure {
     reason: &'static str,
     message: String,
 }
@@ -224,7 +224,7 @@ async fn working(
     obj: &DynamicObject,
     patcher: &mut StatusPatcher,
     status: &mut Value,
-) -> Result<(), Failure> {
+) -> Result<(), PhaseFailure> {
     let revision = inner
         .knobs()
         .revisions
@@ -236,7 +236,7 @@ async fn working(
         .or_else(|| obj.data["spec"]["interval"].as_str())
         .unwrap_or("10m")
         .to_string();
-    let api_failure = |e: anyhow::Error| Failure {
+    let api_failure = |e: anyhow::Error| PhaseFailure {
         reason: "ReconciliationFailed",
         message: format!("{e:#}"),
     };
@@ -290,7 +290,7 @@ async fn working(
                 };
                 set_condition(status, m, gen_, &now_rfc3339());
             }
-            return Err(Failure {
+            return Err(PhaseFailure {
                 reason: failure_reason(phase),
                 message: format!("{phase:?} failed (model knob)"),
             });

@@ -79,7 +79,7 @@ pub struct SessionOptions {
     pub keys: AnnotationKeys,
     /// How in-flight reconciles are retired.
     pub strategy: Strategy,
-    /// Wait for targets to be quiet before fencing them (implied by [`Strategy::None`]).
+    /// Wait for targets to be quiet before fencing them (implied by [`Strategy::QuietWindow`]).
     pub quiesce: bool,
     /// The controller Deployment [`Strategy::Restart`] restarts.
     pub controller: ControllerRef,

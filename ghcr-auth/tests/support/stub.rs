@@ -29,7 +29,7 @@ pub struct Script {
 
 /// One request as seen by the stub (no header values).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Seen {
+pub struct Received {
     pub path: String,
     /// The Authorization scheme presented, if any (`Basic`, `Bearer`).
     pub auth: Option<String>,
@@ -39,7 +39,7 @@ pub struct Seen {
 #[derive(Debug)]
 pub struct StubRegistry {
     pub host: String,
-    pub seen: Arc<Mutex<Vec<Seen>>>,
+    pub seen: Arc<Mutex<Vec<Received>>>,
     task: JoinHandle<()>,
 }
 
@@ -80,12 +80,12 @@ impl StubRegistry {
         Ok(Self { host, seen, task })
     }
 
-    pub fn seen(&self) -> Vec<Seen> {
+    pub fn seen(&self) -> Vec<Received> {
         self.seen.lock().unwrap().clone()
     }
 }
 
-fn answer(script: &Script, host: &str, head: &str, seen: &Mutex<Vec<Seen>>) -> String {
+fn answer(script: &Script, host: &str, head: &str, seen: &Mutex<Vec<Received>>) -> String {
     let path = head
         .lines()
         .next()
@@ -99,7 +99,7 @@ fn answer(script: &Script, host: &str, head: &str, seen: &Mutex<Vec<Seen>>) -> S
                 .or_else(|| l.strip_prefix("Authorization: "))
         })
         .map(str::to_string);
-    seen.lock().unwrap().push(Seen {
+    seen.lock().unwrap().push(Received {
         path: path.clone(),
         auth: auth
             .as_ref()

@@ -23,7 +23,7 @@ use flux_model::model::{ModelEvent, Outcome, Phase};
 pub const STRATEGIES: [(&str, Strategy); 3] = [
     ("ack", Strategy::Ack),
     ("restart", Strategy::Restart),
-    ("none", Strategy::None),
+    ("none", Strategy::QuietWindow),
 ];
 
 /// One measured pause.

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use fault_proxy::{Fault, Seen};
+use fault_proxy::{Fault, Received};
 
 use super::cell::{Cell, TARGET};
 use super::crash::check_and_recover;
@@ -293,7 +293,7 @@ async fn cell(
 
 /// Writes the server received twice without a read in between. Requests the proxy answered
 /// itself were never applied and are left out.
-fn double_applications(seen: &[Seen]) -> Vec<Finding> {
+fn double_applications(seen: &[Received]) -> Vec<Finding> {
     let forwarded: Vec<Entry> = seen
         .iter()
         .filter(|r| r.forwarded)
@@ -317,10 +317,10 @@ fn double_applications(seen: &[Seen]) -> Vec<Finding> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Seen, double_applications};
+    use super::{Received, double_applications};
 
-    fn seen(kind: &str, path: &str, forwarded: bool) -> Seen {
-        Seen {
+    fn seen(kind: &str, path: &str, forwarded: bool) -> Received {
+        Received {
             kind: kind.into(),
             path: path.into(),
             mutating: !kind.starts_with("get"),
