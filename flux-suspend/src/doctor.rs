@@ -336,41 +336,9 @@ async fn check_permission(client: &Client, right: &Right) -> Finding {
     }
 }
 
-/// `error: cause: cause` on one line; an API server answer reads `<message> (HTTP <code>
-/// <reason>)` (kube's own text repeats the whole Status in debug form) and ends the chain.
+/// `error: cause: cause` on one line ([`flux_fence::one_line`]).
 fn chain(e: &kube::Error) -> String {
-    let text = |e: &(dyn std::error::Error + 'static)| match e.downcast_ref::<kube::Error>() {
-        Some(kube::Error::Api(s)) => {
-            let message = if s.message.is_empty() {
-                "the API server refused the request"
-            } else {
-                s.message.as_str()
-            };
-            if s.reason.is_empty() {
-                format!("{message} (HTTP {})", s.code)
-            } else {
-                format!("{message} (HTTP {} {})", s.code, s.reason)
-            }
-        }
-        _ => e.to_string(),
-    };
-    let mut line = text(e);
-    let mut source = match e {
-        kube::Error::Api(_) => None,
-        other => std::error::Error::source(other),
-    };
-    while let Some(s) = source {
-        let t = text(s);
-        if !line.contains(&t) {
-            line.push_str(": ");
-            line.push_str(&t);
-        }
-        source = match s.downcast_ref::<kube::Error>() {
-            Some(kube::Error::Api(_)) => None,
-            _ => s.source(),
-        };
-    }
-    line.replace('\n', " ")
+    flux_fence::one_line(e)
 }
 
 #[cfg(test)]

@@ -91,18 +91,6 @@ impl SuspendError {
     }
 }
 
-/// An error and its causes on one line (`step: cause: cause`), each cause once.
-#[must_use]
-pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut line = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !line.contains(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
-        }
-        source = s.source();
-    }
-    line.replace('\n', " ")
-}
+/// An error and its causes on one line (`step: cause: cause`), each cause once: see
+/// [`flux_fence::one_line`].
+pub use flux_fence::one_line;
