@@ -2,6 +2,7 @@
 //! modules take: the credential input, the Secrets to reassert and the Flux sources to prove.
 //! Pure, before any I/O: a bad input is an [`InputError`] naming a field, never a value.
 
+use flux_fence::{is_dns_label, is_dns_subdomain};
 use std::path::PathBuf;
 
 use serde::Deserialize;
@@ -306,22 +307,11 @@ pub fn source_refs(
         .collect()
 }
 
-/// A Kubernetes namespace name: a DNS label.
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
 /// `namespace/name` (a DNS label and a DNS subdomain, as the API server requires: both end up
 /// in request paths); a bare `name` takes `default_ns`.
 fn split_ref(text: &str, default_ns: &str) -> Option<SecretTarget> {
     let (ns, name) = text.split_once('/').unwrap_or((default_ns, text));
-    let subdomain = name.len() <= 253 && name.split('.').all(is_dns_label);
-    (is_dns_label(ns) && subdomain).then(|| SecretTarget::new(ns, name))
+    (is_dns_label(ns) && is_dns_subdomain(name)).then(|| SecretTarget::new(ns, name))
 }
 
 #[cfg(test)]
