@@ -19,10 +19,12 @@ use tokio::task::JoinHandle;
 /// Accepts connections on a free loopback port and serves each (HTTP/1) with `handle`, until
 /// the returned task is aborted. An `Err` from `handle` closes that connection without a
 /// response (what a lost response looks like to the client).
-pub async fn serve_loopback<H, F>(handle: H) -> anyhow::Result<(SocketAddr, JoinHandle<()>)>
+pub async fn serve_loopback<H, F, B>(handle: H) -> anyhow::Result<(SocketAddr, JoinHandle<()>)>
 where
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
-    F: Future<Output = Result<Response<Full<Bytes>>, std::io::Error>> + Send + 'static,
+    F: Future<Output = Result<Response<B>, std::io::Error>> + Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
@@ -41,6 +43,32 @@ where
         }
     });
     Ok((addr, task))
+}
+
+/// A pass-through's response body: buffered, or streamed for a watch.
+pub type PassBody = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
+
+/// The body of `resp` to pass on: a watch (`watch` true) streams its events chunk by chunk as
+/// they come (buffering it would hold every event until the watch's timeout); anything else is
+/// read whole.
+///
+/// # Errors
+///
+/// Reading a non-watch body failed.
+pub async fn pass_body(resp: reqwest::Response, watch: bool) -> Result<PassBody, std::io::Error> {
+    if watch {
+        let chunks = futures::stream::unfold(Some(resp), |resp| async move {
+            let mut resp = resp?;
+            match resp.chunk().await {
+                Ok(Some(c)) => Some((Ok(hyper::body::Frame::data(c)), Some(resp))),
+                Ok(None) => None,
+                Err(e) => Some((Err(std::io::Error::other(e)), None)),
+            }
+        });
+        return Ok(http_body_util::StreamBody::new(chunks).boxed());
+    }
+    let bytes = resp.bytes().await.map_err(std::io::Error::other)?;
+    Ok(Full::new(bytes).map_err(|never| match never {}).boxed())
 }
 
 /// The request to send upstream to `url`: `method`, `body`, and every header of `headers`

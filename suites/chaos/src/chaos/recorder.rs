@@ -8,8 +8,7 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper::Request;
 use hyper::body::Incoming;
 use tokio::sync::watch;
@@ -158,7 +157,7 @@ impl Recorder {
 async fn handle(
     sh: Arc<Shared>,
     req: Request<Incoming>,
-) -> Result<hyper::Response<Full<Bytes>>, std::io::Error> {
+) -> Result<hyper::Response<fault_proxy::pass::PassBody>, std::io::Error> {
     let method = req.method().as_str().to_string();
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or_default().to_string();
@@ -210,7 +209,6 @@ async fn handle(
             b = b.header(k.as_str(), v.as_bytes());
         }
     }
-    let bytes = resp.bytes().await.map_err(std::io::Error::other)?;
     if let Some(e) = sh
         .log
         .lock()
@@ -219,7 +217,10 @@ async fn handle(
     {
         e.status = Some(status);
     }
-    b.body(Full::new(bytes)).map_err(std::io::Error::other)
+    // A watch streams: buffered, its events would wait for the watch's timeout.
+    let watch = query.contains("watch=true") || query.contains("watch=1");
+    let body = fault_proxy::pass::pass_body(resp, watch).await?;
+    b.body(body).map_err(std::io::Error::other)
 }
 
 /// Writes that were sent again to the same object without a read of it (or a list of its kind)
