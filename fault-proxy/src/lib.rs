@@ -21,6 +21,7 @@
 //! ordered recorder, a token-adding [`pass::Forwarder`] for `kubectl`).
 
 pub mod pass;
+pub mod precondition;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -67,6 +68,8 @@ pub struct Received {
     pub mutating: bool,
     /// Sent on to the API server (it may have applied it even if its response was lost).
     pub forwarded: bool,
+    /// A write the server applies only at the version it names ([`precondition::on_version`]).
+    pub conditional: bool,
 }
 
 /// A request to stop accepting: for how long, and who to tell once the listener is closed.
@@ -359,6 +362,19 @@ async fn handle(
     let query = req.uri().query().unwrap_or_default().to_string();
     let key = classify(&method, &path, &query);
     let mutating = matches!(method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE");
+    let headers = req.headers().clone();
+    let Ok(body) = req
+        .into_body()
+        .collect()
+        .await
+        .map(http_body_util::Collected::to_bytes)
+    else {
+        return Ok(bad_gateway());
+    };
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
     let slot = {
         let mut log = lock(&st.log);
         log.push(Received {
@@ -366,6 +382,7 @@ async fn handle(
             path: path.clone(),
             mutating,
             forwarded: false,
+            conditional: mutating && precondition::on_version(&method, content_type, &body),
         });
         log.len() - 1
     };
@@ -418,7 +435,7 @@ async fn handle(
     if let Some(e) = lock(&st.log).get_mut(slot) {
         e.forwarded = true;
     }
-    let resp = forward(&st, req, &method, &path, &query).await;
+    let resp = forward(&st, &headers, body, &method, &path, &query).await;
     match fault {
         Some(Fault::DropResponse) => Err(std::io::Error::new(
             std::io::ErrorKind::ConnectionAborted,
@@ -434,7 +451,8 @@ async fn handle(
 
 async fn forward(
     st: &State,
-    req: Request<Incoming>,
+    headers: &hyper::HeaderMap,
+    body: Bytes,
     method: &str,
     path: &str,
     query: &str,
@@ -444,17 +462,12 @@ async fn forward(
     } else {
         format!("{}{path}?{query}", st.base)
     };
-    let headers = req.headers().clone();
-    let body = match req.into_body().collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(_) => return bad_gateway(),
-    };
     // The response goes back without its Content-Encoding, so ask upstream for identity.
     let Some(out) = pass::upstream_request(
         &st.upstream,
         url,
         method,
-        &headers,
+        headers,
         body,
         &["accept-encoding"],
     ) else {

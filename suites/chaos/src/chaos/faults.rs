@@ -302,6 +302,7 @@ fn double_applications(seen: &[Received]) -> Vec<Finding> {
             path: r.path.clone(),
             mutating: r.mutating,
             status: None,
+            conditional: r.conditional,
         })
         .collect();
     blind_repeats(&forwarded)
@@ -325,6 +326,7 @@ mod tests {
             path: path.into(),
             mutating: !kind.starts_with("get"),
             forwarded,
+            conditional: false,
         }
     }
 

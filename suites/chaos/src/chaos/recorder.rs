@@ -25,6 +25,9 @@ pub struct Entry {
     pub mutating: bool,
     /// The status returned, or `None` when the response was lost.
     pub status: Option<u16>,
+    /// A write the server applies only at the version it names
+    /// ([`fault_proxy::precondition::on_version`]).
+    pub conditional: bool,
 }
 
 /// Decides, for an arriving request and the log before it, whether to hold it.
@@ -162,6 +165,17 @@ async fn handle(
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or_default().to_string();
     let mutating = matches!(method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE");
+    let headers = req.headers().clone();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?
+        .to_bytes();
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
     let (slot, held) = {
         let mut log = sh.log.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = Entry {
@@ -169,6 +183,8 @@ async fn handle(
             path: path.clone(),
             mutating,
             status: None,
+            conditional: mutating
+                && fault_proxy::precondition::on_version(&method, content_type, &body),
         };
         let mut armed = sh.armed.lock().unwrap_or_else(PoisonError::into_inner);
         let held = if armed.as_ref().is_some_and(|a| (a.rule)(&log, &entry)) {
@@ -191,13 +207,6 @@ async fn handle(
     } else {
         format!("{}{path}?{query}", sh.upstream)
     };
-    let headers = req.headers().clone();
-    let body = req
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| std::io::Error::other(e.to_string()))?
-        .to_bytes();
     let out = fault_proxy::pass::upstream_request(&sh.client, url, &method, &headers, body, &[])
         .ok_or_else(|| std::io::Error::other(format!("method {method}")))?;
     // A lost upstream response stays lost: closing our connection is what the CLI sees.
@@ -223,8 +232,12 @@ async fn handle(
     b.body(body).map_err(std::io::Error::other)
 }
 
-/// Writes that were sent again to the same object without a read of it (or a list of its kind)
-/// in between: `verb resource path` of each such repeat.
+/// Writes that were sent again to the same object without a read of it (or a list or watch of
+/// its kind) in between, where the repeat was unconditional: `verb resource path` of each.
+///
+/// A repeat conditional on the object's version is not blind: if the first copy landed (its
+/// answer lost), the version moved and the server refuses the repeat with 409, which the
+/// caller must then read and judge. An unconditional repeat would apply on top of it.
 #[must_use]
 pub fn blind_repeats(log: &[Entry]) -> Vec<String> {
     let mut found = Vec::new();
@@ -243,6 +256,9 @@ pub fn blind_repeats(log: &[Entry]) -> Vec<String> {
                 break;
             }
             if later.mutating && later.path == e.path && later.kind.starts_with(verb) {
+                if later.conditional {
+                    break;
+                }
                 found.push(format!("{} {}", e.kind, e.path));
                 break;
             }
@@ -261,6 +277,14 @@ mod tests {
             path: path.into(),
             mutating,
             status: Some(200),
+            conditional: false,
+        }
+    }
+
+    fn at_version(kind: &str, path: &str) -> Entry {
+        Entry {
+            conditional: true,
+            ..e(kind, path, true)
         }
     }
 
@@ -282,5 +306,25 @@ mod tests {
             e("patch k", "/k/a", true),
         ];
         assert_eq!(blind_repeats(&log), vec!["patch k /k/a".to_string()]);
+    }
+
+    #[test]
+    fn a_repeat_at_a_version_is_not_blind_but_an_unconditional_one_after_it_is() {
+        // A Lease renewal whose answer was lost, then the next renewal at the version of the
+        // last answer: refused by the server if the first landed.
+        let renewals = [
+            at_version("update leases", "/l/x"),
+            at_version("update leases", "/l/x"),
+            e("get leases", "/l/x", false),
+        ];
+        assert!(blind_repeats(&renewals).is_empty());
+        let then_blind = [
+            at_version("update leases", "/l/x"),
+            e("update leases", "/l/x", true),
+        ];
+        assert_eq!(
+            blind_repeats(&then_blind),
+            vec!["update leases /l/x".to_string()]
+        );
     }
 }

@@ -364,6 +364,7 @@ mod tests {
             path: path.into(),
             mutating: true,
             status: Some(200),
+            conditional: false,
         }
     }
 

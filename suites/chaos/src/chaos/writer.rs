@@ -8,10 +8,10 @@
 //!      (`touch_now`, or `touch_at` on the `apps` reconcile a bumped source revision starts),
 //!      or a plain client sets it, or a plain client sets `spec.timeout` (merge patches);
 //!    - forever (every [`EVERY`], until the CLI exits) or once. A plain client writing once
-//!      does it while the recorder holds the proof's read of the target that follows the
-//!      second parent read after the target's fence ([`proof_read_after_a_full_pass`]): a
-//!      whole pass read the target before the write, and no pass that could complete the proof
-//!      read it before the write landed — so the reset is certain, not a race.
+//!      does it while the recorder holds the proof's first read of the target
+//!      ([`first_proof_read`]): the proof's baseline is the version the acknowledgement was
+//!      seen at, and no proof read of the target came before the write landed — so the first
+//!      pass sees the change and the reset is certain, not a race.
 //! 3. Forever: the proof can never hold, so the run must exit 4 with the redacted counter line
 //!    of the proof as its last stderr line, and the counters must show resets
 //!    (`version_changes` > 0). Once: the run must exit 0 with a proof whose counters show the
@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::Command;
 
-use super::cell::{Cell, PARENT, State, TARGET};
+use super::cell::{Cell, State, TARGET};
 use super::crash::check_and_recover;
 use super::discover::Baseline;
 use super::recorder::{Entry, Hold, HoldRule};
@@ -282,14 +282,20 @@ impl Live {
     }
 }
 
-/// Picks the CLI's GET of the target that arrives once the parent was read twice since the
-/// target's last PATCH (its fence). Only the proof reads the parent there, one read per pass,
-/// and passes run one after another: the second parent read means pass 1 (parent and target)
-/// is complete, so the picked read belongs to pass 2 or 3 — and the proof needs pass 3 stable
-/// (a baseline and two stable passes) before it can hold.
-fn proof_read_after_a_full_pass(namespace: &str) -> HoldRule {
-    let object = |name: &str| format!("/namespaces/{namespace}/kustomizations/{name}");
-    let (target, parent) = (object(TARGET), object(PARENT));
+/// Picks the proof's first read of the target: the first GET of it after its last PATCH (the
+/// fence carrying the nonce) and after the acknowledgement's watch of its kind. The
+/// acknowledgement sends no read of the target (it watches from the fence's version), and the
+/// proof follows it directly, so that GET belongs to the proof's first pass, whose reads run
+/// concurrently (the parent's may come before or after it). The proof compares that pass with
+/// the versions the acknowledgement was seen at, so a write landing while the read is held is
+/// seen by the proof whatever the timing: no pass could have completed without this read.
+///
+/// Were the acknowledgement ever to poll instead (its watch refused or broken), the picked GET
+/// would be an acknowledgement read and the scenario would report the missing reset: loud, not
+/// silent.
+fn first_proof_read(namespace: &str) -> HoldRule {
+    let kind_path = format!("/namespaces/{namespace}/kustomizations");
+    let target = format!("{kind_path}/{TARGET}");
     Box::new(move |log: &[Entry], e: &Entry| {
         if e.mutating || !e.path.ends_with(&target) {
             return false;
@@ -298,11 +304,13 @@ fn proof_read_after_a_full_pass(namespace: &str) -> HoldRule {
             .iter()
             .rposition(|x| x.mutating && x.path.ends_with(&target))
             .map_or(log.len(), |i| i + 1);
-        log[since..]
+        let watched = log[since..]
             .iter()
-            .filter(|x| !x.mutating && x.path.ends_with(&parent))
-            .count()
-            >= 2
+            .any(|x| x.kind.starts_with("watch ") && x.path.ends_with(&kind_path));
+        let read_since = log[since..]
+            .iter()
+            .any(|x| !x.mutating && x.path.ends_with(&target));
+        watched && !read_since
     })
 }
 
@@ -382,10 +390,8 @@ async fn one(
 ) -> anyhow::Result<(i32, String, Vec<Finding>)> {
     let cell = Cell::new(s, "chaos-writer").await?;
     let before = cell.state().await?;
-    let hold = (how == How::Once && who != Who::Model).then(|| {
-        cell.recorder
-            .hold_once(proof_read_after_a_full_pass(&cell.ns.name))
-    });
+    let hold = (how == How::Once && who != Who::Model)
+        .then(|| cell.recorder.hold_once(first_proof_read(&cell.ns.name)));
     let mut live = Live::spawn(run_cmd(s, &cell))?;
     let mut problems = Vec::new();
     // The proof window opens once the target acknowledged the suspend.
@@ -397,7 +403,15 @@ async fn one(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let last = if live.running()? {
-        compete(&cell, &mut live, who, how, hold, deadline).await?
+        let last = compete(&cell, &mut live, who, how, hold, deadline).await?;
+        if last.is_none() && how == How::Once {
+            problems.push(Finding::new(
+                Kind::Other,
+                "the single write never happened (for a plain client: the proof's first read \
+                 of the target, after the acknowledgement's watch, was never held)",
+            ));
+        }
+        last
     } else {
         problems.push(Finding::new(
             Kind::Other,
@@ -547,6 +561,7 @@ fn completed_findings(code: i32, stdout: &str, last: &str) -> Vec<Finding> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::cell::PARENT;
     use super::*;
 
     #[test]
@@ -575,5 +590,45 @@ mod tests {
             timed_out_findings(4, &ok.replace("version_changes=7", "version_changes=0")).len(),
             1
         );
+    }
+
+    fn get(path: &str) -> Entry {
+        Entry {
+            kind: "get kustomizations".into(),
+            path: path.into(),
+            mutating: false,
+            status: Some(200),
+            conditional: false,
+        }
+    }
+
+    #[test]
+    fn the_hold_picks_the_first_target_read_after_the_acknowledgement_watch() {
+        const NS: &str = "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/n/kustomizations";
+        let (t, p) = (format!("{NS}/{TARGET}"), format!("{NS}/{PARENT}"));
+        let patch = Entry {
+            kind: "patch kustomizations".into(),
+            mutating: true,
+            ..get(&t)
+        };
+        let watch = Entry {
+            kind: "watch kustomizations".into(),
+            ..get(NS)
+        };
+        let rule = first_proof_read("n");
+        // Pass 1 of the proof, the parent's read first or not at all yet.
+        for log in [
+            vec![patch.clone(), watch.clone()],
+            vec![patch.clone(), watch.clone(), get(&p)],
+        ] {
+            assert!(rule(&log, &get(&t)), "{log:?}");
+        }
+        // Not a proof read: before the acknowledgement's watch, or a later pass's read, or
+        // not the target.
+        assert!(!rule(std::slice::from_ref(&patch), &get(&t)));
+        assert!(!rule(&[watch.clone(), patch.clone()], &get(&t)));
+        assert!(!rule(&[patch.clone(), watch.clone(), get(&t)], &get(&t)));
+        assert!(!rule(&[patch.clone(), watch.clone()], &get(&p)));
+        assert!(!rule(&[patch.clone(), watch], &patch));
     }
 }
