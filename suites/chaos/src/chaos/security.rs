@@ -2,9 +2,13 @@
 //! runs the full handoff `run --target infrastructure -- true`: exit 0, the cluster back as
 //! before, no fence left. (b) `ghcr reassert` as that `ServiceAccount`, allowed Secrets in two
 //! consumer namespaces and not in a third: exit 6 with an error naming the forbidden namespace,
-//! and every Secret read back: with the forbidden namespace first nothing is written; with it
-//! second, the contract (consumers in order, stop at the first failure, root last) allows the
-//! first consumer only — the forbidden, the later consumer and the root keep their old value.
+//! and every Secret read back against the fan-out's contract (docs/design/protocol.md: one
+//! write in flight at first and one more per success; no write starts once a failure is known;
+//! writes in flight finish; the root last, never after a failure). With the forbidden namespace
+//! first it is the only write started: nothing is written. With it second, the first consumer's
+//! success opens a window of two, so the forbidden and the third consumer start together, before
+//! either answers: the first and third are written — the forbidden and the root keep their old
+//! value.
 //! Every token is registered with [`secret`].
 
 use std::collections::BTreeMap;
@@ -200,7 +204,13 @@ async fn forbidden_namespace(
     let allowed = if forbidden_first {
         Vec::new()
     } else {
-        vec![format!("{}/{PULL_SECRET}", first.name)]
+        // Sorted as `written` is (it comes from a BTreeMap).
+        let mut both = vec![
+            format!("{}/{PULL_SECRET}", first.name),
+            format!("{}/{PULL_SECRET}", last.name),
+        ];
+        both.sort();
+        both
     };
     if written
         .iter()
