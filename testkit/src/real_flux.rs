@@ -259,13 +259,6 @@ fn ignore_exists<T>(r: Result<T, kube::Error>) -> anyhow::Result<()> {
     }
 }
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("testkit lives one level below the workspace root")
-        .to_path_buf()
-}
-
 /// The kubeconfig of the real-Flux control plane (memoised per process): `$`[`KUBECONFIG_ENV`],
 /// else the one in `target/flux-handoff/real-cluster`, started with `cargo xtask cluster up
 /// --flux real --detach` under a lock file when it is not running.
@@ -274,43 +267,13 @@ fn root() -> PathBuf {
 /// Starting it failed (the error carries xtask's output).
 pub fn kubeconfig() -> anyhow::Result<PathBuf> {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    if let Some(p) = PATH.get() {
-        return Ok(p.clone());
+    crate::plane::Shared {
+        env: KUBECONFIG_ENV,
+        lock: "real-cluster.lock",
+        up: &["cluster", "up", "--flux", "real", "--detach"],
+        dir: Some("target/flux-handoff/real-cluster"),
     }
-    let path = match std::env::var_os(KUBECONFIG_ENV) {
-        Some(p) => PathBuf::from(p),
-        None => start_or_reuse()?,
-    };
-    Ok(PATH.get_or_init(|| path).clone())
-}
-
-fn start_or_reuse() -> anyhow::Result<PathBuf> {
-    let scratch = root().join("target").join("flux-handoff");
-    fs::create_dir_all(&scratch)?;
-    let lock = File::create(scratch.join("real-cluster.lock"))?;
-    lock.lock().context("locking the real-Flux control plane")?;
-    let out = Command::new(env!("CARGO"))
-        .args(["xtask", "cluster", "up", "--flux", "real", "--detach"])
-        .env(
-            "FLUX_HANDOFF_CLUSTER_DIR",
-            "target/flux-handoff/real-cluster",
-        )
-        .current_dir(root())
-        .output()
-        .context("running `cargo xtask cluster up --flux real --detach`")?;
-    drop(lock);
-    if !out.status.success() {
-        bail!(
-            "`cargo xtask cluster up --flux real --detach` failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    stdout
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("kubeconfig="))
-        .map(PathBuf::from)
-        .with_context(|| format!("no kubeconfig= in the ready line: {stdout}"))
+    .kubeconfig(&PATH)
 }
 
 /// The label kustomize-controller shards on (`--watch-label-selector`).
