@@ -40,3 +40,28 @@ async fn each_acknowledgement_is_one_watch_and_the_proof_needs_two_passes() {
     assert_fenced(&w.get(TARGET).await, &w.owner(), true);
     h.resume(None).await.unwrap();
 }
+
+/// A watch whose answer never comes (the proxy holds it back for ten minutes, as a proxy that
+/// buffers streamed responses would): the acknowledgement is still seen, by the check read
+/// beside the watch, and the pause is proven within its 30 s budget.
+#[tokio::test]
+async fn an_acknowledgement_whose_watch_never_answers_is_seen_by_a_check_read() {
+    let w = World::new("sus-stall").await;
+    let proxy = Proxy::start().await.unwrap();
+    proxy.arm_on(
+        "watch kustomizations",
+        1,
+        fault_proxy::Fault::Delay(std::time::Duration::from_mins(10)),
+    );
+    let mut h = Handoff::new(proxy.client().unwrap(), w.fencer.clone());
+    let out = h
+        .pause(&w.chain(), &w.opts(Strategy::Ack), &mut |_| {})
+        .await
+        .unwrap();
+    assert!(matches!(out, PauseOutcome::Proven(_)), "{out:?}");
+    let counts = proxy.counts();
+    assert_eq!(counts.get("watch kustomizations"), Some(&2), "{counts:?}");
+    assert_fenced(&w.get(PARENT).await, &w.owner(), false);
+    assert_fenced(&w.get(TARGET).await, &w.owner(), true);
+    h.resume(None).await.unwrap();
+}

@@ -13,6 +13,12 @@ use flux_fence::ObjectRef;
 /// watches again from the last version seen.
 const WATCH_SLICE_SECS: u32 = 290;
 
+/// While an acknowledgement is watched, the object is also read this long after the watch
+/// started and then as often again: a watch whose events never arrive (a proxy that buffers
+/// streamed responses, a connection stalled before its headers) costs this long, not the whole
+/// budget. An acknowledgement normally arrives well within it, so it costs no request then.
+pub const WATCH_CHECK: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Waits until `object` acknowledges `nonce` (`status.lastHandledReconcileAt == nonce`) and
 /// returns the object as read then.
 ///
@@ -37,7 +43,9 @@ pub async fn wait_acknowledged(
 ///
 /// Without `since` it reads once, then watches from the version read. When the watch cannot
 /// be used (no `watch` right, the version is too old, the stream breaks) it polls as
-/// [`wait_acknowledged`] always did, until the same deadline.
+/// [`wait_acknowledged`] always did, until the same deadline. While it watches, it also reads
+/// the object every [`WATCH_CHECK`], so a watch that never delivers cannot hold it for the
+/// whole budget.
 ///
 /// # Guarantees
 /// As [`wait_acknowledged`]: only the object's own `lastHandledReconcileAt` is judged, from
@@ -67,10 +75,16 @@ pub async fn wait_acknowledged_since(
             }
         },
     };
-    if let Some(from) = from
-        && let Some(v) = watch_ack(client, object, nonce, from, deadline).await
-    {
-        return Ok(v);
+    if let Some(from) = from {
+        // Boxed: the watch's stream state would otherwise sit inline in every caller's future.
+        let watched = Box::pin(watch_ack(client, object, nonce, from, deadline));
+        let seen = tokio::select! {
+            v = watched => v,
+            v = check_reads(client, object, nonce, deadline) => v,
+        };
+        if let Some(v) = seen {
+            return Ok(v);
+        }
     }
     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
     poll_soon(Timing::new(timing.interval, left), || async {
@@ -88,6 +102,34 @@ pub async fn wait_acknowledged_since(
         object: object.to_string(),
         waited: timing.timeout,
     })
+}
+
+/// Reads `object` every [`WATCH_CHECK`] (the first after one period) until it shows `nonce`
+/// acknowledged, or `None` at the deadline. Runs beside [`watch_ack`].
+async fn check_reads(
+    client: &Client,
+    object: &ObjectRef,
+    nonce: &str,
+    deadline: tokio::time::Instant,
+) -> Option<Value> {
+    loop {
+        let next = tokio::time::Instant::now() + WATCH_CHECK;
+        if next >= deadline {
+            tokio::time::sleep_until(deadline).await;
+            return None;
+        }
+        tokio::time::sleep_until(next).await;
+        match get_json(client, object).await {
+            Ok(v) if acknowledged(&v, nonce) => {
+                tracing::debug!(object = %object, "acknowledgement seen by a check read, not the watch");
+                return Some(v);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(object = %object, error = %e, "acknowledgement check read failed");
+            }
+        }
+    }
 }
 
 /// Watches `object` from resourceVersion `from` until an event shows `nonce` acknowledged
