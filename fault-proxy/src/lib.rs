@@ -362,19 +362,10 @@ async fn handle(
     let query = req.uri().query().unwrap_or_default().to_string();
     let key = classify(&method, &path, &query);
     let mutating = matches!(method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE");
-    let headers = req.headers().clone();
-    let Ok(body) = req
-        .into_body()
-        .collect()
-        .await
-        .map(http_body_util::Collected::to_bytes)
-    else {
+    let Some((headers, body)) = pass::split(req).await else {
         return Ok(bad_gateway());
     };
-    let content_type = headers
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
+    let content_type = pass::content_type(&headers);
     let slot = {
         let mut log = lock(&st.log);
         log.push(Received {

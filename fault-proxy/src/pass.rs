@@ -71,6 +71,23 @@ pub async fn pass_body(resp: reqwest::Response, watch: bool) -> Result<PassBody,
     Ok(Full::new(bytes).map_err(|never| match never {}).boxed())
 }
 
+/// A request's headers and whole body, the body collected; `None` when the client's body
+/// broke off.
+pub async fn split(req: Request<Incoming>) -> Option<(HeaderMap, Bytes)> {
+    let headers = req.headers().clone();
+    let body = req.into_body().collect().await.ok()?.to_bytes();
+    Some((headers, body))
+}
+
+/// The request's `Content-Type`, or `""`.
+#[must_use]
+pub fn content_type(headers: &HeaderMap) -> &str {
+    headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+}
+
 /// The request to send upstream to `url`: `method`, `body`, and every header of `headers`
 /// but `host`, `content-length` and those named in `skip` (lower case). `None` for a method
 /// reqwest cannot express.
@@ -154,13 +171,7 @@ async fn forward(
         .map_or("/", |p| p.as_str())
         .to_string();
     let method = req.method().as_str().to_string();
-    let headers = req.headers().clone();
-    let Ok(body) = req
-        .into_body()
-        .collect()
-        .await
-        .map(http_body_util::Collected::to_bytes)
-    else {
+    let Some((headers, body)) = split(req).await else {
         return Ok(bad_gateway());
     };
     let Some(out) = upstream_request(

@@ -8,7 +8,6 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use http_body_util::BodyExt;
 use hyper::Request;
 use hyper::body::Incoming;
 use tokio::sync::watch;
@@ -165,17 +164,10 @@ async fn handle(
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or_default().to_string();
     let mutating = matches!(method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE");
-    let headers = req.headers().clone();
-    let body = req
-        .into_body()
-        .collect()
+    let (headers, body) = fault_proxy::pass::split(req)
         .await
-        .map_err(|e| std::io::Error::other(e.to_string()))?
-        .to_bytes();
-    let content_type = headers
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
+        .ok_or_else(|| std::io::Error::other("the request body broke off"))?;
+    let content_type = fault_proxy::pass::content_type(&headers);
     let (slot, held) = {
         let mut log = sh.log.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = Entry {
