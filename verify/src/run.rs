@@ -418,9 +418,12 @@ impl Handoff {
         if run.epoch != 0 && !run.kept {
             let holder = self.holder(Actor::Run(r)).clone();
             let read = s.lease.as_ref().map(|l| l.render(&self.keys.parked));
-            if let LeaseReleaseDecision::Update(next) =
-                decide_lease_release(read.as_ref(), &holder, Epoch(u64::from(run.epoch)))
-            {
+            if let LeaseReleaseDecision::Update(next) = decide_lease_release(
+                read.as_ref(),
+                &holder,
+                Epoch(u64::from(run.epoch)),
+                &self.keys.parked,
+            ) {
                 let cur = s.lease.as_ref().expect("released a present Lease");
                 s.lease = Some(cur.updated(&next, &self.keys.parked).expect("same read"));
             }
