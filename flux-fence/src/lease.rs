@@ -436,8 +436,9 @@ impl LeaseGuard {
         .await
     }
 
-    /// Stops the heartbeat and clears the holder, only if the Lease is still ours at our
-    /// epoch (update carrying the read resourceVersion).
+    /// Stops the heartbeat and clears the holder and the parked mark
+    /// ([`LeaseConfig::parked_key`]), only if the Lease is still ours at our epoch (update
+    /// carrying the read resourceVersion).
     ///
     /// # Guarantees
     /// After this call every [`LeaseHandle::assert`] fails with [`LossReason::Released`].
@@ -448,8 +449,13 @@ impl LeaseGuard {
     /// # Caveats
     /// Release fences before the Lease: fences carry the epoch, not a liveness check.
     pub async fn release(self) -> Result<LeaseRelease, FenceError> {
-        self.finish("released", decide_lease_release, release_landed)
-            .await
+        let parked_key = self.handle.0.cfg.parked_key.clone();
+        self.finish(
+            "released",
+            |read, holder, epoch| decide_lease_release(read, holder, epoch, &parked_key),
+            release_landed,
+        )
+        .await
     }
 
     /// The last write of this guard: stops the heartbeat, makes every later assert fail, then

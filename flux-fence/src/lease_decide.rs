@@ -22,6 +22,11 @@ pub struct LeaseConfig {
     pub duration: Duration,
     /// Heartbeat interval; keep it well below `duration` (default 15 s).
     pub renew_every: Duration,
+    /// The Lease annotation that marks a parked pause (default
+    /// `flux-handoff.io/parked`): keep it equal to [`crate::AnnotationKeys::parked`]. Taking a
+    /// free Lease, recovering one and releasing one remove it, so a parked mark never outlives
+    /// the pause it marks (a later holder of the same name must not look parked).
+    pub parked_key: String,
 }
 
 /// `namespace/name`.
@@ -38,6 +43,7 @@ impl Default for LeaseConfig {
             name: "flux-handoff".into(),
             duration: Duration::from_mins(1),
             renew_every: Duration::from_secs(15),
+            parked_key: crate::AnnotationKeys::default().parked,
         }
     }
 }
@@ -227,7 +233,9 @@ pub fn decide_lease_acquire(
             expired: is_expired(&spec, now),
         }),
         None => {
-            let mut next = lease.clone();
+            // A free Lease is never parked: a mark left by an older release is dropped, so
+            // the new holder (even one of the parked holder's name) does not look parked.
+            let mut next = without_parked_mark(lease, &cfg.parked_key);
             next.spec = Some(held_spec(&spec, cfg, holder, epoch + 1, now));
             Ok(LeaseDecision::Take(Box::new(next)))
         }
@@ -302,7 +310,8 @@ pub fn decide_recover(
             refuse(RecoverRefusal::Moved { holder: h.into() })
         }
         Some(_) => {
-            let mut next = lease.clone();
+            // The recovering holder did not park it: the gone holder's mark goes.
+            let mut next = without_parked_mark(lease, &cfg.parked_key);
             next.spec = Some(held_spec(&spec, cfg, holder, epoch + 1, now));
             Ok(RecoverDecision::Take(Box::new(next)))
         }
@@ -322,12 +331,15 @@ pub fn release_landed(read: Option<&KubeLease>, epoch: Epoch) -> bool {
         && transitions(spec).ok() == Some(epoch.0)
 }
 
-/// Decides a release of our Lease at `epoch`.
+/// Decides a release of our Lease at `epoch`: no holder, and no parked mark under
+/// `parked_key` (a released pause is no longer parked; a later holder of the same name must
+/// not look parked to `resume --holder` or recovery).
 #[must_use]
 pub fn decide_lease_release(
     read: Option<&KubeLease>,
     holder: &Holder,
     epoch: Epoch,
+    parked_key: &str,
 ) -> LeaseReleaseDecision {
     match ours(read, holder, epoch) {
         Err(LossReason::Deleted) => LeaseReleaseDecision::Gone,
@@ -336,12 +348,24 @@ pub fn decide_lease_release(
             holder: read.and_then(|l| l.spec.as_ref()?.holder_identity.clone()),
         },
         Ok(lease) => {
-            let mut next = lease.clone();
+            let mut next = without_parked_mark(lease, parked_key);
             let spec = next.spec.get_or_insert_with(LeaseSpec::default);
             spec.holder_identity = None;
             LeaseReleaseDecision::Update(Box::new(next))
         }
     }
+}
+
+/// `lease` without annotation `parked_key` (an emptied annotation map is dropped).
+fn without_parked_mark(lease: &KubeLease, parked_key: &str) -> KubeLease {
+    let mut next = lease.clone();
+    if let Some(a) = next.metadata.annotations.as_mut() {
+        a.remove(parked_key);
+        if a.is_empty() {
+            next.metadata.annotations = None;
+        }
+    }
+    next
 }
 
 /// Decides parking the Lease: still ours at our epoch, it gets annotation `key` = our holder
@@ -352,7 +376,7 @@ pub fn decide_lease_park(
     epoch: Epoch,
     key: &str,
 ) -> LeaseReleaseDecision {
-    match decide_lease_release(read, holder, epoch) {
+    match decide_lease_release(read, holder, epoch, key) {
         LeaseReleaseDecision::Update(_) => {
             let Some(lease) = read else {
                 return LeaseReleaseDecision::Gone;

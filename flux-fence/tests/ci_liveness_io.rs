@@ -35,6 +35,7 @@ fn lease_cfg(ns: &TestNs, renew_every: Duration) -> LeaseConfig {
         name: "flux-handoff".into(),
         duration: Duration::from_secs(3),
         renew_every,
+        ..LeaseConfig::default()
     }
 }
 

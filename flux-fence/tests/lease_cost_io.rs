@@ -18,6 +18,7 @@ fn cfg(ns: &TestNs) -> LeaseConfig {
         duration: Duration::from_mins(1),
         // No heartbeat within a test's lifetime.
         renew_every: Duration::from_hours(1),
+        ..LeaseConfig::default()
     }
 }
 

@@ -21,6 +21,7 @@ fn cfg(ns: &TestNs, name: &str, duration: Duration, renew_every: Duration) -> Le
         name: name.into(),
         duration,
         renew_every,
+        ..LeaseConfig::default()
     }
 }
 

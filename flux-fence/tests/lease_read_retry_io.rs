@@ -31,6 +31,7 @@ async fn a_lease_create_cut_by_a_refusal_is_re_read_and_taken_and_a_reset_releas
         name: "flux-handoff".into(),
         duration: Duration::from_mins(1),
         renew_every: Duration::from_hours(1),
+        ..LeaseConfig::default()
     };
     // The create never reaches the server; connects are refused for a second after it.
     proxy.arm_on("create leases", 1, Fault::Refuse(Duration::from_secs(1)));
@@ -83,6 +84,7 @@ async fn a_release_applied_but_unanswered_is_read_back_as_released_and_not_sent_
         name: "flux-handoff".into(),
         duration: Duration::from_mins(1),
         renew_every: Duration::from_hours(1),
+        ..LeaseConfig::default()
     };
     let holder = Holder::local("lost", std::process::id());
     let LeaseAcquire::Acquired(guard) = Lease::acquire(

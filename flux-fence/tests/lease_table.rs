@@ -239,9 +239,12 @@ fn a_release_whose_answer_was_lost_has_landed_only_with_no_holder_at_our_epoch()
 
 #[test]
 fn release_clears_the_holder_only_while_ours() {
-    let LeaseReleaseDecision::Update(l) =
-        decide_lease_release(Some(&lease(Some("gh1.1-aaaaaa"), 3, t0())), &me(), Epoch(3))
-    else {
+    let LeaseReleaseDecision::Update(l) = decide_lease_release(
+        Some(&lease(Some("gh1.1-aaaaaa"), 3, t0())),
+        &me(),
+        Epoch(3),
+        PARKED,
+    ) else {
         panic!("expected update");
     };
     let spec = l.spec.unwrap();
@@ -249,19 +252,107 @@ fn release_clears_the_holder_only_while_ours() {
     assert_eq!(spec.lease_transitions, Some(3));
     assert_eq!(l.metadata.resource_version.as_deref(), Some("42"));
     assert_eq!(
-        decide_lease_release(None, &me(), Epoch(3)),
+        decide_lease_release(None, &me(), Epoch(3), PARKED),
         LeaseReleaseDecision::Gone
     );
     assert_eq!(
-        decide_lease_release(Some(&lease(Some("gh9.1-zzzzzz"), 4, t0())), &me(), Epoch(3)),
+        decide_lease_release(
+            Some(&lease(Some("gh9.1-zzzzzz"), 4, t0())),
+            &me(),
+            Epoch(3),
+            PARKED
+        ),
         LeaseReleaseDecision::NotOurs {
             holder: Some("gh9.1-zzzzzz".into())
         }
     );
     assert!(matches!(
-        decide_lease_release(Some(&lease(Some("gh1.1-aaaaaa"), 4, t0())), &me(), Epoch(3)),
+        decide_lease_release(
+            Some(&lease(Some("gh1.1-aaaaaa"), 4, t0())),
+            &me(),
+            Epoch(3),
+            PARKED
+        ),
         LeaseReleaseDecision::NotOurs { .. }
     ));
+}
+
+/// The default parked key, as `LeaseConfig::default().parked_key`.
+const PARKED: &str = "flux-handoff.io/parked";
+
+/// `l` carrying the parked mark `parked` (and an unrelated annotation that must stay).
+fn parked_by(mut l: Lease, parked: &str) -> Lease {
+    l.metadata.annotations = Some(
+        [
+            (PARKED.to_string(), parked.to_string()),
+            ("example.com/note".to_string(), "kept".to_string()),
+        ]
+        .into(),
+    );
+    l
+}
+
+fn parked_mark(l: &Lease) -> Option<&str> {
+    l.metadata
+        .annotations
+        .as_ref()?
+        .get(PARKED)
+        .map(String::as_str)
+}
+
+#[test]
+fn a_parked_mark_never_outlives_the_pause_it_marks() {
+    assert_eq!(cfg().parked_key, PARKED);
+    // (what is read, what the decision writes): release, take of a free Lease, recovery.
+    let held = parked_by(lease(Some("gh1.1-aaaaaa"), 3, t0()), "gh1.1-aaaaaa");
+    let LeaseReleaseDecision::Update(released) =
+        decide_lease_release(Some(&held), &me(), Epoch(3), PARKED)
+    else {
+        panic!("expected update");
+    };
+    assert_eq!(parked_mark(&released), None, "a release unparks");
+    assert_eq!(
+        released.metadata.annotations.as_ref().unwrap()["example.com/note"],
+        "kept",
+        "other annotations stay"
+    );
+    // A free Lease still carrying a mark (left by an older release): taking it, even as the
+    // holder the mark names, does not carry it over.
+    let stale = parked_by(lease(None, 3, t0()), "gh1.1-aaaaaa");
+    let LeaseDecision::Take(taken) =
+        decide_lease_acquire(Some(&stale), &cfg(), &me(), t0()).unwrap()
+    else {
+        panic!("expected take");
+    };
+    assert_eq!(parked_mark(&taken), None, "a free Lease is never parked");
+    assert_eq!(
+        taken.metadata.annotations.as_ref().unwrap()["example.com/note"],
+        "kept"
+    );
+    // Adopting one's own parked pause writes nothing: the mark stays until its release.
+    let own = parked_by(lease(Some("gh1.1-aaaaaa"), 3, t0()), "gh1.1-aaaaaa");
+    assert_eq!(
+        decide_lease_acquire(Some(&own), &cfg(), &me(), t0()).unwrap(),
+        LeaseDecision::Ours { epoch: Epoch(3) }
+    );
+    // A recovery of a parked pause takes it unparked: the recovering holder did not park it.
+    let other = parked_by(lease(Some("gh9.1-zzzzzz"), 4, t0()), "gh9.1-zzzzzz");
+    let gone = GoneHolder::new("gh9.1-zzzzzz", "42", "test");
+    let RecoverDecision::Take(recovered) =
+        decide_recover(Some(&other), &cfg(), &me(), &gone, t0()).unwrap()
+    else {
+        panic!("expected take");
+    };
+    assert_eq!(parked_mark(&recovered), None);
+    // A Lease whose only annotation was the mark ends with none.
+    let mut only = lease(Some("gh1.1-aaaaaa"), 3, t0());
+    only.metadata.annotations = Some([(PARKED.to_string(), "gh1.1-aaaaaa".to_string())].into());
+    let LeaseReleaseDecision::Update(l) =
+        decide_lease_release(Some(&only), &me(), Epoch(3), PARKED)
+    else {
+        panic!("expected update");
+    };
+    assert_eq!(l.metadata.annotations, None);
 }
 
 fn jiff_secs(s: i64) -> k8s_openapi::jiff::SignedDuration {

@@ -39,6 +39,7 @@ fn lease_cfg(ns: &TestNs, duration: Duration, renew_every: Duration) -> LeaseCon
         name: "flux-handoff".into(),
         duration,
         renew_every,
+        ..LeaseConfig::default()
     }
 }
 

@@ -645,6 +645,17 @@ impl Handoff {
             .collect()
     }
 
+    /// A recheck of the pause this handoff proved, for the work to call before a protected
+    /// write ([`crate::io::PauseCheck::still_holds`]).
+    #[must_use]
+    pub fn pause_check(&self) -> crate::io::PauseCheck {
+        crate::io::PauseCheck::new(
+            self.client.clone(),
+            self.fencer.keys().owner.clone(),
+            self.proof_chain(),
+        )
+    }
+
     fn proof_chain(&self) -> Vec<ProofTarget> {
         let owner = self.fencer.owner().to_string();
         let member = |h: &HeldFence, role: Role, needs_rd: bool| ProofTarget {

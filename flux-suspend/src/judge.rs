@@ -65,6 +65,68 @@ impl Member {
     }
 }
 
+/// Why a member no longer holds the pause on a recheck ([`first_broken`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Broken {
+    /// The read failed: the pause cannot be confirmed (fail closed).
+    Unreadable,
+    /// Another uid: the object was deleted and recreated.
+    Recreated,
+    /// The owner annotation is not our owner value any more.
+    NotOurs,
+    /// `spec.suspend` is not `true` (e.g. a person unsuspended it by hand).
+    Unsuspended,
+    /// `kustomize.toolkit.fluxcd.io/reconcile: disabled` is gone.
+    ReconcileEnabled,
+}
+
+impl std::fmt::Display for Broken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Unreadable => "it could not be read",
+            Self::Recreated => "it was deleted and recreated (another uid)",
+            Self::NotOurs => "its owner annotation is not ours any more",
+            Self::Unsuspended => "spec.suspend is not true any more",
+            Self::ReconcileEnabled => "its reconcile: disabled annotation is gone",
+        })
+    }
+}
+
+impl Member {
+    /// Why `read` does not hold this member's pause, if it does not.
+    #[must_use]
+    pub fn broken(&self, read: &Read) -> Option<Broken> {
+        let Read::Seen(seen) = read else {
+            return Some(Broken::Unreadable);
+        };
+        if seen.uid != self.uid {
+            Some(Broken::Recreated)
+        } else if seen.owner.as_deref() != Some(self.owner.as_str()) {
+            Some(Broken::NotOurs)
+        } else if !seen.suspended {
+            Some(Broken::Unsuspended)
+        } else if self.needs_reconcile_disabled && !seen.reconcile_disabled {
+            Some(Broken::ReconcileEnabled)
+        } else {
+            None
+        }
+    }
+}
+
+/// A recheck of a proven pause before a protected write: the first member (in chain order)
+/// whose one fresh read no longer holds the pause, and why; `None` when every member is still
+/// ours, suspended, with the same uid and (below the top) `reconcile: disabled`. A missing read
+/// counts as unreadable. Unlike [`Judge::observe`], resourceVersions are not compared: a status
+/// write after the proof does not break a pause, a changed mark does.
+#[must_use]
+pub fn first_broken(members: &[Member], reads: &[Read]) -> Option<(usize, Broken)> {
+    members.iter().enumerate().find_map(|(i, m)| {
+        m.broken(reads.get(i).unwrap_or(&Read::Unreadable))
+            .map(|b| (i, b))
+    })
+}
+
 /// The judge's answer to one pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {

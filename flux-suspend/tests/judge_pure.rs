@@ -263,3 +263,61 @@ fn single_member_chain_without_parent_is_proven() {
     let p = vec![Read::Seen(c)];
     assert_eq!(run(&mut j, &[p.clone(), p.clone(), p]), Some(2));
 }
+
+#[test]
+fn a_recheck_names_the_first_member_that_no_longer_holds_the_pause() {
+    use flux_suspend::judge::{Broken, first_broken};
+    type Row = (Vec<Read>, Option<(usize, Broken)>);
+    let ok = || vec![Read::Seen(parent("1")), Read::Seen(child("2"))];
+    // A status write after the proof moves resourceVersions: that does not break a pause.
+    let moved = vec![Read::Seen(parent("9")), Read::Seen(child("9"))];
+    let with_child = |f: fn(&mut Seen)| {
+        let mut c = child("2");
+        f(&mut c);
+        vec![Read::Seen(parent("1")), Read::Seen(c)]
+    };
+    let table: Vec<Row> = vec![
+        (ok(), None),
+        (moved, None),
+        (
+            with_child(|c| c.suspended = false),
+            Some((1, Broken::Unsuspended)),
+        ),
+        (
+            with_child(|c| c.reconcile_disabled = false),
+            Some((1, Broken::ReconcileEnabled)),
+        ),
+        (
+            with_child(|c| c.owner = Some("gh9.1-zzzzzz;1".into())),
+            Some((1, Broken::NotOurs)),
+        ),
+        (with_child(|c| c.owner = None), Some((1, Broken::NotOurs))),
+        (
+            with_child(|c| c.uid = "other".into()),
+            Some((1, Broken::Recreated)),
+        ),
+        (
+            vec![Read::Unreadable, Read::Seen(child("2"))],
+            Some((0, Broken::Unreadable)),
+        ),
+        // The parent comes first in chain order; a missing read is unreadable.
+        (
+            vec![
+                Read::Seen(Seen {
+                    suspended: false,
+                    ..parent("1")
+                }),
+                Read::Unreadable,
+            ],
+            Some((0, Broken::Unsuspended)),
+        ),
+        (vec![Read::Seen(parent("1"))], Some((1, Broken::Unreadable))),
+    ];
+    for (reads, want) in table {
+        assert_eq!(first_broken(&members(), &reads), want, "{reads:?}");
+    }
+    assert_eq!(
+        Broken::Unsuspended.to_string(),
+        "spec.suspend is not true any more"
+    );
+}

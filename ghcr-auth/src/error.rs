@@ -60,6 +60,20 @@ pub enum GhcrError {
         #[source]
         source: BoxError,
     },
+    /// The caller's recheck of the pause ([`crate::reassert::Reasserter::with_root_check`])
+    /// failed right before the root Secret write: the pause no longer holds (e.g. a person set
+    /// `spec.suspend=false` on a fenced object after the proof). The root Secret, the one
+    /// consumers follow, was not written; the consumers written before it hold the credential.
+    #[error("the root Secret {namespace}/{name} was not written")]
+    PauseBroken {
+        /// Namespace of the root Secret.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Why the pause no longer holds; names the object.
+        #[source]
+        source: BoxError,
+    },
     /// A caller-supplied gate (e.g. the Lease assertion) refused or failed before a reconcile
     /// request to a Flux source.
     #[error("asserting the write gate before requesting a reconcile of {what}")]

@@ -78,6 +78,9 @@ impl FlowError {
                 ErrorClass::Registry
             }
             Self::Reassert(GhcrError::Gate { .. }) => ErrorClass::Refused,
+            // Something changed under the pause after writes: the release keeps that fence
+            // and the fence report names it.
+            Self::Reassert(GhcrError::PauseBroken { .. }) => ErrorClass::Cleanup,
             Self::Reassert(_) | Self::Source(_) => ErrorClass::KubeApi,
             Self::Incomplete(report) => {
                 let api = report.results.iter().any(|(_, _, o)| {
@@ -279,6 +282,12 @@ mod tests {
             source: "lease lost".into(),
         };
         assert_eq!(FlowError::Reassert(gate).class(), ErrorClass::Refused);
+        let broken = GhcrError::PauseBroken {
+            namespace: "flux-system".into(),
+            name: "ghcr-auth".into(),
+            source: "the pause no longer holds".into(),
+        };
+        assert_eq!(FlowError::Reassert(broken).class(), ErrorClass::Cleanup);
         let e = FlowError::Reassert(GhcrError::InvalidSelector("bad".into()));
         assert_eq!(e.class(), ErrorClass::KubeApi);
     }

@@ -228,6 +228,7 @@ impl fmt::Display for ReassertReport {
 pub struct Reasserter {
     client: Client,
     gate: Box<dyn WriteGate>,
+    root_check: Option<Box<dyn WriteGate>>,
     revision: Option<String>,
 }
 
@@ -244,6 +245,7 @@ impl Reasserter {
         Self {
             client,
             gate: Box::new(NoGate),
+            root_check: None,
             revision: None,
         }
     }
@@ -270,6 +272,17 @@ impl Reasserter {
     #[must_use]
     pub fn with_gate(mut self, gate: impl WriteGate + 'static) -> Self {
         self.gate = Box::new(gate);
+        self
+    }
+
+    /// Runs `check` right before the root Secret write (after the gate), e.g. a recheck that
+    /// the pause still holds (`flux_suspend::io::PauseCheck::still_holds`): the root is the
+    /// write consumers follow, so a pause broken after the proof (a person's
+    /// `spec.suspend=false`) stops it. One check per reassertion, not one per consumer.
+    /// A failing check is [`GhcrError::PauseBroken`]; nothing more is written.
+    #[must_use]
+    pub fn with_root_check(mut self, check: impl WriteGate + 'static) -> Self {
+        self.root_check = Some(Box::new(check));
         self
     }
 
@@ -370,7 +383,7 @@ impl Reasserter {
             let outcome = if stop.is_some() || outcomes.iter().flatten().any(|o| !o.is_ok()) {
                 SecretOutcome::NotAttempted
             } else {
-                match self.reassert_one(config, target).await {
+                match self.reassert_target(config, target, true).await {
                     Ok(o) => o,
                     Err(e) => {
                         stop = Some(e);
@@ -447,6 +460,17 @@ impl Reasserter {
         config: &DockerConfig,
         target: &SecretTarget,
     ) -> Result<SecretOutcome, GhcrError> {
+        self.reassert_target(config, target, false).await
+    }
+
+    /// [`Reasserter::reassert_one`]; for the root (`root`), the root check runs after the
+    /// gate, right before the write.
+    async fn reassert_target(
+        &self,
+        config: &DockerConfig,
+        target: &SecretTarget,
+        root: bool,
+    ) -> Result<SecretOutcome, GhcrError> {
         let api: Api<Secret> = Api::namespaced(self.client.clone(), &target.namespace);
         let observed = match api.get_opt(&target.name).await {
             Ok(o) => o,
@@ -467,6 +491,16 @@ impl Reasserter {
             name: target.name.clone(),
             source,
         })?;
+        if root && let Some(check) = &self.root_check {
+            check
+                .check()
+                .await
+                .map_err(|source| GhcrError::PauseBroken {
+                    namespace: target.namespace.clone(),
+                    name: target.name.clone(),
+                    source,
+                })?;
+        }
         let result = match &write {
             Write::Create(secret) => api.create(&flux_fence::post_params(), secret).await,
             Write::Patch(patch) => {

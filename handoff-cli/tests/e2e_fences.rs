@@ -506,6 +506,7 @@ async fn recover_keeps_a_live_session_whose_renew_times_lag_the_recovering_clock
         name: "flux-handoff".into(),
         duration: Duration::from_secs(3),
         renew_every: Duration::from_millis(500),
+        ..LeaseConfig::default()
     };
     let clock = Arc::new(SkewedClock(k8s_openapi::jiff::SignedDuration::from_secs(
         -50,

@@ -22,11 +22,17 @@ struct Running {
 /// and its holder once the command runs (the run is then inside `run -- cmd`, renewing its
 /// Lease).
 async fn running(c: &Cluster) -> (Running, String) {
+    running_as(c, &[]).await
+}
+
+/// [`running`] with extra flags for `run` (e.g. `--holder H`).
+async fn running_as(c: &Cluster, extra: &[&str]) -> (Running, String) {
     let marker = std::env::temp_dir().join(format!("fh-live-{}", testkit::random_suffix(6)));
     let m = marker.display();
     let script = format!("touch {m} && while [ -e {m} ]; do sleep 0.2; done");
     let mut cmd = c.cli();
     cmd.args(["run", "--target", TARGET]);
+    cmd.args(extra);
     cmd.args(c.handoff_flags());
     cmd.args(["--", "sh", "-c", &script]);
     cmd.stdout(Stdio::null()).stderr(Stdio::null());
@@ -55,6 +61,9 @@ async fn resume(c: &Cluster, holder: &str, extra: &[&str]) -> std::process::Outp
     args.extend(flags.iter().map(String::as_str));
     c.run(&args).await
 }
+
+/// The Lease annotation that marks a parked pause (default prefix).
+const PARKED_KEY: &str = "flux-handoff.io/parked";
 
 async fn lease(c: &Cluster) -> Lease {
     c.ns.api::<Lease>().get("flux-handoff").await.unwrap()
@@ -160,4 +169,52 @@ async fn live_holder_exited_attestation_releases_a_live_looking_holder() {
         "{}",
         stderr(&out)
     );
+}
+
+/// A parked mark must not outlive its pause: park as H, resume H, then a new `run` as H (a
+/// re-run of the same job with a fixed `--holder`) is live, not parked, so `resume --holder H`
+/// refuses it and changes nothing (issue 18; before the fix the released Lease kept
+/// `parked: H` and the live run looked parked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_holder_a_reused_holder_name_does_not_inherit_an_old_parked_mark() {
+    let c = Cluster::seeded("live-reused").await;
+    let holder = format!("reused-{}", testkit::random_suffix(6));
+    let flags = c.handoff_flags();
+    let mut args = vec!["pause", "--target", TARGET, "--holder", &holder];
+    args.extend(flags.iter().map(String::as_str));
+    let out = c.run(&args).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = resume(&c, &holder, &[]).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let released = lease(&c).await;
+    assert_eq!(released.spec.unwrap().holder_identity, None);
+    assert_eq!(
+        released
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .get(PARKED_KEY),
+        None,
+        "a released Lease is not parked"
+    );
+
+    let (child, running_holder) = running_as(&c, &["--holder", &holder]).await;
+    assert_eq!(running_holder, holder);
+    let before = held(&c).await;
+    let out = resume(&c, &holder, &[]).await;
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(stderr(&out).contains("looks live"), "{}", stderr(&out));
+    assert_eq!(
+        held(&c).await,
+        before,
+        "the server holds exactly what it held"
+    );
+    assert!(
+        suspended(&c.get(TARGET).await),
+        "the live run's pause stays"
+    );
+
+    stop(child);
+    let out = resume(&c, &holder, &["--holder-exited"]).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
 }

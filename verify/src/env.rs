@@ -133,6 +133,7 @@ impl Handoff {
                     s.person_moved_exact = true;
                 }
                 self.person(s, T, "/spec/suspend", |obj| obj.suspend = Some(false));
+                s.flips += 1;
             }
             _ => unreachable!("not an environment action: {action:?}"),
         }

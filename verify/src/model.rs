@@ -140,16 +140,19 @@ pub enum Mutant {
     AckAtLeast,
     /// The release restores every mark's prior value even where another writer changed it.
     ReleaseIgnoresMovedMarks,
+    /// The writer skips the re-read of the chain before its protected write.
+    SecretWriteWithoutRecheck,
 }
 
 impl Mutant {
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::JudgeReadsConditions,
         Self::ReleaseWithoutOwnerTest,
         Self::RecoveryBeforeLease,
         Self::ResumeAdoptsLiveHolder,
         Self::AckAtLeast,
         Self::ReleaseIgnoresMovedMarks,
+        Self::SecretWriteWithoutRecheck,
     ];
 
     /// The bound a mutant is checked at: `base` plus the actors its counterexample needs
@@ -178,7 +181,7 @@ impl Mutant {
                 faults: base.faults.max(2),
                 ..base
             },
-            Self::ReleaseIgnoresMovedMarks => Bounds {
+            Self::ReleaseIgnoresMovedMarks | Self::SecretWriteWithoutRecheck => Bounds {
                 person: 1,
                 faults: base.faults.max(1),
                 ..base
@@ -195,6 +198,7 @@ impl Mutant {
             Self::ResumeAdoptsLiveHolder => "resume_adopts_live_holder",
             Self::AckAtLeast => "ack_compared_at_least",
             Self::ReleaseIgnoresMovedMarks => "release_ignores_moved_marks",
+            Self::SecretWriteWithoutRecheck => "secret_write_without_recheck",
         }
     }
 }
@@ -493,6 +497,7 @@ impl Model for Handoff {
             fences: [0, 0],
             person_wrote: [None, None],
             person_moved_exact: false,
+            flips: 0,
             ghost: 0,
         }]
     }
@@ -513,7 +518,7 @@ impl Model for Handoff {
             if matches!(run.pc, Pc::Ack(_) | Pc::Prove) && s.budget.giveups > 0 {
                 out.push(Action::RunGiveUp(r));
             }
-            if run.pc == Pc::Work && self.bounds.park {
+            if run.pc == Pc::Recheck && self.bounds.park {
                 out.push(Action::RunPark(r));
             }
             if s.budget.crashes > 0 {

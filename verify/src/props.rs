@@ -3,7 +3,7 @@
 use stateright::Property;
 
 use crate::model::Handoff;
-use crate::state::{P, Pc, State, T, ToolPc, ghost};
+use crate::state::{P, State, T, ToolPc, ghost};
 
 /// Every property the checker evaluates, safety first, liveness last.
 #[must_use]
@@ -11,7 +11,7 @@ pub fn all() -> Vec<Property<Handoff>> {
     vec![
         Property::always("one_run_in_work_phase", |m: &Handoff, s: &State| {
             (0..s.runs.len())
-                .filter(|&r| s.runs[r].pc == Pc::Work && m.live(s, r))
+                .filter(|&r| s.runs[r].working() && m.live(s, r))
                 .count()
                 <= 1
         }),
@@ -20,7 +20,7 @@ pub fn all() -> Vec<Property<Handoff>> {
             |m: &Handoff, s: &State| {
                 (0..s.runs.len()).all(|r| {
                     let run = &s.runs[r];
-                    !(run.pc == Pc::Work && m.live(s, r))
+                    !(run.working() && m.live(s, r))
                         || [P, T].iter().all(|&o| {
                             let fenced_at = run.held[o].map_or(0, |h| h.seq);
                             s.ctl[o].exec.is_none_or(|e| e.seq >= fenced_at)
@@ -41,6 +41,13 @@ pub fn all() -> Vec<Property<Handoff>> {
         Property::always("stable_chain_proven_whatever_its_status", |_, s: &State| {
             s.ghost & ghost::FROZEN_BLOCKS == 0
         }),
+        // A parked mark outlives nothing: a Lease carries one only while the holder it names
+        // holds it (a later holder of the same name would otherwise look parked).
+        Property::always("parked_mark_only_while_its_holder_holds", |_, s: &State| {
+            s.lease
+                .as_ref()
+                .is_none_or(|l| l.parked.is_none() || l.parked == l.holder)
+        }),
         Property::always("children_released_before_parents", |_, s: &State| {
             s.ghost & ghost::ORDER == 0
         }),
@@ -48,9 +55,7 @@ pub fn all() -> Vec<Property<Handoff>> {
         // violated when no state satisfies it).
         Property::sometimes(
             "a_run_works_under_a_proven_pause",
-            |m: &Handoff, s: &State| {
-                (0..s.runs.len()).any(|r| s.runs[r].pc == Pc::Work && m.live(s, r))
-            },
+            |m: &Handoff, s: &State| (0..s.runs.len()).any(|r| s.runs[r].working() && m.live(s, r)),
         ),
         Property::always(
             "nothing_stays_held_after_runs_end_and_recovery",

@@ -12,7 +12,7 @@ use flux_fence::{
 };
 use flux_suspend::Strategy;
 use flux_suspend::flux::{RECONCILE_ANNOTATION, RECONCILE_DISABLED};
-use flux_suspend::judge::{Judge, Member, Read, Role, Seen, Verdict};
+use flux_suspend::judge::{Judge, Member, Read, Role, Seen, Verdict, first_broken};
 use flux_suspend::steps::{Step, pause_steps};
 use serde_json::Value;
 
@@ -35,7 +35,7 @@ impl Handoff {
             Some(Step::FenceTargets) => Pc::ReadFence(T),
             Some(Step::AwaitTargetAcks) => Pc::Ack(T),
             Some(Step::Prove) => Pc::Prove,
-            None => Pc::Work,
+            None => Pc::Recheck,
             Some(other) => unreachable!("strategy ack has no step {other:?}"),
         }
     }
@@ -91,6 +91,7 @@ impl Handoff {
                 });
             }
             Pc::Prove => self.prove_pass(s, r),
+            Pc::Recheck => self.recheck(s, r),
             Pc::Work => self.work(s, r),
             Pc::ReadRelease(o) => {
                 if s.runs[r].held[o].is_some() {
@@ -231,7 +232,9 @@ impl Handoff {
         }
     }
 
-    fn prove_pass(&self, s: &mut State, r: usize) {
+    /// The chain as the judge and the recheck see it: parent, then target (which must carry
+    /// `reconcile: disabled`), owned by run `r`.
+    fn members(&self, s: &State, r: usize) -> Vec<Member> {
         let owner = self.owner(Actor::Run(r), s.runs[r].epoch).to_string();
         let member = |role, uid: &str, disabled| Member {
             role,
@@ -239,10 +242,46 @@ impl Handoff {
             owner: owner.clone(),
             needs_reconcile_disabled: disabled,
         };
-        let mut judge = Judge::new(vec![
+        vec![
             member(Role::Parent, s.objs[P].uid, false),
             member(Role::Target, s.objs[T].uid, true),
-        ]);
+        ]
+    }
+
+    /// One read of object `o` as production's `read_for_proof` reduces it.
+    fn read(obj: &Obj, owner_key: &str) -> Read {
+        Read::Seen(Seen {
+            uid: obj.uid.to_string(),
+            resource_version: obj.rv.to_string(),
+            owner: obj.get(owner_key).map(str::to_string),
+            suspended: obj.suspend == Some(true),
+            reconcile_disabled: obj.get(RECONCILE_ANNOTATION) == Some(RECONCILE_DISABLED),
+        })
+    }
+
+    /// `PauseCheck::still_holds` right before the protected write: one read of the chain,
+    /// judged by production's `first_broken`. A broken pause writes nothing and goes to
+    /// cleanup (the release then finds the moved mark and keeps that fence).
+    fn recheck(&self, s: &mut State, r: usize) {
+        if self.is(Mutant::SecretWriteWithoutRecheck) {
+            s.runs[r].pc = Pc::Work;
+            return;
+        }
+        let reads = [
+            Self::read(&s.objs[P], &self.keys.owner),
+            Self::read(&s.objs[T], &self.keys.owner),
+        ];
+        if first_broken(&self.members(s, r), &reads).is_some() {
+            s.runs[r].pc = Pc::ReadRelease(T);
+        } else {
+            s.runs[r].rechecked_at = Some(s.flips);
+            s.runs[r].pc = Pc::Work;
+        }
+    }
+
+    fn prove_pass(&self, s: &mut State, r: usize) {
+        let owner = self.owner(Actor::Run(r), s.runs[r].epoch).to_string();
+        let mut judge = Judge::new(self.members(s, r));
         let now = [self.seen(&s.objs[P]), self.seen(&s.objs[T])];
         let to_read = |pass: &[SeenC; 2]| -> Vec<Read> {
             [P, T]
@@ -295,13 +334,17 @@ impl Handoff {
         let ok = self.assert_lease(s, r);
         if ok {
             let owner = self.owner(Actor::Run(r), s.runs[r].epoch).to_string();
-            // A person may set `spec.suspend=false` by hand on a fenced object at any time,
-            // after the proof too: no Kubernetes write can be conditional on another object,
-            // so no protocol can stop that override. It is excused here only for the object
-            // whose flag the person flipped under this very fence (the release then finds the
-            // mark moved, keeps the fence and reports it: properties 3 and 9).
-            let unsuspended_by_hand =
-                |o: usize| s.person_wrote[o] == Some(crate::world::sym("/spec/suspend"));
+            // A person may set `spec.suspend=false` by hand on a fenced object at any time:
+            // no Kubernetes write can be conditional on another object, so no protocol can
+            // stop that override between the writer's last re-read and its write. It is
+            // excused only there: a flip after this run's last re-read of the chain (the
+            // ghost sequence number), on the object whose flag the person flipped under this
+            // very fence (the release then finds the mark moved, keeps the fence and reports
+            // it: properties 3 and 9). A flip before the re-read must have stopped the write.
+            let after_recheck = s.runs[r].rechecked_at.is_some_and(|at| s.flips > at);
+            let unsuspended_by_hand = |o: usize| {
+                after_recheck && s.person_wrote[o] == Some(crate::world::sym("/spec/suspend"))
+            };
             let fenced = |o: usize| {
                 let obj = &s.objs[o];
                 obj.get(&self.keys.owner) == Some(owner.as_str())
@@ -418,9 +461,12 @@ impl Handoff {
         if run.epoch != 0 && !run.kept {
             let holder = self.holder(Actor::Run(r)).clone();
             let read = s.lease.as_ref().map(|l| l.render(&self.keys.parked));
-            if let LeaseReleaseDecision::Update(next) =
-                decide_lease_release(read.as_ref(), &holder, Epoch(u64::from(run.epoch)))
-            {
+            if let LeaseReleaseDecision::Update(next) = decide_lease_release(
+                read.as_ref(),
+                &holder,
+                Epoch(u64::from(run.epoch)),
+                &self.keys.parked,
+            ) {
                 let cur = s.lease.as_ref().expect("released a present Lease");
                 s.lease = Some(cur.updated(&next, &self.keys.parked).expect("same read"));
             }

@@ -16,6 +16,9 @@ pub enum Pc {
     WriteFence(usize),
     Ack(usize),
     Prove,
+    /// Re-reads the chain right before the protected write (production's
+    /// `PauseCheck::still_holds` before the root Secret).
+    Recheck,
     Work,
     ReadRelease(usize),
     WriteRelease(usize),
@@ -62,6 +65,9 @@ pub struct Run {
     pub kept: bool,
     /// It parked its Lease after a proven pause (`flux-handoff pause`).
     pub parked: bool,
+    /// Ghost: the person-flip sequence number ([`State::flips`]) at its last re-read of the
+    /// chain that found the pause holding (`None`: it has not re-read since its proof).
+    pub rechecked_at: Option<u8>,
 }
 
 impl Run {
@@ -78,7 +84,14 @@ impl Run {
             proven: false,
             kept: false,
             parked: false,
+            rechecked_at: None,
         }
+    }
+
+    /// Whether it is in its work phase: proven, up to and including its protected write.
+    #[must_use]
+    pub fn working(&self) -> bool {
+        matches!(self.pc, Pc::Recheck | Pc::Work)
     }
 
     #[must_use]
@@ -193,5 +206,7 @@ pub struct State {
     pub person_wrote: [Option<Sym>; 2],
     /// A person changed an `Exact` mark under a fence (the release then keeps the fence).
     pub person_moved_exact: bool,
+    /// Ghost sequence number: how many times a person set the target's `spec.suspend=false`.
+    pub flips: u8,
     pub ghost: u8,
 }

@@ -202,7 +202,7 @@ impl Handoff {
         let epoch = Epoch(u64::from(Self::tool(s, actor).epoch));
         let read = s.lease.as_ref().map(|l| l.render(&self.keys.parked));
         if let LeaseReleaseDecision::Update(next) =
-            decide_lease_release(read.as_ref(), &holder, epoch)
+            decide_lease_release(read.as_ref(), &holder, epoch, &self.keys.parked)
         {
             let cur = s.lease.as_ref().expect("released a present Lease");
             s.lease = Some(cur.updated(&next, &self.keys.parked).expect("same read"));

@@ -227,8 +227,8 @@ impl LeaseObj {
     }
 
     /// Whether the Lease is a parked pause: its `parked` annotation names its current holder
-    /// (production's reading, `discover` and `recovery::decide_adopt`). A release keeps the
-    /// annotation, so one naming an earlier holder is stale and means nothing.
+    /// (production's reading, `discover` and `recovery::decide_adopt`). Releases, takes and
+    /// recoveries remove the annotation, so it never names an earlier holder.
     #[must_use]
     pub fn is_parked(&self) -> bool {
         self.holder.is_some() && self.parked == self.holder

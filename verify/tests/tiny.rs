@@ -8,9 +8,9 @@ fn tiny_bound_has_no_violation_and_reaches_the_work_phase() {
     assert!(out.violations.is_empty(), "{:#?}", out.violations);
 }
 
-/// A release keeps the Lease's `parked` annotation, so a later holder may find one naming an
-/// earlier holder: only one naming the current holder marks a parked pause (production's
-/// reading in `discover` and `recovery::decide_adopt`).
+/// Only a `parked` annotation naming the current holder marks a parked pause (production's
+/// reading in `discover` and `recovery::decide_adopt`); a release removes the annotation
+/// (property `parked_mark_only_while_its_holder_holds`), so a stale one is not reachable.
 #[test]
 fn a_parked_annotation_counts_only_for_the_current_holder() {
     use verify::world::{LeaseObj, sym};
@@ -56,6 +56,21 @@ fn resume_adopting_a_live_holder_is_caught_on_a_small_bound() {
         out.violations
             .iter()
             .any(|(p, _)| *p == "no_release_of_a_live_holders_fence"),
+        "{:?}",
+        out.violations.iter().map(|(p, _)| p).collect::<Vec<_>>()
+    );
+}
+
+/// Property 5 excuses a person's `spec.suspend=false` only after the writer's last re-read of
+/// the chain: a writer that skips the re-read is caught.
+#[test]
+fn a_secret_write_without_its_recheck_is_caught_on_a_small_bound() {
+    let m = verify::Mutant::SecretWriteWithoutRecheck;
+    let out = verify::check(m.bounds(verify::Bounds::tiny()), Some(m), 2);
+    assert!(
+        out.violations
+            .iter()
+            .any(|(p, _)| *p == "secret_written_only_under_own_proven_pause"),
         "{:?}",
         out.violations.iter().map(|(p, _)| p).collect::<Vec<_>>()
     );

@@ -3,12 +3,14 @@
 mod ack;
 mod prove;
 mod quiesce;
+mod recheck;
 mod refence;
 mod restart;
 
 pub use ack::{wait_acknowledged, wait_acknowledged_since};
 pub use prove::{ProofTarget, prove_stable_pause};
 pub use quiesce::wait_quiet;
+pub use recheck::{PauseBroken, PauseCheck};
 pub use refence::refence;
 pub use restart::{
     ControllerRef, RESTARTED_AT, RestartSnapshot, execute_restart, restart_controller,

@@ -75,6 +75,9 @@ pub struct Paused {
     pub targets: Vec<String>,
     /// Stopped when the session is cancelled or the Lease is lost: finish soon.
     pub cancel: Cancel,
+    /// Rechecks the pause (one read per member): call it right before a write that
+    /// consumers follow, so a person's `spec.suspend=false` after the proof stops it.
+    pub check: crate::io::PauseCheck,
 }
 
 /// A pause left in place by [`Session::park`]: resume it later by holder.
@@ -424,6 +427,11 @@ impl Session {
             holder: self.holder.clone(),
             targets: self.chains.iter().map(|c| c.target.to_string()).collect(),
             cancel: cancel.clone(),
+            check: self
+                .handoff
+                .as_ref()
+                .expect("a proven session has its handoff")
+                .pause_check(),
         };
         let run = AssertUnwindSafe(work(paused)).catch_unwind();
         let mut run = std::pin::pin!(run);
