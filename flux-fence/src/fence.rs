@@ -432,9 +432,9 @@ impl Fencer {
 
     /// Moves the mark at `at` of a fence we hold to `value` (e.g. a fresh `requestedAt` nonce):
     /// ONE JSON Patch that tests uid, resourceVersion and our owner, sets the mark and rewrites
-    /// the prior annotation with the new value and the same prior ([`decide_remark`]). The guard
-    /// follows, so the release still restores the pre-fence value. `Ok(false)`: the object is
-    /// gone or not ours any more; nothing was written.
+    /// the prior annotation with the new value and the same prior (the pure
+    /// `remark::decide_remark`). The guard follows, so the release still restores the pre-fence
+    /// value. `Ok(false)`: the object is gone or not ours any more; nothing was written.
     ///
     /// # Guarantees
     /// With [`Fencer::with_lease`], the Lease is asserted before each write; 409/422 re-read

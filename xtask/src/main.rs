@@ -218,6 +218,22 @@ fn ci() -> anyhow::Result<()> {
         ],
         &root,
     )?;
+    // The libraries' public docs: every intra-doc link resolves to a public item.
+    proc::run_env(
+        "cargo",
+        &[
+            "doc",
+            "--no-deps",
+            "-p",
+            "flux-fence",
+            "-p",
+            "flux-suspend",
+            "-p",
+            "ghcr-auth",
+        ],
+        &root,
+        &[("RUSTDOCFLAGS", std::ffi::OsStr::new("-D warnings"))],
+    )?;
     deny::run()?;
     actionlint::run()?;
     verify::run(true)?;

@@ -7,7 +7,7 @@ mod recheck;
 mod refence;
 mod restart;
 
-pub use ack::{wait_acknowledged, wait_acknowledged_since};
+pub use ack::{WATCH_CHECK, wait_acknowledged, wait_acknowledged_since};
 pub use prove::{ProofTarget, prove_stable_pause};
 pub use quiesce::wait_quiet;
 pub use recheck::{PauseBroken, PauseCheck};
