@@ -3,13 +3,15 @@
 //! 1. Build `flux-bench` (suites/bench) and `flux-handoff` (handoff-cli) in release mode, in one
 //!    cargo call. When that fails, `flux-bench` alone is built and the footprint scenario is
 //!    skipped.
-//! 2. Start a control plane of its own in `target/flux-handoff/bench-cluster` (never the shared
+//! 2. Build (or take from the cache) the `flux` CLI for the peer scenario ([`fluxcli`]); when
+//!    that fails, one line says why and the scenario reports itself skipped.
+//! 3. Start a control plane of its own in `target/flux-handoff/bench-cluster` (never the shared
 //!    one of `cluster up` that tests use), without the controller model: `flux-bench` plays
 //!    the model in-process, with the phase timings it needs.
-//! 3. Run `flux-bench` against it (`FLUX_HANDOFF_KUBECONFIG`); it writes
+//! 4. Run `flux-bench` against it (`FLUX_HANDOFF_KUBECONFIG`); it writes
 //!    `target/flux-handoff/bench/{bench.json,fanout.svg}` and prints the table and the
 //!    `bench:` lines.
-//! 4. Stop the control plane on every exit path (the guard's Drop, and the launcher exits by
+//! 5. Stop the control plane on every exit path (the guard's Drop, and the launcher exits by
 //!    itself when our end of its stdin closes).
 //!
 //! Benchmarks never run in `cargo xtask ci`.
@@ -19,7 +21,7 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
-use crate::{cluster, envtest, paths, proc};
+use crate::{cluster, envtest, fluxcli, paths, proc};
 
 /// `cargo xtask bench [--quick]`.
 pub fn run(quick: bool) -> anyhow::Result<()> {
@@ -57,6 +59,21 @@ pub fn run(quick: bool) -> anyhow::Result<()> {
             None
         }
     };
+    let started = std::time::Instant::now();
+    let flux = match fluxcli::ensure_built() {
+        Ok(bin) => {
+            eprintln!(
+                "xtask: flux CLI {} ({:.1} s to build or find in the cache)",
+                bin.display(),
+                started.elapsed().as_secs_f64()
+            );
+            Some(bin)
+        }
+        Err(e) => {
+            eprintln!("xtask: the flux CLI peer is skipped: {e:#}");
+            None
+        }
+    };
     let launcher = envtest::ensure_built()?;
     let plane = cluster::Private::start(&launcher, &paths::scratch().join("bench-cluster"))?;
     let out = paths::scratch().join("bench");
@@ -70,6 +87,9 @@ pub fn run(quick: bool) -> anyhow::Result<()> {
     }
     if let Some(bin) = &handoff {
         cmd.arg("--handoff-bin").arg(bin);
+    }
+    if let Some(bin) = &flux {
+        cmd.arg("--flux-bin").arg(bin);
     }
     let status = cmd.status().context("cannot start flux-bench");
     let stopped = plane.stop();

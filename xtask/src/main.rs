@@ -22,6 +22,7 @@ mod demo;
 mod deny;
 mod envtest;
 mod flux;
+mod fluxcli;
 mod paths;
 mod proc;
 mod realflux;
