@@ -7,12 +7,14 @@
 //! 2. fan-out of the Lease-gated reassertion into n namespaces;
 //! 3. pause time with `ack`, `restart` and `none` while the parent is mid-reconcile;
 //! 4. a handoff of 50 targets under one parent (and of 1, for scale);
-//! 5. footprint of the release `flux-handoff` (start-up, peak RSS, size);
-//! 6. a table for people, `target/flux-handoff/bench/bench.json`, `fanout.svg`, and one
+//! 5. the `flux` CLI peer: `flux suspend` + `flux resume` of the full handoff's chain, beside
+//!    the library's pause and resume of it (`--flux-bin`; skipped in one line without it);
+//! 6. footprint of the release `flux-handoff` (start-up, peak RSS, size);
+//! 7. a table for people, `target/flux-handoff/bench/bench.json`, `fanout.svg`, and one
 //!    `bench:` line per scenario last.
 //!
-//! Usage: `flux-bench [--quick] [--out DIR] [--handoff-bin PATH] [--only a,b]` with scenario
-//! names `full_handoff`, `fanout`, `retire`, `chain`, `footprint`.
+//! Usage: `flux-bench [--quick] [--out DIR] [--handoff-bin PATH] [--flux-bin PATH] [--only a,b]`
+//! with scenario names `full_handoff`, `flux_cli`, `fanout`, `retire`, `chain`, `footprint`.
 
 mod bench;
 
@@ -38,8 +40,11 @@ struct Args {
     /// The release flux-handoff binary, for the footprint scenario.
     #[arg(long, value_name = "PATH")]
     handoff_bin: Option<PathBuf>,
-    /// Run only these scenarios (comma-separated: `full_handoff`, `fanout`, `retire`,
-    /// `footprint`).
+    /// The `flux` CLI, for its peer scenario.
+    #[arg(long, value_name = "PATH")]
+    flux_bin: Option<PathBuf>,
+    /// Run only these scenarios (comma-separated: `full_handoff`, `flux_cli`, `fanout`,
+    /// `retire`, `chain`, `footprint`).
     #[arg(long, value_name = "a,b", value_delimiter = ',')]
     only: Option<Vec<String>>,
 }
@@ -68,6 +73,7 @@ async fn main() -> anyhow::Result<()> {
             vec![10, 100, 300, 1000]
         },
         handoff_bin: args.handoff_bin.clone(),
+        flux_bin: args.flux_bin.clone(),
         phase: Duration::from_millis(200),
         termination_grace: Duration::from_secs(10),
     };
@@ -90,36 +96,39 @@ async fn main() -> anyhow::Result<()> {
     let mut table: Vec<String> = Vec::new();
     let mut lines: Vec<String> = Vec::new();
 
-    if wanted("full_handoff") {
-        let (t, l, v) = full_handoff(&admin, &settings, &scratch).await?;
+    let mut add = |name: &str, (t, l, v): Scenario| {
         table.extend(t);
         lines.push(l);
-        doc["full_handoff"] = v;
+        doc[name] = v;
+    };
+    if wanted("full_handoff") {
+        add(
+            "full_handoff",
+            full_handoff(&admin, &settings, &scratch).await?,
+        );
+    }
+    if wanted("flux_cli") {
+        add(
+            "flux_cli",
+            Box::pin(bench::fluxcli::scenario(&admin, &settings, &scratch)).await?,
+        );
     }
     if wanted("fanout") {
         let (t, l, v, chart) = fan_out(&admin, &settings, &machine).await?;
-        table.extend(t);
-        lines.push(l);
-        doc["fanout"] = v;
         std::fs::write(args.out.join("fanout.svg"), chart)?;
+        add("fanout", (t, l, v));
     }
     if wanted("retire") {
-        let (t, l, v) = Box::pin(retirement(&admin, &settings)).await?;
-        table.extend(t);
-        lines.push(l);
-        doc["retire"] = v;
+        add("retire", Box::pin(retirement(&admin, &settings)).await?);
     }
     if wanted("chain") {
-        let (t, l, v) = Box::pin(many_targets(&admin, &settings)).await?;
-        table.extend(t);
-        lines.push(l);
-        doc["chain"] = v;
+        add("chain", Box::pin(many_targets(&admin, &settings)).await?);
     }
     if wanted("footprint") {
-        let (t, l, v) = footprint_scenario(&admin, &settings, &scratch).await?;
-        table.extend(t);
-        lines.push(l);
-        doc["footprint"] = v;
+        add(
+            "footprint",
+            footprint_scenario(&admin, &settings, &scratch).await?,
+        );
     }
     doc["machine"]["loadavg_end"] = json!(loadavg());
     doc["bench_lines"] = json!(lines);

@@ -78,7 +78,7 @@ pub async fn run_once(admin: &Client, s: &Settings) -> anyhow::Result<Run> {
     let client = proxy.client()?;
     let config = setup::credential()?;
     let start = Instant::now();
-    handoff(&client, &tree.ns, &consumers, &config, s.interval).await?;
+    handoff(&client, &tree.ns, Some((&consumers, &config)), s.interval).await?;
     let wall = start.elapsed();
     tree.model.shutdown().await;
     Ok(Run {
@@ -94,12 +94,12 @@ pub async fn run_once(admin: &Client, s: &Settings) -> anyhow::Result<Run> {
     })
 }
 
-/// The handoff itself, as a program using the libraries would run it.
+/// The handoff itself, as a program using the libraries would run it: pause, reassert
+/// `config` into `consumers` and the root Secret when given (else no work), resume, release.
 pub async fn handoff(
     client: &Client,
     ns: &str,
-    consumers: &[String],
-    config: &DockerConfig,
+    work: Option<(&[String], &DockerConfig)>,
     interval: Duration,
 ) -> anyhow::Result<()> {
     let lease = setup::lease(client, ns).await?;
@@ -122,9 +122,12 @@ pub async fn handoff(
     };
     let paused = handoff.pause(&[chain], &opts, &mut |_| {}).await;
     let worked = match paused {
-        Ok(PauseOutcome::Proven(_)) => reassert(client, lease.handle(), ns, consumers, config)
-            .await
-            .context("reasserting the credential"),
+        Ok(PauseOutcome::Proven(_)) => match work {
+            Some((consumers, config)) => reassert(client, lease.handle(), ns, consumers, config)
+                .await
+                .context("reasserting the credential"),
+            None => Ok(()),
+        },
         Ok(PauseOutcome::Refused { object, why }) => {
             Err(anyhow::anyhow!("refused: {object}: {why}"))
         }

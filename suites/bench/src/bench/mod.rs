@@ -7,6 +7,7 @@
 
 pub mod chain;
 pub mod fanout;
+pub mod fluxcli;
 pub mod footprint;
 pub mod handoff;
 pub mod retire;
@@ -29,6 +30,8 @@ pub struct Settings {
     pub fanout_sizes: Vec<usize>,
     /// The release `flux-handoff` binary, for the footprint scenario.
     pub handoff_bin: Option<PathBuf>,
+    /// The `flux` CLI, for its peer scenario.
+    pub flux_bin: Option<PathBuf>,
     /// Model phase duration (each of fetch, build, apply, health).
     pub phase: Duration,
     /// How long the model keeps an old controller Pod `Terminating` after a rollout restart

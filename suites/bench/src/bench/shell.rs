@@ -347,7 +347,7 @@ fn now() -> String {
 }
 
 /// Points the kubeconfig's cluster at `server`.
-fn point_at(kubeconfig: &Path, server: &str) -> anyhow::Result<()> {
+pub fn point_at(kubeconfig: &Path, server: &str) -> anyhow::Result<()> {
     let mut doc: serde_json::Value = serde_json::from_slice(&std::fs::read(kubeconfig)?)?;
     for cluster in doc["clusters"].as_array_mut().into_iter().flatten() {
         cluster["cluster"]["server"] = json!(server);
