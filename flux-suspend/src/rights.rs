@@ -19,6 +19,9 @@ pub enum Feature {
     Lease,
     /// Fencing and releasing targets and parents (pause, resume, run, fences release/recover).
     Fence,
+    /// Watching each fenced object for its acknowledgement (without `watch` it is polled:
+    /// slower, never less safe).
+    Acknowledgement,
     /// `HandoffFenced` / `HandoffReleased` Events on fenced objects (failures are only logged).
     Events,
     /// Finding fences by their label (resume, fences, fences recover).
@@ -42,6 +45,7 @@ impl Feature {
         match self {
             Self::Lease => "the coordination Lease",
             Self::Fence => "fencing targets and parents",
+            Self::Acknowledgement => "the acknowledgement is watched (polled without it)",
             Self::Events => "Events on fenced objects",
             Self::Discover => "resume and fences find fences by label",
             Self::RetireRestart => "--retire restart",
@@ -56,7 +60,7 @@ impl Feature {
 /// One right: a verb on a resource, in a namespace or cluster-wide, on one object or all.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Right {
-    /// `get`, `list`, `create`, `update`, `patch`.
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`.
     pub verb: &'static str,
     /// API group (`""` for the core group).
     pub group: &'static str,
@@ -169,6 +173,9 @@ pub fn rights(plan: &Plan) -> Vec<Right> {
         for kind in [KS, HR] {
             out.add(Feature::Fence, "get", kind, Some(ns), None);
             out.add(Feature::Fence, "patch", kind, Some(ns), None);
+            // The watch selects the one object by `metadata.name`, but fenced names are not
+            // known in advance, so it is granted on the kind in the namespace like `get`.
+            out.add(Feature::Acknowledgement, "watch", kind, Some(ns), None);
         }
         out.add(Feature::Events, "create", ("", "events"), Some(ns), None);
     }

@@ -237,6 +237,32 @@ async fn rbac_pause_fences_doctor_and_resume_as_the_shipped_service_account() {
     }
 }
 
+/// Under the shipped Role each acknowledgement is watched, not polled: the library reports
+/// the path it took per object (debug), and the watch is never refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_the_shipped_role_lets_pause_watch_each_acknowledgement() {
+    let c = Cluster::seeded("rbac-watch").await;
+    let kc = shipped(&c).await;
+    let mut cmd = sa::cli_as(&c, &kc);
+    cmd.env("FLUX_HANDOFF_LOG", "flux_suspend=debug")
+        .args(["pause", "--target", TARGET])
+        .args(c.handoff_flags());
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(!err.contains("acknowledgement watch refused"), "{err}");
+    for name in [PARENT, TARGET] {
+        let watched = err
+            .lines()
+            .filter(|l| l.contains("acknowledgement seen on the watch"))
+            .filter(|l| l.contains(&format!("/{name}")))
+            .count();
+        assert_eq!(watched, 1, "{name}: {err}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_without_patch_on_kustomizations_pause_fails_and_doctor_prints_the_rule() {
     let c = Cluster::seeded("rbac-nopatch").await;

@@ -183,7 +183,10 @@ async fn watch_ack(
         })
         .await;
         match ended {
-            Ok(Some(Some(v))) => return Some(v),
+            Ok(Some(Some(v))) => {
+                tracing::debug!(object = %object, "acknowledgement seen on the watch");
+                return Some(v);
+            }
             Ok(Some(None)) => {}
             Ok(None) | Err(_) => return None,
         }

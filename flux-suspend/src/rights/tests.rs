@@ -48,8 +48,10 @@ fn each_configuration_needs_exactly_these_rights() {
         "update leases.coordination.k8s.io flux-handoff in flux-system",
         "get kustomizations.kustomize.toolkit.fluxcd.io in flux-system",
         "patch kustomizations.kustomize.toolkit.fluxcd.io in flux-system",
+        "watch kustomizations.kustomize.toolkit.fluxcd.io in flux-system",
         "get helmreleases.helm.toolkit.fluxcd.io in flux-system",
         "patch helmreleases.helm.toolkit.fluxcd.io in flux-system",
+        "watch helmreleases.helm.toolkit.fluxcd.io in flux-system",
         "create events in flux-system",
     ];
     let listed = [
