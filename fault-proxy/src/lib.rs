@@ -70,6 +70,11 @@ pub struct Received {
     pub forwarded: bool,
     /// A write the server applies only at the version it names ([`precondition::on_version`]).
     pub conditional: bool,
+    /// When it arrived, since the proxy started.
+    pub at: Duration,
+    /// How long the server took to answer (until the response's headers), when forwarded and
+    /// answered.
+    pub took: Option<Duration>,
 }
 
 /// A request to stop accepting: for how long, and who to tell once the listener is closed.
@@ -84,6 +89,7 @@ struct State {
     armed: Mutex<BTreeMap<u64, Fault>>,
     armed_on: Mutex<BTreeMap<(String, u64), Fault>>,
     log: Mutex<Vec<Received>>,
+    started: std::time::Instant,
     refuse: tokio::sync::mpsc::UnboundedSender<RefuseCmd>,
 }
 
@@ -131,6 +137,7 @@ impl Proxy {
             armed: Mutex::default(),
             armed_on: Mutex::default(),
             log: Mutex::default(),
+            started: std::time::Instant::now(),
             refuse,
         });
         let listener = bind("127.0.0.1:0".parse()?)?;
@@ -253,6 +260,10 @@ async fn serve(st: Arc<State>, listener: TcpListener, mut commands: UnboundedRec
         };
         match event {
             Event::Conn(Ok((stream, _))) => {
+                // As Go's net/http (the API server) does: without it, Nagle's algorithm holds
+                // a watch event written right after the headers until the client's delayed
+                // ACK, about 40 ms on Linux.
+                let _ = stream.set_nodelay(true);
                 conns.spawn(connection(st.clone(), stream));
             }
             Event::Conn(Err(_)) => {}
@@ -374,6 +385,8 @@ async fn handle(
             mutating,
             forwarded: false,
             conditional: mutating && precondition::on_version(&method, content_type, &body),
+            at: st.started.elapsed(),
+            took: None,
         });
         log.len() - 1
     };
@@ -427,6 +440,9 @@ async fn handle(
         e.forwarded = true;
     }
     let resp = forward(&st, &headers, body, &method, &path, &query).await;
+    if let Some(e) = lock(&st.log).get_mut(slot) {
+        e.took = Some(st.started.elapsed().saturating_sub(e.at));
+    }
     match fault {
         Some(Fault::DropResponse) => Err(std::io::Error::new(
             std::io::ErrorKind::ConnectionAborted,

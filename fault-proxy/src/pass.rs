@@ -33,6 +33,8 @@ where
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
+            // See the proxy's accept loop: no Nagle delay on small streamed writes.
+            let _ = stream.set_nodelay(true);
             let handle = handle.clone();
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(handle);

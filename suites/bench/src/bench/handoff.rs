@@ -89,7 +89,15 @@ pub async fn run_once(admin: &Client, s: &Settings) -> anyhow::Result<Run> {
         log: proxy
             .log()
             .into_iter()
-            .map(|r| format!("{} {}", r.kind, r.path))
+            .map(|r| {
+                format!(
+                    "{:>7.1} ms {:>5.1} ms {} {}",
+                    ms(r.at),
+                    r.took.map_or(f64::NAN, ms),
+                    r.kind,
+                    r.path
+                )
+            })
             .collect(),
     })
 }

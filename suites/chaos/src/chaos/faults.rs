@@ -327,6 +327,8 @@ mod tests {
             mutating: !kind.starts_with("get"),
             forwarded,
             conditional: false,
+            at: std::time::Duration::ZERO,
+            took: None,
         }
     }
 
