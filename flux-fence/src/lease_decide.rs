@@ -23,9 +23,11 @@ pub struct LeaseConfig {
     /// Heartbeat interval; keep it well below `duration` (default 15 s).
     pub renew_every: Duration,
     /// The Lease annotation that marks a parked pause (default
-    /// `flux-handoff.io/parked`): keep it equal to [`crate::AnnotationKeys::parked`]. Taking a
-    /// free Lease, recovering one and releasing one remove it, so a parked mark never outlives
-    /// the pause it marks (a later holder of the same name must not look parked).
+    /// `flux-handoff.io/parked`). Taking a free Lease, recovering one and releasing one remove
+    /// it, so a parked mark never outlives the pause it marks (a later holder of the same name
+    /// must not look parked). It must equal [`crate::AnnotationKeys::parked`]: whatever takes
+    /// both ([`crate::recovery::adopt_holder`], [`crate::recovery::Recovery::new`], and
+    /// flux-suspend's session) sets it from the keys, so a custom prefix cannot split them.
     pub parked_key: String,
 }
 

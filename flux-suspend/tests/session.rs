@@ -458,3 +458,36 @@ async fn session_resume_by_holder_of_a_running_session_is_refused_and_changes_no
     );
     t.assert_nothing_held().await;
 }
+
+/// A library caller with its own annotation prefix and the default `LeaseConfig`: `park` marks
+/// the Lease under the caller's key, so the release by `resume_holder` must clear that key —
+/// else the next run of the same holder name looks parked (and a `resume` could take it live).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_a_custom_prefix_parked_mark_ends_with_its_pause() {
+    let t = Tree::new("session-prefix").await;
+    let keys = flux_fence::AnnotationKeys::with_prefix("team.example.com");
+    let mut opts = t.opts();
+    opts.keys = keys.clone();
+    let session = Session::start(t.ns.client.clone(), opts, Cancel::new())
+        .await
+        .unwrap();
+    let parked = session.park(|_| {}).await.into_result().unwrap();
+    let marks = |l: Option<Lease>| {
+        l.and_then(|l| l.metadata.annotations)
+            .unwrap_or_default()
+            .into_keys()
+            .filter(|k| k.ends_with("/parked"))
+            .collect::<Vec<_>>()
+    };
+    let lease = || async { t.ns.api::<Lease>().get_opt("flux-handoff").await.unwrap() };
+    assert_eq!(marks(lease().await), vec![keys.parked.clone()]);
+    let mut ropts = resume_opts(&t, parked.holder);
+    ropts.keys = keys;
+    resume_holder(&t.ns.client, &ropts, |_| {}).await.unwrap();
+    assert_eq!(t.lease_holder().await, None);
+    assert_eq!(
+        marks(lease().await),
+        Vec::<String>::new(),
+        "the mark outlived its pause"
+    );
+}

@@ -120,6 +120,8 @@ impl Recovery {
         kinds: Vec<ApiResource>,
         child: ChildMark,
     ) -> Self {
+        let mut lease = lease;
+        lease.parked_key.clone_from(&keys.parked);
         Self {
             client,
             keys,

@@ -185,9 +185,12 @@ impl Session {
         if cancel.is_stopped() {
             return Err(before_start());
         }
+        // The parked mark the release clears is the one `park` writes.
+        let mut lease_cfg = opts.lease.clone();
+        lease_cfg.parked_key.clone_from(&opts.keys.parked);
         let acquire = Lease::acquire(
             client.clone(),
-            opts.lease.clone(),
+            lease_cfg,
             holder.clone(),
             Arc::new(flux_fence::SystemClock),
         );
