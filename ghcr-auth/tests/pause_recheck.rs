@@ -106,19 +106,10 @@ async fn pause_recheck_stops_the_root_secret_after_a_person_unsuspends_the_targe
                 // The gate runs before every write: the consumer's (call 1), then the root's
                 // (call 2), where a person unsuspends the fenced target by hand.
                 let hook = person_unsuspends_at(2, paused.lease.clone(), client.clone(), target);
-                let check = paused.check.clone();
                 let reasserter = Reasserter::new(client.clone())
                     .with_lease(paused.lease.clone())
                     .with_gate(hook)
-                    .with_root_check(move || {
-                        let check = check.clone();
-                        async move {
-                            check
-                                .still_holds()
-                                .await
-                                .map_err(|e| Box::new(e) as BoxError)
-                        }
-                    });
+                    .with_root_check(paused.check.hook());
                 Ok::<_, std::convert::Infallible>(work.run(&reasserter, &client, &mut Quiet).await)
             },
         )

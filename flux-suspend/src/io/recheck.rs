@@ -67,6 +67,30 @@ impl PauseCheck {
         }
     }
 
+    /// The recheck as a hook another library runs before a write: each call of the returned
+    /// closure is one [`PauseCheck::still_holds`], its [`PauseBroken`] boxed. It fits
+    /// ghcr-auth's `Reasserter::with_root_check` as is:
+    /// `reasserter.with_root_check(paused.check.hook())`.
+    pub fn hook(
+        &self,
+    ) -> impl Fn() -> futures::future::BoxFuture<
+        'static,
+        Result<(), Box<dyn std::error::Error + Send + Sync + 'static>>,
+    > + Send
+    + Sync
+    + 'static {
+        let check = self.clone();
+        move || {
+            let check = check.clone();
+            Box::pin(async move {
+                check
+                    .still_holds()
+                    .await
+                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+            })
+        }
+    }
+
     /// Reads every member once (concurrently) and confirms each is still ours, suspended, the
     /// same uid and, below the top, `reconcile: disabled`.
     ///

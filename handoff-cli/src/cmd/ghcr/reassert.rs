@@ -81,18 +81,9 @@ pub async fn run(
                 );
                 // Right before the root Secret (the write consumers follow) the pause is read
                 // again: a person's `spec.suspend=false` after the proof stops it there.
-                let check = paused.check.clone();
                 let reasserter = Reasserter::new(client_ref.clone())
                     .with_lease(paused.lease.clone())
-                    .with_root_check(move || {
-                        let check = check.clone();
-                        async move {
-                            check
-                                .still_holds()
-                                .await
-                                .map_err(|e| Box::new(e) as ghcr_auth::error::BoxError)
-                        }
-                    });
+                    .with_root_check(paused.check.hook());
                 // The Secrets are written while the RefCell is borrowed; the session reports no
                 // progress while the work runs.
                 let mut out = out_ref.borrow_mut();
