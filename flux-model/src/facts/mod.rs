@@ -16,6 +16,41 @@ pub use backend::{Backend, Mark, Setup, Workload};
 use kube::api::{DynamicObject, Patch, PatchParams};
 pub use policy::fact_3_nonce_is_recorded_even_when_the_conditions_patch_fails;
 
+/// One test per fact, each running its body on `$backend` under the fact's own name, with the
+/// test attribute given: `flux_model::fact_tests!(#[tokio::test] Backend::Model);`. Both
+/// backends' suites call it, so they run exactly the same facts under the same names.
+#[macro_export]
+macro_rules! fact_tests {
+    (#[$test:meta] $backend:expr) => {
+        $crate::fact_tests!(@each #[$test] $backend;
+            fact_1_competing_writer_annotation_and_resource_version_bump_queue_nothing,
+            fact_1_generation_and_requested_at_queue_but_other_annotations_and_status_do_not,
+            fact_1_interval_timer_requeues_without_any_event,
+            fact_1_source_revision_bump_queues_and_is_applied,
+            fact_2_two_events_during_one_reconcile_cause_exactly_one_more,
+            fact_3_failed_reconcile_keeps_reconciling_with_retry_reason,
+            fact_3_finalisation_writes_nothing_when_nothing_changed,
+            fact_3_nonce_is_recorded_even_when_the_conditions_patch_fails,
+            fact_3_suspended_path_records_nonce,
+            fact_3_suspended_ready_object_loses_reconciling_at_next_finalisation,
+            fact_4_suspended_object_gets_finalisation_only,
+            fact_5_no_health_phase_without_wait_or_health_checks,
+            fact_5_working_path_writes_each_phase_and_ends_ready,
+            fact_8_in_flight_reconcile_is_not_stopped_by_suspend_and_the_ack_follows_it,
+            fact_9_restart_mid_reconcile_leaves_reconciling_frozen_while_suspended,
+            fact_10_observed_generation_lags_while_unhealthy_and_suspended,
+        );
+    };
+    (@each #[$test:meta] $backend:expr; $($fact:ident,)*) => {
+        $(
+            #[$test]
+            async fn $fact() {
+                $crate::facts::$fact($backend).await;
+            }
+        )*
+    };
+}
+
 pub(crate) fn status(obj: &DynamicObject) -> Value {
     obj.data.get("status").cloned().unwrap_or_else(|| json!({}))
 }

@@ -11,7 +11,7 @@
 
 mod real;
 
-use flux_model::facts::{self, Backend};
+use flux_model::facts::Backend;
 use flux_suspend::PauseOutcome;
 use flux_suspend::retire::Strategy;
 use real::*;
@@ -312,93 +312,7 @@ async fn wait_helm(
 
 // The fact tests (flux_model::facts, the same bodies as model_facts.rs) against the real controller.
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fact_1_generation_and_requested_at_queue_but_other_annotations_and_status_do_not() {
-    facts::fact_1_generation_and_requested_at_queue_but_other_annotations_and_status_do_not(
-        Backend::Real,
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fact_1_source_revision_bump_queues_and_is_applied() {
-    facts::fact_1_source_revision_bump_queues_and_is_applied(Backend::Real).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fact_1_interval_timer_requeues_without_any_event() {
-    facts::fact_1_interval_timer_requeues_without_any_event(Backend::Real).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fact_1_competing_writer_annotation_and_resource_version_bump_queue_nothing() {
-    facts::fact_1_competing_writer_annotation_and_resource_version_bump_queue_nothing(
-        Backend::Real,
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fact_2_two_events_during_one_reconcile_cause_exactly_one_more() {
-    facts::fact_2_two_events_during_one_reconcile_cause_exactly_one_more(Backend::Real).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fact_3_nonce_is_recorded_even_when_the_conditions_patch_fails() {
-    facts::fact_3_nonce_is_recorded_even_when_the_conditions_patch_fails(Backend::Real).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fact_3_suspended_path_records_nonce() {
-    facts::fact_3_suspended_path_records_nonce(Backend::Real).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fact_3_finalisation_writes_nothing_when_nothing_changed() {
-    facts::fact_3_finalisation_writes_nothing_when_nothing_changed(Backend::Real).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fact_3_suspended_ready_object_loses_reconciling_at_next_finalisation() {
-    facts::fact_3_suspended_ready_object_loses_reconciling_at_next_finalisation(Backend::Real)
-        .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fact_3_failed_reconcile_keeps_reconciling_with_retry_reason() {
-    facts::fact_3_failed_reconcile_keeps_reconciling_with_retry_reason(Backend::Real).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fact_4_suspended_object_gets_finalisation_only() {
-    facts::fact_4_suspended_object_gets_finalisation_only(Backend::Real).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fact_5_working_path_writes_each_phase_and_ends_ready() {
-    facts::fact_5_working_path_writes_each_phase_and_ends_ready(Backend::Real).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fact_5_no_health_phase_without_wait_or_health_checks() {
-    facts::fact_5_no_health_phase_without_wait_or_health_checks(Backend::Real).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fact_8_in_flight_reconcile_is_not_stopped_by_suspend_and_the_ack_follows_it() {
-    facts::fact_8_in_flight_reconcile_is_not_stopped_by_suspend_and_the_ack_follows_it(
-        Backend::Real,
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fact_9_restart_mid_reconcile_leaves_reconciling_frozen_while_suspended() {
-    facts::fact_9_restart_mid_reconcile_leaves_reconciling_frozen_while_suspended(Backend::Real)
-        .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fact_10_observed_generation_lags_while_unhealthy_and_suspended() {
-    facts::fact_10_observed_generation_lags_while_unhealthy_and_suspended(Backend::Real).await;
-}
+flux_model::fact_tests!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    Backend::Real
+);
