@@ -48,6 +48,30 @@ async fn patch_as(s: &Setup, manager: &str, name: &str, body: Value) -> DynamicO
     s.api.patch(name, &pp, &Patch::Merge(body)).await.unwrap()
 }
 
+/// Asks for a parent run with `nonce` (as a person would: `requestedAt`); the event-log mark
+/// taken before the request.
+async fn request_parent(s: &Setup, nonce: &str) -> usize {
+    let m = s.model.mark();
+    patch_as(
+        s,
+        "test-writer",
+        "parent",
+        json!({ "metadata": { "annotations": { REQUESTED_AT: nonce } } }),
+    )
+    .await;
+    m
+}
+
+/// [`request_parent`], then waits for that run and asserts it succeeded.
+async fn run_parent(s: &Setup, nonce: &str) -> usize {
+    let m = request_parent(s, nonce).await;
+    assert_eq!(
+        s.model.wait_run_seeing("parent", nonce, m).await.unwrap(),
+        Outcome::Succeeded
+    );
+    m
+}
+
 fn suspend(o: &DynamicObject) -> bool {
     o.data["spec"]["suspend"].as_bool().unwrap_or(false)
 }
@@ -118,14 +142,7 @@ async fn fact_6_parent_that_read_child_before_annotation_still_applies_it() {
 
     // The parent reads the child at the start of its apply phase, then parks.
     s.model.hang_at("parent", Phase::Apply);
-    let m = s.model.mark();
-    patch_as(
-        &s,
-        "test-writer",
-        "parent",
-        json!({ "metadata": { "annotations": { REQUESTED_AT: "1" } } }),
-    )
-    .await;
+    let m = request_parent(&s, "1").await;
     s.model.wait_hanging("parent").await.unwrap();
     // Too late: the exclusion lands after the parent read the child.
     let body = json!({ "metadata": { "annotations": { RECONCILE_ANNOTATION: "disabled" } },
@@ -152,18 +169,7 @@ async fn fact_6_parent_that_read_child_before_annotation_still_applies_it() {
         json!({ "spec": { "suspend": true } }),
     )
     .await;
-    let m = s.model.mark();
-    patch_as(
-        &s,
-        "test-writer",
-        "parent",
-        json!({ "metadata": { "annotations": { REQUESTED_AT: "2" } } }),
-    )
-    .await;
-    assert_eq!(
-        s.model.wait_run_seeing("parent", "2", m).await.unwrap(),
-        Outcome::Succeeded
-    );
+    let m = run_parent(&s, "2").await;
     assert_eq!(applied(&s.model, m), vec![format!("skipped {ns}/child")]);
     assert!(suspend(&s.api.get("child").await.unwrap()));
 }
@@ -191,18 +197,7 @@ async fn fact_7_parent_reverts_suspend_without_annotation() {
         json!({ "spec": { "suspend": true } }),
     )
     .await;
-    let m = s.model.mark();
-    patch_as(
-        &s,
-        "test-writer",
-        "parent",
-        json!({ "metadata": { "annotations": { REQUESTED_AT: "1" } } }),
-    )
-    .await;
-    assert_eq!(
-        s.model.wait_run_seeing("parent", "1", m).await.unwrap(),
-        Outcome::Succeeded
-    );
+    run_parent(&s, "1").await;
     let child = s.api.get("child").await.unwrap();
     assert!(
         !suspend(&child),
@@ -238,18 +233,7 @@ async fn fact_7_other_managers_undeclared_fields_survive_and_kubectl_fields_are_
         json!({ "metadata": { "labels": { "team": "x" } }, "spec": { "retryInterval": "1m" } });
     patch_as(&s, "kubectl", "child", kubectl).await;
 
-    let m = s.model.mark();
-    patch_as(
-        &s,
-        "test-writer",
-        "parent",
-        json!({ "metadata": { "annotations": { REQUESTED_AT: "1" } } }),
-    )
-    .await;
-    assert_eq!(
-        s.model.wait_run_seeing("parent", "1", m).await.unwrap(),
-        Outcome::Succeeded
-    );
+    run_parent(&s, "1").await;
     let child = s.api.get("child").await.unwrap();
     assert_eq!(annotation(&child, "example.com/note"), Some("keep"));
     assert_eq!(child.data["spec"]["timeout"], json!("5m"));
@@ -336,14 +320,7 @@ async fn fact_7_status_and_finalizers_are_written_as_gotk_kustomize_controller_a
     );
     s.model.wait_settled("child", m).await.unwrap();
     // A second apply of the parent leaves the status writer's entries alone.
-    let m = s.model.mark();
-    patch_as(
-        &s,
-        "test-writer",
-        "parent",
-        json!({ "metadata": { "annotations": { REQUESTED_AT: "again" } } }),
-    )
-    .await;
+    let m = request_parent(&s, "again").await;
     s.model.wait_run_seeing("parent", "again", m).await.unwrap();
     let child = s.api.get("child").await.unwrap();
     let entries: Vec<(String, String, String)> = child
