@@ -41,6 +41,18 @@ impl Tree {
         o
     }
 
+    /// A session over this tree with [`Tree::opts`], started.
+    async fn start(&self, cancel: Cancel) -> Session {
+        self.start_with(self.opts(), cancel).await
+    }
+
+    /// A session over this tree with `opts`, started.
+    async fn start_with(&self, opts: SessionOptions, cancel: Cancel) -> Session {
+        Session::start(self.ns.client.clone(), opts, cancel)
+            .await
+            .unwrap()
+    }
+
     async fn get(&self, name: &str) -> Value {
         get_json(&self.ns.client, &kustomization(&self.ns.name, name))
             .await
@@ -90,9 +102,7 @@ fn released_in_order(released: &[String]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_run_paused_releases_everything_after_the_work_fails() {
     let t = Tree::new("session-err").await;
-    let session = Session::start(t.ns.client.clone(), t.opts(), Cancel::new())
-        .await
-        .unwrap();
+    let session = t.start(Cancel::new()).await;
     let outcome = session
         .run_paused(
             |_| {},
@@ -114,9 +124,7 @@ async fn session_run_paused_releases_everything_after_the_work_fails() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_run_paused_releases_everything_after_a_panic_in_the_work() {
     let t = Tree::new("session-panic").await;
-    let session = Session::start(t.ns.client.clone(), t.opts(), Cancel::new())
-        .await
-        .unwrap();
+    let session = t.start(Cancel::new()).await;
     let outcome = session
         .run_paused(
             |_| {},
@@ -140,9 +148,7 @@ async fn session_run_paused_releases_everything_after_a_panic_in_the_work() {
 async fn session_cancelled_during_the_work_stops_it_and_releases_in_order() {
     let t = Tree::new("session-cancel-work").await;
     let cancel = Cancel::new();
-    let session = Session::start(t.ns.client.clone(), t.opts(), cancel.clone())
-        .await
-        .unwrap();
+    let session = t.start(cancel.clone()).await;
     let outcome = session
         .run_paused(
             |_| {},
@@ -164,9 +170,7 @@ async fn session_cancelled_while_waiting_for_an_ack_releases_what_it_fenced() {
     let t = Tree::new("session-cancel-ack").await;
     t.target_mid_reconcile().await;
     let cancel = Cancel::new();
-    let session = Session::start(t.ns.client.clone(), t.opts(), cancel.clone())
-        .await
-        .unwrap();
+    let session = t.start(cancel.clone()).await;
     let mut steps = Vec::new();
     let outcome = session
         .run_paused(
@@ -206,9 +210,7 @@ async fn lease_lost_while_the_work_runs_stops_it_and_ends_with_lease_lost() {
     let mut opts = t.opts();
     opts.lease.duration = Duration::from_secs(5);
     opts.lease.renew_every = Duration::from_millis(200);
-    let session = Session::start(t.ns.client.clone(), opts, Cancel::new())
-        .await
-        .unwrap();
+    let session = t.start_with(opts, Cancel::new()).await;
     let leases = t.ns.api::<Lease>();
     let outcome = session
         .run_paused(
@@ -294,9 +296,7 @@ fn block_on<T>(fut: impl Future<Output = T>) -> T {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_park_that_cannot_park_the_lease_is_an_error_naming_it() {
     let t = Tree::new("session-park").await;
-    let session = Session::start(t.ns.client.clone(), t.opts(), Cancel::new())
-        .await
-        .unwrap();
+    let session = t.start(Cancel::new()).await;
     let leases = t.ns.api::<Lease>();
     let outcome = session
         .park(|e| {
@@ -320,9 +320,7 @@ async fn session_park_that_cannot_park_the_lease_is_an_error_naming_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_refusal_found_after_fencing_the_parent_is_not_a_plain_refusal() {
     let t = Tree::new("session-refused-late").await;
-    let session = Session::start(t.ns.client.clone(), t.opts(), Cancel::new())
-        .await
-        .unwrap();
+    let session = t.start(Cancel::new()).await;
     let target = kustomization(&t.ns.name, TARGET);
     let api = flux_suspend::object::api(&t.ns.client, &target);
     let outcome = session
@@ -368,9 +366,7 @@ async fn session_refusal_found_after_fencing_the_parent_is_not_a_plain_refusal()
 async fn session_reports_a_wait_that_goes_on_with_what_it_waits_for() {
     let t = Tree::new("session-waiting").await;
     t.target_mid_reconcile().await;
-    let session = Session::start(t.ns.client.clone(), t.opts(), Cancel::new())
-        .await
-        .unwrap();
+    let session = t.start(Cancel::new()).await;
     let mut lines = Vec::new();
     let outcome = session
         .run_paused(
@@ -410,9 +406,7 @@ fn resume_opts(t: &Tree, holder: flux_suspend::Holder) -> ResumeOptions {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_a_parked_pause_is_resumed_by_holder() {
     let t = Tree::new("session-resume").await;
-    let session = Session::start(t.ns.client.clone(), t.opts(), Cancel::new())
-        .await
-        .unwrap();
+    let session = t.start(Cancel::new()).await;
     let parked = session.park(|_| {}).await.into_result().unwrap();
     assert!(annotation(&t.get(TARGET).await, OWNER_KEY).is_some());
     let mut events = Vec::new();
@@ -429,9 +423,7 @@ async fn session_a_parked_pause_is_resumed_by_holder() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_resume_by_holder_of_a_running_session_is_refused_and_changes_nothing() {
     let t = Tree::new("session-resume-live").await;
-    let session = Session::start(t.ns.client.clone(), t.opts(), Cancel::new())
-        .await
-        .unwrap();
+    let session = t.start(Cancel::new()).await;
     let outcome = session
         .run_paused(
             |_| {},
@@ -468,9 +460,7 @@ async fn session_a_custom_prefix_parked_mark_ends_with_its_pause() {
     let keys = flux_fence::AnnotationKeys::with_prefix("team.example.com");
     let mut opts = t.opts();
     opts.keys = keys.clone();
-    let session = Session::start(t.ns.client.clone(), opts, Cancel::new())
-        .await
-        .unwrap();
+    let session = t.start_with(opts, Cancel::new()).await;
     let parked = session.park(|_| {}).await.into_result().unwrap();
     let marks = |l: Option<Lease>| {
         l.and_then(|l| l.metadata.annotations)
