@@ -13,6 +13,7 @@
 //! 6. [`real_flux`] seeds and finds the control plane with the real Flux controllers.
 //! 7. [`signal`] signals a process or a process group (rustix, no `kill` binary).
 
+pub mod fenced;
 pub mod fixtures;
 pub mod github_stub;
 pub mod plane;

@@ -17,10 +17,12 @@ use flux_suspend::retire::Strategy;
 use flux_suspend::{Chain, Handoff, PauseOptions};
 use serde_json::Value;
 use testkit::TestNs;
+// Not every test binary uses each of them.
+#[allow(unused_imports)]
+pub use testkit::fenced::{OWNER_KEY, annotation, assert_fenced, suspended};
 
 pub const PARENT: &str = "flux-system";
 pub const TARGET: &str = "infrastructure";
-pub const OWNER_KEY: &str = "flux-handoff.io/owner";
 
 pub struct World {
     pub ns: TestNs,
@@ -123,35 +125,9 @@ impl World {
     }
 }
 
-pub fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
-    obj.pointer("/metadata/annotations")?.get(key)?.as_str()
-}
-
-pub fn suspended(obj: &Value) -> bool {
-    obj.pointer("/spec/suspend") == Some(&Value::Bool(true))
-}
-
 pub fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
     obj.pointer("/status/conditions")?
         .as_array()?
         .iter()
         .find(|c| c["type"] == type_)
-}
-
-/// Asserts the server holds our fence on `obj`.
-pub fn assert_fenced(obj: &Value, owner: &str, target: bool) {
-    assert_eq!(annotation(obj, OWNER_KEY), Some(owner), "owner annotation");
-    assert!(suspended(obj), "spec.suspend");
-    if target {
-        assert_eq!(
-            annotation(obj, "kustomize.toolkit.fluxcd.io/reconcile"),
-            Some("disabled")
-        );
-    }
-    assert_eq!(
-        obj.pointer("/status/lastHandledReconcileAt")
-            .and_then(Value::as_str),
-        annotation(obj, "reconcile.fluxcd.io/requestedAt"),
-        "the nonce was acknowledged"
-    );
 }

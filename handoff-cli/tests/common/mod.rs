@@ -13,10 +13,12 @@ use flux_model::model::{FluxModel, ModelHandle, seed_tree};
 use flux_suspend::object::{get_json, kustomization};
 use serde_json::Value;
 use testkit::TestNs;
+// Not every test binary uses each of them.
+#[allow(unused_imports)]
+pub use testkit::fenced::{OWNER_KEY, annotation, suspended};
 
 pub const PARENT: &str = "flux-system";
 pub const TARGET: &str = "infrastructure";
-pub const OWNER_KEY: &str = "flux-handoff.io/owner";
 
 pub struct Cluster {
     pub ns: TestNs,
@@ -86,14 +88,6 @@ impl Cluster {
             .await
             .unwrap()
     }
-}
-
-pub fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
-    obj.pointer("/metadata/annotations")?.get(key)?.as_str()
-}
-
-pub fn suspended(obj: &Value) -> bool {
-    obj.pointer("/spec/suspend") == Some(&Value::Bool(true))
 }
 
 pub fn code(out: &Output) -> i32 {

@@ -25,8 +25,9 @@ use testkit::real_flux::{FLUX_NS, SOURCE};
 
 pub const PARENT: &str = "flux-system";
 pub const TARGET: &str = "child";
-pub const OWNER_KEY: &str = "flux-handoff.io/owner";
-const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
+// Not every test binary uses each of them.
+#[allow(unused_imports)]
+pub use testkit::fenced::{OWNER_KEY, REQUESTED_AT, annotation, assert_fenced, suspended};
 use testkit::real_flux::SHARD_KEY;
 /// Bound of every wait of these tests (the real controllers' first reconcile included).
 const WAIT: Duration = Duration::from_secs(90);
@@ -252,14 +253,6 @@ pub fn timing() -> Timing {
 
 pub use testkit::real_flux::Shard;
 
-pub fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
-    obj.pointer("/metadata/annotations")?.get(key)?.as_str()
-}
-
-pub fn suspended(obj: &Value) -> bool {
-    obj.pointer("/spec/suspend") == Some(&Value::Bool(true))
-}
-
 /// The status of condition `type_`.
 pub fn status_of(obj: &Value, type_: &str) -> Option<String> {
     obj.pointer("/status/conditions")?
@@ -283,22 +276,4 @@ pub fn managers(obj: &Value) -> Vec<String> {
         .flatten()
         .filter_map(|m| m["manager"].as_str().map(str::to_string))
         .collect()
-}
-
-/// Asserts the server holds our fence on `obj`, its nonce acknowledged.
-pub fn assert_fenced(obj: &Value, owner: &str, target: bool) {
-    assert_eq!(annotation(obj, OWNER_KEY), Some(owner), "owner annotation");
-    assert!(suspended(obj), "spec.suspend");
-    if target {
-        assert_eq!(
-            annotation(obj, "kustomize.toolkit.fluxcd.io/reconcile"),
-            Some("disabled")
-        );
-    }
-    assert_eq!(
-        obj.pointer("/status/lastHandledReconcileAt")
-            .and_then(Value::as_str),
-        annotation(obj, REQUESTED_AT),
-        "the nonce was acknowledged"
-    );
 }
