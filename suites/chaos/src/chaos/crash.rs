@@ -84,6 +84,21 @@ pub async fn point(s: &Settings, base: &Baseline, k: u64) -> anyhow::Result<Outc
     })
 }
 
+/// After a run exited 0: everything on the server is as before the run (but what the baseline
+/// allows to change). Returns what differs.
+pub async fn unchanged_after_success(
+    cell: &Site,
+    before: &State,
+    base: &Baseline,
+) -> anyhow::Result<Vec<Finding>> {
+    let after = cell.state().await?;
+    Ok(after
+        .diff(before, &base.allowed)
+        .into_iter()
+        .map(|d| Finding::new(Kind::UnexpectedChange, format!("exit 0 but {d}")))
+        .collect())
+}
+
 /// After a run died or failed: every fence and the Lease on the server are listed by
 /// `fences`; after the Lease expired, `fences recover --yes --include-paused` restores the
 /// pre-run state. Returns what was wrong.

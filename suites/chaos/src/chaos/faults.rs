@@ -21,7 +21,7 @@ use std::time::Duration;
 use fault_proxy::{Fault, Received};
 
 use super::cell::{Cell, TARGET};
-use super::crash::check_and_recover;
+use super::crash::{check_and_recover, unchanged_after_success};
 use super::discover::Baseline;
 use super::recorder::{Entry, blind_repeats};
 use super::{Finding, Kind, Settings, Tally, error_line_problem, finish, last_line};
@@ -257,13 +257,7 @@ async fn cell(
             return Ok(Outcome::Unreached);
         }
         Ok((0, _, _)) => {
-            let after = cell.state().await?;
-            for d in after.diff(&before, &base.allowed) {
-                problems.push(Finding::new(
-                    Kind::UnexpectedChange,
-                    format!("exit 0 but {d}"),
-                ));
-            }
+            problems.extend(unchanged_after_success(&cell, &before, base).await?);
             Outcome::Completed
         }
         Ok((code, _, err)) => {

@@ -3,7 +3,7 @@
 use fault_proxy::Fault;
 
 use super::cell::Cell;
-use super::crash::check_and_recover;
+use super::crash::{check_and_recover, unchanged_after_success};
 use super::discover::Baseline;
 use super::recorder::blind_repeats;
 use super::{Finding, Kind, Settings, Tally, finish};
@@ -78,13 +78,7 @@ pub async fn point(s: &Settings, base: &Baseline, k: u64) -> anyhow::Result<Outc
         return Ok(Outcome::Unreached);
     }
     let outcome = if code == 0 {
-        let after = cell.state().await?;
-        for d in after.diff(&before, &base.allowed) {
-            problems.push(Finding::new(
-                Kind::UnexpectedChange,
-                format!("exit 0 but {d}"),
-            ));
-        }
+        problems.extend(unchanged_after_success(&cell, &before, base).await?);
         Outcome::Completed
     } else {
         problems.extend(check_and_recover(&cell, &before, base).await?);

@@ -26,7 +26,7 @@ use anyhow::Context;
 use kube::Client;
 
 use super::cell::{PARENT, TARGET};
-use super::crash::check_and_recover;
+use super::crash::{check_and_recover, unchanged_after_success};
 use super::discover::Baseline;
 use super::{Finding, Kind, Settings, Tally, error_line_problem, finish, last_line};
 use mini::Mini;
@@ -159,13 +159,7 @@ async fn one(
         }
     };
     if code == 0 {
-        let after = cell.state().await?;
-        for d in after.diff(&before, &base.allowed) {
-            problems.push(Finding::new(
-                Kind::UnexpectedChange,
-                format!("exit 0 but {d}"),
-            ));
-        }
+        problems.extend(unchanged_after_success(&cell, &before, base).await?);
     } else {
         if !CLOSED_CODES.contains(&code) {
             problems.push(Finding::new(
