@@ -608,7 +608,7 @@ impl Fencer {
             != Some(read_rv))
     }
 
-    fn api(&self, obj: &ObjectRef) -> Api<DynamicObject> {
+    pub(crate) fn api(&self, obj: &ObjectRef) -> Api<DynamicObject> {
         Api::namespaced_with(self.client.clone(), &obj.namespace, &obj.resource)
     }
 }

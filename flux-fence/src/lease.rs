@@ -5,13 +5,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::Api;
 use tokio::task::JoinHandle;
 
 use crate::api::{CallFailure, classify, error, get_retrying};
+use crate::lease_deadline::{SelfFence, self_fence};
 use crate::lease_decide::{
     LeaseDecision, LeaseReleaseDecision, RecoverRefusal, RenewDecision, decide_lease_acquire,
     decide_lease_park, decide_lease_release, decide_renew, is_stale, release_landed, transitions,
@@ -110,15 +110,37 @@ impl Lease {
         for _ in 0..LEASE_ATTEMPTS {
             let read = read_lease(&api, &cfg.name, &target, crate::READ_RETRY_BUDGET).await?;
             let now = clock.now();
+            let sent = tokio::time::Instant::now();
             let written = match decide_lease_acquire(read.as_ref(), &cfg, &holder, now)? {
                 LeaseDecision::Held { holder, expired } => {
                     return Ok(LeaseAcquire::Held { holder, expired });
                 }
                 LeaseDecision::Ours { epoch } => {
-                    let renewed = read.as_ref().and_then(renew_time).unwrap_or(now);
-                    let guard =
-                        LeaseGuard::start(client, cfg, holder, epoch, clock, renewed).knowing(read);
-                    return Ok(LeaseAcquire::Acquired(guard));
+                    // Adopting our own Lease (a parked pause resumed, a `--holder` reused, a
+                    // create whose answer was lost): the server's `renewTime` may be minutes
+                    // old, and nothing proves when it was sent. Renew first (a CAS on the
+                    // read), so our clock starts at the send instant of our own renewal.
+                    let guard = LeaseGuard::start(
+                        client.clone(),
+                        cfg.clone(),
+                        holder.clone(),
+                        epoch,
+                        clock.clone(),
+                        sent,
+                    )
+                    .knowing(read);
+                    match guard.assert().await {
+                        Ok(()) => return Ok(LeaseAcquire::Acquired(guard)),
+                        // Taken or moved meanwhile: read and decide again.
+                        Err(FenceError::LeaseLost { .. }) => {
+                            guard.discard();
+                            continue;
+                        }
+                        Err(e) => {
+                            guard.discard();
+                            return Err(e);
+                        }
+                    }
                 }
                 LeaseDecision::Create(lease) => (
                     api.create(&crate::api::post_params(), &lease).await,
@@ -135,7 +157,7 @@ impl Lease {
                     let epoch = Epoch(transitions(&lease.spec.clone().unwrap_or_default())?);
                     tracing::info!(lease = %target, %holder, %epoch, "lease acquired");
                     return Ok(LeaseAcquire::Acquired(
-                        LeaseGuard::start(client, cfg, holder, epoch, clock, now)
+                        LeaseGuard::start(client, cfg, holder, epoch, clock, sent)
                             .knowing(Some(lease)),
                     ));
                 }
@@ -153,7 +175,8 @@ impl Lease {
 /// What the last successful renewal left behind.
 #[derive(Debug)]
 struct Renewal {
-    /// When it was made, by our clock.
+    /// The `renewTime` it wrote, by our wall clock (a clock stepped forward makes the Lease
+    /// stale sooner, never later: the deadline on the monotonic clock is what bounds it).
     at: Timestamp,
     /// The Lease as the server last answered us (our last write, or the read we adopted it
     /// from): the next renewal is a CAS on its resourceVersion, without reading first. `None`
@@ -181,6 +204,24 @@ struct Shared {
     lost: Mutex<Option<LossReason>>,
     /// Tells [`LeaseHandle::wait_lost`] the moment `lost` is set.
     lost_tx: tokio::sync::watch::Sender<bool>,
+    /// The instant (monotonic) the last successful renewal was *sent*: the holder's
+    /// deadline counts from it ([`crate::lease_deadline`]).
+    renewed: tokio::sync::watch::Sender<tokio::time::Instant>,
+    /// The work's SIGTERM-to-SIGKILL grace ([`LeaseHandle::set_kill_grace`]).
+    kill_grace: Mutex<std::time::Duration>,
+}
+
+/// The holder's stop times as instants of the monotonic clock ([`SelfFence`] from the send
+/// instant of the last successful renewal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Deadline {
+    /// The work is stopped (SIGTERM).
+    pub stop_work: tokio::time::Instant,
+    /// The work is hurried (SIGKILL).
+    pub kill_work: tokio::time::Instant,
+    /// The holder's Lease ends: every later assert fails, no request is waited for past it.
+    pub ends: tokio::time::Instant,
 }
 
 impl LeaseHandle {
@@ -213,25 +254,39 @@ impl LeaseHandle {
         }
         let number = s.begun.fetch_add(1, Ordering::SeqCst) + 1;
         let target = format!("{}/{}", s.cfg.namespace, s.cfg.name);
+        // No request of this renewal is waited for past the holder's deadline: a hung API
+        // server ends it there, and the Lease counts as lost by our own clock.
+        let ends = self.deadline().ends;
+        let past_deadline = || self.mark_lost(LossReason::SelfFenced);
         for _ in 0..LEASE_ATTEMPTS {
             let now = s.clock.now();
+            if tokio::time::Instant::now() >= ends {
+                return Err(past_deadline());
+            }
             if is_stale(last.at, now, s.cfg.duration) {
                 return Err(self.mark_lost(LossReason::Stale));
             }
             let read = match last.known.take() {
                 Some(known) => Some(known),
-                // A read that keeps failing past the Lease's duration finds it stale next round.
-                None => read_lease(&s.api, &s.cfg.name, &target, s.cfg.duration).await?,
+                None => {
+                    let left = ends.saturating_duration_since(tokio::time::Instant::now());
+                    let read = read_lease(&s.api, &s.cfg.name, &target, left);
+                    tokio::time::timeout_at(ends, read)
+                        .await
+                        .map_err(|_| past_deadline())??
+                }
             };
             let lease = match decide_renew(read.as_ref(), &s.holder, s.epoch, now) {
                 RenewDecision::Lost(reason) => return Err(self.mark_lost(reason)),
                 RenewDecision::Renew(lease) => lease,
             };
-            match s
-                .api
-                .replace(&s.cfg.name, &crate::api::post_params(), &lease)
+            let params = crate::api::post_params();
+            let sent = tokio::time::Instant::now();
+            let write = s.api.replace(&s.cfg.name, &params, &lease);
+            let written = tokio::time::timeout_at(ends, write)
                 .await
-            {
+                .map_err(|_| past_deadline())?;
+            match written {
                 Ok(written) => {
                     // Read back: the server's answer must name us at our epoch.
                     if let RenewDecision::Lost(reason) =
@@ -241,6 +296,13 @@ impl LeaseHandle {
                     }
                     last.at = now;
                     last.known = Some(written);
+                    s.renewed.send_if_modified(|at| {
+                        let later = sent > *at;
+                        if later {
+                            *at = sent;
+                        }
+                        later
+                    });
                     s.proven.store(number, Ordering::SeqCst);
                     return Ok(());
                 }
@@ -274,14 +336,54 @@ impl LeaseHandle {
         OwnerValue::new(self.0.holder.clone(), self.0.epoch)
     }
 
-    /// Why the Lease was lost, once it was.
+    /// Why the Lease was lost, once it was (a deadline passed counts, by our clock).
     #[must_use]
     pub fn lost(&self) -> Option<LossReason> {
-        self.0
+        let lost = self
+            .0
             .lost
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .clone();
+        if lost.is_none() && tokio::time::Instant::now() >= self.deadline().ends {
+            self.mark_lost(LossReason::SelfFenced);
+            return self.lost();
+        }
+        lost
+    }
+
+    /// The holder's stop times, from the send instant of the last successful renewal
+    /// ([`crate::lease_deadline::self_fence`] with the grace of
+    /// [`LeaseHandle::set_kill_grace`]). Moves later with each successful renewal.
+    #[must_use]
+    pub fn deadline(&self) -> Deadline {
+        let sent = *self.0.renewed.borrow();
+        let grace = *self
+            .0
+            .kill_grace
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let SelfFence {
+            stop_work,
+            kill_work,
+            ends,
+        } = self_fence(self.0.cfg.duration, grace);
+        Deadline {
+            stop_work: sent + stop_work,
+            kill_work: sent + kill_work,
+            ends: sent + ends,
+        }
+    }
+
+    /// Sets how long the work needs between SIGTERM and SIGKILL, so
+    /// [`LeaseHandle::wait_lost`] resolves early enough for the SIGKILL to land before the
+    /// holder's deadline (default zero: it resolves at the kill time).
+    pub fn set_kill_grace(&self, grace: std::time::Duration) {
+        *self
+            .0
+            .kill_grace
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = grace;
     }
 
     fn check_lost(&self) -> Result<(), FenceError> {
@@ -289,18 +391,33 @@ impl LeaseHandle {
             .map_or(Ok(()), |reason| Err(FenceError::LeaseLost { reason }))
     }
 
-    /// Resolves once the Lease is lost (taken over, deleted, not renewed in time, or released
-    /// by this holder), with the reason; at once if it already is. No request is sent: loss is
-    /// noticed by the heartbeat and by every [`LeaseHandle::assert`].
+    /// Resolves once the Lease is lost (taken over, deleted, released by this holder), with
+    /// the reason, at once if it already is — or, by our own monotonic clock, at
+    /// [`Deadline::stop_work`] when no renewal succeeded in time, whatever requests are still
+    /// pending: then the Lease is marked lost with [`LossReason::SelfFenced`]. No request is
+    /// sent: loss is noticed by the heartbeat, by every [`LeaseHandle::assert`] and by this
+    /// timer.
     pub async fn wait_lost(&self) -> LossReason {
         let mut rx = self.0.lost_tx.subscribe();
+        let mut renewed = self.0.renewed.subscribe();
         loop {
             if let Some(reason) = self.lost() {
                 return reason;
             }
-            if rx.changed().await.is_err() {
-                // The sender lives in `Shared`, which `self` keeps alive: not reached.
-                std::future::pending::<()>().await;
+            let stop = self.deadline().stop_work;
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        // The sender lives in `Shared`, which `self` keeps alive: not reached.
+                        std::future::pending::<()>().await;
+                    }
+                }
+                _ = renewed.changed() => {}
+                () = tokio::time::sleep_until(stop) => {
+                    if tokio::time::Instant::now() >= self.deadline().stop_work {
+                        let _ = self.mark_lost(LossReason::SelfFenced);
+                    }
+                }
             }
         }
     }
@@ -309,7 +426,9 @@ impl LeaseHandle {
         let mut lost = self.0.lost.lock().unwrap_or_else(PoisonError::into_inner);
         let reason = lost.get_or_insert(reason).clone();
         self.0.lost_tx.send_replace(true);
-        tracing::error!(lease = %self.0.cfg.name, holder = %self.0.holder, %reason, "lease lost");
+        if reason != LossReason::Released {
+            tracing::error!(lease = %self.0.cfg.name, holder = %self.0.holder, %reason, "lease lost");
+        }
         FenceError::LeaseLost { reason }
     }
 }
@@ -330,24 +449,24 @@ impl LeaseGuard {
         holder: Holder,
         epoch: Epoch,
         clock: Arc<dyn Clock>,
-        renewed: Timestamp,
+        sent: tokio::time::Instant,
     ) -> Self {
         let api = Api::namespaced(client, &cfg.namespace);
         let every = cfg.renew_every;
+        let at = clock.now();
         let shared = Shared {
             api,
             cfg,
             holder,
             epoch,
             clock,
-            renewal: tokio::sync::Mutex::new(Renewal {
-                at: renewed,
-                known: None,
-            }),
+            renewal: tokio::sync::Mutex::new(Renewal { at, known: None }),
             begun: AtomicU64::new(0),
             proven: AtomicU64::new(0),
             lost: Mutex::new(None),
             lost_tx: tokio::sync::watch::Sender::new(false),
+            renewed: tokio::sync::watch::Sender::new(sent),
+            kill_grace: Mutex::new(std::time::Duration::ZERO),
         };
         let handle = LeaseHandle(Arc::new(shared));
         let beat = handle.clone();
@@ -368,8 +487,15 @@ impl LeaseGuard {
         }
     }
 
+    /// Stops the heartbeat of a guard that never became the caller's (an adoption whose first
+    /// renewal failed): no I/O, no log.
+    pub(crate) fn discard(mut self) {
+        self.heartbeat.abort();
+        self.released = true;
+    }
+
     /// Remembers `lease` as the server's last answer, so the first renewal needs no read.
-    fn knowing(self, lease: Option<KubeLease>) -> Self {
+    pub(crate) fn knowing(self, lease: Option<KubeLease>) -> Self {
         if let Ok(mut r) = self.handle.0.renewal.try_lock() {
             r.known = lease;
         }
@@ -540,12 +666,4 @@ pub(crate) async fn read_lease(
     get_retrying(api, name, &target, budget)
         .await
         .map_err(|e| error("get", RESOURCE.into(), target.to_string(), e))
-}
-
-fn renew_time(lease: &KubeLease) -> Option<Timestamp> {
-    let spec = lease.spec.as_ref()?;
-    spec.renew_time
-        .as_ref()
-        .or(spec.acquire_time.as_ref())
-        .map(|MicroTime(t)| *t)
 }

@@ -97,6 +97,10 @@ pub enum LossReason {
     EpochChanged,
     /// We did not renew within the lease duration, so another party may have recovered it.
     Stale,
+    /// No renewal succeeded in time by our own monotonic clock: the holder's deadline
+    /// ([`crate::lease_deadline`]) came, whatever requests were still pending, and the holder
+    /// stopped its work before recovery could take the Lease over.
+    SelfFenced,
     /// We released it.
     Released,
 }
@@ -109,6 +113,10 @@ impl fmt::Display for LossReason {
             Self::HolderChanged { holder: None } => f.write_str("the Lease has no holder"),
             Self::EpochChanged => f.write_str("the Lease changed hands"),
             Self::Stale => f.write_str("not renewed within the lease duration"),
+            Self::SelfFenced => f.write_str(
+                "not renewed before the holder's own deadline (the API server did not answer \
+                 in time); the holder fenced itself",
+            ),
             Self::Released => f.write_str("the Lease was released"),
         }
     }

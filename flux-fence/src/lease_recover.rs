@@ -39,15 +39,28 @@ impl Lease {
         let target = format!("{}/{}", cfg.namespace, cfg.name);
         for _ in 0..LEASE_ATTEMPTS {
             let read = read_lease(&api, &cfg.name, &target, crate::READ_RETRY_BUDGET).await?;
-            // A write whose answer was lost may have landed: then the Lease names us.
+            // A write whose answer was lost may have landed: then the Lease names us. When it
+            // was applied is unknown, so the clock starts at a renewal of our own (a CAS on
+            // this read), as any adoption does.
             if let Some(epoch) = read.as_ref().and_then(|l| held_by(l, &holder)) {
                 tracing::warn!(lease = %target, gone = %gone.holder, evidence = %gone.evidence, %holder, %epoch, "lease recovered (the answer was lost; the re-read shows it)");
-                let now = clock.now();
-                return Ok(LeaseRecover::Recovered(LeaseGuard::start(
-                    client, cfg, holder, epoch, clock, now,
-                )));
+                let guard = LeaseGuard::start(
+                    client.clone(),
+                    cfg.clone(),
+                    holder.clone(),
+                    epoch,
+                    clock.clone(),
+                    tokio::time::Instant::now(),
+                )
+                .knowing(read);
+                if let Err(e) = guard.assert().await {
+                    guard.discard();
+                    return Err(e);
+                }
+                return Ok(LeaseRecover::Recovered(guard));
             }
             let now = clock.now();
+            let sent = tokio::time::Instant::now();
             let lease = match decide_recover(read.as_ref(), &cfg, &holder, &gone, now)? {
                 RecoverDecision::Refuse(r) => return Ok(LeaseRecover::Refused(r)),
                 RecoverDecision::Take(lease) => lease,
@@ -60,7 +73,7 @@ impl Lease {
                     let epoch = Epoch(transitions(&lease.spec.unwrap_or_default())?);
                     tracing::warn!(lease = %target, gone = %gone.holder, evidence = %gone.evidence, %holder, %epoch, "lease recovered");
                     return Ok(LeaseRecover::Recovered(LeaseGuard::start(
-                        client, cfg, holder, epoch, clock, now,
+                        client, cfg, holder, epoch, clock, sent,
                     )));
                 }
                 Err(e) => match classify(&e) {

@@ -99,6 +99,7 @@ mod guard;
 mod holder;
 mod keys;
 mod lease;
+pub mod lease_deadline;
 pub mod lease_decide;
 mod lease_recover;
 pub mod liveness;
@@ -108,6 +109,7 @@ mod outcome;
 pub mod pointer;
 pub mod recovery;
 mod remark;
+pub mod settle;
 
 pub use api::{FIELD_MANAGER, patch_params, post_params};
 pub use class::ErrorClass;

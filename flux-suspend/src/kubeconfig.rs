@@ -3,6 +3,14 @@
 //! forever), and errors of one line that never quote the file (kube's parse errors go on with
 //! a snippet around the fault, which can be the line holding a token or a client key).
 //!
+//! Every request of the client has a timeout: [`CONNECT_TIMEOUT`] to connect, and
+//! [`READ_TIMEOUT`] / [`WRITE_TIMEOUT`] for a response (or a request) that stops moving, so a
+//! wedged load balancer or a half-open connection fails a request instead of holding it forever
+//! (kube's own default has no read timeout). A watch must therefore be bounded below the read
+//! timeout: [`WATCH_SLICE`] is the longest one, watched again from the last version seen. A
+//! holder's Lease requests are bounded tighter still, by its own deadline
+//! ([`flux_fence::lease_deadline`]).
+//!
 //! Nothing is sent to the API server here. The TLS stack is the application's choice (kube's
 //! `rustls-tls` or `openssl-tls` feature), as for every client of this crate.
 
@@ -10,6 +18,16 @@ use std::path::Path;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
+
+/// How long connecting to the API server may take.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a response may go without a byte arriving (counted from the request's write).
+pub const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+/// How long writing a request may stall.
+pub const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+/// The longest single watch request (`timeoutSeconds`): well below [`READ_TIMEOUT`], so a
+/// quiet watch ends at the server's timeout and is made again, never by the read timeout.
+pub const WATCH_SLICE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The most a kubeconfig may hold (embedded certificates for many clusters fit easily).
 pub const MAX_KUBECONFIG_BYTES: u64 = 16 * 1024 * 1024;
@@ -32,7 +50,7 @@ pub async fn client(path: Option<&Path>, context: Option<&str>) -> Result<Client
         ..KubeConfigOptions::default()
     };
     let err = |what: String| KubeconfigError(what);
-    let config = match (path, context) {
+    let mut config = match (path, context) {
         (Some(path), _) => {
             let at = |e: &dyn std::fmt::Display| {
                 err(format!("kubeconfig {}: {}", path.display(), first_line(e)))
@@ -54,7 +72,18 @@ pub async fn client(path: Option<&Path>, context: Option<&str>) -> Result<Client
             ))
         })?,
     };
+    bound(&mut config);
     Client::try_from(config).map_err(|e| err(format!("Kubernetes client: {}", first_line(&e))))
+}
+
+/// Sets the client's request timeouts (see the module docs).
+pub fn bound(config: &mut Config) {
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    config.read_timeout = Some(READ_TIMEOUT);
+    config.write_timeout = Some(WRITE_TIMEOUT);
+    // The read timeout counts from each request's write, not from when a pooled connection
+    // went idle.
+    config.reset_reader_on_write = true;
 }
 
 /// Reads `path` as UTF-8, failing once it passed `limit` bytes.

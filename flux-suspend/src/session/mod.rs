@@ -8,10 +8,16 @@
 //!   preflight changed nothing.
 //! - Cleanup releases targets, then parents, then the Lease; the Lease is never released
 //!   while a fence may still be held. A fence whose write was in flight when the session was
-//!   hurried is settled by a re-read before the Lease is let go; if it cannot be settled, the
-//!   cleanup error names it and the Lease stays held.
+//!   hurried is settled before the Lease is let go: the object is moved on with a CAS of ours
+//!   (so the abandoned request's own precondition fails whenever it arrives), then judged by
+//!   what it shows; if it cannot be settled, the cleanup error names it and the Lease stays
+//!   held.
 //! - While the work runs the Lease is watched: when it is lost, the work's [`Cancel`] is
-//!   stopped and the session ends with [`SessionError::LeaseLost`].
+//!   stopped and the session ends with [`SessionError::LeaseLost`]. When no renewal succeeds
+//!   in time the holder fences itself on its own monotonic clock
+//!   ([`flux_fence::LossReason::SelfFenced`]): the work is stopped
+//!   [`SessionOptions::kill_grace`] before, and hurried before, the holder's deadline
+//!   ([`flux_fence::lease_deadline`]), whatever requests are pending.
 
 mod error;
 mod lines;
@@ -218,6 +224,7 @@ impl Session {
                 });
             }
         };
+        lease.handle().set_kill_grace(opts.kill_grace);
         let fencer = Fencer::new(client.clone(), opts.keys.clone(), lease.owner())
             .with_lease(lease.handle());
         let (waiting_tx, waiting) = tokio::sync::mpsc::unbounded_channel();
@@ -443,10 +450,15 @@ impl Session {
             r = &mut run => r,
             reason = lease.wait_lost() => {
                 // Stop the work, and wait for it to end: it must not write without the Lease.
+                // It is hurried (SIGKILL) in time to be gone before the holder's deadline.
                 tracing::error!(%reason, "lease lost while the work runs; stopping it");
                 lost = Some(reason);
                 cancel.stop();
-                run.await
+                let kill = tokio::time::sleep_until(lease.deadline().kill_work);
+                tokio::select! {
+                    r = &mut run => r,
+                    () = kill => { cancel.hurry(); run.await }
+                }
             }
         };
         match (ended, lost) {
@@ -469,7 +481,6 @@ impl Session {
         let mut held = Vec::new();
         if let Some(mut h) = self.handoff.take() {
             let fencer = h.fencer().clone();
-            let owner = fencer.owner().clone();
             let mut stray = Vec::new();
             let members = self
                 .chains
@@ -480,7 +491,9 @@ impl Session {
                 if h.holds(obj) {
                     continue;
                 }
-                match fencer.adopt_recorded(obj, &owner).await {
+                // A fence write abandoned in flight may still reach the server after any read:
+                // settling moves the object on first (a CAS of ours), so it never lands later.
+                match fencer.settle_unheld(obj).await {
                     Ok(Some(g)) => stray.push(g),
                     Ok(None) => {}
                     Err(e) => {

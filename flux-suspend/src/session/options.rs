@@ -95,6 +95,11 @@ pub struct SessionOptions {
     /// source proves finished is recovered before the preflight judges the chain
     /// ([`crate::session::Recovered`]); any other answer refuses as without it.
     pub recover_finished_runs: Option<Arc<dyn LivenessSource>>,
+    /// How long the work needs between SIGTERM and SIGKILL (`run --grace`): when no renewal
+    /// of the Lease succeeds in time, the work is stopped this long (at most a quarter of the
+    /// time left) before it is hurried, and hurried before the holder's own deadline
+    /// ([`flux_fence::lease_deadline`]).
+    pub kill_grace: Duration,
 }
 
 impl Default for SessionOptions {
@@ -112,6 +117,7 @@ impl Default for SessionOptions {
             wait_timeout: None,
             reason: None,
             recover_finished_runs: None,
+            kill_grace: Duration::from_secs(5),
         }
     }
 }
