@@ -12,7 +12,14 @@
 //! - [`Fault::Reset`]: the request is not forwarded; the connection is reset (TCP RST);
 //! - [`Fault::Refuse`]: the request is not forwarded; the proxy closes every connection and
 //!   refuses new ones for a while, then listens again on the same port (also on demand:
-//!   [`Proxy::refuse_for`]).
+//!   [`Proxy::refuse_for`]);
+//! - [`Fault::Hang`]: the request is not forwarded and gets no answer and no error; its
+//!   connection stays open (a wedged load balancer).
+//!
+//! [`Proxy::freeze`] hangs every request from then on, and every response not yet sent (watch
+//! streams stall too), until [`Proxy::thaw`]: connections stay open, nothing moves.
+//! [`Proxy::hold_on`] holds one request until the test forwards it ([`Held::forward`]) — after
+//! its client gave up on it, a late write.
 //!
 //! [`Proxy::log`] keeps every request in arrival order with whether it was forwarded, so a
 //! caller can tell a request the server saw from one the proxy answered (or cut) on its own.
@@ -20,8 +27,12 @@
 //! [`pass`] holds the plain pass-through pieces the proxy shares with its neighbours (an
 //! ordered recorder, a token-adding [`pass::Forwarder`] for `kubectl`).
 
+mod hold;
 pub mod pass;
 pub mod precondition;
+
+pub use hold::Held;
+use hold::{HoldSlot, hold};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -55,6 +66,8 @@ pub enum Fault {
     Reset,
     /// Do not forward; close every connection and refuse connects for this long.
     Refuse(Duration),
+    /// Do not forward, never answer, keep the connection open.
+    Hang,
 }
 
 /// One request as the proxy saw it, in arrival order.
@@ -89,6 +102,8 @@ struct State {
     armed: Mutex<BTreeMap<u64, Fault>>,
     armed_on: Mutex<BTreeMap<(String, u64), Fault>>,
     log: Mutex<Vec<Received>>,
+    holds: Mutex<BTreeMap<(String, u64), Held>>,
+    frozen: tokio::sync::watch::Sender<bool>,
     started: std::time::Instant,
     refuse: tokio::sync::mpsc::UnboundedSender<RefuseCmd>,
 }
@@ -137,6 +152,8 @@ impl Proxy {
             armed: Mutex::default(),
             armed_on: Mutex::default(),
             log: Mutex::default(),
+            holds: Mutex::default(),
+            frozen: tokio::sync::watch::Sender::new(false),
             started: std::time::Instant::now(),
             refuse,
         });
@@ -166,6 +183,30 @@ impl Proxy {
     /// [`classify`] names it, e.g. `patch kustomizations`), whatever came in between.
     pub fn arm_on(&self, key: &str, nth: u64, fault: Fault) {
         lock(&self.state.armed_on).insert((key.to_string(), nth), fault);
+    }
+
+    /// Holds the `nth` request (1-based) of kind `key` (as [`Proxy::arm_on`]) unforwarded
+    /// until [`Held::forward`]; then it is sent on even if its client gave up on it.
+    #[must_use]
+    pub fn hold_on(&self, key: &str, nth: u64) -> Held {
+        let held = Held(Arc::new(HoldSlot {
+            arrived: tokio::sync::watch::Sender::new(false),
+            go: tokio::sync::watch::Sender::new(false),
+            status: tokio::sync::watch::Sender::new(None),
+        }));
+        lock(&self.state.holds).insert((key.to_string(), nth), held.clone());
+        held
+    }
+
+    /// From now on every request, and every response not yet sent, hangs: no answer, no
+    /// error, connections stay open (a wedged load balancer, a half-open connection).
+    pub fn freeze(&self) {
+        self.state.frozen.send_replace(true);
+    }
+
+    /// Lets new requests through again (those already hung stay hung).
+    pub fn thaw(&self) {
+        self.state.frozen.send_replace(false);
     }
 
     /// Mutating requests seen so far.
@@ -396,6 +437,13 @@ async fn handle(
         *c += 1;
         *c
     };
+    if *st.frozen.borrow() {
+        return std::future::pending().await;
+    }
+    let held = lock(&st.holds).remove(&(key.clone(), nth_of_key));
+    if let Some(held) = held {
+        return Ok(hold(st, held, slot, headers, body, (method, path, query)).await);
+    }
     let fault = if mutating {
         let n = st.mutations.fetch_add(1, Ordering::SeqCst) + 1;
         lock(&st.armed).remove(&n)
@@ -434,6 +482,7 @@ async fn handle(
                 "the test proxy stopped accepting",
             ));
         }
+        Some(Fault::Hang) => return std::future::pending().await,
         _ => {}
     }
     if let Some(e) = lock(&st.log).get_mut(slot) {
@@ -442,6 +491,9 @@ async fn handle(
     let resp = forward(&st, &headers, body, &method, &path, &query).await;
     if let Some(e) = lock(&st.log).get_mut(slot) {
         e.took = Some(st.started.elapsed().saturating_sub(e.at));
+    }
+    if *st.frozen.borrow() {
+        return std::future::pending().await;
     }
     match fault {
         Some(Fault::DropResponse) => Err(std::io::Error::new(
@@ -457,7 +509,7 @@ async fn handle(
 }
 
 async fn forward(
-    st: &State,
+    st: &Arc<State>,
     headers: &hyper::HeaderMap,
     body: Bytes,
     method: &str,
@@ -490,13 +542,22 @@ async fn forward(
         b = b.header("content-type", c.as_bytes());
     }
     if query.contains("watch=true") || query.contains("watch=1") {
-        // A watch streams its events as they come: pass each chunk on at once.
-        let chunks = futures::stream::unfold(Some(resp), |resp| async move {
-            let mut resp = resp?;
-            match resp.chunk().await {
-                Ok(Some(c)) => Some((Ok(hyper::body::Frame::data(c)), Some(resp))),
-                Ok(None) => None,
-                Err(e) => Some((Err(std::io::Error::other(e)), None)),
+        // A watch streams its events as they come: pass each chunk on at once (none while
+        // the proxy is frozen).
+        let frozen = st.frozen.subscribe();
+        let chunks = futures::stream::unfold(Some(resp), move |resp| {
+            let frozen = frozen.clone();
+            async move {
+                let mut resp = resp?;
+                let next = resp.chunk().await;
+                if *frozen.borrow() {
+                    return std::future::pending().await;
+                }
+                match next {
+                    Ok(Some(c)) => Some((Ok(hyper::body::Frame::data(c)), Some(resp))),
+                    Ok(None) => None,
+                    Err(e) => Some((Err(std::io::Error::other(e)), None)),
+                }
             }
         });
         return b

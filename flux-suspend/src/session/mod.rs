@@ -25,6 +25,7 @@ mod options;
 mod preflight;
 mod recover;
 mod resume;
+mod settle;
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -162,6 +163,8 @@ pub struct Session {
     cancel: Cancel,
     waiting: tokio::sync::mpsc::UnboundedReceiver<crate::steps::Waiting>,
     recovered: Vec<Recovered>,
+    /// A bound on releasing the fences in cleanup (set when the holder fenced itself).
+    cleanup_budget: Option<std::time::Duration>,
 }
 
 impl Session {
@@ -244,6 +247,7 @@ impl Session {
             cancel,
             waiting,
             recovered,
+            cleanup_budget: None,
         })
     }
 
@@ -293,6 +297,12 @@ impl Session {
             Ok(proof) => self.work(proof, work).await,
         };
         self.note_releases(result.as_ref().err());
+        if matches!(
+            result,
+            Err(SessionError::LeaseLost(flux_fence::LossReason::SelfFenced))
+        ) {
+            self.cleanup_budget = Some(self.opts.lease.duration);
+        }
         let (released, lease_released, cleanup) = self.cleanup(&mut progress).await;
         Outcome {
             result,
@@ -476,46 +486,21 @@ impl Session {
         &mut self,
         progress: &mut impl FnMut(Event),
     ) -> (Vec<String>, bool, Result<(), CleanupError>) {
-        let mut released = Vec::new();
-        let mut problems = Vec::new();
-        let mut held = Vec::new();
-        if let Some(mut h) = self.handoff.take() {
-            let fencer = h.fencer().clone();
-            let mut stray = Vec::new();
-            let members = self
-                .chains
-                .iter()
-                .map(|c| &c.target)
-                .chain(self.chains.iter().filter_map(|c| c.parent.as_ref()));
-            for obj in members {
-                if h.holds(obj) {
-                    continue;
-                }
-                // A fence write abandoned in flight may still reach the server after any read:
-                // settling moves the object on first (a CAS of ours), so it never lands later.
-                match fencer.settle_unheld(obj).await {
-                    Ok(Some(g)) => stray.push(g),
-                    Ok(None) => {}
-                    Err(e) => {
-                        problems.push(format!("{obj} could not be re-read to settle it: {e}"));
-                        held.push(obj.to_string());
-                    }
+        let (released, mut problems, held) = match self.handoff.take() {
+            None => (Vec::new(), Vec::new(), Vec::new()),
+            Some(h) => {
+                let release = settle::release_fences(h, &self.chains, progress);
+                match self.cleanup_budget {
+                    None => release.await,
+                    // After a self-fence the API server is not answering: cleanup tries for one
+                    // Lease duration (recovery takes over after that much anyway), then says
+                    // which fences may still be held.
+                    Some(budget) => tokio::time::timeout(budget, release)
+                        .await
+                        .unwrap_or_else(|_| settle::cut_short(&self.chains, budget)),
                 }
             }
-            h.absorb(stray);
-            match h.resume(None).await {
-                Ok(r) => {
-                    for o in r.released {
-                        progress(Event::Released(o.clone()));
-                        released.push(o);
-                    }
-                }
-                Err(e) => problems.push(crate::error::one_line(&e)),
-            }
-            if h.holds_anything() {
-                held.splice(0..0, h.leave_paused());
-            }
-        }
+        };
         let lease_name = self.opts.lease.to_string();
         let mut lease_left = None;
         let mut lease_released = false;

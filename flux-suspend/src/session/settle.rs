@@ -1,0 +1,71 @@
+//! Cleanup's release of the fences: settle every member not provably held (a fence write may
+//! have been abandoned in flight), then release targets before parents.
+
+use flux_fence::ObjectRef;
+
+use super::Event;
+use crate::handoff::{Chain, Handoff};
+
+/// Settles the chain's unheld members ([`flux_fence::Fencer::settle_unheld`]: a CAS of ours
+/// moves each one on, so an abandoned fence write can never land later), then releases
+/// everything held. Returns what was released, the problems, and what may still be held.
+pub(super) async fn release_fences(
+    mut h: Handoff,
+    chains: &[Chain],
+    progress: &mut impl FnMut(Event),
+) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let mut released = Vec::new();
+    let mut problems = Vec::new();
+    let mut held = Vec::new();
+    let fencer = h.fencer().clone();
+    let mut stray = Vec::new();
+    for obj in members(chains) {
+        if h.holds(obj) {
+            continue;
+        }
+        match fencer.settle_unheld(obj).await {
+            Ok(Some(g)) => stray.push(g),
+            Ok(None) => {}
+            Err(e) => {
+                problems.push(format!("{obj} could not be settled: {e}"));
+                held.push(obj.to_string());
+            }
+        }
+    }
+    h.absorb(stray);
+    match h.resume(None).await {
+        Ok(r) => {
+            for o in r.released {
+                progress(Event::Released(o.clone()));
+                released.push(o);
+            }
+        }
+        Err(e) => problems.push(crate::error::one_line(&e)),
+    }
+    if h.holds_anything() {
+        held.splice(0..0, h.leave_paused());
+    }
+    (released, problems, held)
+}
+
+/// What a release cut short after `budget` may have left: every member of the chain, targets
+/// first.
+pub(super) fn cut_short(
+    chains: &[Chain],
+    budget: std::time::Duration,
+) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let held = members(chains).map(ToString::to_string).collect();
+    let why = format!(
+        "the API server did not answer the releases within {}s after the holder fenced itself",
+        budget.as_secs()
+    );
+    (Vec::new(), vec![why], held)
+}
+
+/// Targets, then parents.
+fn members(chains: &[Chain]) -> impl Iterator<Item = &ObjectRef> {
+    chains
+        .iter()
+        .map(|c| &c.target)
+        .chain(chains.iter().filter_map(|c| c.parent.as_ref()))
+}
