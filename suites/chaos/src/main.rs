@@ -4,7 +4,7 @@
 //!
 //! 1. discover the mutation points (one clean run, recorded in order);
 //! 2. run the scenarios, in this order: crash, lost, concurrency, faults, writer, signals,
-//!    hostile, security, restart (each in fresh seeded namespaces; restart on a control plane
+//!    hostile, security, restart, deadline (each in fresh seeded namespaces; restart on a control plane
 //!    of its own, started from `--launcher`);
 //! 3. scan everything printed, and the annotations and Events on the server, for secrets;
 //! 4. print one `chaos:` line per scenario, each finding on stderr, and the summary line last;
@@ -24,7 +24,7 @@ use anyhow::{Context, bail};
 use chaos::{Settings, Tally};
 
 /// Every scenario, in the order they run.
-const SCENARIOS: [&str; 9] = [
+const SCENARIOS: [&str; 10] = [
     "crash",
     "lost",
     "concurrency",
@@ -34,6 +34,7 @@ const SCENARIOS: [&str; 9] = [
     "hostile",
     "security",
     "restart",
+    "deadline",
 ];
 
 /// The chaos suite: the real flux-handoff binary under faults, on the control plane of
@@ -148,6 +149,7 @@ async fn run() -> anyhow::Result<bool> {
             "hostile" => chaos::hostile::run(&s, &base).await,
             "security" => chaos::security::run(&s, &base).await,
             "restart" => chaos::restart::run(&s, &base).await,
+            "deadline" => chaos::deadline::run(&s, &base).await,
             other => bail!("no scenario {other}"),
         }
         .with_context(|| format!("scenario {name}"))?;

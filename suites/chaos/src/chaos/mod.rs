@@ -19,6 +19,7 @@
 pub mod cell;
 pub mod concurrency;
 pub mod crash;
+pub mod deadline;
 pub mod discover;
 pub mod faults;
 pub mod hostile;
