@@ -266,15 +266,14 @@ impl LeaseHandle {
             if is_stale(last.at, now, s.cfg.duration) {
                 return Err(self.mark_lost(LossReason::Stale));
             }
-            let read = match last.known.take() {
-                Some(known) => Some(known),
-                None => {
-                    let left = ends.saturating_duration_since(tokio::time::Instant::now());
-                    let read = read_lease(&s.api, &s.cfg.name, &target, left);
-                    tokio::time::timeout_at(ends, read)
-                        .await
-                        .map_err(|_| past_deadline())??
-                }
+            let read = if let Some(known) = last.known.take() {
+                Some(known)
+            } else {
+                let left = ends.saturating_duration_since(tokio::time::Instant::now());
+                let read = read_lease(&s.api, &s.cfg.name, &target, left);
+                tokio::time::timeout_at(ends, read)
+                    .await
+                    .map_err(|_| past_deadline())??
             };
             let lease = match decide_renew(read.as_ref(), &s.holder, s.epoch, now) {
                 RenewDecision::Lost(reason) => return Err(self.mark_lost(reason)),

@@ -59,8 +59,8 @@ pub struct SelfFence {
 pub fn self_fence(duration: Duration, kill_grace: Duration) -> SelfFence {
     let ends = duration.saturating_sub(margin(duration));
     let slack = (ends / 10).min(KILL_SLACK);
-    let kill_work = ends - slack;
-    let stop_work = kill_work - kill_grace.min(kill_work / 4);
+    let kill_work = ends.saturating_sub(slack);
+    let stop_work = kill_work.saturating_sub(kill_grace.min(kill_work / 4));
     SelfFence {
         stop_work,
         kill_work,

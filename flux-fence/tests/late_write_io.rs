@@ -90,7 +90,7 @@ async fn late_write_a_held_fence_patch_forwarded_after_settling_does_not_land() 
     let through = Fencer::new(proxy.client().unwrap(), keys.clone(), owner.clone());
     let marks = vec![flux_fence::Mark::annotation("fenced-mark", "on")];
     // The acquire's patch is held: the caller gives up on it (a session hurried).
-    let abandoned = tokio::time::timeout(Duration::from_secs(60), async {
+    let abandoned = tokio::time::timeout(Duration::from_mins(1), async {
         tokio::select! {
             r = through.acquire(&obj, marks, None) => panic!("the held write answered: {r:?}"),
             () = held.arrived() => {}

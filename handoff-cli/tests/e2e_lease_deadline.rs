@@ -94,6 +94,55 @@ async fn wait_exit(child: &mut Reap, bound: Duration) -> i32 {
     }
 }
 
+/// `flux-handoff run` through `kubeconfig` with `script` as its command; its stderr is
+/// collected as it comes.
+fn spawn_holder(
+    c: &Cluster,
+    kubeconfig: &Path,
+    cfg: &Path,
+    script: &str,
+) -> (Reap, Arc<Mutex<String>>) {
+    let mut cmd = cli_at(c, kubeconfig);
+    cmd.arg("--config").arg(cfg);
+    cmd.args(["run", "--target", TARGET, "--grace", "5s"]);
+    cmd.args(c.handoff_flags());
+    cmd.args(["--", "sh", "-c", script]);
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let log = Arc::new(Mutex::new(String::new()));
+    let mut err = child.stderr.take().unwrap();
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = err.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    (Reap(Some(child)), log)
+}
+
+/// The acceptance line: the command's last tick, the holder's self-fence (its log line's
+/// time), recovery's first release (when it reached the proxy), on one line.
+fn print_times(last_tick: Option<&String>, log: &str, first_release: Timestamp) {
+    let last_tick = last_tick
+        .and_then(|t| t.parse::<i128>().ok())
+        .and_then(|n| Timestamp::from_nanosecond(n).ok())
+        .map_or_else(|| "?".to_string(), |t| t.to_string());
+    let self_fence = log
+        .lines()
+        .find(|l| l.contains("lease lost while the work runs"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or("?");
+    println!(
+        "lease_deadline: last_tick={last_tick} self_fence={self_fence} first_release={first_release}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_deadline_a_frozen_holder_ends_its_command_before_recovery_releases() {
     let c = Cluster::seeded("lease-dl").await;
@@ -113,28 +162,7 @@ async fn lease_deadline_a_frozen_holder_ends_its_command_before_recovery_release
         p = pid_file.display(),
         t = tick_file.display()
     );
-    let mut cmd = cli_at(&c, &holder_kc);
-    cmd.arg("--config").arg(&cfg);
-    cmd.args(["run", "--target", TARGET, "--grace", "5s"]);
-    cmd.args(c.handoff_flags());
-    cmd.args(["--", "sh", "-c", &script]);
-    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let log = Arc::new(Mutex::new(String::new()));
-    let mut err = child.stderr.take().unwrap();
-    let sink = log.clone();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = err.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            sink.lock()
-                .unwrap()
-                .push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    });
-    let mut holder = Reap(Some(child));
+    let (mut holder, log) = spawn_holder(&c, &holder_kc, &cfg, &script);
     let deadline = tokio::time::Instant::now() + Duration::from_mins(1);
     while ticks(&tick_file).len() < 3 {
         assert!(
@@ -193,21 +221,6 @@ async fn lease_deadline_a_frozen_holder_ends_its_command_before_recovery_release
     let lease = c.ns.api::<Lease>().get("flux-handoff").await.unwrap();
     assert_eq!(lease.spec.unwrap().holder_identity, None);
 
-    // The acceptance line: the command's last tick, the holder's self-fence, recovery's first
-    // release, on one line.
-    let last_tick = at_release
-        .last()
-        .and_then(|t| t.parse::<i128>().ok())
-        .and_then(|n| Timestamp::from_nanosecond(n).ok())
-        .unwrap();
-    let self_fence = text
-        .lines()
-        .find(|l| l.contains("lease lost while the work runs"))
-        .and_then(|l| l.split_whitespace().next())
-        .unwrap_or("?")
-        .to_string();
-    println!(
-        "lease_deadline: last_tick={last_tick} self_fence={self_fence} first_release={first_release}"
-    );
+    print_times(at_release.last(), &text, first_release);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -93,7 +93,7 @@ async fn cut_off(s: &Settings, base: &Baseline, partition: bool) -> anyhow::Resu
     let pid = std::fs::read_to_string(&pid_file)?.trim().to_string();
     if partition {
         // Not awaited to its end: the listener stays closed for longer than the case.
-        cell.proxy.refuse_for(Duration::from_secs(600)).await?;
+        cell.proxy.refuse_for(Duration::from_mins(10)).await?;
     } else {
         cell.proxy.freeze();
     }
