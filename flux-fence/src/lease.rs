@@ -96,8 +96,12 @@ impl Lease {
     /// # Errors
     /// [`FenceError::Forbidden`] naming the verb on 403; other API failures.
     ///
+    /// Adopting a Lease that already names `holder` (a parked pause resumed, a `--holder`
+    /// reused, a create whose answer was lost) renews it first (a CAS on the read): the
+    /// holder's deadline ([`LeaseHandle::deadline`]) counts from that renewal's send instant.
+    ///
     /// # Caveats
-    /// Expiry is judged by the caller's clock against the server-recorded `renewTime`; clock
+    /// `expired` is judged by the caller's clock against the server-recorded `renewTime`; clock
     /// skew between holders only matters for [`Lease::recover`], which also needs evidence.
     pub async fn acquire(
         client: Client,

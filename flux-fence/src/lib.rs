@@ -127,7 +127,8 @@ pub use keys::{
     AnnotationKeys, DEFAULT_PREFIX, FENCED_LABEL_VALUE, is_dns_label, is_dns_subdomain,
 };
 pub use lease::{
-    LEASE_ATTEMPTS, Lease, LeaseAcquire, LeaseGuard, LeaseHandle, LeaseRecover, LeaseRelease,
+    Deadline, LEASE_ATTEMPTS, Lease, LeaseAcquire, LeaseGuard, LeaseHandle, LeaseRecover,
+    LeaseRelease,
 };
 pub use lease_decide::{GoneHolder, LeaseConfig, LossReason, RecoverRefusal};
 pub use mark::{Mark, MarkAt, PriorRecord, RecordedMark, Restore};

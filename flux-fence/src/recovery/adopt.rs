@@ -91,7 +91,9 @@ pub enum Adoption {
 ///
 /// # Guarantees
 /// Writes nothing unless the decision is to acquire; then as [`Lease::acquire`] (adopts our
-/// holder at its epoch, or takes a free Lease with a CAS). The Lease is read again by
+/// holder at its epoch with a renewal of its own — a CAS on the read — so the holder's clock
+/// starts at that renewal's send instant, never at the parked Lease's old `renewTime`; or
+/// takes a free Lease with a CAS). The Lease is read again by
 /// `acquire`: a change of holder in between is refused there.
 ///
 /// # Errors
