@@ -142,10 +142,13 @@ pub enum Mutant {
     ReleaseIgnoresMovedMarks,
     /// The writer skips the re-read of the chain before its protected write.
     SecretWriteWithoutRecheck,
+    /// A stalled holder keeps its command running until a request returns (no self-fence on
+    /// its own clock), as before issue 25.
+    HolderWaitsForRequests,
 }
 
 impl Mutant {
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::JudgeReadsConditions,
         Self::ReleaseWithoutOwnerTest,
         Self::RecoveryBeforeLease,
@@ -153,6 +156,7 @@ impl Mutant {
         Self::AckAtLeast,
         Self::ReleaseIgnoresMovedMarks,
         Self::SecretWriteWithoutRecheck,
+        Self::HolderWaitsForRequests,
     ];
 
     /// The bound a mutant is checked at: `base` plus the actors its counterexample needs
@@ -165,7 +169,9 @@ impl Mutant {
                 faults: base.faults.max(1),
                 ..base
             },
-            Self::ReleaseWithoutOwnerTest | Self::RecoveryBeforeLease => Bounds {
+            Self::ReleaseWithoutOwnerTest
+            | Self::RecoveryBeforeLease
+            | Self::HolderWaitsForRequests => Bounds {
                 ticks: 1,
                 recover: true,
                 faults: base.faults.max(1),
@@ -199,6 +205,7 @@ impl Mutant {
             Self::AckAtLeast => "ack_compared_at_least",
             Self::ReleaseIgnoresMovedMarks => "release_ignores_moved_marks",
             Self::SecretWriteWithoutRecheck => "secret_write_without_recheck",
+            Self::HolderWaitsForRequests => "holder_waits_for_requests",
         }
     }
 }
@@ -577,6 +584,7 @@ impl Model for Handoff {
             Action::Tick => {
                 n.budget.ticks -= 1;
                 n.clock += 1;
+                self.self_fence(&mut n);
             }
             Action::Resume => {
                 self.resume_step(&mut n);
@@ -611,6 +619,23 @@ impl Model for Handoff {
 }
 
 impl Handoff {
+    /// The holder's own deadline (`flux_fence::lease_deadline`): it lies before a full lease
+    /// duration after its last renewal, and recovery needs a full duration unchanged, so by
+    /// the time a tick has passed, a run that did not renew has stopped its command (work
+    /// phase) and goes to cleanup, its Lease counted lost. The mutant keeps it working.
+    fn self_fence(&self, s: &mut State) {
+        if self.is(Mutant::HolderWaitsForRequests) {
+            return;
+        }
+        let clock = s.clock;
+        for run in &mut s.runs {
+            if run.working() && run.renewed != clock {
+                run.lost = true;
+                run.pc = Pc::ReadRelease(T);
+            }
+        }
+    }
+
     /// Whether run `r`'s acknowledgement wait is satisfied (production `acknowledged`, or
     /// the `>=` mutant).
     pub(crate) fn acked(&self, s: &State, r: usize) -> bool {

@@ -48,6 +48,14 @@ pub fn all() -> Vec<Property<Handoff>> {
                 .as_ref()
                 .is_none_or(|l| l.parked.is_none() || l.parked == l.holder)
         }),
+        // The holder's deadline comes before recovery's takeover: no run is still in its work
+        // phase (its command running, whatever requests it has pending) once another holder
+        // took the Lease at a later epoch.
+        Property::always("command_ends_before_takeover", |_, s: &State| {
+            s.runs.iter().all(|run| {
+                !run.working() || s.lease.as_ref().is_none_or(|l| l.transitions <= run.epoch)
+            })
+        }),
         Property::always("children_released_before_parents", |_, s: &State| {
             s.ghost & ghost::ORDER == 0
         }),

@@ -75,3 +75,22 @@ fn a_secret_write_without_its_recheck_is_caught_on_a_small_bound() {
         out.violations.iter().map(|(p, _)| p).collect::<Vec<_>>()
     );
 }
+
+/// Issue 25: the holder's deadline comes before recovery's takeover. A stalled holder that
+/// keeps its command running until a request returns (no self-fence) is caught; with the
+/// self-fence the same bound has no violation.
+#[test]
+fn lease_deadline_a_holder_without_its_self_fence_is_caught_on_a_small_bound() {
+    let m = verify::Mutant::HolderWaitsForRequests;
+    let bounds = m.bounds(verify::Bounds::tiny());
+    let out = verify::check(bounds, Some(m), 2);
+    assert!(
+        out.violations
+            .iter()
+            .any(|(p, _)| *p == "command_ends_before_takeover"),
+        "{:?}",
+        out.violations.iter().map(|(p, _)| p).collect::<Vec<_>>()
+    );
+    let out = verify::check(bounds, None, 2);
+    assert!(out.violations.is_empty(), "{:#?}", out.violations);
+}
