@@ -165,6 +165,9 @@ pub struct Session {
     recovered: Vec<Recovered>,
     /// A bound on releasing the fences in cleanup (set when the holder fenced itself).
     cleanup_budget: Option<std::time::Duration>,
+    /// The pause was abandoned with a write perhaps in flight: cleanup settles every member it
+    /// does not hold with a CAS of its own before judging it.
+    abandoned: bool,
 }
 
 impl Session {
@@ -248,6 +251,7 @@ impl Session {
             waiting,
             recovered,
             cleanup_budget: None,
+            abandoned: false,
         })
     }
 
@@ -413,6 +417,9 @@ impl Session {
             progress(Event::Step(step));
         }
         let changed = handoff.holds_anything();
+        if result.is_none() {
+            self.abandoned = true;
+        }
         match result {
             None => Err(SessionError::Cancelled {
                 during: "during the pause".into(),
@@ -489,7 +496,7 @@ impl Session {
         let (released, mut problems, held) = match self.handoff.take() {
             None => (Vec::new(), Vec::new(), Vec::new()),
             Some(h) => {
-                let release = settle::release_fences(h, &self.chains, progress);
+                let release = settle::release_fences(h, &self.chains, self.abandoned, progress);
                 match self.cleanup_budget {
                     None => release.await,
                     // After a self-fence the API server is not answering: cleanup tries for one

@@ -6,12 +6,18 @@ use flux_fence::ObjectRef;
 use super::Event;
 use crate::handoff::{Chain, Handoff};
 
-/// Settles the chain's unheld members ([`flux_fence::Fencer::settle_unheld`]: a CAS of ours
-/// moves each one on, so an abandoned fence write can never land later), then releases
-/// everything held. Returns what was released, the problems, and what may still be held.
+/// Settles the chain's unheld members, then releases everything held. Returns what was
+/// released, the problems, and what may still be held.
+///
+/// After an `abandoned` pause a fence write may still be in flight, so each unheld member is
+/// settled with [`flux_fence::Fencer::settle_unheld`] (a CAS of ours moves it on, so the
+/// abandoned write can never land later). Otherwise every write of the pause returned, and one
+/// re-read finds a fence of ours ([`flux_fence::Fencer::adopt_recorded`]) — no write on an
+/// object the run never fenced (a refusal changes nothing).
 pub(super) async fn release_fences(
     mut h: Handoff,
     chains: &[Chain],
+    abandoned: bool,
     progress: &mut impl FnMut(Event),
 ) -> (Vec<String>, Vec<String>, Vec<String>) {
     let mut released = Vec::new();
@@ -23,7 +29,12 @@ pub(super) async fn release_fences(
         if h.holds(obj) {
             continue;
         }
-        match fencer.settle_unheld(obj).await {
+        let settled = if abandoned {
+            fencer.settle_unheld(obj).await
+        } else {
+            fencer.adopt_recorded(obj, fencer.owner()).await
+        };
+        match settled {
             Ok(Some(g)) => stray.push(g),
             Ok(None) => {}
             Err(e) => {
