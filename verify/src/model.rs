@@ -584,7 +584,6 @@ impl Model for Handoff {
             Action::Tick => {
                 n.budget.ticks -= 1;
                 n.clock += 1;
-                self.self_fence(&mut n);
             }
             Action::Resume => {
                 self.resume_step(&mut n);
@@ -601,6 +600,7 @@ impl Model for Handoff {
             Action::Janitor => self.recover_step(&mut n, Actor::Janitor),
             other => self.env_step(&mut n, other),
         }
+        self.self_fence(&mut n);
         Some(if self.reduced {
             self.representative(n)
         } else {
@@ -620,9 +620,11 @@ impl Model for Handoff {
 
 impl Handoff {
     /// The holder's own deadline (`flux_fence::lease_deadline`): it lies before a full lease
-    /// duration after its last renewal, and recovery needs a full duration unchanged, so by
-    /// the time a tick has passed, a run that did not renew has stopped its command (work
-    /// phase) and goes to cleanup, its Lease counted lost. The mutant keeps it working.
+    /// duration after its last renewal, and recovery needs a full duration unchanged, so once a
+    /// tick has passed, a run in its work phase that did not renew since (stalled there, or
+    /// reaching it stalled: `wait_lost` then resolves at once) has stopped its command and goes
+    /// to cleanup, its Lease counted lost. Applied after every step. The mutant keeps it
+    /// working.
     fn self_fence(&self, s: &mut State) {
         if self.is(Mutant::HolderWaitsForRequests) {
             return;
