@@ -181,6 +181,8 @@ struct Shared {
     lost: Mutex<Option<LossReason>>,
     /// Tells [`LeaseHandle::wait_lost`] the moment `lost` is set.
     lost_tx: tokio::sync::watch::Sender<bool>,
+    /// The chain record stamped on every renewal (`crate::lease_record`).
+    record: crate::lease_record::Pending,
 }
 
 impl LeaseHandle {
@@ -223,10 +225,11 @@ impl LeaseHandle {
                 // A read that keeps failing past the Lease's duration finds it stale next round.
                 None => read_lease(&s.api, &s.cfg.name, &target, s.cfg.duration).await?,
             };
-            let lease = match decide_renew(read.as_ref(), &s.holder, s.epoch, now) {
+            let mut lease = match decide_renew(read.as_ref(), &s.holder, s.epoch, now) {
                 RenewDecision::Lost(reason) => return Err(self.mark_lost(reason)),
                 RenewDecision::Renew(lease) => lease,
             };
+            s.record.stamp(&mut lease, &self.owner(), &target)?;
             match s
                 .api
                 .replace(&s.cfg.name, &crate::api::post_params(), &lease)
@@ -282,6 +285,16 @@ impl LeaseHandle {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    pub(crate) fn pending(&self) -> &crate::lease_record::Pending {
+        &self.0.record
+    }
+
+    /// The Lease, `namespace/name`.
+    #[must_use]
+    pub fn lease_name(&self) -> String {
+        self.0.cfg.to_string()
     }
 
     fn check_lost(&self) -> Result<(), FenceError> {
@@ -348,6 +361,7 @@ impl LeaseGuard {
             proven: AtomicU64::new(0),
             lost: Mutex::new(None),
             lost_tx: tokio::sync::watch::Sender::new(false),
+            record: crate::lease_record::Pending::default(),
         };
         let handle = LeaseHandle(Arc::new(shared));
         let beat = handle.clone();
@@ -450,9 +464,14 @@ impl LeaseGuard {
     /// Release fences before the Lease: fences carry the epoch, not a liveness check.
     pub async fn release(self) -> Result<LeaseRelease, FenceError> {
         let parked_key = self.handle.0.cfg.parked_key.clone();
+        let handle = self.handle.clone();
         self.finish(
             "released",
-            |read, holder, epoch| decide_lease_release(read, holder, epoch, &parked_key),
+            |read, holder, epoch| {
+                // The chain record goes with the release only when settled (lease_record).
+                let decided = decide_lease_release(read, holder, epoch, &parked_key);
+                handle.pending().on_release(decided, &handle.owner())
+            },
             release_landed,
         )
         .await

@@ -100,6 +100,7 @@ mod holder;
 mod keys;
 mod lease;
 pub mod lease_decide;
+pub mod lease_record;
 mod lease_recover;
 pub mod liveness;
 mod mark;
@@ -128,6 +129,7 @@ pub use lease::{
     LEASE_ATTEMPTS, Lease, LeaseAcquire, LeaseGuard, LeaseHandle, LeaseRecover, LeaseRelease,
 };
 pub use lease_decide::{GoneHolder, LeaseConfig, LossReason, RecoverRefusal};
+pub use lease_record::{ChainRecord, RecordedMember};
 pub use mark::{Mark, MarkAt, PriorRecord, RecordedMark, Restore};
 pub use one_line::one_line;
 pub use outcome::{AcquireOutcome, Applied, Kept, LostAcquire, ReleaseOutcome};

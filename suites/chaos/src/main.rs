@@ -24,7 +24,7 @@ use anyhow::{Context, bail};
 use chaos::{Settings, Tally};
 
 /// Every scenario, in the order they run.
-const SCENARIOS: [&str; 9] = [
+const SCENARIOS: [&str; 11] = [
     "crash",
     "lost",
     "concurrency",
@@ -34,6 +34,8 @@ const SCENARIOS: [&str; 9] = [
     "hostile",
     "security",
     "restart",
+    "outside",
+    "second-lease",
 ];
 
 /// The chaos suite: the real flux-handoff binary under faults, on the control plane of
@@ -148,6 +150,8 @@ async fn run() -> anyhow::Result<bool> {
             "hostile" => chaos::hostile::run(&s, &base).await,
             "security" => chaos::security::run(&s, &base).await,
             "restart" => chaos::restart::run(&s, &base).await,
+            "outside" => chaos::chain::outside(&s, &base).await,
+            "second-lease" => chaos::chain::second_lease(&s, &base).await,
             other => bail!("no scenario {other}"),
         }
         .with_context(|| format!("scenario {name}"))?;
