@@ -40,7 +40,7 @@ fn chain_record_stamp_only_adds_and_never_replaces_a_live_epoch() {
             "first member",
             None,
             vec![a.clone()],
-            Stamp::Write(record(&ours, &[a.clone()])),
+            Stamp::Write(record(&ours, std::slice::from_ref(&a))),
         ),
         (
             "ours, already listed",
@@ -50,19 +50,19 @@ fn chain_record_stamp_only_adds_and_never_replaces_a_live_epoch() {
         ),
         (
             "ours, one more (the record keeps what it listed)",
-            Some(record(&ours, &[a.clone()])),
+            Some(record(&ours, std::slice::from_ref(&a))),
             vec![b.clone()],
             Stamp::Write(record(&ours, &[a.clone(), b.clone()])),
         ),
         (
             "a dead epoch's record on a Lease taken free",
-            Some(record(&owner("x", 2), &[a.clone()])),
+            Some(record(&owner("x", 2), std::slice::from_ref(&a))),
             vec![b.clone()],
-            Stamp::Write(record(&ours, &[b.clone()])),
+            Stamp::Write(record(&ours, std::slice::from_ref(&b))),
         ),
         (
             "another owner at our epoch",
-            Some(record(&owner("x", 3), &[a.clone()])),
+            Some(record(&owner("x", 3), std::slice::from_ref(&a))),
             vec![b.clone()],
             Stamp::Foreign {
                 owner: "x;3".into(),
@@ -70,7 +70,7 @@ fn chain_record_stamp_only_adds_and_never_replaces_a_live_epoch() {
         ),
         (
             "a newer epoch",
-            Some(record(&owner("h", 4), &[a.clone()])),
+            Some(record(&owner("h", 4), std::slice::from_ref(&a))),
             vec![b.clone()],
             Stamp::Foreign {
                 owner: "h;4".into(),
@@ -101,10 +101,16 @@ fn chain_record_is_cleared_only_for_its_owner_or_a_settled_one() {
     let settled = vec!["x;2".to_string()];
     let table = [
         (None, false),
-        (Some(record(&ours, &[a.clone()])), true),
-        (Some(record(&owner("x", 2), &[a.clone()])), true),
-        (Some(record(&owner("y", 2), &[a.clone()])), false),
-        (Some(record(&owner("h", 2), &[a.clone()])), false),
+        (Some(record(&ours, std::slice::from_ref(&a))), true),
+        (Some(record(&owner("x", 2), std::slice::from_ref(&a))), true),
+        (
+            Some(record(&owner("y", 2), std::slice::from_ref(&a))),
+            false,
+        ),
+        (
+            Some(record(&owner("h", 2), std::slice::from_ref(&a))),
+            false,
+        ),
         (Some("garbage".to_string()), false),
     ];
     for (current, want) in table {

@@ -74,7 +74,8 @@ async fn read_once(
 }
 
 /// Refuses while another holder has the Lease and it has not expired (the acquire decides
-/// again on what it reads; a read error is left to it).
+/// again on what it reads; a read error is left to it), and a free Lease whose chain record
+/// names fences still held ([`recorded_elsewhere`]).
 async fn lease(client: &Client, opts: &SessionOptions, ours: &Holder) -> Result<(), SessionError> {
     let api: kube::Api<KubeLease> = kube::Api::namespaced(client.clone(), &opts.lease.namespace);
     let Ok(Some(lease)) = api.get_opt(&opts.lease.name).await else {

@@ -1,8 +1,9 @@
 //! Resuming by holder: the other half of [`crate::Session::park`], for a later step, another
 //! process or a CI post step. Takes the holder's Lease (only as
 //! [`flux_fence::recovery::decide_adopt`] allows: a parked pause, or one whose process is
-//! attested gone), finds the holder's fences in the scope given, releases them targets before
-//! parents, then releases the Lease.
+//! attested gone), finds the holder's fences — every member of its chain record on the Lease
+//! (read by name, wherever it lives) and what the scope given lists — releases them targets
+//! before parents, then releases the Lease and the record with it.
 
 use std::sync::Arc;
 
