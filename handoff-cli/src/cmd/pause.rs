@@ -55,18 +55,18 @@ pub async fn run(
 /// (when not the default), the configuration file (the Lease and the annotation prefix may
 /// come from it) and the kubeconfig and context used.
 fn resume_line(holder: &str, lease: &flux_fence::LeaseConfig, global: &Global) -> String {
-    let mut line = format!("flux-handoff resume --holder {holder}");
+    let mut words = vec![format!("flux-handoff resume --holder {holder}")];
     if global.config.is_some() || lease.namespace != "flux-system" || lease.name != "flux-handoff" {
-        line.push_str(&format!(" --lease {lease}"));
+        words.push(format!("--lease {lease}"));
     }
     if let Some(c) = &global.config {
-        line.push_str(&format!(" --config {}", c.display()));
+        words.push(format!("--config {}", c.display()));
     }
     if let Some(k) = &global.kubeconfig {
-        line.push_str(&format!(" --kubeconfig {}", k.display()));
+        words.push(format!("--kubeconfig {}", k.display()));
     }
     if let Some(c) = &global.context {
-        line.push_str(&format!(" --context {c}"));
+        words.push(format!("--context {c}"));
     }
-    line
+    words.join(" ")
 }

@@ -1,15 +1,15 @@
 //! The chain on record (issue 25) under crashes and a second Lease.
 //!
 //! - `outside` — a target outside the default namespace: a Kustomization in a namespace of
-//!   its own, applied by the cell's parent. Odd rounds: `run` is SIGKILLed while its command
-//!   runs, then `fences recover --yes` (scope: the cell's namespace only) must find the target
+//!   its own, applied by the cell's parent. Odd rounds: `run` is killed (SIGKILL) while its
+//!   command runs, then `fences recover --yes` (scope: the cell's namespace only) must find the target
 //!   through the Lease's chain record and restore it, the parent and the Lease. Even rounds:
 //!   `pause`, then the resume line it printed, run exactly as printed, must give everything
 //!   back.
 //! - `second-lease` — a run under `--lease <ns>/other` while `fences recover --yes` with the
 //!   default Lease runs: the recovery must leave its fences alone. Odd rounds: the run then
 //!   ends by itself and must exit 0 with everything given back. Even rounds: the run is
-//!   SIGKILLed; recovery with the default Lease still keeps its fences, recovery with
+//!   killed (SIGKILL); recovery with the default Lease still keeps its fences, recovery with
 //!   `--lease <ns>/other` releases them.
 //!
 //! Every round ends by comparing what the server holds (spec and annotations of every
