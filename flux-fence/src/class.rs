@@ -37,7 +37,7 @@ impl FenceError {
             Self::LeaseLost {
                 reason: LossReason::Stale,
             } => ErrorClass::KubeApi,
-            Self::LeaseLost { .. } => ErrorClass::Refused,
+            Self::LeaseLost { .. } | Self::ChainRecorded { .. } => ErrorClass::Refused,
             Self::InvalidMark { .. } | Self::InvalidReason { .. } => ErrorClass::BadInput,
             _ => ErrorClass::KubeApi,
         }

@@ -100,6 +100,9 @@ pub enum FoundState {
         marks: Vec<RecordedMark>,
         /// The CAS release it would need, or why one is withheld.
         release: ReleasePlan,
+        /// The Lease (`namespace/name`) the fence was taken under
+        /// ([`AnnotationKeys::lease`]); `None` for a fence an older version wrote.
+        lease: Option<String>,
     },
     /// The owner or prior annotation does not parse: listed, never skipped.
     Malformed {
@@ -215,16 +218,7 @@ pub async fn discover_listed(
             }
         }
     }
-    fences.sort_by(|a, b| {
-        let key = |f: &FoundFence| {
-            (
-                resource_name(&f.object.resource),
-                f.object.namespace.clone(),
-                f.object.name.clone(),
-            )
-        };
-        key(a).cmp(&key(b))
-    });
+    sort_found(&mut fences);
     let lease = match lease {
         None => None,
         Some(cfg) => {
@@ -243,6 +237,20 @@ pub async fn discover_listed(
         }
     };
     Ok(FenceReport { lease, fences })
+}
+
+/// Sorts fences by resource, namespace and name, as discovery reports them.
+pub(crate) fn sort_found(fences: &mut [FoundFence]) {
+    fences.sort_by(|a, b| {
+        let key = |f: &FoundFence| {
+            (
+                resource_name(&f.object.resource),
+                f.object.namespace.clone(),
+                f.object.name.clone(),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
 }
 
 /// Classifies one object as read: `None` when it carries no owner annotation.
@@ -292,6 +300,7 @@ pub fn inspect(
             age,
             marks: held.marks,
             release,
+            lease: annotation(obj, &keys.lease).map(str::to_string),
         },
     })
 }

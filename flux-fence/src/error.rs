@@ -81,6 +81,17 @@ pub enum FenceError {
         /// The step.
         what: &'static str,
     },
+    /// The Lease carries a record of another holder's chain that this holder may not replace
+    /// (`crate::lease_record`): those fences may still be held, so no fence is written.
+    #[error(
+        "lease {lease} records the chain of {owner}, whose fences may still be held; no fence was written"
+    )]
+    ChainRecorded {
+        /// The Lease, `namespace/name`.
+        lease: String,
+        /// The record's owner (`holder;epoch`), or the text found.
+        owner: String,
+    },
     /// A value could not be encoded or decoded as JSON.
     #[error("encoding {what}")]
     Json {

@@ -154,6 +154,7 @@ impl Fencer {
         marks: Vec<Mark>,
         reason: Option<&str>,
     ) -> Result<AcquireOutcome, FenceError> {
+        let marks = self.with_lease_mark(marks);
         for _ in 0..MAX_ATTEMPTS {
             let decided = match read.take() {
                 Some(known) => decide_acquire(
@@ -196,6 +197,23 @@ impl Fencer {
         Ok(AcquireOutcome::Contended)
     }
 
+    /// `marks` and, with a Lease, the mark naming it (`<prefix>/lease` = `namespace/name`),
+    /// so whoever finds the fence judges it by the Lease it was taken under. Restored like any
+    /// mark (removed on release); a changed value does not keep the fence.
+    fn with_lease_mark(&self, mut marks: Vec<Mark>) -> Vec<Mark> {
+        if let Some(lease) = &self.lease
+            && !marks
+                .iter()
+                .any(|m| m.at == MarkAt::Annotation(self.keys.lease.clone()))
+        {
+            marks.push(
+                Mark::annotation(self.keys.lease.clone(), lease.lease_name())
+                    .restore(crate::Restore::IfUnchanged),
+            );
+        }
+        marks
+    }
+
     /// Reads `obj` and decides an acquire (no write).
     ///
     /// # Errors
@@ -229,7 +247,8 @@ impl Fencer {
         reason: Option<&str>,
     ) -> Result<Applied, FenceError> {
         if let Some(lease) = &self.lease {
-            lease.assert().await?;
+            // The chain on record: the object is on the Lease before its fence can be.
+            lease.record(&self.keys.chain, obj).await?;
         }
         let reason = reason.map(str::to_string);
         match self

@@ -19,6 +19,12 @@ pub struct AnnotationKeys {
     /// same CAS patch as the owner annotation, so fences are listed with a server-side label
     /// selector instead of reading every object.
     pub fenced_label: String,
+    /// `<prefix>/lease` on a fenced object: the Lease (`namespace/name`) the fence was taken
+    /// under, written as a mark of the fence, so recovery judges a fence by its own Lease.
+    pub lease: String,
+    /// `<prefix>/chain` on the Lease: the record of every object its holder has fenced or is
+    /// about to fence (`crate::ChainRecord`), written with the Lease's CAS before each fence.
+    pub chain: String,
 }
 
 /// The value of the fenced label.
@@ -34,6 +40,8 @@ impl AnnotationKeys {
             reason: format!("{prefix}/reason"),
             parked: format!("{prefix}/parked"),
             fenced_label: format!("{prefix}/fenced"),
+            lease: format!("{prefix}/lease"),
+            chain: format!("{prefix}/chain"),
         }
     }
 

@@ -213,6 +213,8 @@ struct Shared {
     renewed: tokio::sync::watch::Sender<tokio::time::Instant>,
     /// The work's SIGTERM-to-SIGKILL grace ([`LeaseHandle::set_kill_grace`]).
     kill_grace: Mutex<std::time::Duration>,
+    /// The chain record stamped on every renewal (`crate::lease_record`).
+    record: crate::lease_record::Pending,
 }
 
 /// The holder's stop times as instants of the monotonic clock ([`SelfFence`] from the send
@@ -279,10 +281,11 @@ impl LeaseHandle {
                     .await
                     .map_err(|_| past_deadline())??
             };
-            let lease = match decide_renew(read.as_ref(), &s.holder, s.epoch, now) {
+            let mut lease = match decide_renew(read.as_ref(), &s.holder, s.epoch, now) {
                 RenewDecision::Lost(reason) => return Err(self.mark_lost(reason)),
                 RenewDecision::Renew(lease) => lease,
             };
+            s.record.stamp(&mut lease, &self.owner(), &target)?;
             let params = crate::api::post_params();
             let sent = tokio::time::Instant::now();
             let write = s.api.replace(&s.cfg.name, &params, &lease);
@@ -389,6 +392,16 @@ impl LeaseHandle {
             .unwrap_or_else(PoisonError::into_inner) = grace;
     }
 
+    pub(crate) fn pending(&self) -> &crate::lease_record::Pending {
+        &self.0.record
+    }
+
+    /// The Lease, `namespace/name`.
+    #[must_use]
+    pub fn lease_name(&self) -> String {
+        self.0.cfg.to_string()
+    }
+
     fn check_lost(&self) -> Result<(), FenceError> {
         self.lost()
             .map_or(Ok(()), |reason| Err(FenceError::LeaseLost { reason }))
@@ -470,6 +483,7 @@ impl LeaseGuard {
             lost_tx: tokio::sync::watch::Sender::new(false),
             renewed: tokio::sync::watch::Sender::new(sent),
             kill_grace: Mutex::new(std::time::Duration::ZERO),
+            record: crate::lease_record::Pending::default(),
         };
         let handle = LeaseHandle(Arc::new(shared));
         let beat = handle.clone();
@@ -579,9 +593,14 @@ impl LeaseGuard {
     /// Release fences before the Lease: fences carry the epoch, not a liveness check.
     pub async fn release(self) -> Result<LeaseRelease, FenceError> {
         let parked_key = self.handle.0.cfg.parked_key.clone();
+        let handle = self.handle.clone();
         self.finish(
             "released",
-            |read, holder, epoch| decide_lease_release(read, holder, epoch, &parked_key),
+            |read, holder, epoch| {
+                // The chain record goes with the release only when settled (lease_record).
+                let decided = decide_lease_release(read, holder, epoch, &parked_key);
+                handle.pending().on_release(decided, &handle.owner())
+            },
             release_landed,
         )
         .await

@@ -101,6 +101,7 @@ mod keys;
 mod lease;
 pub mod lease_deadline;
 pub mod lease_decide;
+pub mod lease_record;
 mod lease_recover;
 pub mod liveness;
 mod mark;
@@ -131,6 +132,7 @@ pub use lease::{
     LeaseRelease,
 };
 pub use lease_decide::{GoneHolder, LeaseConfig, LossReason, RecoverRefusal};
+pub use lease_record::{ChainRecord, RecordedMember};
 pub use mark::{Mark, MarkAt, PriorRecord, RecordedMark, Restore};
 pub use one_line::one_line;
 pub use outcome::{AcquireOutcome, Applied, Kept, LostAcquire, ReleaseOutcome};

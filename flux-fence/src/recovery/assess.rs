@@ -110,6 +110,9 @@ pub enum Liveness {
     Paused,
     /// Nothing shows the holder alive.
     Orphaned(Orphan),
+    /// The fence was taken under another Lease (`namespace/name`): only that Lease says
+    /// whether its holder lives, so it is not judged here.
+    OtherLease(String),
 }
 
 impl Liveness {
@@ -120,6 +123,7 @@ impl Liveness {
             Self::Live { .. } => "LIVE",
             Self::Paused => "PAUSED",
             Self::Orphaned(_) => "ORPHANED-LOOKING",
+            Self::OtherLease(_) => "OTHER-LEASE",
         }
     }
 }
@@ -230,6 +234,8 @@ pub enum Withhold {
     },
     /// An exact mark moved since the fence.
     MarkMoved(MarkAt),
+    /// Taken under another Lease (`namespace/name`): judged only with that Lease.
+    OtherLease(String),
     /// The owner or prior annotation does not parse.
     Malformed {
         /// The owner annotation as found.
@@ -258,19 +264,27 @@ pub struct Row {
     pub action: Action,
 }
 
-/// Judges every fence of `report` against the Lease as read.
+/// Judges every fence of `report` against the Lease `ours` (`namespace/name`) as read
+/// (`lease`). A fence that names another Lease it was taken under is judged by that Lease
+/// only: here it is withheld ([`Withhold::OtherLease`]), whatever `lease` says.
 #[must_use]
-pub fn assess(report: &FenceReport, lease: Option<&LeaseView>, child: &ChildMark) -> Vec<Row> {
+pub fn assess(
+    report: &FenceReport,
+    ours: &str,
+    lease: Option<&LeaseView>,
+    child: &ChildMark,
+) -> Vec<Row> {
     report
         .fences
         .iter()
-        .map(|f| assess_one(f, &report.fences, lease, child))
+        .map(|f| assess_one(f, &report.fences, ours, lease, child))
         .collect()
 }
 
 fn assess_one(
     found: &FoundFence,
     all: &[FoundFence],
+    ours: &str,
     lease: Option<&LeaseView>,
     child_mark: &ChildMark,
 ) -> Row {
@@ -289,10 +303,22 @@ fn assess_one(
             age,
             marks,
             release,
+            lease: taken_under,
             ..
         } => {
             let holder = owner.holder.to_string();
             let child = child_mark.is_child(marks);
+            if let Some(other) = taken_under.as_deref().filter(|l| *l != ours) {
+                return Row {
+                    object: found.object.clone(),
+                    liveness: Some(Liveness::OtherLease(other.to_string())),
+                    holder: Some(holder),
+                    epoch: Some(owner.epoch.0),
+                    age: Some(*age),
+                    child,
+                    action: Action::Withheld(Withhold::OtherLease(other.to_string())),
+                };
+            }
             let action = match release {
                 ReleasePlan::Withheld { at } => Action::Withheld(Withhold::MarkMoved(at.clone())),
                 ReleasePlan::Patch(patch) => {

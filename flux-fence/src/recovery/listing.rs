@@ -38,7 +38,12 @@ impl Recovery {
     /// API failures, as [`Recovery::snapshot`].
     pub async fn list(&self, suffix: &str) -> Result<FenceListing, FenceError> {
         let snapshot = self.snapshot().await?;
-        let rows = assess(&snapshot.report, snapshot.lease.as_ref(), &self.child);
+        let rows = assess(
+            &snapshot.report,
+            &self.target(),
+            snapshot.lease.as_ref(),
+            &self.child,
+        );
         Ok(FenceListing {
             snapshot,
             rows,
@@ -73,6 +78,10 @@ impl FenceListing {
                 "expired": l.found.expired,
                 "parked": l.found.parked,
                 "release_command": self.release_lease_command(l),
+                "record": self.snapshot.record.as_ref().map(|r| json!({
+                    "owner": r.owner,
+                    "members": r.members.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                })),
             }),
         };
         let rows = self.rows.iter();
@@ -107,7 +116,8 @@ impl FenceListing {
             return writeln!(f, "LEASE {name}: absent");
         };
         let Some(h) = &l.found.holder else {
-            return writeln!(f, "LEASE {name}: free (epoch {})", l.found.epoch);
+            writeln!(f, "LEASE {name}: free (epoch {})", l.found.epoch)?;
+            return self.record_line(f);
         };
         let now = self.snapshot.now;
         let renewed = l.found.renewed.map_or_else(
@@ -124,6 +134,7 @@ impl FenceListing {
             f,
             "LEASE {name}: held by {h} (epoch {epoch}), {renewed}, {state}"
         )?;
+        self.record_line(f)?;
         if let Some(cmd) = self.release_lease_command(l) {
             let when = if l.found.parked {
                 "release once its fences are gone"
@@ -133,6 +144,17 @@ impl FenceListing {
             writeln!(f, "  {when}: {cmd}")?;
         }
         Ok(())
+    }
+}
+
+impl FenceListing {
+    /// The chain record on the Lease, when there is one: whose, and every member.
+    fn record_line(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Some(r) = &self.snapshot.record else {
+            return Ok(());
+        };
+        let members: Vec<String> = r.members.iter().map(ToString::to_string).collect();
+        writeln!(f, "  records for {}: {}", r.owner, members.join(", "))
     }
 }
 
@@ -221,7 +243,13 @@ mod tests {
             fences: Vec::new(),
         };
         FenceListing {
-            snapshot: Snapshot { report, lease, now },
+            snapshot: Snapshot {
+                report,
+                lease,
+                now,
+                record: None,
+                record_unknown: Vec::new(),
+            },
             rows,
             lease_name: "fs/l".into(),
             scope,

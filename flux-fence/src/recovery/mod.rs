@@ -58,8 +58,8 @@ pub use assess::{
     Action, ChildMark, LeaseView, Liveness, Orphan, Row, Withhold, assess, held_children, liveness,
 };
 pub use plan::{
-    HolderEvidence, KeepReason, PlanOptions, PlannedRelease, RecoverPlan, Subject, needs_watch,
-    plan_recover,
+    HolderEvidence, KeepReason, PlanOptions, PlannedRelease, RecordHold, RecoverPlan, Subject,
+    needs_watch, plan_recover, recorded_hold,
 };
 pub use run::{Planned, RecoverOutcome, RecoverReport, Recovery, Snapshot};
 pub use watch::{WatchProgress, WatchStep, watch_step};

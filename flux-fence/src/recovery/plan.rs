@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use super::assess::{Action, LeaseView, Liveness, Orphan, Row, Withhold};
-use crate::{GoneHolder, ObjectRef};
+use crate::discover::{FenceReport, FoundState};
+use crate::{ChainRecord, GoneHolder, ObjectRef, RecordedMember};
 
 /// What is known about the Lease holder beyond the Lease as read: the caller fills it, from
 /// [`crate::recovery::Recovery::watch`] or from a source outside the cluster.
@@ -135,6 +136,65 @@ pub struct RecoverPlan {
     pub release: Vec<PlannedRelease>,
     /// What is kept, and why.
     pub keep: Vec<(Subject, KeepReason)>,
+    /// The chain record on the Lease and which of its members still carry its owner's
+    /// fence: a Lease taken over is released (and its record cleared) only once every one of
+    /// them was released.
+    pub record: Option<RecordHold>,
+}
+
+/// What a chain record still holds, as read.
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct RecordHold {
+    /// The record's owner (`holder;epoch`).
+    pub owner: String,
+    /// Recorded members that carry a fence of the record's holder.
+    pub fenced: Vec<ObjectRef>,
+    /// Recorded members of a kind the reader does not know (may be fenced; never touched).
+    pub unknown: Vec<String>,
+}
+
+impl RecordHold {
+    /// What may still be fenced once `released` were released, in words; `None` when
+    /// nothing: the record is settled.
+    #[must_use]
+    pub fn unsettled(&self, released: &[ObjectRef]) -> Option<String> {
+        let mut left: Vec<String> = self
+            .fenced
+            .iter()
+            .filter(|o| !released.contains(o))
+            .map(super::short_ref)
+            .collect();
+        left.extend(self.unknown.iter().cloned());
+        (!left.is_empty()).then(|| left.join(", "))
+    }
+}
+
+/// Which members of `record` the snapshot shows fenced by the record's holder (any epoch: a
+/// fence of that holder is never anybody else's to keep). Pure.
+#[must_use]
+pub fn recorded_hold(
+    record: &ChainRecord,
+    report: &FenceReport,
+    unknown: &[RecordedMember],
+) -> RecordHold {
+    let holder = record.owner_value().ok().map(|o| o.holder);
+    let fenced = report
+        .fences
+        .iter()
+        .filter(|f| record.members.iter().any(|m| m.is(&f.object)))
+        .filter(|f| match &f.state {
+            FoundState::Fence { owner, .. } => Some(&owner.holder) == holder.as_ref(),
+            // A malformed fence on a recorded member may be the holder's: it stays.
+            _ => true,
+        })
+        .map(|f| f.object.clone())
+        .collect();
+    RecordHold {
+        owner: record.owner.clone(),
+        fenced,
+        unknown: unknown.iter().map(ToString::to_string).collect(),
+    }
 }
 
 impl RecoverPlan {

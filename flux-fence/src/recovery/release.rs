@@ -16,7 +16,10 @@ use super::run::Recovery;
 use super::words::{age, short_ref};
 use crate::api::error;
 use crate::discover::{self, FoundState, ReleasePlan};
-use crate::{FenceError, Fencer, Holder, ObjectRef, OwnerValue, RecordedMark, ReleaseOutcome};
+use crate::lease_record::{merge_found, read_members, read_record};
+use crate::{
+    FenceError, Fencer, Holder, LeaseConfig, ObjectRef, OwnerValue, RecordedMark, ReleaseOutcome,
+};
 
 /// A fence checked and ready to release: what was observed, and the CAS patch to send.
 #[derive(Debug, Clone, PartialEq)]
@@ -187,6 +190,7 @@ impl Recovery {
             age,
             marks,
             release,
+            lease: taken_under,
             ..
         } = &found.state
         else {
@@ -205,7 +209,7 @@ impl Recovery {
             }
         };
         if !self.child.is_child(marks) {
-            let all = discover::discover_listed(
+            let mut all = discover::discover_listed(
                 &self.client,
                 &self.keys,
                 &self.kinds,
@@ -215,6 +219,16 @@ impl Recovery {
                 self.listing,
             )
             .await?;
+            // The children recorded on the Lease the parent was fenced under, wherever they are.
+            let lease = self.lease_of(taken_under.as_deref());
+            if let Some(record) = read_record(&self.client, &self.keys, &lease).await?
+                && record.owner_value().is_ok_and(|o| o.holder == *holder)
+            {
+                let now = self.clock.now();
+                let members =
+                    read_members(&self.client, &self.keys, &self.kinds, &record, now).await?;
+                merge_found(&mut all.fences, members.found);
+            }
             let children = held_children(holder.as_str(), &found, &all.fences, &self.child);
             if !children.is_empty() {
                 let holder = holder.to_string();
@@ -268,6 +282,19 @@ impl Recovery {
                 refuse(ReleaseRefusal::Kept(format!("{why:?}")))
             }
         }
+    }
+
+    /// The Lease named `namespace/name` by a fence (its own), else this recovery's.
+    fn lease_of(&self, taken_under: Option<&str>) -> LeaseConfig {
+        let mut cfg = self.lease.clone();
+        if let Some((ns, name)) = taken_under.and_then(|l| l.split_once('/'))
+            && crate::is_dns_label(ns)
+            && crate::is_dns_subdomain(name)
+        {
+            cfg.namespace = ns.to_string();
+            cfg.name = name.to_string();
+        }
+        cfg
     }
 
     /// The Lease's holder, if it can be read (evidence for notes only).

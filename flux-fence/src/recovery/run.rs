@@ -12,15 +12,19 @@ use kube::api::{Api, ApiResource, DynamicObject};
 
 use super::assess::{ChildMark, LeaseView, Row, assess};
 use super::ci::{CiAsk, ask_ci};
-use super::plan::{HolderEvidence, PlanOptions, RecoverPlan, Subject, needs_watch, plan_recover};
+use super::plan::{
+    HolderEvidence, PlanOptions, RecoverPlan, Subject, needs_watch, plan_recover, recorded_hold,
+};
 use super::watch::{WatchProgress, WatchTiming, watch_lease};
 use crate::api::{error, get_retrying};
 use crate::discover::{self, FenceReport, Listing, Scope, owner_of};
 use crate::events::EventKind;
+use crate::lease_record::{merge_found, read_members};
 use crate::liveness::LivenessSource;
 use crate::{
-    AnnotationKeys, Clock, Epoch, FenceError, Fencer, Holder, Lease, LeaseConfig, LeaseRecover,
-    LeaseRelease, ObjectRef, OwnerValue, RecoverRefusal, ReleaseOutcome, SystemClock,
+    AnnotationKeys, ChainRecord, Clock, Epoch, FenceError, Fencer, Holder, Lease, LeaseConfig,
+    LeaseRecover, LeaseRelease, ObjectRef, OwnerValue, RecordedMember, RecoverRefusal,
+    ReleaseOutcome, SystemClock,
 };
 
 /// Recovery of fences and a Lease left by gone holders. Build it, then [`Recovery::plan`]
@@ -51,6 +55,11 @@ pub struct Snapshot {
     pub lease: Option<LeaseView>,
     /// When it was taken, by the injected clock (for ages only).
     pub now: Timestamp,
+    /// The chain record on the Lease, if any. Every member of it that carries a fence is in
+    /// `report`, wherever it lives (read by name, whatever the scope).
+    pub record: Option<ChainRecord>,
+    /// Members of the record of a kind this recovery does not know: never read or touched.
+    pub record_unknown: Vec<RecordedMember>,
 }
 
 /// What [`Recovery::plan`] found and decided.
@@ -214,13 +223,31 @@ impl Recovery {
             self.listing,
         )
         .await?;
+        let mut report = report;
         let now = self.clock.now();
-        let lease = self
-            .read_lease()
-            .await?
-            .map(|l| LeaseView::from_lease(&l, &self.keys, now))
+        let read = self.read_lease().await?;
+        let lease = read
+            .as_ref()
+            .map(|l| LeaseView::from_lease(l, &self.keys, now))
             .transpose()?;
-        Ok(Snapshot { report, lease, now })
+        let record = read
+            .as_ref()
+            .map(|l| ChainRecord::on_lease(l, &self.keys))
+            .transpose()?
+            .flatten();
+        let mut record_unknown = Vec::new();
+        if let Some(r) = &record {
+            let members = read_members(&self.client, &self.keys, &self.kinds, r, now).await?;
+            merge_found(&mut report.fences, members.found);
+            record_unknown = members.unknown;
+        }
+        Ok(Snapshot {
+            report,
+            lease,
+            now,
+            record,
+            record_unknown,
+        })
     }
 
     /// Watches the Lease when a recovery needs evidence about its holder (it is held, and not
@@ -282,8 +309,17 @@ impl Recovery {
             .transpose()?;
         let evidence = self.watch(first.as_ref(), progress).await?;
         let snapshot = self.snapshot().await?;
-        let rows = assess(&snapshot.report, snapshot.lease.as_ref(), &self.child);
-        let plan = plan_recover(&rows, snapshot.lease.as_ref(), &evidence, &self.opts);
+        let rows = assess(
+            &snapshot.report,
+            &self.target(),
+            snapshot.lease.as_ref(),
+            &self.child,
+        );
+        let mut plan = plan_recover(&rows, snapshot.lease.as_ref(), &evidence, &self.opts);
+        plan.record = snapshot
+            .record
+            .as_ref()
+            .map(|r| recorded_hold(r, &snapshot.report, &snapshot.record_unknown));
         Ok(Planned {
             snapshot,
             rows,
@@ -364,6 +400,23 @@ impl Recovery {
             }
         }
         if let Some(g) = guard {
+            // The Lease goes only when no recorded member may still be fenced; then its
+            // record goes with it.
+            if let Some(still) = plan
+                .record
+                .as_ref()
+                .and_then(|r| r.unsettled(&report.released))
+            {
+                g.leave_held();
+                report.problems.push((
+                    Subject::Lease,
+                    format!("kept held: recorded fences may still be held ({still})"),
+                ));
+                return Ok(RecoverOutcome::Done(report));
+            }
+            if let Some(r) = &plan.record {
+                g.handle().settle_record(&self.keys.chain, &r.owner);
+            }
             match g.release().await {
                 Ok(LeaseRelease::Released | LeaseRelease::Gone) => report.lease_released = true,
                 Ok(other) => report

@@ -66,6 +66,9 @@ impl Liveness {
                 "paused on purpose by `flux-handoff pause` (Lease parked, not renewed)".into()
             }
             Self::Orphaned(o) => o.to_string(),
+            Self::OtherLease(l) => format!(
+                "taken under Lease {l}, which alone says whether its holder lives (use --lease {l})"
+            ),
         }
     }
 }
@@ -86,6 +89,7 @@ impl fmt::Display for Withhold {
                 f,
                 "{at} was changed by another writer since the fence; a release cannot restore it safely (inspect it, then remove the fence annotations by hand)"
             ),
+            Self::OtherLease(l) => write!(f, "taken under Lease {l}: judged only with --lease {l}"),
             Self::Malformed { owner, problem } => write!(
                 f,
                 "owner annotation {owner:?} is malformed ({problem}); inspect it and fix by hand"

@@ -3,9 +3,11 @@
 //! live foreign Lease. Each write decides again on what it reads; this only keeps the promise
 //! that a refusal changes nothing.
 
+use flux_fence::discover::FoundState;
+use flux_fence::lease_record::read_members;
 use flux_fence::{
-    AcquireDecision, AnnotationKeys, Epoch, Holder, Mark, ObjectRef, OwnerValue, Refusal,
-    decide_acquire,
+    AcquireDecision, AnnotationKeys, ChainRecord, Epoch, Holder, Mark, ObjectRef, OwnerValue,
+    Refusal, decide_acquire,
 };
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::jiff::Timestamp;
@@ -13,7 +15,7 @@ use kube::Client;
 use serde_json::Value;
 
 use crate::handoff::Chain;
-use crate::object::{get_json, kustomization};
+use crate::object::{get_json, helmrelease_resource, kustomization, kustomization_resource};
 use crate::session::recover::{Recovered, finished_runs};
 use crate::session::{ParentSpec, SessionError, SessionOptions};
 
@@ -29,7 +31,7 @@ pub(crate) async fn preflight(
         Some(source) => Box::pin(finished_runs(client, opts, holder, source)).await?,
         None => Vec::new(),
     };
-    lease(client, opts).await?;
+    lease(client, opts, holder).await?;
     let mut chains = Vec::new();
     let mut reads: Reads = Vec::new();
     for t in &opts.targets {
@@ -72,14 +74,15 @@ async fn read_once(
 }
 
 /// Refuses while another holder has the Lease and it has not expired (the acquire decides
-/// again on what it reads; a read error is left to it).
-async fn lease(client: &Client, opts: &SessionOptions) -> Result<(), SessionError> {
+/// again on what it reads; a read error is left to it), and a free Lease whose chain record
+/// names fences still held ([`recorded_elsewhere`]).
+async fn lease(client: &Client, opts: &SessionOptions, ours: &Holder) -> Result<(), SessionError> {
     let api: kube::Api<KubeLease> = kube::Api::namespaced(client.clone(), &opts.lease.namespace);
     let Ok(Some(lease)) = api.get_opt(&opts.lease.name).await else {
         return Ok(());
     };
-    let Some(spec) = lease.spec else {
-        return Ok(());
+    let Some(spec) = lease.spec.clone() else {
+        return recorded_elsewhere(client, opts, ours, &lease).await;
     };
     match spec.holder_identity.as_deref() {
         Some(other)
@@ -92,8 +95,56 @@ async fn lease(client: &Client, opts: &SessionOptions) -> Result<(), SessionErro
                 expired: false,
             })
         }
-        _ => Ok(()),
+        Some(h) if !h.is_empty() => Ok(()),
+        _ => recorded_elsewhere(client, opts, ours, &lease).await,
     }
+}
+
+/// Refuses a Lease whose chain record names another holder's fences that are still held: our
+/// first record would replace it (a record of an older epoch on a Lease taken free), and
+/// with it the only pointer to fences outside the namespaces anyone scans. A record whose
+/// fences are all gone is stale and may be replaced. A held Lease is refused (or adopted, if
+/// ours) by the Lease rules themselves.
+async fn recorded_elsewhere(
+    client: &Client,
+    opts: &SessionOptions,
+    ours: &Holder,
+    lease: &KubeLease,
+) -> Result<(), SessionError> {
+    let refuse = |why: String| SessionError::Refused {
+        object: format!("lease {}", opts.lease),
+        why,
+    };
+    let record = ChainRecord::on_lease(lease, &opts.keys).map_err(|e| refuse(e.to_string()))?;
+    let Some(record) = record else {
+        return Ok(());
+    };
+    let owner = record.owner_value().map_err(|e| refuse(e.to_string()))?;
+    if owner.holder == *ours {
+        return Ok(());
+    }
+    let kinds = [kustomization_resource(), helmrelease_resource()];
+    let found = read_members(client, &opts.keys, &kinds, &record, Timestamp::now())
+        .await
+        .map_err(|e| refuse(format!("its chain record could not be checked: {e}")))?;
+    let held: Vec<String> = found
+        .found
+        .iter()
+        .filter(
+            |f| matches!(&f.state, FoundState::Fence { owner: o, .. } if o.holder == owner.holder),
+        )
+        .map(|f| flux_fence::recovery::short_ref(&f.object))
+        .chain(found.unknown.iter().map(ToString::to_string))
+        .collect();
+    if held.is_empty() {
+        return Ok(());
+    }
+    Err(refuse(format!(
+        "it records fences of {} that are still held ({}); `flux-handoff fences recover --lease {}` releases them once that holder is provably gone",
+        owner.holder,
+        held.join(", "),
+        opts.lease
+    )))
 }
 
 async fn read(client: &Client, obj: &ObjectRef) -> Result<Value, SessionError> {

@@ -1,12 +1,14 @@
 //! Resuming by holder: the other half of [`crate::Session::park`], for a later step, another
 //! process or a CI post step. Takes the holder's Lease (only as
 //! [`flux_fence::recovery::decide_adopt`] allows: a parked pause, or one whose process is
-//! attested gone), finds the holder's fences in the scope given, releases them targets before
-//! parents, then releases the Lease.
+//! attested gone), finds the holder's fences — every member of its chain record on the Lease
+//! (read by name, wherever it lives) and what the scope given lists — releases them targets
+//! before parents, then releases the Lease and the record with it.
 
 use std::sync::Arc;
 
 use flux_fence::discover::{self, FoundState, Listing, Scope};
+use flux_fence::lease_record::{merge_found, read_members, read_record};
 use flux_fence::recovery::{Adoption, HolderProcess, adopt_holder};
 use flux_fence::{
     AnnotationKeys, ErrorClass, FenceError, Fencer, Holder, LeaseConfig, LeaseRelease,
@@ -125,6 +127,39 @@ impl ResumeError {
     }
 }
 
+/// The record of the holder's chain on the Lease, as read: its owner and the members of a
+/// kind this version does not release.
+struct HolderRecord {
+    owner: String,
+    unknown: Vec<String>,
+}
+
+/// `found` plus every fence on a member of the holder's chain record (read by name).
+async fn with_record(
+    client: &Client,
+    opts: &ResumeOptions,
+    kinds: &[kube::api::ApiResource],
+    mut found: discover::FenceReport,
+) -> Result<(discover::FenceReport, Option<HolderRecord>), FenceError> {
+    let Some(record) = read_record(client, &opts.keys, &opts.lease).await? else {
+        return Ok((found, None));
+    };
+    if !record.owner_value().is_ok_and(|o| o.holder == opts.holder) {
+        return Ok((found, None));
+    }
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let members = read_members(client, &opts.keys, kinds, &record, now).await?;
+    merge_found(&mut found.fences, members.found);
+    let unknown = members.unknown.iter().map(ToString::to_string).collect();
+    Ok((
+        found,
+        Some(HolderRecord {
+            owner: record.owner,
+            unknown,
+        }),
+    ))
+}
+
 /// Resumes `opts.holder`'s pause: takes its Lease, releases its fences in `opts.scope`
 /// (targets first, no parent while a target is held), then releases the Lease. `progress`
 /// gets [`Event::Released`] for each object and [`Event::LeaseReleased`] last.
@@ -184,7 +219,12 @@ pub async fn resume_holder(
         opts.listing,
     )
     .await;
+    // The holder's chain on record finds its fences wherever they are, whatever the scope.
     let found = match found {
+        Ok(f) => with_record(client, opts, &kinds, f).await,
+        Err(e) => Err(e),
+    };
+    let (found, record) = match found {
         Ok(f) => f,
         Err(e) => {
             // Nothing released: the Lease stays held with the holder's fences.
@@ -221,6 +261,17 @@ pub async fn resume_holder(
     };
     for o in &released {
         progress(Event::Released(o.clone()));
+    }
+    if let Some(r) = &record {
+        if !r.unknown.is_empty() {
+            lease.leave_held();
+            return Err(ResumeError::LeaseNotReleased(format!(
+                "the chain record lists objects of kinds this version does not release ({}); they may still be fenced, so the Lease stays held",
+                r.unknown.join(", ")
+            )));
+        }
+        // Every recorded fence of the holder was released above: the record goes too.
+        lease.handle().settle_record(&opts.keys.chain, &r.owner);
     }
     match lease.release().await? {
         LeaseRelease::Released | LeaseRelease::Gone => progress(Event::LeaseReleased),

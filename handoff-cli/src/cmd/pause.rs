@@ -39,17 +39,34 @@ pub async fn run(
         "paused by {holder}; fenced: {}",
         parked.held.join(", ")
     ));
-    let lease_flag = if lease.namespace == "flux-system" && lease.name == "flux-handoff" {
-        String::new()
-    } else {
-        format!(" --lease {lease}")
-    };
     out.note(&format!(
-        "resume with: flux-handoff resume --holder {holder}{lease_flag}"
+        "resume with: {}",
+        resume_line(&holder, &lease, global)
     ));
     // In text mode, stdout carries only the holder (so scripts can capture it).
     if !out.is_json() {
         println!("{holder}");
     }
     Ok(exit::SUCCESS)
+}
+
+/// The command that resumes this pause, as printed. It finds every fence from the chain
+/// record on the Lease, whatever namespace a target lives in, so it names only the Lease
+/// (when not the default), the configuration file (the Lease and the annotation prefix may
+/// come from it) and the kubeconfig and context used.
+fn resume_line(holder: &str, lease: &flux_fence::LeaseConfig, global: &Global) -> String {
+    let mut words = vec![format!("flux-handoff resume --holder {holder}")];
+    if global.config.is_some() || lease.namespace != "flux-system" || lease.name != "flux-handoff" {
+        words.push(format!("--lease {lease}"));
+    }
+    if let Some(c) = &global.config {
+        words.push(format!("--config {}", c.display()));
+    }
+    if let Some(k) = &global.kubeconfig {
+        words.push(format!("--kubeconfig {}", k.display()));
+    }
+    if let Some(c) = &global.context {
+        words.push(format!("--context {c}"));
+    }
+    words.join(" ")
 }

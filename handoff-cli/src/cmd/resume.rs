@@ -1,5 +1,6 @@
-//! `flux-handoff resume --holder H`: release what H holds (found by the fenced label in -n,
-//! the configured targets' namespaces and each --in; -A everywhere), targets before parents,
+//! `flux-handoff resume --holder H`: release what H holds (every object of H's chain record on
+//! the Lease, wherever it lives, and whatever the fenced label finds in -n, the configured
+//! targets' namespaces and each --in; -A everywhere), targets before parents,
 //! then the Lease; optionally wait until each released object is Ready for its generation. H's Lease is
 //! adopted only when parked or when `--holder-exited` attests its process is gone.
 

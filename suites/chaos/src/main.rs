@@ -24,7 +24,7 @@ use anyhow::{Context, bail};
 use chaos::{Settings, Tally};
 
 /// Every scenario, in the order they run.
-const SCENARIOS: [&str; 10] = [
+const SCENARIOS: [&str; 12] = [
     "crash",
     "lost",
     "concurrency",
@@ -35,6 +35,8 @@ const SCENARIOS: [&str; 10] = [
     "security",
     "restart",
     "deadline",
+    "outside",
+    "second-lease",
 ];
 
 /// The chaos suite: the real flux-handoff binary under faults, on the control plane of
@@ -150,6 +152,8 @@ async fn run() -> anyhow::Result<bool> {
             "security" => chaos::security::run(&s, &base).await,
             "restart" => chaos::restart::run(&s, &base).await,
             "deadline" => chaos::deadline::run(&s, &base).await,
+            "outside" => chaos::chain::outside(&s, &base).await,
+            "second-lease" => chaos::chain::second_lease(&s, &base).await,
             other => bail!("no scenario {other}"),
         }
         .with_context(|| format!("scenario {name}"))?;

@@ -329,3 +329,100 @@ fn a_kept_live_holder_says_why_and_its_lease_is_kept_too() {
     );
     assert_eq!(plan.keep[0].1, KeepReason::Paused { holder: "a".into() });
 }
+
+fn found(
+    name: &str,
+    holder: &str,
+    child: bool,
+    lease: Option<&str>,
+) -> crate::discover::FoundFence {
+    use crate::discover::{FoundFence, FoundState, ReleasePlan};
+    let marks = if child {
+        vec![crate::RecordedMark {
+            at: MarkAt::Annotation("r".into()),
+            value: serde_json::json!("disabled"),
+            prior: None,
+            restore: crate::Restore::Exact,
+        }]
+    } else {
+        Vec::new()
+    };
+    FoundFence {
+        object: ks(name),
+        state: FoundState::Fence {
+            owner: format!("{holder};3").parse().unwrap(),
+            since: Timestamp::UNIX_EPOCH,
+            age: Duration::from_secs(5),
+            marks,
+            release: ReleasePlan::Patch("[]".into()),
+            lease: lease.map(str::to_string),
+        },
+    }
+}
+
+#[test]
+fn chain_record_a_fence_of_another_lease_is_judged_only_by_it() {
+    use crate::recovery::{ChildMark, assess};
+    let other = Some("flux-system/other");
+    let ours = Some("flux-system/flux-handoff");
+    let report = crate::discover::FenceReport {
+        lease: None,
+        fences: vec![
+            found("p", "h", false, other),
+            found("c", "h", true, other),
+            found("mine", "g", true, ours),
+            found("old", "g", false, None),
+        ],
+    };
+    let child = ChildMark::annotation("r", "disabled");
+    let rows = assess(&report, "flux-system/flux-handoff", None, &child);
+    assert_eq!(
+        rows[0].liveness,
+        Some(Liveness::OtherLease("flux-system/other".into()))
+    );
+    // No Lease of ours at all: before, every fence here counted as orphaned.
+    let plan = plan_recover(&rows, None, &HolderEvidence::None, &PlanOptions::default());
+    assert_eq!(names(&plan), vec!["mine", "old"], "children first");
+    for name in ["p", "c"] {
+        assert!(
+            plan.keep.iter().any(|(s, why)| *s == Subject::Fence(ks(name))
+                && matches!(why, KeepReason::Withheld(Withhold::OtherLease(l)) if l == "flux-system/other")),
+            "{name}: {:?}",
+            plan.keep
+        );
+    }
+}
+
+#[test]
+fn chain_record_settles_only_once_every_recorded_fence_of_its_holder_is_released() {
+    let report = crate::discover::FenceReport {
+        lease: None,
+        fences: vec![
+            found("p", "h", false, None),
+            found("c", "h", true, None),
+            found("theirs", "x", true, None),
+        ],
+    };
+    let record = crate::ChainRecord {
+        owner: "h;3".into(),
+        members: ["p", "c", "gone", "theirs"]
+            .map(|n| crate::RecordedMember::of(&ks(n)))
+            .to_vec(),
+    };
+    let hold = recorded_hold(&record, &report, &[]);
+    assert_eq!(hold.fenced, vec![ks("p"), ks("c")]);
+    assert_eq!(hold.unsettled(&[ks("c")]), Some("ks/ns/p".into()));
+    assert_eq!(hold.unsettled(&[ks("c"), ks("p")]), None);
+    let unknown = [crate::RecordedMember {
+        api_version: "v1".into(),
+        kind: "Secret".into(),
+        namespace: "ns".into(),
+        name: "s".into(),
+    }];
+    let hold = recorded_hold(&record, &report, &unknown);
+    assert_eq!(
+        hold.unsettled(&[ks("c"), ks("p")]),
+        Some("Secret ns/s".into()),
+        "a member of a kind never read may still be fenced"
+    );
+}

@@ -129,6 +129,7 @@ fn a_plan_lists_releases_the_lease_and_what_is_kept() {
             why: Orphan::LeaseFree,
         }],
         keep: vec![(Subject::Lease, KeepReason::UnknownHolder)],
+        record: None,
     };
     assert_eq!(
         plan.lines("fs/l", now(), false),

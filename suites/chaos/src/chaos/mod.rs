@@ -17,6 +17,7 @@
 //! `chaos:` line, and its [`Finding`]s, sorted into the summary line's categories.
 
 pub mod cell;
+pub mod chain;
 pub mod concurrency;
 pub mod crash;
 pub mod deadline;
