@@ -12,6 +12,10 @@
 //!   cleanup error names it and the Lease stays held.
 //! - While the work runs the Lease is watched: when it is lost, the work's [`Cancel`] is
 //!   stopped and the session ends with [`SessionError::LeaseLost`].
+//! - While the work runs every member is watched too: when the pause breaks (a fence removed,
+//!   an owner changed, an object deleted or recreated, `spec.suspend` no longer true), the
+//!   work's [`Cancel`] is stopped and the session ends with [`SessionError::PauseBroken`],
+//!   naming the object, the change and the field manager ([`what_broke`]).
 
 mod error;
 mod lines;
@@ -19,6 +23,7 @@ mod options;
 mod preflight;
 mod recover;
 mod resume;
+mod watch;
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -33,6 +38,7 @@ pub use lines::Members;
 pub use options::{ParentSpec, SessionOptions, TargetSpec};
 pub use recover::Recovered;
 pub use resume::{ResumeError, ResumeOptions, Resumed, resume_holder};
+pub use watch::{BrokenPause, Change, what_broke};
 
 use crate::cancel::Cancel;
 use crate::handoff::{Chain, Handoff, PauseOptions, PauseOutcome};
@@ -436,11 +442,20 @@ impl Session {
                 .expect("a proven session has its handoff")
                 .pause_check(),
         };
+        let watched = paused.check.clone();
         let run = AssertUnwindSafe(work(paused)).catch_unwind();
         let mut run = std::pin::pin!(run);
         let mut lost = None;
+        let mut broken = None;
         let ended = tokio::select! {
             r = &mut run => r,
+            b = watch::until_broken(&watched) => {
+                // A broken pause is never success: stop the work and wait for it to end.
+                tracing::error!(%b, "stopping the work");
+                broken = Some(b);
+                cancel.stop();
+                run.await
+            }
             reason = lease.wait_lost() => {
                 // Stop the work, and wait for it to end: it must not write without the Lease.
                 tracing::error!(%reason, "lease lost while the work runs; stopping it");
@@ -449,6 +464,9 @@ impl Session {
                 run.await
             }
         };
+        if let Some(b) = broken {
+            return Err(SessionError::PauseBroken(b));
+        }
         match (ended, lost) {
             (_, Some(reason)) => Err(SessionError::LeaseLost(reason)),
             (Ok(Ok(v)), None) => Ok(v),
