@@ -269,14 +269,14 @@ mod tests {
     }
 
     #[test]
-    fn a_stat_line_parses_whatever_the_command_name_holds() {
+    fn contain_a_stat_line_parses_whatever_the_command_name_holds() {
         let line = "4242 (a (weird) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
         assert_eq!(parse_stat(line), Some(p(4242, 1, 'S', 987_654)));
         assert_eq!(parse_stat("garbage"), None);
     }
 
     #[test]
-    fn the_tree_is_the_leader_known_or_marked_orphans_and_all_below_them() {
+    fn contain_the_tree_is_the_leader_known_or_marked_orphans_and_below() {
         let me = 100;
         let procs = [
             p(101, me, 'S', 1),  // the leader

@@ -65,7 +65,7 @@ fn drop_ours(v: &mut Value, pointer: &str, field: &str) {
 }
 
 #[test]
-fn what_broke_a_pause_and_who_broke_it() {
+fn pause_broken_what_broke_it_and_who_did() {
     let owner_field = format!("f:{KEY}");
     let cases: Vec<(&str, Member, Option<Value>, Option<(Change, Option<&str>)>)> = vec![
         ("still ours", member(true), Some(fenced()), None),
@@ -198,6 +198,7 @@ fn what_broke_a_pause_and_who_broke_it() {
                     .as_object_mut()
                     .unwrap()
                     .remove(RD);
+                drop_ours(v, "/f:metadata/f:annotations", &format!("f:{RD}"));
             })),
             Some((Change::ReconcileEnabled, None)),
         ),
@@ -228,7 +229,7 @@ fn what_broke_a_pause_and_who_broke_it() {
 }
 
 #[test]
-fn the_line_names_the_object_the_change_and_the_manager_or_says_none_was_recorded() {
+fn pause_broken_the_line_names_the_object_the_change_and_the_manager() {
     let b = super::BrokenPause {
         object: "Kustomization flux-system/apps".into(),
         change: Change::Unsuspended,
