@@ -21,7 +21,8 @@
 //! # Elsewhere and limits
 //! Off Linux there is no subreaper and no `/proc`: only the leader's process group is signalled.
 //! A process of the tree that both cleared its environment and was orphaned between two checks,
-//! or that runs as another user, is not found.
+//! or that runs as another user, is not found; one that survives SIGKILL for `KILL_WAIT`
+//! (another user's, stuck in the kernel) is given up on with an error log.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -32,6 +33,10 @@ pub const RUN_ENV: &str = "FLUX_HANDOFF_RUN";
 /// How often the tree is walked while the command runs (recording its members, reaping its
 /// orphans).
 pub const TRACK_EVERY: Duration = Duration::from_millis(100);
+
+/// How long processes that got SIGKILL may take to be gone before the sweep gives up on them
+/// (one that runs as another user cannot be signalled; one in uninterruptible sleep dies late).
+const KILL_WAIT: Duration = Duration::from_secs(10);
 
 /// How often the tree is walked while it is being ended.
 const SWEEP_EVERY: Duration = Duration::from_millis(10);
@@ -136,7 +141,9 @@ impl Tree {
         let found = members(&procs, me, self.leader, &self.known, &|pid| {
             marked(pid, &token)
         });
-        self.known = found.iter().map(|p| (p.pid, p.start)).collect();
+        // Kept across walks (a pid with another start time is another process), so an orphan
+        // missed by one walk's listing is still known by the next.
+        self.known.extend(found.iter().map(|p| (p.pid, p.start)));
         for p in &found {
             if p.state == 'Z' && p.ppid == me && Some(p.pid) != self.leader {
                 reap(p.pid);
@@ -178,9 +185,18 @@ impl Tree {
                 }
             }
         }
+        let give_up = tokio::time::Instant::now() + KILL_WAIT;
         loop {
             let left = self.walk();
             if left.is_empty() {
+                return count;
+            }
+            if tokio::time::Instant::now() >= give_up {
+                let pids: Vec<i32> = left.iter().map(|p| p.pid).collect();
+                tracing::error!(
+                    ?pids,
+                    "processes of the command survived SIGKILL (another user's, or stuck in the kernel); going on without them"
+                );
                 return count;
             }
             signal(&left, rustix::process::Signal::KILL);
