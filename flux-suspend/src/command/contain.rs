@@ -67,15 +67,15 @@ pub(super) struct Stat {
 /// parentheses, so the fields after it are found from its last `)`.
 pub(super) fn parse_stat(line: &str) -> Option<Stat> {
     let (head, rest) = line.rsplit_once(')')?;
-    let pid = head.split_once(' ')?.0.trim().parse().ok()?;
+    let own = head.split_once(' ')?.0.trim().parse().ok()?;
     let mut f = rest.split_whitespace();
     let state = f.next()?.chars().next()?;
-    let ppid = f.next()?.parse().ok()?;
+    let parent = f.next()?.parse().ok()?;
     // Field 22 (starttime) is the 20th after the name.
     let start = f.nth(17)?.parse().ok()?;
     Some(Stat {
-        pid,
-        ppid,
+        pid: own,
+        ppid: parent,
         state,
         start,
     })
@@ -113,8 +113,8 @@ pub(super) fn members(
 impl Tree {
     /// A tree for one run; makes the process a subreaper (once, for the rest of its life).
     pub(super) fn new() -> Self {
-        subreaper();
         static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        subreaper();
         let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Self {
             token: format!("{}.{n}", std::process::id()),
@@ -275,10 +275,10 @@ mod tests {
 
     use super::{Stat, members, parse_stat};
 
-    fn p(pid: i32, ppid: i32, state: char, start: u64) -> Stat {
+    fn p(id: i32, parent: i32, state: char, start: u64) -> Stat {
         Stat {
-            pid,
-            ppid,
+            pid: id,
+            ppid: parent,
             state,
             start,
         }

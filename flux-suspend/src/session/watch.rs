@@ -188,7 +188,12 @@ fn manager_of(obj: &Value, field: &[&str]) -> Option<String> {
 /// not a subresource such as `status`): who created a recreated object.
 fn creator(obj: &Value) -> Option<String> {
     managed_fields(obj)
-        .filter(|e| e.get("subresource").and_then(Value::as_str).unwrap_or("") == "")
+        .filter(|e| {
+            e.get("subresource")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .is_empty()
+        })
         .min_by(|a, b| entry_time(a).cmp(entry_time(b)))
         .and_then(entry_manager)
 }

@@ -16,6 +16,7 @@ fn member(needs_rd: bool) -> Member {
     }
 }
 
+#[allow(clippy::needless_pass_by_value)] // built inline at each call
 fn entry(manager: &str, time: &str, fields: Value) -> Value {
     json!({"manager": manager, "operation": "Update", "time": time, "fieldsV1": fields})
 }
@@ -64,10 +65,14 @@ fn drop_ours(v: &mut Value, pointer: &str, field: &str) {
     ours.remove(field);
 }
 
+/// What [`what_broke`] must answer: the change and the field manager named.
+type Want = Option<(Change, Option<&'static str>)>;
+
 #[test]
+#[allow(clippy::too_many_lines)] // a table of cases
 fn pause_broken_what_broke_it_and_who_did() {
     let owner_field = format!("f:{KEY}");
-    let cases: Vec<(&str, Member, Option<Value>, Option<(Change, Option<&str>)>)> = vec![
+    let cases: Vec<(&str, Member, Option<Value>, Want)> = vec![
         ("still ours", member(true), Some(fenced()), None),
         (
             "a status write does not break it",
