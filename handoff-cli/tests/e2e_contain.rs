@@ -1,7 +1,7 @@
 //! End to end: nothing `run`'s command started outlives the pause. Each command leaves
 //! children behind and exits at once: one in the background, one in its own process group
 //! (GNU `timeout` moves itself there), one in its own session (`setsid`, ignoring SIGTERM).
-//! Each child records its pid and, two seconds later — well after an unguarded run would have
+//! Each child records its pid and, three seconds later — well after an unguarded run would have
 //! released everything — appends to a log. The evidence is ordering, not a clock: once the run
 //! has ended, every child must already be dead (the run reaps them before its first release)
 //! and none may have written its line.
@@ -53,7 +53,7 @@ impl Drop for Files {
 }
 
 /// A child's body (for `sh -c`): record its pid, wait, then act.
-const CHILD: &str = "echo $$ >> \"$PIDS\"; sleep 2; echo \"late $$\" >> \"$LOG\"";
+const CHILD: &str = "echo $$ >> \"$PIDS\"; sleep 3; echo \"late $$\" >> \"$LOG\"";
 
 /// Runs `run --grace 1s -- sh -c SCRIPT` to completion.
 async fn run(c: &Cluster, f: &Files, script: &str) -> (i32, String) {
