@@ -464,6 +464,10 @@ impl Session {
                 run.await
             }
         };
+        if broken.is_none() && lost.is_none() && !cancel.is_stopped() {
+            // The work ended by itself: a change the watch had not delivered yet still counts.
+            broken = watch::recheck(&watched).await;
+        }
         if let Some(b) = broken {
             return Err(SessionError::PauseBroken(b));
         }

@@ -211,6 +211,15 @@ pub(crate) async fn until_broken(check: &PauseCheck) -> BrokenPause {
     futures::future::select_all(watches).await.0
 }
 
+/// One read of every member after the work ended: a change the watch had not delivered yet
+/// when the work returned is still found before anything is released. A read that fails is
+/// not a broken pause (as in the watch).
+pub(crate) async fn recheck(check: &PauseCheck) -> Option<BrokenPause> {
+    let (client, owner_key, chain) = check.parts();
+    let reads = futures::future::join_all(chain.iter().map(|t| read(client, owner_key, t))).await;
+    reads.into_iter().find_map(Result::err)
+}
+
 fn broken(t: &ProofTarget, (change, by): (Change, Option<String>)) -> BrokenPause {
     BrokenPause {
         object: t.object.to_string(),
