@@ -34,6 +34,7 @@ const OUTCOMES = {
   5: 'registry-error',
   6: 'api-error',
   7: 'cleanup-failed',
+  8: 'pause-broken',
   130: 'cancelled',
 };
 

@@ -242,8 +242,9 @@ pub struct RunArgs {
     pub targets: TargetArgs,
     #[command(flatten)]
     pub holder: HolderArg,
-    /// How long the command's process group gets between SIGTERM and SIGKILL when the run is
-    /// interrupted or loses its Lease. The default leaves room, inside the 7.5 s a GitHub
+    /// How long the command's processes get between SIGTERM and SIGKILL when the run is
+    /// interrupted, loses its Lease or finds its pause broken — and what the command left
+    /// running when it exits. The default leaves room, inside the 7.5 s a GitHub
     /// runner waits between SIGINT and SIGTERM, for the release after the command is gone.
     #[arg(long, default_value = "5s", value_parser = flux_suspend::settings::parse_duration, value_name = "DURATION")]
     pub grace: std::time::Duration,
@@ -251,8 +252,14 @@ pub struct RunArgs {
     /// `FLUX_HANDOFF_PROOF` and `FLUX_HANDOFF_TARGETS` in its environment and runs in its own
     /// process group. On the first SIGINT/SIGTERM the group gets SIGTERM (SIGKILL after
     /// --grace); on a second signal, or when the process that started flux-handoff dies, it
-    /// gets SIGKILL at once. Either way the handoff then resumes. Exits with the command's
-    /// exit code, or 128+N when a signal N ended it.
+    /// gets SIGKILL at once. Either way the handoff then resumes. Background work does not
+    /// outlive the pause: when the command exits or is stopped, every process it started (in
+    /// the background, in its own group or session: flux-handoff is their subreaper on Linux)
+    /// gets SIGTERM, then SIGKILL after --grace, and is gone before anything is released. If
+    /// someone breaks the pause while it runs (removes or changes a fence, deletes or
+    /// recreates a paused object, unsuspends it), the command is stopped and the run exits 8,
+    /// naming the object, the change and the field manager. Otherwise exits with the
+    /// command's exit code, or 128+N when a signal N ended it.
     #[arg(required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }

@@ -19,6 +19,10 @@ pub const REGISTRY: u8 = 5;
 pub const KUBE_API: u8 = 6;
 /// The work succeeded but something held could not be released; `flux-handoff fences` lists it.
 pub const CLEANUP: u8 = 7;
+/// The pause was broken while the command ran (a fence removed, an owner changed, a paused
+/// object deleted or recreated, `spec.suspend` set to false by someone else): the command was
+/// stopped, what was still ours released, what is not ours any more left untouched.
+pub const PAUSE_BROKEN: u8 = 8;
 /// Stopped by SIGINT or SIGTERM after releasing what it held (128 + SIGINT). `run` exits
 /// 128+N of its own when signal N ended the command.
 pub const INTERRUPTED: u8 = 130;
@@ -50,6 +54,9 @@ Exit codes:
   6    Kubernetes API error (unreachable, forbidden, missing CRD, ...), the Lease was lost
        while the command ran, or a refusal found only after this run had written (undone)
   7    cleanup failed: something is still held or unsettled (see `flux-handoff fences`)
+  8    pause broken while the command ran: someone removed or changed a fence, deleted or
+       recreated a paused object, or unsuspended it; the command was stopped (the line names
+       the object, the change and the field manager)
   130  interrupted by SIGINT/SIGTERM (held fences were released first; a second signal
        kills the command at once and still releases)
   run exits with its command's code, or 128+N when signal N ended the command";

@@ -126,6 +126,9 @@ fn cleanup_line(c: &flux_suspend::CleanupError) -> String {
 
 /// The exit code and one line of a session error.
 pub fn failure(e: &SessionError) -> Failure {
+    if let SessionError::PauseBroken(_) = e {
+        return Failure::new(exit::PAUSE_BROKEN, chain(e));
+    }
     let line = match e {
         SessionError::Read { object, source } => read_line(object, source),
         SessionError::StartCutShort { .. } | SessionError::NotParked { .. } => {

@@ -67,6 +67,12 @@ impl PauseCheck {
         }
     }
 
+    /// The client, the owner annotation key and the chain (in proof order), for the session's
+    /// watch of the pause while the work runs.
+    pub(crate) fn parts(&self) -> (&Client, &str, &[ProofTarget]) {
+        (&self.client, &self.owner_key, &self.chain)
+    }
+
     /// The recheck as a hook another library runs before a write: each call of the returned
     /// closure is one [`PauseCheck::still_holds`], its [`PauseBroken`] boxed. It fits
     /// ghcr-auth's `Reasserter::with_root_check` as is:

@@ -66,6 +66,11 @@ pub enum SessionError {
     /// look like a crashed run's once it expires.
     #[error("the pause is in place but the lease {lease} could not be parked: {why}")]
     NotParked { lease: String, why: String },
+    /// The pause was broken while the work ran (a fence removed, an owner changed, an object
+    /// deleted or recreated, `spec.suspend` set to false): the work was stopped, and the
+    /// cleanup released what was still ours.
+    #[error(transparent)]
+    PauseBroken(super::watch::BrokenPause),
     /// Cleanup could not give back everything; `after` is the error that ended the session
     /// before cleanup, if any.
     #[error("{cleanup}")]
@@ -100,7 +105,9 @@ impl SessionError {
     pub fn class(&self) -> ErrorClass {
         match self {
             Self::Invalid(_) => ErrorClass::BadInput,
-            Self::Refused { .. } | Self::LeaseHeld { .. } => ErrorClass::Refused,
+            Self::Refused { .. } | Self::LeaseHeld { .. } | Self::PauseBroken(_) => {
+                ErrorClass::Refused
+            }
             Self::Lease(f) => f.class(),
             Self::Pause(p) => p.class(),
             Self::Cancelled { .. } => ErrorClass::Cancelled,

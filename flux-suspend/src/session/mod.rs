@@ -18,6 +18,10 @@
 //!   ([`flux_fence::LossReason::SelfFenced`]): the work is stopped
 //!   [`SessionOptions::kill_grace`] before, and hurried before, the holder's deadline
 //!   ([`flux_fence::lease_deadline`]), whatever requests are pending.
+//! - While the work runs every member is watched too: when the pause breaks (a fence removed,
+//!   an owner changed, an object deleted or recreated, `spec.suspend` no longer true), the
+//!   work's [`Cancel`] is stopped and the session ends with [`SessionError::PauseBroken`],
+//!   naming the object, the change and the field manager ([`what_broke`]).
 
 mod error;
 mod lines;
@@ -26,6 +30,7 @@ mod preflight;
 mod recover;
 mod resume;
 mod settle;
+mod watch;
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -40,6 +45,7 @@ pub use lines::Members;
 pub use options::{ParentSpec, SessionOptions, TargetSpec};
 pub use recover::Recovered;
 pub use resume::{ResumeError, ResumeOptions, Resumed, resume_holder};
+pub use watch::{BrokenPause, Change, what_broke};
 
 use crate::cancel::Cancel;
 use crate::handoff::{Chain, Handoff, PauseOptions, PauseOutcome};
@@ -460,17 +466,32 @@ impl Session {
                 .expect("a proven session has its handoff")
                 .pause_check(),
         };
+        let watched = paused.check.clone();
         let run = AssertUnwindSafe(work(paused)).catch_unwind();
         let mut run = std::pin::pin!(run);
         let mut lost = None;
+        let mut broken = None;
         let ended = tokio::select! {
-            r = &mut run => r,
+            r = &mut run => Some(r),
+            b = watch::until_broken(&watched) => {
+                // A broken pause is never success: stop the work and wait for it to end.
+                tracing::error!(%b, "stopping the work");
+                broken = Some(b);
+                cancel.stop();
+                None
+            }
             reason = lease.wait_lost() => {
                 // Stop the work, and wait for it to end: it must not write without the Lease.
-                // It is hurried (SIGKILL) in time to be gone before the holder's deadline.
                 tracing::error!(%reason, "lease lost while the work runs; stopping it");
                 lost = Some(reason);
                 cancel.stop();
+                None
+            }
+        };
+        // A stopped work is hurried (SIGKILL) in time to be gone before the holder's deadline.
+        let ended = match ended {
+            Some(r) => r,
+            None => {
                 let kill = tokio::time::sleep_until(lease.deadline().kill_work);
                 tokio::select! {
                     r = &mut run => r,
@@ -478,6 +499,13 @@ impl Session {
                 }
             }
         };
+        if broken.is_none() && lost.is_none() && !cancel.is_stopped() {
+            // The work ended by itself: a change the watch had not delivered yet still counts.
+            broken = watch::recheck(&watched).await;
+        }
+        if let Some(b) = broken {
+            return Err(SessionError::PauseBroken(b));
+        }
         match (ended, lost) {
             (_, Some(reason)) => Err(SessionError::LeaseLost(reason)),
             (Ok(Ok(v)), None) => Ok(v),

@@ -1,6 +1,7 @@
 //! `flux-handoff run -- COMMAND`: pause, prove, run the command with the proof in its
-//! environment, resume — whatever the command's outcome. Exits with the command's status when
-//! the handoff itself succeeded.
+//! environment, resume — whatever the command's outcome. Nothing the command started outlives
+//! the pause (the process is their subreaper). Exits with the command's status when the
+//! handoff itself succeeded.
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -45,8 +46,11 @@ pub async fn run(
 }
 
 /// Runs the command ([`flux_suspend::command::run_while_paused`]) until it exits, or until
-/// the session is cancelled or loses its Lease: then it is stopped (SIGTERM to its group,
-/// SIGKILL after `grace`, at once when hurried).
+/// the session is cancelled, loses its Lease or finds its pause broken: then it is stopped
+/// (SIGTERM to its group and everything it started, SIGKILL after `grace`, at once when
+/// hurried). Either way, whatever it left running is ended and reaped before this returns, so
+/// before the first release. A stop for a broken pause is reported by the session (exit 8),
+/// not as an interruption.
 async fn command(
     program: &str,
     rest: &[String],

@@ -49,6 +49,7 @@ impl Report<'_> {
             5 => "registry-error",
             6 => "api-error",
             7 => "cleanup-failed",
+            8 => "pause-broken",
             130 => "cancelled",
             _ => "failed",
         }
@@ -174,6 +175,7 @@ mod tests {
             (5, Some("401"), "registry-error"),
             (6, Some("403"), "api-error"),
             (7, Some("left"), "cleanup-failed"),
+            (8, Some("unsuspended"), "pause-broken"),
             (130, Some("interrupted"), "cancelled"),
             (42, None, "failed"),
         ];

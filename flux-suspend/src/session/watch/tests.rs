@@ -1,0 +1,261 @@
+use serde_json::{Value, json};
+
+use super::{Change, what_broke};
+use crate::judge::{Member, Role};
+
+const KEY: &str = "flux-handoff.io/owner";
+const OURS: &str = "h-1;3";
+const RD: &str = "kustomize.toolkit.fluxcd.io/reconcile";
+
+fn member(needs_rd: bool) -> Member {
+    Member {
+        role: Role::Target,
+        uid: "u1".into(),
+        owner: OURS.into(),
+        needs_reconcile_disabled: needs_rd,
+    }
+}
+
+#[allow(clippy::needless_pass_by_value)] // built inline at each call
+fn entry(manager: &str, time: &str, fields: Value) -> Value {
+    json!({"manager": manager, "operation": "Update", "time": time, "fieldsV1": fields})
+}
+
+/// A fenced object as the server holds it after our fence: we manage the owner annotation,
+/// `reconcile: disabled` and `spec.suspend`.
+fn fenced() -> Value {
+    json!({
+        "metadata": {
+            "uid": "u1",
+            "resourceVersion": "7",
+            "annotations": { KEY: OURS, RD: "disabled" },
+            "managedFields": [
+                entry("kubectl-client-side-apply", "2026-12-01T10:00:00Z",
+                    json!({"f:spec": {"f:interval": {}, "f:path": {}}})),
+                entry("flux-handoff", "2026-12-01T11:00:00Z", json!({
+                    "f:metadata": {"f:annotations": {(format!("f:{KEY}")): {}, (format!("f:{RD}")): {}}},
+                    "f:spec": {"f:suspend": {}},
+                })),
+            ],
+        },
+        "spec": { "suspend": true, "interval": "10m" },
+    })
+}
+
+fn with(mut v: Value, f: impl FnOnce(&mut Value)) -> Value {
+    f(&mut v);
+    v
+}
+
+/// The entry a person's patch leaves (a kubectl-like patch under its own field manager).
+fn push_entry(v: &mut Value, e: Value) {
+    v.pointer_mut("/metadata/managedFields")
+        .and_then(Value::as_array_mut)
+        .unwrap()
+        .push(e);
+}
+
+/// Drops a field from our own entry: the server moves it to the manager that changed it.
+fn drop_ours(v: &mut Value, pointer: &str, field: &str) {
+    let ours = v
+        .pointer_mut("/metadata/managedFields/1/fieldsV1")
+        .and_then(|f| f.pointer_mut(pointer))
+        .and_then(Value::as_object_mut)
+        .unwrap();
+    ours.remove(field);
+}
+
+/// What [`what_broke`] must answer: the change and the field manager named.
+type Want = Option<(Change, Option<&'static str>)>;
+
+#[test]
+#[allow(clippy::too_many_lines)] // a table of cases
+fn pause_broken_what_broke_it_and_who_did() {
+    let owner_field = format!("f:{KEY}");
+    let cases: Vec<(&str, Member, Option<Value>, Want)> = vec![
+        ("still ours", member(true), Some(fenced()), None),
+        (
+            "a status write does not break it",
+            member(true),
+            Some(with(fenced(), |v| {
+                v["metadata"]["resourceVersion"] = json!("9");
+                v["status"] = json!({"conditions": []});
+                push_entry(
+                    v,
+                    json!({"manager": "kustomize-controller", "operation": "Update",
+                    "subresource": "status", "time": "2026-12-01T12:00:00Z",
+                    "fieldsV1": {"f:status": {}}}),
+                );
+            })),
+            None,
+        ),
+        ("gone", member(true), None, Some((Change::Deleted, None))),
+        (
+            // A removal is recorded under nobody's name: the server tracks set fields only.
+            "fence removed",
+            member(true),
+            Some(with(fenced(), |v| {
+                v["metadata"]["annotations"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove(KEY);
+                drop_ours(v, "/f:metadata/f:annotations", &owner_field);
+            })),
+            Some((Change::FenceRemoved, None)),
+        ),
+        (
+            "owner changed by another manager",
+            member(true),
+            Some(with(fenced(), |v| {
+                v["metadata"]["annotations"][KEY] = json!("other;1");
+                drop_ours(v, "/f:metadata/f:annotations", &owner_field);
+                push_entry(
+                    v,
+                    entry(
+                        "kubectl-annotate",
+                        "2026-12-01T12:00:00Z",
+                        json!({"f:metadata": {"f:annotations": {(owner_field.clone()): {}}}}),
+                    ),
+                );
+            })),
+            Some((
+                Change::OwnerChanged {
+                    to: "other;1".into(),
+                },
+                Some("kubectl-annotate"),
+            )),
+        ),
+        (
+            "suspend flipped by a person",
+            member(true),
+            Some(with(fenced(), |v| {
+                v["spec"]["suspend"] = json!(false);
+                drop_ours(v, "/f:spec", "f:suspend");
+                push_entry(
+                    v,
+                    entry(
+                        "kubectl-patch",
+                        "2026-12-01T12:00:00Z",
+                        json!({"f:spec": {"f:suspend": {}}}),
+                    ),
+                );
+            })),
+            Some((Change::Unsuspended, Some("kubectl-patch"))),
+        ),
+        (
+            "suspend removed: nobody recorded",
+            member(true),
+            Some(with(fenced(), |v| {
+                v["spec"].as_object_mut().unwrap().remove("suspend");
+                drop_ours(v, "/f:spec", "f:suspend");
+            })),
+            Some((Change::Unsuspended, None)),
+        ),
+        (
+            "shared ownership names the latest manager",
+            member(true),
+            Some(with(fenced(), |v| {
+                v["spec"]["suspend"] = json!(false);
+                push_entry(
+                    v,
+                    entry(
+                        "early",
+                        "2026-12-01T11:30:00Z",
+                        json!({"f:spec": {"f:suspend": {}}}),
+                    ),
+                );
+                push_entry(
+                    v,
+                    entry(
+                        "late",
+                        "2026-12-01T12:30:00Z",
+                        json!({"f:spec": {"f:suspend": {}}}),
+                    ),
+                );
+            })),
+            Some((Change::Unsuspended, Some("late"))),
+        ),
+        (
+            "recreated: its creator is named",
+            member(true),
+            Some(json!({
+                "metadata": {"uid": "u2", "managedFields": [
+                    entry("kustomize-controller", "2026-12-01T12:00:05Z", json!({"f:metadata": {"f:finalizers": {}}})),
+                    entry("kubectl-create", "2026-12-01T12:00:00Z", json!({"f:spec": {}})),
+                ]},
+                "spec": {"suspend": false},
+            })),
+            Some((Change::Recreated, Some("kubectl-create"))),
+        ),
+        (
+            "being deleted",
+            member(true),
+            Some(with(fenced(), |v| {
+                v["metadata"]["deletionTimestamp"] = json!("2026-12-01T12:00:00Z");
+            })),
+            Some((Change::Deleting, None)),
+        ),
+        (
+            "reconcile: disabled removed from a target",
+            member(true),
+            Some(with(fenced(), |v| {
+                v["metadata"]["annotations"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove(RD);
+                drop_ours(v, "/f:metadata/f:annotations", &format!("f:{RD}"));
+            })),
+            Some((Change::ReconcileEnabled, None)),
+        ),
+        (
+            "a parent needs no reconcile: disabled",
+            member(false),
+            Some(with(fenced(), |v| {
+                v["metadata"]["annotations"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove(RD);
+            })),
+            None,
+        ),
+        (
+            // The uid is judged first: another object of the name is never "ours".
+            "recreated with our annotations copied",
+            member(true),
+            Some(with(fenced(), |v| v["metadata"]["uid"] = json!("u3"))),
+            Some((Change::Recreated, Some("kubectl-client-side-apply"))),
+        ),
+    ];
+    for (name, m, now, want) in cases {
+        let got = what_broke(&m, KEY, now.as_ref());
+        let want = want.map(|(c, by)| (c, by.map(str::to_string)));
+        assert_eq!(got, want, "{name}");
+    }
+}
+
+#[test]
+fn pause_broken_the_line_names_the_object_the_change_and_the_manager() {
+    let b = super::BrokenPause {
+        object: "Kustomization flux-system/apps".into(),
+        change: Change::Unsuspended,
+        by: Some("kubectl-patch".into()),
+    };
+    assert_eq!(
+        b.to_string(),
+        "the pause was broken while the work ran: Kustomization flux-system/apps: spec.suspend \
+         was set to false by field manager \"kubectl-patch\"; the work was stopped; its fence is \
+         kept and listed"
+    );
+    let b = super::BrokenPause {
+        change: Change::FenceRemoved,
+        by: None,
+        ..b
+    };
+    assert!(
+        b.to_string().ends_with(
+            "its fence (the owner annotation) was removed (the server recorded no field manager \
+             for it); the work was stopped; it is not ours any more and is left untouched"
+        ),
+        "{b}"
+    );
+}

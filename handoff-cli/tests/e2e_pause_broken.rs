@@ -1,0 +1,219 @@
+//! End to end: a person breaks the pause while `run`'s command works — removes the fence with
+//! a plain patch under their own field manager, deletes and recreates the target, flips
+//! `spec.suspend` to false. The run must stop its command and exit 8 with one line naming the
+//! object and what changed (and the field manager, when the server recorded one); afterwards
+//! the server holds exactly what the cleanup may leave.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+/// The command: records its pid, then sleeps. Bounded, so on code that does not watch the
+/// pause the run ends by itself (exit 0) and the test fails on its exit code, not on a clock.
+const WORKS: &str = "exec >/dev/null 2>&1; echo $$ > \"$MARKER\"; exec sleep 20";
+
+fn start_run(c: &Cluster, marker: &Path) -> Child {
+    let mut cmd = c.cli();
+    cmd.args(["run", "--target", TARGET])
+        .args(c.handoff_flags())
+        .args(["--", "sh", "-c", WORKS])
+        .env("MARKER", marker)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd.spawn().unwrap()
+}
+
+fn marker(c: &Cluster) -> PathBuf {
+    std::env::temp_dir().join(format!("flux-handoff-{}.broken", c.ns.name))
+}
+
+/// The command's pid, once it runs (the pause is proven then).
+async fn command_pid(path: &Path) -> i32 {
+    for _ in 0..1200 {
+        if let Ok(s) = std::fs::read_to_string(path)
+            && s.ends_with('\n')
+        {
+            return s.trim().parse().unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!(
+        "{} never appeared: the command did not start",
+        path.display()
+    );
+}
+
+/// Waits for the run to end (the command sleeps 20 s: an unwatched run ends by itself) and
+/// returns its exit code and stderr.
+async fn ended(mut child: Child) -> (i32, String) {
+    tokio::task::spawn_blocking(move || {
+        let status = child.wait().unwrap();
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut err);
+        }
+        (status.code().unwrap_or(-1), err)
+    })
+    .await
+    .unwrap()
+}
+
+fn ks(c: &Cluster) -> kube::Api<DynamicObject> {
+    kube::Api::namespaced_with(
+        c.ns.client.clone(),
+        &c.ns.name,
+        &testkit::fixtures::kustomization_resource(),
+    )
+}
+
+/// A plain merge patch under `manager`, as `kubectl patch --field-manager` sends it.
+async fn patch_as(c: &Cluster, manager: &str, patch: Value) {
+    let pp = PatchParams {
+        field_manager: Some(manager.into()),
+        ..PatchParams::default()
+    };
+    ks(c)
+        .patch(TARGET, &pp, &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
+fn gone(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
+}
+
+async fn lease_holder(c: &Cluster) -> String {
+    c.ns.api::<Lease>()
+        .get("flux-handoff")
+        .await
+        .unwrap()
+        .spec
+        .and_then(|s| s.holder_identity)
+        .unwrap_or_default()
+}
+
+/// The parent was released and the Lease let go: all that was still ours.
+async fn assert_parent_and_lease_released(c: &Cluster) {
+    let parent = c.get(PARENT).await;
+    assert_eq!(annotation(&parent, OWNER_KEY), None, "parent still fenced");
+    assert!(!suspended(&parent), "parent still suspended");
+    let holder = lease_holder(c).await;
+    assert!(holder.is_empty(), "Lease still held by {holder}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_broken_a_fence_removed_by_another_field_manager_stops_the_run() {
+    let c = Cluster::seeded("broken-fence").await;
+    let m = marker(&c);
+    let child = start_run(&c, &m);
+    let pid = command_pid(&m).await;
+    patch_as(
+        &c,
+        "kubectl-annotate",
+        json!({"metadata": {"annotations": {OWNER_KEY: null}}}),
+    )
+    .await;
+    let (code, err) = ended(child).await;
+    let _ = std::fs::remove_file(&m);
+    assert_eq!(code, 8, "{err}");
+    let line = format!(
+        "Kustomization {}/{TARGET}: its fence (the owner annotation) was removed (the server \
+         recorded no field manager for it)",
+        c.ns.name
+    );
+    assert!(err.contains(&line), "{err}");
+    assert!(gone(pid), "the command still runs: {err}");
+    // The target is not ours any more: left as the person left it, still suspended.
+    let target = c.get(TARGET).await;
+    assert_eq!(annotation(&target, OWNER_KEY), None);
+    assert!(suspended(&target), "the cleanup touched an object not ours");
+    assert_parent_and_lease_released(&c).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_broken_an_object_deleted_and_recreated_stops_the_run() {
+    let c = Cluster::seeded("broken-recreated").await;
+    let m = marker(&c);
+    let child = start_run(&c, &m);
+    let pid = command_pid(&m).await;
+    let old = c.get(TARGET).await;
+    let api = ks(&c);
+    // Finalizers off first, so the delete is immediate, then the same spec under a new uid.
+    patch_as(
+        &c,
+        "kubectl-edit",
+        json!({"metadata": {"finalizers": null}}),
+    )
+    .await;
+    api.delete(TARGET, &DeleteParams::default()).await.unwrap();
+    let mut fresh: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": old["apiVersion"],
+        "kind": "Kustomization",
+        "metadata": {"name": TARGET, "namespace": c.ns.name, "labels": old["metadata"]["labels"]},
+        "spec": old["spec"],
+    }))
+    .unwrap();
+    fresh.data["spec"]["suspend"] = json!(false);
+    let pp = PostParams {
+        field_manager: Some("kubectl-create".into()),
+        ..PostParams::default()
+    };
+    api.create(&pp, &fresh).await.unwrap();
+    let (code, err) = ended(child).await;
+    let _ = std::fs::remove_file(&m);
+    assert_eq!(code, 8, "{err}");
+    let object = format!("Kustomization {}/{TARGET}: ", c.ns.name);
+    assert!(err.contains(&object), "{err}");
+    assert!(
+        err.contains("it was deleted") || err.contains("is being deleted"),
+        "{err}"
+    );
+    assert!(gone(pid), "the command still runs: {err}");
+    // The new object was never ours: untouched.
+    let target = c.get(TARGET).await;
+    assert_ne!(target["metadata"]["uid"], old["metadata"]["uid"]);
+    assert_eq!(annotation(&target, OWNER_KEY), None);
+    assert!(!suspended(&target));
+    assert_parent_and_lease_released(&c).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_broken_suspend_flipped_by_a_person_stops_the_run_and_names_the_field_manager() {
+    let c = Cluster::seeded("broken-suspend").await;
+    let m = marker(&c);
+    let child = start_run(&c, &m);
+    let pid = command_pid(&m).await;
+    let owner = annotation(&c.get(TARGET).await, OWNER_KEY)
+        .unwrap()
+        .to_string();
+    patch_as(&c, "kubectl-patch", json!({"spec": {"suspend": false}})).await;
+    let (code, err) = ended(child).await;
+    let _ = std::fs::remove_file(&m);
+    assert_eq!(code, 8, "{err}");
+    let line = format!(
+        "Kustomization {}/{TARGET}: spec.suspend was set to false by field manager \
+         \"kubectl-patch\"",
+        c.ns.name
+    );
+    assert!(err.contains(&line), "{err}");
+    assert!(gone(pid), "the command still runs: {err}");
+    // Still our fence, but a mark moved: kept and listed, and so the parent and the Lease,
+    // which keep others out while a fence of ours may be held.
+    let target = c.get(TARGET).await;
+    assert_eq!(annotation(&target, OWNER_KEY), Some(owner.as_str()));
+    assert!(!suspended(&target));
+    let parent = c.get(PARENT).await;
+    assert!(annotation(&parent, OWNER_KEY).is_some() && suspended(&parent));
+    assert!(!lease_holder(&c).await.is_empty());
+    assert!(err.contains("still held or unsettled"), "{err}");
+}
