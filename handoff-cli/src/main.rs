@@ -53,6 +53,8 @@ async fn dispatch(cli: Cli) -> u8 {
         Output::github_from_env(),
         cli.global.quiet,
     );
+    // Nothing is held until a command takes something (it says so when it does).
+    out.cleanup_complete(true);
     let cancel = flux_suspend::Cancel::new();
     if let Err(e) = signals::install(cancel.clone()) {
         eprintln!("error: cannot install signal handlers: {e}");

@@ -19,6 +19,7 @@ mod options;
 mod preflight;
 mod recover;
 mod resume;
+mod wait_lease;
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -33,6 +34,7 @@ pub use lines::Members;
 pub use options::{ParentSpec, SessionOptions, TargetSpec};
 pub use recover::Recovered;
 pub use resume::{ResumeError, ResumeOptions, Resumed, resume_holder};
+pub use wait_lease::{LeaseWait, LeaseWaiting, WaitDecision, decide_wait};
 
 use crate::cancel::Cancel;
 use crate::handoff::{Chain, Handoff, PauseOptions, PauseOutcome};
