@@ -3,6 +3,7 @@
 mod cli;
 mod client;
 mod cmd;
+mod complete;
 mod config;
 mod exit;
 mod failure;
@@ -19,6 +20,19 @@ use crate::cli::{Cli, Command, LogFormat};
 use crate::output::Output;
 
 fn main() -> ExitCode {
+    // `flux handoff <TAB>`: the Flux CLI asks its plugins with Cobra's protocol.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("__complete") {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return ExitCode::from(exit::INTERNAL);
+        };
+        rt.block_on(complete::run(&Cli::command(), &args[1..]));
+        return ExitCode::SUCCESS;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

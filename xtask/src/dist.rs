@@ -14,9 +14,9 @@
 //!   `<catalog>/handoff.yaml`, internal/plugin/catalog.go) listing each archive in `dist/` with
 //!   its URL under `--base-url` and its `sha256:` checksum.
 //!
-//! `cargo xtask dist index --base-url URL` only rewrites `checksums.txt` and `handoff.yaml`
-//! from the archives already in `dist/` (the release's last job, after each platform's job
-//! uploaded its archive).
+//! `cargo xtask dist index [--dir D] --base-url URL` only rewrites `checksums.txt` and
+//! `handoff.yaml` from the archives already in `dist/` (or D): the release's last job, after
+//! each platform's job uploaded its archive, and the `flux_plugin_` tests' loopback catalog.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -42,6 +42,8 @@ pub struct Flags {
     pub base_url: Option<String>,
     /// A Rust target triple (default: the host).
     pub target: Option<String>,
+    /// The directory of the archives (default `dist/`; `index` only).
+    pub dir: Option<PathBuf>,
 }
 
 impl Flags {
@@ -61,6 +63,7 @@ impl Flags {
             match *flag {
                 "--base-url" => f.base_url = Some(value()?),
                 "--target" if !f.index_only => f.target = Some(value()?),
+                "--dir" if f.index_only => f.dir = Some(PathBuf::from(value()?)),
                 other => bail!("unknown flag `{other}` for dist"),
             }
         }
@@ -70,7 +73,7 @@ impl Flags {
 
 pub fn run(flags: &Flags) -> anyhow::Result<()> {
     let root = paths::root();
-    let dist = root.join("dist");
+    let dist = flags.dir.clone().unwrap_or_else(|| root.join("dist"));
     let version = version(&root)?;
     fs::create_dir_all(&dist)?;
     if !flags.index_only {

@@ -72,8 +72,10 @@ commands:
                           (sha256sum -c) and dist/handoff.yaml, the Flux CLI plugin manifest
                           of every archive in dist/ under URL (default: the GitHub release
                           v<version> of the workspace's repository)
-  dist index [--base-url URL]
-                          only rewrite checksums.txt and handoff.yaml from dist/'s archives
+  dist index [--dir D] [--base-url URL]
+                          only rewrite checksums.txt and handoff.yaml from the archives in
+                          dist/ (or D)
+  flux-cli                build the flux CLI (v2.9, Go modules, cached) and print its path
   actionlint              build actionlint (Go modules, cached under ~/.cache/flux-handoff)
                           and lint the workflows under docs/ and, through them, action.yml
   ci                      install what the tests need when missing (cargo-nextest,
@@ -155,6 +157,7 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         },
+        ["flux-cli"] => fluxcli::ensure_built().map(|p| println!("{}", p.display())),
         ["ci"] => ci(),
         ["actionlint"] => actionlint::run(),
         ["ci", "real"] => ci_real(),
@@ -261,8 +264,13 @@ fn ci() -> anyhow::Result<()> {
     let bin = envtest::ensure_built()?;
     // A private control plane for this run, stopped on every exit path (its guard's Drop, and
     // the launcher exits by itself when our end of its stdin closes, even if we are killed).
+    // The flux CLI of the flux_plugin_ tests, built before the tests (cached; minutes cold).
+    let flux_cli = fluxcli::ensure_built()?;
     let plane = cluster::Private::start(&bin, &paths::ci_state())?;
-    let env = [("FLUX_HANDOFF_KUBECONFIG", plane.kubeconfig.as_os_str())];
+    let env = [
+        ("FLUX_HANDOFF_KUBECONFIG", plane.kubeconfig.as_os_str()),
+        ("FLUX_HANDOFF_FLUX_CLI", flux_cli.as_os_str()),
+    ];
     proc::run_env(
         "cargo",
         &[
