@@ -296,7 +296,8 @@ async fn runner_cancel_action_complete_run_leaves_the_post_step_nothing_to_do() 
     let post = finish(job.action_post(&inputs)).await;
     assert_eq!(post.code(), 0, "{}", post.log);
     assert!(
-        post.log.contains("nothing to do") && post.log.contains("complete handoff"),
+        // flux-handoff said it holds nothing (cleanup=complete): the post step stands down.
+        post.log.contains("nothing to do") && post.log.contains("cleanup complete (exit 0"),
         "{}",
         post.log
     );
