@@ -167,3 +167,43 @@ fn read_line(object: &str, e: &kube::Error) -> String {
         other => format!("reading {object}: {}", chain(other)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use clap::Parser;
+
+    use super::*;
+
+    fn wait(args: &[&str], config: &str) -> Result<Duration, Failure> {
+        let mut argv = vec!["flux-handoff", "pause"];
+        argv.extend_from_slice(args);
+        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+        let crate::cli::Command::Pause(p) = cli.command else {
+            unreachable!()
+        };
+        let file = crate::config::parse(config).unwrap();
+        lease_wait(&p.holder, &file).map(|w| w.budget)
+    }
+
+    #[test]
+    fn the_lease_wait_comes_from_the_flag_else_the_config_else_none() {
+        assert_eq!(wait(&[], "").unwrap(), Duration::ZERO);
+        assert_eq!(
+            wait(&[], "[lease]\nwait = \"90s\"\n").unwrap(),
+            Duration::from_secs(90)
+        );
+        assert_eq!(
+            wait(&["--wait-lease", "2m"], "[lease]\nwait = \"90s\"\n").unwrap(),
+            Duration::from_mins(2)
+        );
+        let bad = wait(&[], "[lease]\nwait = \"soon\"\n").unwrap_err();
+        assert_eq!(bad.code, exit::USAGE);
+        assert!(
+            bad.message.starts_with("config: lease.wait: "),
+            "{}",
+            bad.message
+        );
+    }
+}
