@@ -176,9 +176,9 @@ mod tests {
 
     use super::*;
 
-    fn wait(args: &[&str], config: &str) -> Result<Duration, Failure> {
+    fn wait(flags: &[&str], config: &str) -> Result<Duration, Failure> {
         let mut argv = vec!["flux-handoff", "pause"];
-        argv.extend_from_slice(args);
+        argv.extend_from_slice(flags);
         let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
         let crate::cli::Command::Pause(p) = cli.command else {
             unreachable!()
