@@ -72,7 +72,10 @@ function readInputs(env) {
     command,
     args: splitArgs(env.INPUT_ARGS || ''),
     run: (env.INPUT_RUN || '').trim(),
-    binary: input(env, 'binary') || 'flux-handoff',
+    // Empty: install the release archive (install.js) of `version`.
+    binary: input(env, 'binary'),
+    version: input(env, 'version').replace(/^v/, ''),
+    downloadUrl: input(env, 'download-url'),
     kubeconfig: input(env, 'kubeconfig'),
     config: input(env, 'config'),
     reason: input(env, 'reason'),
@@ -80,7 +83,17 @@ function readInputs(env) {
     keepPaused: booleanInput(env, 'keep-paused'),
     postWaitSeconds: positiveInteger(input(env, 'post-wait-seconds') || '60', 'post-wait-seconds'),
     recoverFinishedRuns: booleanInput(env, 'recover-finished-runs'),
+    waitLease: input(env, 'wait-lease'),
   };
+  if (inputs.waitLease !== '' && command === 'resume') {
+    throw new InputError('input wait-lease is only for command: run, pause or ghcr-reassert');
+  }
+  if (inputs.waitLease !== '' && !/^[0-9][0-9a-z ]*$/.test(inputs.waitLease)) {
+    throw new InputError(`input wait-lease must be a duration such as 90s or 5m, not ${JSON.stringify(inputs.waitLease)}`);
+  }
+  if (inputs.downloadUrl !== '' && !/^https?:\/\/[^\s]+$/.test(inputs.downloadUrl)) {
+    throw new InputError('input download-url must be an http(s) URL (the release\'s base: <url>/checksums.txt)');
+  }
   if (inputs.recoverFinishedRuns && command === 'resume') {
     throw new InputError('input recover-finished-runs is only for command: run, pause or ghcr-reassert');
   }
@@ -156,6 +169,7 @@ function globalArgs(inputs) {
 function mainArgs(inputs, holder) {
   const a = [...globalArgs(inputs), ...COMMANDS[inputs.command], '--holder', holder];
   if (inputs.recoverFinishedRuns) a.push('--recover-finished-runs');
+  if (inputs.waitLease) a.push('--wait-lease', inputs.waitLease);
   a.push(...inputs.args);
   if (inputs.command === 'run') {
     // The same shell a `run:` step with `shell: bash` gets (ScriptHandlerHelpers.cs).
@@ -182,7 +196,8 @@ function mainEnv(env) {
  * the others are global and accepted there too.
  */
 function postArgs(inputs, holder) {
-  const a = ['resume', '--holder', holder, '--holder-exited'];
+  // --if-held: act only while `holder` holds the Lease; never take a free one.
+  const a = ['resume', '--holder', holder, '--holder-exited', '--if-held'];
   if (inputs.kubeconfig) a.push('--kubeconfig', inputs.kubeconfig);
   if (inputs.config) a.push('--config', inputs.config);
   const args = inputs.args;
@@ -195,7 +210,13 @@ function postArgs(inputs, holder) {
   return a;
 }
 
-/** What the post step does, from what the main step left in the state. */
+/**
+ * What the post step does, from what the main step left in the state. It acts only where
+ * something may still be held: not after exit 2 or 3 (nothing was taken, and the main step
+ * already reported why), not after flux-handoff reported its cleanup complete (whatever its
+ * exit code), not after a complete handoff; and then only with `--if-held` (postArgs), so a
+ * free Lease, or one another run holds, is never taken.
+ */
 function postPlan(state, inputs) {
   if (!state.holder) {
     return { act: false, why: 'the main step stopped before it chose a holder: nothing was taken' };
@@ -203,7 +224,20 @@ function postPlan(state, inputs) {
   if (!state.pid) {
     return { act: false, why: `flux-handoff never started for ${state.holder}: nothing was taken` };
   }
-  if (state.exit_code === '0') {
+  const code = state.exit_code;
+  if (code === '2' || code === '3') {
+    return {
+      act: false,
+      why: `flux-handoff for ${state.holder} ended with exit ${code} (${outcome(Number(code))}): it holds nothing, and the main step reported why`,
+    };
+  }
+  if (state.cleanup === 'complete') {
+    return {
+      act: false,
+      why: `flux-handoff for ${state.holder} reported its cleanup complete (exit ${code}, ${outcome(Number(code))}): nothing is held`,
+    };
+  }
+  if (code === '0') {
     if (state.command !== 'pause') {
       return { act: false, why: `flux-handoff finished a complete handoff for ${state.holder} (exit 0): nothing to release` };
     }
@@ -215,9 +249,9 @@ function postPlan(state, inputs) {
     }
     return { act: true, why: `the job is over: releasing the pause by ${state.holder}` };
   }
-  const how = state.exit_code === undefined || state.exit_code === ''
+  const how = code === undefined || code === ''
     ? 'did not report how it ended (the main step was stopped)'
-    : `ended with exit ${state.exit_code} (${outcome(Number(state.exit_code))})`;
+    : `ended with exit ${code} (${outcome(Number(code))}) without reporting its cleanup complete`;
   return { act: true, why: `flux-handoff for ${state.holder} ${how}: releasing whatever ${state.holder} still holds` };
 }
 
@@ -264,15 +298,43 @@ function appendFileCommand(env, variable, name, value) {
 
 /** Whether the GITHUB_OUTPUT file already has output `name` (flux-handoff wrote it). */
 function hasOutput(env, name) {
+  return outputValue(env, name) !== undefined;
+}
+
+/**
+ * The last value of output `name` in the GITHUB_OUTPUT file (`name=value` lines and
+ * `name<<delimiter` blocks, as the runner reads them), or undefined.
+ */
+function outputValue(env, name) {
   const path = env.GITHUB_OUTPUT;
-  if (!path) return false;
+  if (!path) return undefined;
   let text;
   try {
     text = fs.readFileSync(path, 'utf8');
   } catch {
-    return false;
+    return undefined;
   }
-  return text.split('\n').some((l) => l.startsWith(`${name}<<`) || l.startsWith(`${name}=`));
+  return parseFileCommands(text)[name];
+}
+
+/** `name=value` lines and `name<<delimiter` blocks into an object (the last value wins). */
+function parseFileCommands(text) {
+  const out = {};
+  const lines = text.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i];
+    const eq = line.indexOf('=');
+    const hd = line.indexOf('<<');
+    if (eq > 0 && (hd < 0 || eq < hd)) {
+      out[line.slice(0, eq)] = line.slice(eq + 1);
+    } else if (hd > 0) {
+      const delimiter = line.slice(hd + 2);
+      const value = [];
+      for (i++; i < lines.length && lines[i] !== delimiter; i++) value.push(lines[i]);
+      out[line.slice(0, hd)] = value.join('\n');
+    }
+  }
+  return out;
 }
 
 /** Escapes text for a workflow command's data (`%`, CR, LF), as handoff-cli's output.rs does. */
@@ -309,6 +371,8 @@ module.exports = {
   mainArgs,
   mainEnv,
   outcome,
+  outputValue,
+  parseFileCommands,
   postArgs,
   postPlan,
   readInputs,

@@ -70,10 +70,18 @@ test('recover-finished-runs: a flag on the command line, the token only in the e
     /only for command: run, pause or ghcr-reassert/);
 });
 
+test('wait-lease: a flag of the handoff commands, checked before anything runs', () => {
+  const inputs = lib.readInputs(env({ command: 'run', run: 'x', 'wait-lease': '5m' }));
+  assert.deepEqual(lib.mainArgs(inputs, 'h1').slice(0, 5), ['run', '--holder', 'h1', '--wait-lease', '5m']);
+  assert.ok(!lib.mainArgs(lib.readInputs(env({ command: 'pause' })), 'h1').includes('--wait-lease'));
+  assert.throws(() => lib.readInputs(env({ command: 'resume', holder: 'h1', 'wait-lease': '5m' })), /only for command/);
+  assert.throws(() => lib.readInputs(env({ command: 'pause', 'wait-lease': 'soon' })), /must be a duration/);
+});
+
 test('post command line keeps the targets: resume looks in their namespaces', () => {
   const inputs = lib.readInputs(env({ command: 'pause', args: '--target\nhr/apps/web\n--retire\nack\n-t\nx' }));
   assert.deepEqual(lib.postArgs(inputs, 'h1'), [
-    'resume', '--holder', 'h1', '--holder-exited', '--target', 'hr/apps/web', '-t', 'x',
+    'resume', '--holder', 'h1', '--holder-exited', '--if-held', '--target', 'hr/apps/web', '-t', 'x',
   ]);
 });
 
@@ -83,7 +91,7 @@ test('post command line keeps only where the Lease and the cluster are', () => {
     args: '--lease\nns/l\n--credential-env\nTOKEN\n--namespace=apps\n--context\nprod\n--image\nghcr.io/a:1',
   }));
   assert.deepEqual(lib.postArgs(inputs, 'h1'), [
-    'resume', '--holder', 'h1', '--holder-exited',
+    'resume', '--holder', 'h1', '--holder-exited', '--if-held',
     '--config', 'f.toml', '--lease', 'ns/l', '--namespace=apps', '--context', 'prod',
   ]);
 });
@@ -96,7 +104,15 @@ test('post plan: what the main step left decides', () => {
     [{}, run, false, /before it chose a holder/],
     [{ holder: 'h' }, run, false, /never started/],
     [{ holder: 'h', pid: '9', command: 'run', exit_code: '0' }, run, false, /complete handoff/],
-    [{ holder: 'h', pid: '9', command: 'run', exit_code: '130' }, run, true, /exit 130 \(cancelled\)/],
+    [{ holder: 'h', pid: '9', command: 'run', exit_code: '130' }, run, true, /exit 130 \(cancelled\) without reporting its cleanup/],
+    // Nothing taken: exit 2 (usage) and 3 (refused) never act, the refusal is not reported twice.
+    [{ holder: 'h', pid: '9', command: 'run', exit_code: '2' }, run, false, /exit 2 \(usage-error\): it holds nothing/],
+    [{ holder: 'h', pid: '9', command: 'run', exit_code: '3' }, run, false, /exit 3 \(refused\): it holds nothing/],
+    [{ holder: 'h', pid: '9', command: 'pause', exit_code: '3' }, pause, false, /holds nothing/],
+    // Cleanup reported complete: whatever the exit code.
+    [{ holder: 'h', pid: '9', command: 'run', exit_code: '130', cleanup: 'complete' }, run, false, /cleanup complete \(exit 130, cancelled\)/],
+    [{ holder: 'h', pid: '9', command: 'pause', exit_code: '4', cleanup: 'complete' }, pause, false, /cleanup complete/],
+    [{ holder: 'h', pid: '9', command: 'run', exit_code: '7' }, run, true, /exit 7 \(cleanup-failed\)/],
     [{ holder: 'h', pid: '9', command: 'run' }, run, true, /did not report how it ended/],
     [{ holder: 'h', pid: '9', command: 'pause', exit_code: '0' }, pause, true, /job is over/],
     [{ holder: 'h', pid: '9', command: 'pause', exit_code: '0' }, kept, false, /stays in place/],
@@ -119,9 +135,12 @@ test('file commands: a value cannot end its block', () => {
 test('outputs written by flux-handoff are found; exit codes map', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fh-lib-'));
   const file = path.join(dir, 'out');
-  fs.writeFileSync(file, 'holder=h\noutcome=cancelled\n');
+  fs.writeFileSync(file, 'holder=h\noutcome=cancelled\nsummary<<EOF\na=b\ncleanup=no\nEOF\ncleanup=complete\n');
   assert.equal(lib.hasOutput({ GITHUB_OUTPUT: file }, 'outcome'), true);
   assert.equal(lib.hasOutput({ GITHUB_OUTPUT: file }, 'proven_after_s'), false);
+  assert.equal(lib.outputValue({ GITHUB_OUTPUT: file }, 'cleanup'), 'complete');
+  assert.equal(lib.outputValue({ GITHUB_OUTPUT: file }, 'summary'), 'a=b\ncleanup=no');
+  assert.equal(lib.outputValue({}, 'cleanup'), undefined);
   fs.rmSync(dir, { recursive: true });
   assert.equal(lib.exitCodeOf(3, null, os.constants.signals), 3);
   assert.equal(lib.exitCodeOf(null, 'SIGKILL', os.constants.signals), 137);

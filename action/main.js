@@ -12,9 +12,10 @@
 const { spawn } = require('node:child_process');
 const os = require('node:os');
 
+const { InstallError, install } = require('./install');
 const lib = require('./lib');
 
-function main() {
+async function main() {
   const env = process.env;
   let inputs;
   try {
@@ -31,10 +32,25 @@ function main() {
   lib.appendFileCommand(env, 'GITHUB_STATE', 'command', inputs.command);
   lib.appendFileCommand(env, 'GITHUB_OUTPUT', 'holder', holder);
 
-  const args = lib.mainArgs(inputs, holder);
   console.log(`holder: ${holder}`);
-  console.log(`$ ${inputs.binary} ${args.map(quote).join(' ')}`);
-  const child = spawn(inputs.binary, args, { stdio: ['ignore', 'inherit', 'inherit'], env: lib.mainEnv(env) });
+  // The binary: the `binary` input, else the verified release archive (tool cache first).
+  let binary = inputs.binary;
+  if (!binary) {
+    try {
+      binary = (await install({ env, inputs })).bin;
+    } catch (e) {
+      if (!(e instanceof InstallError)) throw e;
+      console.log(`::error::${lib.escapeData(e.message)}`);
+      lib.appendFileCommand(env, 'GITHUB_OUTPUT', 'outcome', 'not-started');
+      process.exitCode = 1;
+      return;
+    }
+  }
+  // The post step runs the same binary.
+  lib.appendFileCommand(env, 'GITHUB_STATE', 'binary', binary);
+  const args = lib.mainArgs(inputs, holder);
+  console.log(`$ ${binary} ${args.map(quote).join(' ')}`);
+  const child = spawn(binary, args, { stdio: ['ignore', 'inherit', 'inherit'], env: lib.mainEnv(env) });
   let ended = false;
   let started = false;
   const pending = [];
@@ -60,7 +76,7 @@ function main() {
   child.on('error', (e) => {
     ended = true;
     // Never started (not found, not executable): nothing was taken.
-    console.log(`::error::cannot start ${lib.escapeData(inputs.binary)}: ${lib.escapeData(e.message)} (the binary input, or flux-handoff on PATH; docs/github-actions.md says how to install it)`);
+    console.log(`::error::cannot start ${lib.escapeData(binary)}: ${lib.escapeData(e.message)} (the binary input; docs/github-actions.md says how to install it)`);
     lib.appendFileCommand(env, 'GITHUB_OUTPUT', 'outcome', 'not-started');
     process.exitCode = 1;
   });
@@ -68,6 +84,11 @@ function main() {
     ended = true;
     const exit = lib.exitCodeOf(code, signal, os.constants.signals);
     lib.appendFileCommand(env, 'GITHUB_STATE', 'exit_code', String(exit));
+    // flux-handoff says `cleanup=complete` when it holds nothing any more: the post step then
+    // stands down whatever the exit code (a cancel that released everything is 130).
+    if (lib.outputValue(env, 'cleanup') === 'complete') {
+      lib.appendFileCommand(env, 'GITHUB_STATE', 'cleanup', 'complete');
+    }
     lib.appendFileCommand(env, 'GITHUB_OUTPUT', 'exit-code', String(exit));
     // flux-handoff writes its outcome itself when it reaches its end; one killed did not.
     if (!lib.hasOutput(env, 'outcome')) {
@@ -84,4 +105,7 @@ function quote(a) {
   return /^[A-Za-z0-9_./:=@%+-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`;
 }
 
-main();
+main().catch((e) => {
+  console.log(`::error::${lib.escapeData(e.stack || String(e))}`);
+  process.exitCode = 1;
+});

@@ -1,9 +1,11 @@
 // The post step (post-if: always()): runs after the main step ended for any reason, including
-// cancellation. When the main step's flux-handoff finished a complete handoff there is nothing
-// to do, and it says so. Otherwise it waits until that flux-handoff process is gone (if the
-// runner killed the main step, flux-handoff may still be releasing), then runs
-// `flux-handoff resume --holder H --holder-exited`, which releases by compare-and-swap whatever
-// H still holds (fences, then the Lease), and prints what it released.
+// cancellation, and acts only where something may still be held (lib.postPlan): not after
+// exit 2 or 3, not after flux-handoff reported its cleanup complete, not after a complete
+// handoff. Otherwise it waits until that flux-handoff process is gone (if the runner killed the
+// main step, flux-handoff may still be releasing), then runs
+// `flux-handoff resume --holder H --holder-exited --if-held`, which writes only while H holds
+// the Lease (a free Lease is never taken) and releases by compare-and-swap whatever H still
+// holds (fences, then the Lease), and prints what it released.
 'use strict';
 
 const { spawn } = require('node:child_process');
@@ -39,11 +41,13 @@ async function main() {
     await gone(state, 5);
   }
   const args = lib.postArgs(inputs, state.holder);
-  console.log(`$ ${inputs.binary} ${args.join(' ')}`);
+  // The binary the main step ran (installed or given).
+  const binary = state.binary || inputs.binary || 'flux-handoff';
+  console.log(`$ ${binary} ${args.join(' ')}`);
   const code = await new Promise((resolve) => {
-    const child = spawn(inputs.binary, args, { stdio: ['ignore', 'inherit', 'inherit'] });
+    const child = spawn(binary, args, { stdio: ['ignore', 'inherit', 'inherit'] });
     child.on('error', (e) => {
-      console.log(`::error::cannot start ${lib.escapeData(inputs.binary)}: ${lib.escapeData(e.message)}; ${state.holder} may still hold fences: run flux-handoff fences`);
+      console.log(`::error::cannot start ${lib.escapeData(binary)}: ${lib.escapeData(e.message)}; ${state.holder} may still hold fences: run flux-handoff fences`);
       resolve(1);
     });
     child.on('exit', (c, s) => resolve(lib.exitCodeOf(c, s, os.constants.signals)));

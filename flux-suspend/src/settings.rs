@@ -43,6 +43,9 @@ pub struct LeaseTable {
     pub name: Option<String>,
     /// A duration such as `60s` (default 60 s, at least 2 s).
     pub duration: Option<String>,
+    /// How long `run`, `pause` and `ghcr reassert` wait while another live holder has the
+    /// Lease, e.g. `2m` (default `0`: refuse at once); see `session::LeaseWait`.
+    pub wait: Option<String>,
 }
 
 /// `[fence]`: the fence keys and how in-flight reconciles are retired.

@@ -19,8 +19,16 @@ spec.suspend=true, a requestedAt nonce, and reconcile: disabled on the target), 
 reconciles (--retire ack|restart|none), prove the pause is stable, work, then release bottom-up
 and release the Lease — on every exit path, including SIGINT and SIGTERM.";
 
+/// `--version`: the crate version and the commit it was built from (build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("FLUX_HANDOFF_COMMIT"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
-#[command(name = "flux-handoff", version, about = ABOUT, long_about = LONG_ABOUT,
+#[command(name = "flux-handoff", version = VERSION, about = ABOUT, long_about = LONG_ABOUT,
           after_help = crate::exit::TABLE, after_long_help = crate::exit::TABLE)]
 pub struct Cli {
     #[command(flatten)]
@@ -200,6 +208,12 @@ pub struct HolderArg {
     /// `GITHUB_TOKEN`.
     #[arg(long, value_name = "PATH")]
     pub github_token_file: Option<std::path::PathBuf>,
+    /// While another live run holds the Lease, wait up to this long for it, e.g. 2m (default
+    /// 0: refuse at once, exit 3). Says who holds it and since when about every 10 s and takes
+    /// it the moment it is free; a held Lease is never taken over, and a parked pause is not
+    /// waited for (refused at once with its resume command). Config: `[lease] wait = "2m"`.
+    #[arg(long, value_parser = flux_suspend::settings::parse_duration, value_name = "DURATION")]
+    pub wait_lease: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Args)]
@@ -226,6 +240,12 @@ pub struct ResumeArgs {
     /// Without it, such a Lease looks live and resume refuses (exit 3, nothing changed).
     #[arg(long)]
     pub holder_exited: bool,
+    /// Act only if the holder still holds the Lease (what the GitHub Action's post step
+    /// runs): the Lease and the holder's fences are read first; a free Lease, or one another
+    /// holder has, is never taken, and then nothing is written. Fences of the holder without
+    /// its Lease are reported (exit 3, nothing changed).
+    #[arg(long)]
+    pub if_held: bool,
     /// After releasing, request a reconcile and wait until each object is Ready for its
     /// current generation.
     #[arg(long)]

@@ -6,6 +6,7 @@
 //! namespace = "flux-system"      # default
 //! name = "flux-handoff"          # default
 //! duration = "60s"
+//! wait = "2m"                    # --wait-lease: wait for a live holder's Lease (default 0)
 //!
 //! [fence]
 //! annotation_prefix = "flux-handoff.io"

@@ -3,6 +3,7 @@
 mod cli;
 mod client;
 mod cmd;
+mod complete;
 mod config;
 mod exit;
 mod failure;
@@ -19,6 +20,19 @@ use crate::cli::{Cli, Command, LogFormat};
 use crate::output::Output;
 
 fn main() -> ExitCode {
+    // `flux handoff <TAB>`: the Flux CLI asks its plugins with Cobra's protocol.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("__complete") {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return ExitCode::from(exit::INTERNAL);
+        };
+        rt.block_on(complete::run(&Cli::command(), &args[1..]));
+        return ExitCode::SUCCESS;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -53,6 +67,8 @@ async fn dispatch(cli: Cli) -> u8 {
         Output::github_from_env(),
         cli.global.quiet,
     );
+    // Nothing is held until a command takes something (it says so when it does).
+    out.cleanup_complete(true);
     let cancel = flux_suspend::Cancel::new();
     if let Err(e) = signals::install(cancel.clone()) {
         eprintln!("error: cannot install signal handlers: {e}");

@@ -5,7 +5,8 @@
 //! In GitHub Actions (`GITHUB_ACTIONS=true`) a handoff command (`pause`, `run`, `resume`,
 //! `ghcr reassert`) also reports the Actions way when it ends ([`actions`]): a step summary in
 //! Markdown appended to `$GITHUB_STEP_SUMMARY`, and the outputs `holder`, `outcome`,
-//! `proven_after_s` and `secrets_reasserted` appended to `$GITHUB_OUTPUT`.
+//! `proven_after_s` and `secrets_reasserted` appended to `$GITHUB_OUTPUT`, and `cleanup=complete`
+//! when it holds nothing any more (released all it took, or took nothing).
 //!
 //! Nothing here ever receives a credential: callers pass phase names, counts and object names.
 
@@ -44,6 +45,9 @@ pub struct Output {
     paused: Vec<String>,
     /// Milliseconds from the start until the pause was proven (the `proof` fact arrived).
     proven_after: Option<u128>,
+    /// The command released everything it took (or took nothing): the `cleanup=complete`
+    /// output, on which the Action's post step stands down.
+    cleanup_complete: bool,
 }
 
 impl Output {
@@ -59,6 +63,7 @@ impl Output {
             facts: serde_json::Map::new(),
             paused: Vec::new(),
             proven_after: None,
+            cleanup_complete: false,
         }
     }
 
@@ -122,6 +127,12 @@ impl Output {
         self.facts.insert(key.to_string(), value);
     }
 
+    /// Records whether the command holds nothing any more: it released everything it took,
+    /// or it took nothing. A parked pause holds.
+    pub fn cleanup_complete(&mut self, complete: bool) {
+        self.cleanup_complete = complete;
+    }
+
     /// Prints the end of the run: the error line (as a GitHub annotation in Actions), and with
     /// `--output json` the one final document on stdout. In Actions, a handoff command also
     /// appends its step summary and outputs ([`actions`]); a file that cannot be written is
@@ -147,6 +158,14 @@ impl Output {
             if let Err(e) = report.step_report().append_to_runner_files() {
                 eprintln!("::warning::{}", escape_data(&e));
             }
+            if self.cleanup_complete
+                && let Err(e) = append_output("cleanup", "complete")
+            {
+                eprintln!(
+                    "::warning::cannot append the step outputs: {}",
+                    escape_data(&e.to_string())
+                );
+            }
         }
         if self.format == Format::Json {
             let doc = json!({
@@ -161,6 +180,15 @@ impl Output {
             println!("{doc}");
         }
     }
+}
+
+/// Appends `name=value` to `$GITHUB_OUTPUT` when it is set.
+fn append_output(name: &str, value: &str) -> std::io::Result<()> {
+    let Some(path) = std::env::var_os("GITHUB_OUTPUT").filter(|p| !p.is_empty()) else {
+        return Ok(());
+    };
+    let mut f = std::fs::OpenOptions::new().append(true).open(path)?;
+    writeln!(f, "{name}={value}")
 }
 
 #[allow(clippy::cast_precision_loss)] // phase times are seconds with one decimal

@@ -5,6 +5,7 @@
 use std::str::FromStr;
 
 use flux_fence::Holder;
+use flux_suspend::session::LeaseWait;
 use flux_suspend::{Cancel, Event, Members, Session, SessionError, SessionOptions, Step};
 use kube::Client;
 
@@ -37,17 +38,38 @@ pub fn options(
     Ok(opts)
 }
 
-/// Starts the session and prints the Lease line.
+/// `--wait-lease`, else `[lease] wait`, else no wait (checked before any request: exit 2).
+pub fn lease_wait(arg: &HolderArg, file: &FileConfig) -> Result<LeaseWait, Failure> {
+    let budget = match (
+        arg.wait_lease,
+        file.lease.as_ref().and_then(|l| l.wait.as_deref()),
+    ) {
+        (Some(d), _) => d,
+        (None, Some(text)) => flux_suspend::settings::parse_duration(text)
+            .map_err(|e| Failure::usage(format!("config: lease.wait: {e}")))?,
+        (None, None) => std::time::Duration::ZERO,
+    };
+    Ok(LeaseWait::new(budget))
+}
+
+/// Starts the session (waiting for the Lease as `wait` says) and prints the Lease line.
 pub async fn start(
     client: Client,
     opts: SessionOptions,
+    wait: LeaseWait,
     cancel: Cancel,
     out: &mut Output,
 ) -> Result<Session, Failure> {
     let lease = opts.lease.to_string();
-    let session = Session::start(client, opts, cancel)
-        .await
-        .map_err(|e| failure(&e))?;
+    // From here something may be held until the session's cleanup says otherwise.
+    out.cleanup_complete(false);
+    let started = Session::start_waiting(client, opts, cancel, wait, |w| out.note(&w.line())).await;
+    let session = started.map_err(|e| {
+        // A start that wrote nothing holds nothing (a refusal, a read, an early cancel).
+        let nothing = e.changed_nothing() || matches!(e, SessionError::LeaseHeld { .. });
+        out.cleanup_complete(nothing);
+        failure(&e)
+    })?;
     for r in session.recovered() {
         out.phase(&r.to_string());
     }
@@ -92,17 +114,19 @@ pub fn report(out: &mut Output, event: &Event, members: &Members) {
 
 /// The exit code and line of an ended session. The work's own failure is passed in as a
 /// [`Failure`]; a cleanup failure turns success into exit 7, and after an earlier failure it
-/// is noted while that failure's code wins — except an interruption or a refusal, which
-/// promise that what was held was released: then it is exit 7.
+/// is noted while that failure's code wins — except an interruption, a refusal or a usage
+/// error, which promise that nothing is held: then it is exit 7. A cleanup that completed is
+/// recorded on `out` (the `cleanup=complete` output; `pause` clears it when it parks).
 pub fn finish<T>(
     result: Result<T, Failure>,
     cleanup: Result<(), flux_suspend::CleanupError>,
-    out: &Output,
+    out: &mut Output,
 ) -> Result<T, Failure> {
+    out.cleanup_complete(cleanup.is_ok());
     match (result, cleanup) {
         (r, Ok(())) => r,
         (Ok(_), Err(c)) => Err(Failure::new(exit::CLEANUP, cleanup_line(&c))),
-        (Err(f), Err(c)) if matches!(f.code, exit::INTERRUPTED | exit::REFUSED) => {
+        (Err(f), Err(c)) if matches!(f.code, exit::INTERRUPTED | exit::REFUSED | exit::USAGE) => {
             Err(Failure::new(
                 exit::CLEANUP,
                 format!("{}; {}", f.message, cleanup_line(&c)),
@@ -144,5 +168,45 @@ fn read_line(object: &str, e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) if s.code == 403 => format!("forbidden to get {object}: {}", s.message),
         other => format!("reading {object}: {}", chain(other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use clap::Parser;
+
+    use super::*;
+
+    fn wait(flags: &[&str], config: &str) -> Result<Duration, Failure> {
+        let mut argv = vec!["flux-handoff", "pause"];
+        argv.extend_from_slice(flags);
+        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+        let crate::cli::Command::Pause(p) = cli.command else {
+            unreachable!()
+        };
+        let file = crate::config::parse(config).unwrap();
+        lease_wait(&p.holder, &file).map(|w| w.budget)
+    }
+
+    #[test]
+    fn the_lease_wait_comes_from_the_flag_else_the_config_else_none() {
+        assert_eq!(wait(&[], "").unwrap(), Duration::ZERO);
+        assert_eq!(
+            wait(&[], "[lease]\nwait = \"90s\"\n").unwrap(),
+            Duration::from_secs(90)
+        );
+        assert_eq!(
+            wait(&["--wait-lease", "2m"], "[lease]\nwait = \"90s\"\n").unwrap(),
+            Duration::from_mins(2)
+        );
+        let bad = wait(&[], "[lease]\nwait = \"soon\"\n").unwrap_err();
+        assert_eq!(bad.code, exit::USAGE);
+        assert!(
+            bad.message.starts_with("config: lease.wait: "),
+            "{}",
+            bad.message
+        );
     }
 }

@@ -1,13 +1,15 @@
-//! actionlint on the action and the workflow examples: built from Go modules
-//! (`github.com/rhysd/actionlint/cmd/actionlint` at [`VERSION`]), cached by version beside the
-//! API server launcher, and run on every workflow under `docs/`.
+//! actionlint on the action, this repository's workflows and the workflow examples: built from
+//! Go modules (`github.com/rhysd/actionlint/cmd/actionlint` at [`VERSION`]), cached by version
+//! beside the API server launcher, and run on every `.github/workflows/*.yml` and
+//! `docs/*.yml`.
 //!
 //! actionlint checks a local action (`uses: ./flux-handoff`, how the action example checks this
 //! repository out) against its `action.yml` — inputs, `runs.using`, the files it names — but
 //! only inside a project, which it recognises by a `.git` beside a `.github/workflows`
-//! directory. This repository has no workflows directory, so the lint runs in a scratch project
-//! (`target/flux-handoff/actionlint`) whose `docs` and `flux-handoff` are links to this checkout;
-//! the paths it reports are the repository's (`docs/<file>.yml`).
+//! directory. The examples check this repository out as `flux-handoff/`, so the lint runs in a
+//! scratch project (`target/flux-handoff/actionlint`) whose `docs`, `flux-handoff` and each
+//! `.github/workflows/<file>` are links to this checkout; the paths it reports are the
+//! repository's (`docs/<file>.yml`, `.github/workflows/<file>.yml`).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -20,8 +22,8 @@ use crate::paths;
 /// The actionlint release built (one the Go module proxy serves).
 pub const VERSION: &str = "v1.7.12";
 
-/// Builds actionlint when it is not cached yet, then lints every `docs/*.yml` (and through the
-/// action example, `action.yml`).
+/// Builds actionlint when it is not cached yet, then lints every `.github/workflows/*.yml` and
+/// `docs/*.yml` (and through the action example, `action.yml`).
 pub fn run() -> anyhow::Result<()> {
     let bin = ensure_built()?;
     let root = paths::root();
@@ -35,19 +37,23 @@ pub fn run() -> anyhow::Result<()> {
     }
     std::os::unix::fs::symlink(root.join("docs"), project.join("docs"))?;
     std::os::unix::fs::symlink(&root, project.join("flux-handoff"))?;
-    let workflows = workflows(&root.join("docs"))?;
-    if workflows.is_empty() {
-        bail!("no workflow (*.yml) under docs/");
-    }
-    let names: Vec<String> = workflows
-        .iter()
-        .map(|p| {
-            format!(
-                "docs/{}",
+    let mut names = Vec::new();
+    for dir in [".github/workflows", "docs"] {
+        let found = workflows(&root.join(dir))?;
+        if found.is_empty() {
+            bail!("no workflow (*.yml) under {dir}/");
+        }
+        for p in found {
+            let name = format!(
+                "{dir}/{}",
                 p.file_name().unwrap_or_default().to_string_lossy()
-            )
-        })
-        .collect();
+            );
+            if dir != "docs" {
+                std::os::unix::fs::symlink(&p, project.join(&name))?;
+            }
+            names.push(name);
+        }
+    }
     eprintln!("xtask: $ actionlint {}", names.join(" "));
     let status = Command::new(&bin)
         .args(&names)

@@ -9,6 +9,8 @@
 //! - `cargo xtask ci` — everything CI checks: fmt, clippy, `cargo deny check`, actionlint, the
 //!   launcher build, all tests (installs `cargo-nextest`, `cargo-deny` and, as root, the
 //!   registry's Debian packages when missing).
+//! - `cargo xtask dist [--target T] [--base-url URL]` — the release archive, checksums and the
+//!   Flux CLI plugin manifest in `dist/`.
 //! - `cargo xtask actionlint` — actionlint (built and cached) on the action and `docs/*.yml`.
 //! - `cargo xtask verify [--quick]` — the model check of the handoff protocol.
 
@@ -20,6 +22,7 @@ mod cluster;
 mod daemon;
 mod demo;
 mod deny;
+mod dist;
 mod envtest;
 mod flux;
 mod fluxcli;
@@ -62,6 +65,17 @@ commands:
                           run `flux-handoff doctor` (read-only preflight: API, Flux CRDs,
                           controller, Lease namespace, permissions) against the control plane
                           of `cluster up`, or against K; fails when a check fails
+  dist [--target T] [--base-url URL]
+                          release-build flux-handoff for the host (or T, which must run here)
+                          and write dist/flux-handoff_<version>_<os>_<arch>.tar.gz (binary,
+                          LICENSE, README, man page, completions), dist/checksums.txt
+                          (sha256sum -c) and dist/handoff.yaml, the Flux CLI plugin manifest
+                          of every archive in dist/ under URL (default: the GitHub release
+                          v<version> of the workspace's repository)
+  dist index [--dir D] [--base-url URL]
+                          only rewrite checksums.txt and handoff.yaml from the archives in
+                          dist/ (or D)
+  flux-cli                build the flux CLI (v2.9, Go modules, cached) and print its path
   actionlint              build actionlint (Go modules, cached under ~/.cache/flux-handoff)
                           and lint the workflows under docs/ and, through them, action.yml
   ci                      install what the tests need when missing (cargo-nextest,
@@ -135,6 +149,15 @@ fn main() -> ExitCode {
         ["bench", flags @ ..] if flags.len() <= 1 && flags.iter().all(|f| *f == "--quick") => {
             bench::run(!flags.is_empty())
         }
+        ["dist", flags @ ..] => match dist::Flags::parse(flags) {
+            Ok(f) => dist::run(&f),
+            Err(e) => {
+                eprintln!("xtask: {e}");
+                eprint!("{USAGE}");
+                return ExitCode::from(2);
+            }
+        },
+        ["flux-cli"] => fluxcli::ensure_built().map(|p| println!("{}", p.display())),
         ["ci"] => ci(),
         ["actionlint"] => actionlint::run(),
         ["ci", "real"] => ci_real(),
@@ -241,8 +264,13 @@ fn ci() -> anyhow::Result<()> {
     let bin = envtest::ensure_built()?;
     // A private control plane for this run, stopped on every exit path (its guard's Drop, and
     // the launcher exits by itself when our end of its stdin closes, even if we are killed).
+    // The flux CLI of the flux_plugin_ tests, built before the tests (cached; minutes cold).
+    let flux_cli = fluxcli::ensure_built()?;
     let plane = cluster::Private::start(&bin, &paths::ci_state())?;
-    let env = [("FLUX_HANDOFF_KUBECONFIG", plane.kubeconfig.as_os_str())];
+    let env = [
+        ("FLUX_HANDOFF_KUBECONFIG", plane.kubeconfig.as_os_str()),
+        ("FLUX_HANDOFF_FLUX_CLI", flux_cli.as_os_str()),
+    ];
     proc::run_env(
         "cargo",
         &[

@@ -30,6 +30,7 @@ mod preflight;
 mod recover;
 mod resume;
 mod settle;
+mod wait_lease;
 mod watch;
 
 use std::future::Future;
@@ -45,6 +46,7 @@ pub use lines::Members;
 pub use options::{ParentSpec, SessionOptions, TargetSpec};
 pub use recover::Recovered;
 pub use resume::{ResumeError, ResumeOptions, Resumed, resume_holder};
+pub use wait_lease::{LeaseWait, LeaseWaiting, WaitDecision, decide_wait};
 pub use watch::{BrokenPause, Change, what_broke};
 
 use crate::cancel::Cancel;

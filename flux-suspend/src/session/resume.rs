@@ -40,6 +40,10 @@ pub struct ResumeOptions {
     pub holder_exited: bool,
     /// Wait until each released object is Ready for its generation.
     pub wait_ready: Option<Timing>,
+    /// Act only where the holder still holds the Lease (a CI post step): the Lease and the
+    /// holder's fences are read first, and unless the holder holds the Lease nothing is
+    /// written — a free Lease, or one another holder has, is never taken.
+    pub if_held: bool,
 }
 
 impl ResumeOptions {
@@ -54,6 +58,7 @@ impl ResumeOptions {
             listing: Listing::Labelled,
             holder_exited: false,
             wait_ready: None,
+            if_held: false,
         }
     }
 }
@@ -64,6 +69,9 @@ impl ResumeOptions {
 pub struct Resumed {
     /// Objects released, in release order (empty: the holder held no fence).
     pub released: Vec<String>,
+    /// Whether the holder's Lease was taken and released (false only with
+    /// [`ResumeOptions::if_held`] when the holder did not hold it: nothing was written).
+    pub lease_released: bool,
 }
 
 /// Why a resume by holder did not finish.
@@ -106,6 +114,20 @@ pub enum ResumeError {
     /// Everything was released but the Lease.
     #[error("lease not released: {0}")]
     LeaseNotReleased(String),
+    /// With [`ResumeOptions::if_held`]: the holder does not hold the Lease but still fences
+    /// these objects. Nothing was written.
+    #[error(
+        "{holder} still fences {} but does not hold lease {lease}; nothing was changed",
+        fences.join(", ")
+    )]
+    FencedWithoutLease {
+        /// The Lease.
+        lease: String,
+        /// The holder.
+        holder: Holder,
+        /// The objects it fences.
+        fences: Vec<String>,
+    },
 }
 
 impl ResumeError {
@@ -176,6 +198,9 @@ pub async fn resume_holder(
     mut progress: impl FnMut(Event),
 ) -> Result<Resumed, ResumeError> {
     let lease_name = opts.lease.to_string();
+    if opts.if_held && !holds_lease(client, opts).await? {
+        return Ok(Resumed::default());
+    }
     let process = if opts.holder_exited {
         HolderProcess::Exited
     } else {
@@ -277,5 +302,46 @@ pub async fn resume_holder(
         LeaseRelease::Released | LeaseRelease::Gone => progress(Event::LeaseReleased),
         other => return Err(ResumeError::LeaseNotReleased(other.to_string())),
     }
-    Ok(Resumed { released })
+    Ok(Resumed {
+        released,
+        lease_released: true,
+    })
+}
+
+/// With [`ResumeOptions::if_held`]: reads the Lease and the holder's fences (no write) and
+/// says whether the holder holds the Lease. A holder that holds neither holds nothing; one
+/// whose fences outlived its Lease is [`ResumeError::FencedWithoutLease`].
+async fn holds_lease(client: &Client, opts: &ResumeOptions) -> Result<bool, ResumeError> {
+    let kinds = [kustomization_resource(), helmrelease_resource()];
+    let clock = flux_fence::SystemClock;
+    let found = discover::discover_listed(
+        client,
+        &opts.keys,
+        &kinds,
+        &opts.scope,
+        Some(&opts.lease),
+        &clock,
+        opts.listing,
+    )
+    .await?;
+    let holder = found.lease.as_ref().and_then(|l| l.holder.as_deref());
+    if holder == Some(opts.holder.as_str()) {
+        return Ok(true);
+    }
+    let fences: Vec<String> = found
+        .fences
+        .iter()
+        .filter(
+            |f| matches!(&f.state, FoundState::Fence { owner, .. } if owner.holder == opts.holder),
+        )
+        .map(|f| f.object.to_string())
+        .collect();
+    if fences.is_empty() {
+        return Ok(false);
+    }
+    Err(ResumeError::FencedWithoutLease {
+        lease: opts.lease.to_string(),
+        holder: opts.holder.clone(),
+        fences,
+    })
 }

@@ -18,9 +18,10 @@ pub async fn run(
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
     let settings = settings::resolve(global, &args.targets, &file).map_err(Failure::usage)?;
     let opts = session::options(settings, &args.holder, &file)?;
+    let wait = session::lease_wait(&args.holder, &file)?;
     let lease = opts.lease.clone();
     let client = client::client(global).await?;
-    let started = session::start(client, opts, cancel, out).await?;
+    let started = session::start(client, opts, wait, cancel, out).await?;
     let members = started.members();
     let outcome = started.park(|e| session::report(out, &e, &members)).await;
     let parked = session::finish(
@@ -28,6 +29,8 @@ pub async fn run(
         outcome.cleanup,
         out,
     )?;
+    // Parked: the pause holds its fences and the Lease on purpose.
+    out.cleanup_complete(false);
     let holder = parked.holder.to_string();
     out.fact(
         "proof",

@@ -42,17 +42,25 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
     opts.keys = settings.keys.clone();
     opts.listing = args.find.listing();
     opts.holder_exited = args.holder_exited;
+    opts.if_held = args.if_held;
     opts.wait_ready = args
         .wait_ready
         .then(|| Timing::new(settings.interval, settings.timeout));
     let client = client::client(global).await?;
+    out.cleanup_complete(false);
     let resumed = resume_holder(&client, &opts, |e| out.phase(&e.line(&Members::default())))
         .await
         .map_err(|e| failure(&e, &holder))?;
-    if resumed.released.is_empty() {
+    if !resumed.lease_released {
+        out.note(&format!(
+            "{holder} holds neither the Lease {} nor a fence: nothing to do, nothing written",
+            opts.lease
+        ));
+    } else if resumed.released.is_empty() {
         out.note(&format!("{holder} holds no fence"));
     }
     out.fact("released", json!(resumed.released));
+    out.cleanup_complete(true);
     if args.wait_ready && !resumed.released.is_empty() {
         out.phase("every released object is Ready");
     }
@@ -69,6 +77,13 @@ fn failure(e: &ResumeError, holder: &Holder) -> Failure {
                 "{e} (e.g. a run whose command is still running). Run `flux-handoff fences \
                  recover` to prove it gone by watching the Lease, or, if you know its process \
                  has exited, `flux-handoff resume --holder {holder} --holder-exited`"
+            ),
+        ),
+        ResumeError::FencedWithoutLease { .. } => Failure::new(
+            exit::REFUSED,
+            format!(
+                "{e}. `flux-handoff fences` lists them with the command that releases them \
+                 (for {holder})"
             ),
         ),
         e => Failure::new(exit::code(e.class()), chain(e)),

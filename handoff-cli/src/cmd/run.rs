@@ -28,8 +28,9 @@ pub async fn run(
         .split_first()
         .ok_or_else(|| Failure::usage("run: no command after --"))?;
     let opts = session::options(settings, &args.holder, &file)?;
+    let wait = session::lease_wait(&args.holder, &file)?;
     let client = client::client(global).await?;
-    let started = session::start(client, opts, cancel, out).await?;
+    let started = session::start(client, opts, wait, cancel, out).await?;
     let members = started.members();
     let out = RefCell::new(out);
     let outcome = started

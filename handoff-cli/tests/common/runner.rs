@@ -180,9 +180,17 @@ impl Job {
     fn action_stage(&mut self, stage: &str, inputs: &[(&str, &str)]) -> Step {
         let files = self.files();
         let mut c = self.command("node", &files);
+        // The job installed flux-handoff on PATH (the tests' binary): the action runs that one
+        // unless a test asks it to install a release (`version` or `download-url`).
+        let installs = inputs
+            .iter()
+            .any(|(n, _)| matches!(*n, "binary" | "version" | "download-url"));
+        let binary = [("binary", "flux-handoff")];
+        let defaults: &[(&str, &str)] = if installs { &[] } else { &binary };
         for (name, default) in action_inputs() {
             let value = inputs
                 .iter()
+                .chain(defaults)
                 .find(|(n, _)| *n == name)
                 .map_or(default, |(_, v)| (*v).to_string());
             c.env(input_variable(&name), value);

@@ -66,7 +66,8 @@ pub async fn run(
         return settle(&cancel, run).await.map(|()| exit::SUCCESS);
     };
     let opts = session::options(settings, &args.holder, &file)?;
-    let started = session::start(client.clone(), opts, cancel, out).await?;
+    let wait = session::lease_wait(&args.holder, &file)?;
+    let started = session::start(client.clone(), opts, wait, cancel, out).await?;
     let members = started.members();
     let out = RefCell::new(out);
     let (out_ref, work_ref, client_ref) = (&out, &work, &client);

@@ -1,0 +1,159 @@
+// Installing a verified flux-handoff for the action: the release archive for this runner's
+// platform, checked against the release's checksums.txt before anything is extracted, kept in
+// the runner's tool cache, and the path of the binary returned. No npm dependency: Node's own
+// fetch, crypto and zlib, and the few lines of tar reading the archive needs.
+//
+// The layout of the cache is the one @actions/tool-cache uses, so a runner's cache cleanup
+// treats it alike: `$RUNNER_TOOL_CACHE/<tool>/<version>/<arch>/` and the marker file
+// `<arch>.complete` beside it, written last (a half-written entry is never used).
+'use strict';
+
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const path = require('node:path');
+const zlib = require('node:zlib');
+
+const TOOL = 'flux-handoff';
+
+class InstallError extends Error {}
+
+/** Go's GOOS/GOARCH words (the archive names) for the runner's RUNNER_OS/RUNNER_ARCH. */
+function platform(env) {
+  const os = { Linux: 'linux', macOS: 'darwin' }[env.RUNNER_OS || ''];
+  const arch = { X64: 'amd64', ARM64: 'arm64' }[env.RUNNER_ARCH || ''];
+  if (!os || !arch) {
+    throw new InstallError(
+      `no flux-handoff release archive for ${env.RUNNER_OS || '?'}/${env.RUNNER_ARCH || '?'} (releases have linux amd64 and arm64, darwin arm64); build it and set the binary input`,
+    );
+  }
+  return { os, arch };
+}
+
+/** The version in this checkout of the action (the release matching the action's own ref). */
+function ownVersion(read = (p) => fs.readFileSync(p, 'utf8')) {
+  const text = read(path.join(__dirname, '..', 'handoff-cli', 'Cargo.toml'));
+  const m = /^version = "([^"]+)"$/m.exec(text);
+  if (!m) throw new InstallError('no version in the action\'s handoff-cli/Cargo.toml: set the version input');
+  return m[1];
+}
+
+/** `owner/name` of this checkout's repository (the workspace Cargo.toml's `repository`). */
+function ownRepository(read = (p) => fs.readFileSync(p, 'utf8')) {
+  let text = '';
+  try {
+    text = read(path.join(__dirname, '..', 'Cargo.toml'));
+  } catch {
+    // Not a full checkout: GITHUB_ACTION_REPOSITORY or download-url must say.
+  }
+  const m = /^repository = "https:\/\/github\.com\/([^/"]+\/[^/"]+?)\/?"$/m.exec(text);
+  return m ? m[1] : null;
+}
+
+/** The release's base URL: `download-url` when given, else the GitHub release `v<version>`. */
+function baseUrl(inputs, version, repository) {
+  const base = inputs.downloadUrl || `https://github.com/${repository}/releases/download/v${version}`;
+  return base.replace(/\/+$/, '');
+}
+
+/** `<sha256>  <name>` lines (sha256sum's format, `*` for binary mode allowed) into a map. */
+function parseChecksums(text) {
+  const sums = new Map();
+  for (const line of text.split(/\r?\n/)) {
+    const m = /^([0-9a-f]{64}) [ *](.+)$/.exec(line.trim());
+    if (m) sums.set(m[2], m[1]);
+  }
+  return sums;
+}
+
+/**
+ * The content of the regular file `name` at the root of a tar archive (ustar or GNU), or null.
+ * Only that one entry is read; nothing is written anywhere.
+ */
+function tarEntry(tar, name) {
+  let off = 0;
+  while (off + 512 <= tar.length) {
+    const h = tar.subarray(off, off + 512);
+    if (h.every((b) => b === 0)) return null;
+    const field = (a, b) => h.subarray(a, b).toString('latin1').replace(/\0.*$/s, '');
+    let entry = field(0, 100);
+    const prefix = field(257, 263).startsWith('ustar') ? field(345, 500) : '';
+    if (prefix) entry = `${prefix}/${entry}`;
+    const size = parseInt(field(124, 136).trim() || '0', 8);
+    const type = String.fromCharCode(h[156] || 48);
+    if (!Number.isFinite(size) || size < 0) return null;
+    const start = off + 512;
+    if ((type === '0' || type === '\0') && entry.replace(/^\.\//, '') === name) {
+      if (start + size > tar.length) return null;
+      return tar.subarray(start, start + size);
+    }
+    off = start + Math.ceil(size / 512) * 512;
+  }
+  return null;
+}
+
+/** The sha256 of `data`, lowercase hex. */
+function sha256(data) {
+  return crypto.createHash('sha256').update(data).digest('hex');
+}
+
+async function download(url, fetchImpl) {
+  let res;
+  try {
+    res = await fetchImpl(url, { redirect: 'follow', signal: AbortSignal.timeout(120_000) });
+  } catch (e) {
+    throw new InstallError(`cannot download ${url}: ${e.cause ? e.cause.message || e.cause : e.message}; nothing was run`);
+  }
+  if (!res.ok) throw new InstallError(`cannot download ${url}: HTTP ${res.status}; nothing was run`);
+  return Buffer.from(await res.arrayBuffer());
+}
+
+/**
+ * Installs flux-handoff `version` into the tool cache unless it is there, and returns the
+ * binary's path and what was done (`cached` or `downloaded`). `log` gets one line per step.
+ */
+async function install({ env, inputs, log = console.log, fetchImpl = globalThis.fetch }) {
+  const { os, arch } = platform(env);
+  const version = inputs.version || ownVersion();
+  if (!/^[0-9A-Za-z.+-]+$/.test(version)) throw new InstallError(`input version ${JSON.stringify(version)} is not a version`);
+  const cacheRoot = env.RUNNER_TOOL_CACHE || path.join(env.RUNNER_TEMP || require('node:os').tmpdir(), 'tool-cache');
+  const dir = path.join(cacheRoot, TOOL, version, arch);
+  const marker = `${dir}.complete`;
+  const bin = path.join(dir, TOOL);
+  const name = `${TOOL}_${version}_${os}_${arch}.tar.gz`;
+  if (fs.existsSync(marker) && fs.existsSync(bin)) {
+    log(`flux-handoff ${version} (${os}/${arch}) from the tool cache: ${bin}`);
+    return { bin, how: 'cached', version };
+  }
+  const repository = env.GITHUB_ACTION_REPOSITORY || ownRepository();
+  if (!repository && !inputs.downloadUrl) {
+    throw new InstallError('cannot tell which repository\'s releases to download from: set the download-url input');
+  }
+  const base = baseUrl(inputs, version, repository);
+  const sums = parseChecksums((await download(`${base}/checksums.txt`, fetchImpl)).toString('utf8'));
+  const want = sums.get(name);
+  if (!want) {
+    throw new InstallError(`${base}/checksums.txt lists no ${name}: no flux-handoff ${version} release archive for ${os}/${arch}; nothing was run`);
+  }
+  const archive = await download(`${base}/${name}`, fetchImpl);
+  const got = sha256(archive);
+  if (got !== want) {
+    throw new InstallError(`checksum mismatch for ${base}/${name}: checksums.txt says sha256 ${want}, the download is ${got}; nothing was extracted or run`);
+  }
+  let tar;
+  try {
+    tar = zlib.gunzipSync(archive);
+  } catch (e) {
+    throw new InstallError(`${name} is not a gzip archive (${e.message}); nothing was run`);
+  }
+  const data = tarEntry(tar, TOOL);
+  if (!data) throw new InstallError(`${name} holds no ${TOOL} at its root; nothing was run`);
+  fs.mkdirSync(dir, { recursive: true });
+  const tmp = path.join(dir, `.${TOOL}.${process.pid}`);
+  fs.writeFileSync(tmp, data, { mode: 0o755 });
+  fs.renameSync(tmp, bin);
+  fs.writeFileSync(marker, `${name} sha256:${want}\n`);
+  log(`flux-handoff ${version} (${os}/${arch}) downloaded from ${base}/${name}, sha256 ${want} verified: ${bin}`);
+  return { bin, how: 'downloaded', version };
+}
+
+module.exports = { InstallError, baseUrl, install, ownRepository, ownVersion, parseChecksums, platform, sha256, tarEntry };

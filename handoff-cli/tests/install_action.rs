@@ -1,0 +1,248 @@
+//! The action installs a verified binary (issue 27, item 2), in the emulated runner
+//! (tests/common/runner.rs) against a release served on loopback: the archive for the runner's
+//! platform is downloaded, checked against checksums.txt, kept in the tool cache and run, and
+//! the post step runs the same binary; a tampered archive or a missing platform is one
+//! `::error::` and nothing runs.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::release::{Release, VERSION};
+use common::{runner, runner_checks as checks};
+
+use checks::*;
+use common::*;
+use runner::Job;
+
+/// A job on a Linux X64 runner (unless `env` says otherwise) with a tool cache of its own.
+fn job(cache: &Path, env: &[(&str, &str)]) -> Job {
+    let cache = cache.display().to_string();
+    let mut all: Vec<(&str, &str)> = vec![
+        ("RUNNER_OS", "Linux"),
+        ("RUNNER_ARCH", "X64"),
+        ("RUNNER_TOOL_CACHE", &cache),
+    ];
+    all.retain(|(k, _)| !env.iter().any(|(e, _)| e == k));
+    all.extend_from_slice(env);
+    Job::new(&all)
+}
+
+/// A kubeconfig whose API server is a loopback listener recording when it was first
+/// connected to (the first API request); nothing is ever answered.
+fn api_listener(dir: &Path) -> (PathBuf, Arc<Mutex<Option<Instant>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let first = Arc::new(Mutex::new(None));
+    let seen = first.clone();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming() {
+            seen.lock().unwrap().get_or_insert_with(Instant::now);
+            held.push(conn);
+        }
+    });
+    let kc = dir.join("kubeconfig-listener");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: l\n  cluster:\n    server: https://{addr}\n    insecure-skip-tls-verify: true\ncontexts:\n- name: l\n  context:\n    cluster: l\n    user: u\ncurrent-context: l\nusers:\n- name: u\n  user:\n    token: not-a-secret\n"
+        ),
+    )
+    .unwrap();
+    (kc, first)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn install_action_installs_from_a_loopback_release_and_runs_a_handoff() {
+    let c = Cluster::seeded("ia-run").await;
+    let before = specs(&c).await;
+    let release = Release::new(false);
+    let cache = std::env::temp_dir().join(format!("fh-toolcache-{}", testkit::random_suffix(8)));
+    let (args, kc) = (flux_args(&c).join("\n"), c.kubeconfig.display().to_string());
+    let inputs = [
+        ("command", "pause"),
+        ("args", args.as_str()),
+        ("kubeconfig", kc.as_str()),
+        ("download-url", release.url.as_str()),
+    ];
+    let mut first = job(&cache, &[]);
+    let main = finish(first.action_main(&inputs)).await;
+    first.keep_state(&main);
+    eprintln!("--- main step log ---\n{}", main.log);
+    assert_eq!(main.code(), 0, "{}", main.log);
+    let bin = cache
+        .join("flux-handoff")
+        .join(VERSION)
+        .join("amd64")
+        .join("flux-handoff");
+    assert_eq!(first.state.get("binary"), Some(&bin.display().to_string()));
+    assert!(main.log.contains("verified"), "{}", main.log);
+    assert_eq!(
+        release.requests(),
+        [
+            "/checksums.txt".to_string(),
+            format!("/flux-handoff_{VERSION}_linux_amd64.tar.gz")
+        ]
+    );
+    assert!(
+        suspended(&c.get(TARGET).await),
+        "the installed binary paused"
+    );
+    // The post step releases with the same binary.
+    let post = finish(first.action_post(&inputs)).await;
+    eprintln!("--- post step log ---\n{}", post.log);
+    assert_eq!(post.code(), 0, "{}", post.log);
+    assert!(
+        post.log.contains(&format!("$ {} resume", bin.display())),
+        "{}",
+        post.log
+    );
+    assert_restored(&c, &before).await;
+
+    // The next job on this runner finds it in the tool cache: no download.
+    let mut second = job(&cache, &[]);
+    let inputs = [
+        ("command", "run"),
+        ("args", args.as_str()),
+        ("kubeconfig", kc.as_str()),
+        ("download-url", release.url.as_str()),
+        ("run", "test -n \"$FLUX_HANDOFF_PROOF\""),
+    ];
+    let main = finish(second.action_main(&inputs)).await;
+    eprintln!("--- second main step log ---\n{}", main.log);
+    assert_eq!(main.code(), 0, "{}", main.log);
+    assert!(main.log.contains("from the tool cache"), "{}", main.log);
+    assert_eq!(release.requests().len(), 2, "{:?}", release.requests());
+    assert_restored(&c, &before).await;
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+/// Runs a main step that must fail before flux-handoff starts; checks nothing ran.
+async fn refused_before_running(release: &Release, env: &[(&str, &str)], url: &str) -> String {
+    let cache = std::env::temp_dir().join(format!("fh-toolcache-{}", testkit::random_suffix(8)));
+    let mut job = job(&cache, env);
+    let (kc, first_request) = api_listener(&job.temp);
+    let kc = kc.display().to_string();
+    let inputs = [
+        ("command", "run"),
+        ("args", "--target\ninfrastructure"),
+        ("kubeconfig", kc.as_str()),
+        ("download-url", url),
+        ("run", "touch ran"),
+    ];
+    let main = finish(job.action_main(&inputs)).await;
+    job.keep_state(&main);
+    eprintln!("--- main step log ---\n{}", main.log);
+    assert_eq!(main.code(), 1, "{}", main.log);
+    assert_eq!(main.log.matches("::error::").count(), 1, "{}", main.log);
+    assert_eq!(
+        main.files.outputs().get("outcome").map(String::as_str),
+        Some("not-started")
+    );
+    // Nothing ran: no process, no binary in the cache, no API request, no command.
+    assert!(!job.state.contains_key("pid"), "{:?}", job.state);
+    assert!(
+        !cache
+            .join("flux-handoff")
+            .join(VERSION)
+            .join("amd64")
+            .join("flux-handoff")
+            .exists()
+    );
+    assert!(
+        first_request.lock().unwrap().is_none(),
+        "an API request was made"
+    );
+    assert!(!job.workspace.join("ran").exists());
+    let post = finish(job.action_post(&inputs)).await;
+    assert_eq!(post.code(), 0, "{}", post.log);
+    assert!(post.log.contains("nothing to do"), "{}", post.log);
+    let _ = release;
+    let _ = std::fs::remove_dir_all(&cache);
+    main.log
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn install_action_a_tampered_archive_is_refused_and_nothing_runs() {
+    let release = Release::new(true);
+    let log = refused_before_running(&release, &[], &release.url.clone()).await;
+    assert!(log.contains("::error::checksum mismatch for"), "{log}");
+    assert!(log.contains("nothing was extracted or run"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn install_action_a_missing_platform_is_one_clear_error() {
+    let release = Release::new(false);
+    let url = release.url.clone();
+    let log = refused_before_running(
+        &release,
+        &[("RUNNER_OS", "macOS"), ("RUNNER_ARCH", "X64")],
+        &url,
+    )
+    .await;
+    assert!(
+        log.contains(&format!(
+            "lists no flux-handoff_{VERSION}_darwin_amd64.tar.gz"
+        )),
+        "{log}"
+    );
+    let log = refused_before_running(&release, &[("RUNNER_OS", "Windows")], &url).await;
+    assert!(
+        log.contains("no flux-handoff release archive for Windows/X64"),
+        "{log}"
+    );
+    // An unreachable server: one line naming the URL.
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let log = refused_before_running(&release, &[], &dead).await;
+    assert!(
+        log.contains(&format!("::error::cannot download {dead}/checksums.txt")),
+        "{log}"
+    );
+}
+
+/// The acceptance figure: from the main step starting to flux-handoff's first API request,
+/// with a cold download from loopback and with the tool cache warm (printed, not asserted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn install_action_time_to_first_api_request() {
+    let release = Release::new(false);
+    let cache = std::env::temp_dir().join(format!("fh-toolcache-{}", testkit::random_suffix(8)));
+    for round in ["cold download from loopback", "tool cache warm"] {
+        let mut job = job(&cache, &[]);
+        let (kc, first_request) = api_listener(&job.temp);
+        let kc = kc.display().to_string();
+        let inputs = [
+            ("command", "run"),
+            ("args", "--target\ninfrastructure"),
+            ("kubeconfig", kc.as_str()),
+            ("download-url", release.url.as_str()),
+            ("run", "true"),
+        ];
+        let start = Instant::now();
+        let mut main = job.action_main(&inputs);
+        let at = loop {
+            if let Some(t) = *first_request.lock().unwrap() {
+                break t;
+            }
+            assert!(
+                !main.exited(),
+                "ended before any API request:\n{}",
+                main.log()
+            );
+            assert!(start.elapsed() < Duration::from_mins(2), "{}", main.log());
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        };
+        eprintln!(
+            "install_action: {round}: {:.0} ms from the main step starting to the first API request",
+            (at - start).as_secs_f64() * 1000.0
+        );
+        let ended = cancel(main).await;
+        assert!(ended.code() != 0, "{}", ended.log);
+    }
+    let _ = std::fs::remove_dir_all(&cache);
+}
