@@ -329,7 +329,7 @@ mod tests {
     }
 
     #[test]
-    fn key_targets_parse_namespace_name_and_key() {
+    fn stage_key_targets_parse_namespace_name_and_key() {
         let t = target();
         assert_eq!(t.secret, SecretTarget::new("flux-system", "variables-base"));
         assert_eq!(t.key, "ghcr_dockerconfigjson");
@@ -351,7 +351,7 @@ mod tests {
     }
 
     #[test]
-    fn the_patch_tests_the_old_value_and_touches_only_the_key() {
+    fn stage_key_the_patch_tests_the_old_value_and_touches_only_the_key() {
         let old = BTreeMap::from([
             (
                 "ghcr_dockerconfigjson".to_string(),
@@ -383,7 +383,7 @@ mod tests {
     }
 
     #[test]
-    fn a_key_holding_the_credential_is_unchanged_and_a_missing_secret_is_not_created() {
+    fn stage_key_holding_the_credential_is_unchanged_and_a_missing_secret_is_not_created() {
         let staged = staged_value(&config("p"));
         let data = BTreeMap::from([(
             "ghcr_dockerconfigjson".to_string(),

@@ -17,10 +17,10 @@ use ghcr_auth::route::FanoutRun;
 use ghcr_auth::stage::{KeyTarget, key_holds};
 use ghcr_auth::{DockerConfig, ErrorClass, FlowError, Progress};
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{Event, Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding, RoleRef, Subject};
 use kube::Client;
-use kube::api::{Api, DynamicObject, ObjectMeta, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, PostParams};
 use secrecy::{ExposeSecret, SecretString};
 use testkit::eso::{self, Eso};
 

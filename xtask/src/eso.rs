@@ -37,7 +37,7 @@ pub fn ensure_built() -> anyhow::Result<PathBuf> {
     }
     fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     eprintln!(
-        "xtask: building {MODULE} {VERSION} from Go modules (cold: about 20 minutes on 2 shared \
+        "xtask: building {MODULE} {VERSION} from Go modules (cold: about 45 minutes measured on 2 shared \
          cores; later builds reuse the cache)"
     );
     let tmp = dir.join(format!("{NAME}.tmp{}", std::process::id()));
