@@ -1,10 +1,10 @@
 //! The thin I/O layer of the External Secrets route: observe what exists (discovery for the
-//! CRDs, the PushSecret, each consumer's ExternalSecret, the staging Secrets), request a sync
+//! CRDs, the `PushSecret`, each consumer's `ExternalSecret`, the staging Secrets), request a sync
 //! by the `force-sync` annotation with a fresh nonce, read the sync status and the target
 //! Secrets back. Decisions are in [`crate::fanout`].
 //!
-//! What ESO does with the annotation (v0.16.2, read in its source): ExternalSecret and
-//! PushSecret reconcilers refresh whenever `status.syncedResourceVersion` differs from
+//! What ESO does with the annotation (v0.16.2, read in its source): `ExternalSecret` and
+//! `PushSecret` reconcilers refresh whenever `status.syncedResourceVersion` differs from
 //! `<generation>-<hash of annotations and labels>` (`pkg/controllers/util.GetResourceVersion`,
 //! `shouldRefresh` in `pkg/controllers/{externalsecret,pushsecret}`), and record that value
 //! with `Ready=True` after a successful sync. ESO's documentation names the annotation
@@ -70,7 +70,7 @@ pub async fn served(client: &Client, version: &str, plural: &str) -> Result<bool
 }
 
 /// Reads everything [`crate::fanout::decide`] needs, before any write. `externals` are the
-/// consumers' ExternalSecrets (`namespace/name`).
+/// consumers' `ExternalSecrets` (`namespace/name`).
 ///
 /// # Errors
 /// [`GhcrError::Kube`] when a read fails for another reason than 404.
@@ -117,7 +117,7 @@ pub async fn observe(
     Ok(observed)
 }
 
-/// What a PushSecret reads: `spec.selector.secret.name` and `spec.data[].match.secretKey`.
+/// What a `PushSecret` reads: `spec.selector.secret.name` and `spec.data[].match.secretKey`.
 #[must_use]
 pub fn push_view(data: &Value) -> PushView {
     let keys = data
@@ -161,7 +161,7 @@ pub fn sync_status(obj: &DynamicObject) -> SyncStatus {
     }
 }
 
-/// The name of an ExternalSecret's target Secret: `spec.target.name`, else its own name.
+/// The name of an `ExternalSecret`'s target Secret: `spec.target.name`, else its own name.
 #[must_use]
 pub fn target_name(obj: &DynamicObject) -> String {
     obj.data

@@ -11,8 +11,8 @@
 //!    holds the proven Docker config. The tool never writes those ESO-managed Secrets;
 //! 4. the **root** Secret Flux pulls with, last, by CAS.
 //!
-//! [`decide`] refuses an *incomplete* fan-out (a CRD, the PushSecret, a consumer's
-//! ExternalSecret or a staging Secret missing, or a PushSecret that does not read the staged
+//! [`decide`] refuses an *incomplete* fan-out (a CRD, the `PushSecret`, a consumer's
+//! `ExternalSecret` or a staging Secret missing, or a `PushSecret` that does not read the staged
 //! key) before any write, unless the caller allows it (bootstrap): then root, staging, root.
 
 use std::fmt;
@@ -49,7 +49,7 @@ pub struct Route {
 /// What a `PushSecret` reads, as observed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PushView {
-    /// `spec.selector.secret.name` (in the PushSecret's namespace).
+    /// `spec.selector.secret.name` (in the `PushSecret`'s namespace).
     pub source_secret: Option<String>,
     /// `spec.data[].match.secretKey` (an empty one pushes the whole Secret).
     pub keys: Vec<String>,
@@ -70,9 +70,9 @@ pub struct Observed {
     pub external_secret_crd: bool,
     /// The `pushsecrets.external-secrets.io` CRD serves the version used.
     pub push_secret_crd: bool,
-    /// The PushSecret (`None`: absent, or not looked up because its CRD is missing).
+    /// The `PushSecret` (`None`: absent, or not looked up because its CRD is missing).
     pub push: Option<PushView>,
-    /// Each consumer's ExternalSecret, `namespace/name` (`None`: absent).
+    /// Each consumer's `ExternalSecret`, `namespace/name` (`None`: absent).
     pub externals: Vec<(SecretTarget, Option<ExternalView>)>,
     /// Each staged key's Secret and whether it exists.
     pub staging: Vec<(KeyTarget, bool)>,
@@ -83,15 +83,15 @@ pub struct Observed {
 pub enum Missing {
     /// A CRD does not serve the version used, e.g. `externalsecrets.external-secrets.io/v1`.
     Crd(&'static str),
-    /// The PushSecret does not exist.
+    /// The `PushSecret` does not exist.
     PushSecret(SecretTarget),
-    /// A consumer's ExternalSecret does not exist.
+    /// A consumer's `ExternalSecret` does not exist.
     ExternalSecret(SecretTarget),
-    /// A consumer's ExternalSecret has `refreshPolicy: CreatedOnce` (never re-synced).
+    /// A consumer's `ExternalSecret` has `refreshPolicy: CreatedOnce` (never re-synced).
     CreatedOnce(SecretTarget),
     /// A staged key's Secret does not exist (it is never created here).
     StagingSecret(SecretTarget),
-    /// The PushSecret does not push any staged key.
+    /// The `PushSecret` does not push any staged key.
     PushReadsNoStagedKey(SecretTarget),
 }
 
@@ -117,9 +117,9 @@ pub enum Step {
     Direct,
     /// Stage these keys.
     Stage(Vec<KeyTarget>),
-    /// Force-sync the PushSecret and wait until it reports synced after the request.
+    /// Force-sync the `PushSecret` and wait until it reports synced after the request.
     Push,
-    /// Force-sync every consumer's ExternalSecret and wait until each reports synced after the
+    /// Force-sync every consumer's `ExternalSecret` and wait until each reports synced after the
     /// request and its target Secret holds the credential.
     Pull,
     /// Write the root Secret (CAS; with the pause recheck when paused).
@@ -282,7 +282,7 @@ pub struct SyncStatus {
 ///
 /// # Caveats
 /// A sync of an older, unsynced change by someone else that finishes just after our request
-/// also records a new value; the target Secret's read-back (for ExternalSecrets) is what proves
+/// also records a new value; the target Secret's read-back (for `ExternalSecrets`) is what proves
 /// the credential arrived.
 #[must_use]
 pub fn synced_since(before: Option<&str>, now: &SyncStatus) -> bool {

@@ -52,7 +52,7 @@ pub enum FlowError {
     /// Proving a Flux source broke (a refused write gate included).
     #[error(transparent)]
     Source(GhcrError),
-    /// The fan-out is incomplete (a CRD, the PushSecret, a consumer's ExternalSecret or a
+    /// The fan-out is incomplete (a CRD, the `PushSecret`, a consumer's `ExternalSecret` or a
     /// staging Secret is missing); nothing was written.
     #[error("{}", fanout_line(.0))]
     FanoutIncomplete(Vec<Missing>),
@@ -114,12 +114,14 @@ impl FlowError {
             Self::Unreachable(_) | Self::RegistryRefused(_) | Self::NegativeCheckFailed(_) => {
                 ErrorClass::Registry
             }
-            Self::Reassert(GhcrError::Gate { .. }) => ErrorClass::Refused,
+            // A refused gate; an incomplete fan-out refused before any write.
+            Self::Reassert(GhcrError::Gate { .. }) | Self::FanoutIncomplete(_) => {
+                ErrorClass::Refused
+            }
             // Something changed under the pause after writes: the release keeps that fence
             // and the fence report names it.
             Self::Reassert(GhcrError::PauseBroken { .. }) => ErrorClass::Cleanup,
             Self::Reassert(_) | Self::Source(_) => ErrorClass::KubeApi,
-            Self::FanoutIncomplete(_) => ErrorClass::Refused,
             Self::Staging { outcome, .. } => match outcome {
                 KeyOutcome::Moved | KeyOutcome::Immutable | KeyOutcome::ReadBackDiffers => {
                     ErrorClass::Refused

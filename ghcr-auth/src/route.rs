@@ -1,5 +1,5 @@
 //! Running a [`Route`]: observe, [`decide`], then each step in order — direct consumers,
-//! staged keys, the PushSecret pushed, every consumer's ExternalSecret pulled and its target
+//! staged keys, the `PushSecret` pushed, every consumer's `ExternalSecret` pulled and its target
 //! Secret verified, and only then the root Secret, last, by CAS. A failure before the root
 //! leaves the root unchanged. Every write runs the reasserter's gate (the handoff Lease) first;
 //! the root write runs its pause recheck.
@@ -137,7 +137,7 @@ impl FanoutRun {
         .await
     }
 
-    /// The consumers' ExternalSecrets, `namespace/name`, in order.
+    /// The consumers' `ExternalSecrets`, `namespace/name`, in order.
     async fn externals(&self, reasserter: &Reasserter) -> Result<Vec<SecretTarget>, FlowError> {
         let Some(route) = &self.route.eso else {
             return Ok(Vec::new());
@@ -245,7 +245,7 @@ impl FanoutRun {
     }
 
     /// Polls every pending object until each is synced after our request (and, for
-    /// ExternalSecrets, its target Secret holds the credential), bounded by the deadline; a
+    /// `ExternalSecrets`, its target Secret holds the credential), bounded by the deadline; a
     /// progress line about every [`PROGRESS_EVERY`] names what is still stale.
     async fn wait(
         &self,

@@ -150,10 +150,10 @@ pub enum InputError {
     /// A staged key that is not `namespace/name:key`.
     #[error("--secret-key {0:?}: expected namespace/name:key")]
     BadSecretKey(String),
-    /// A PushSecret that is not `[namespace/]name`.
+    /// A `PushSecret` that is not `[namespace/]name`.
     #[error("--push-secret: {0:?} is not a valid [namespace/]name")]
     BadPushSecret(String),
-    /// An ExternalSecret name that is not a DNS subdomain.
+    /// An `ExternalSecret` name that is not a DNS subdomain.
     #[error("--external-secret: {0:?} is not a valid name")]
     BadExternalSecret(String),
     /// Consumers named both for direct writes and for External Secrets.
@@ -300,7 +300,7 @@ pub fn secret_spec(
 }
 
 /// Resolves the whole route: direct consumers or External Secrets consumers, staged keys, the
-/// PushSecret and the root (see [`crate::fanout::Route`]); each setting from `flags`, else
+/// `PushSecret` and the root (see [`crate::fanout::Route`]); each setting from `flags`, else
 /// from `file`.
 ///
 /// # Errors

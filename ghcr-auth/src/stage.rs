@@ -1,5 +1,5 @@
 //! A credential staged in one data key of any Secret (`namespace/name:key`), the way the
-//! original tool stages `flux-system/variables-base` key `ghcr_dockerconfigjson` for GitOps
+//! original tool stages `flux-system/variables-base` key `ghcr_dockerconfigjson` for Flux post-build
 //! substitution and for External Secrets to push on.
 //!
 //! The key's value is the **base64 text** of the Docker config JSON (so the Secret's `data`
@@ -66,7 +66,7 @@ pub enum KeyPlan {
     Unchanged,
     /// Patch the key alone, guarded by `test`s on uid, resourceVersion and the old value.
     Patch(json_patch::Patch),
-    /// The Secret does not exist: a staged key lives in a Secret someone else owns (GitOps
+    /// The Secret does not exist: a staged key lives in a Secret someone else owns (Flux
     /// reads it), so it is never created here.
     SecretMissing,
     /// The Secret is `immutable: true`.

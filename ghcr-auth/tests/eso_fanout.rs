@@ -1,7 +1,7 @@
 //! `eso_fanout_` (and the `fanout_complete_` case that needs ESO's CRDs) against the real
 //! External Secrets Operator v0.16.2, built from Go modules, on a control plane of its own
-//! (testkit `eso`). The route: staged key → PushSecret → store (Secrets of a store namespace,
-//! ESO's Kubernetes provider) → an ExternalSecret per consumer → consumer Secrets equal → root
+//! (testkit `eso`). The route: staged key → `PushSecret` → store (Secrets of a store namespace,
+//! ESO's Kubernetes provider) → an `ExternalSecret` per consumer → consumer Secrets equal → root
 //! last. Each test asserts what the server holds afterwards.
 
 use std::collections::BTreeMap;
@@ -38,7 +38,7 @@ impl Progress for Recorded {
     fn fact(&mut self, _: &str, _: serde_json::Value) {}
 }
 
-/// The original tool's layout under prefix `p`: `<p>-flux` (staging, root, PushSecret),
+/// The original tool's layout under prefix `p`: `<p>-flux` (staging, root, `PushSecret`),
 /// `<p>-store`, and consumers `<p>-apps`, `<p>-web`.
 struct Layout {
     client: Client,
@@ -99,8 +99,8 @@ impl Layout {
         layout
     }
 
-    /// Stores (one per namespace, each as its own ServiceAccount), the PushSecret and the
-    /// consumers' ExternalSecrets (`web` reading `web_key`), for controller class `class`.
+    /// Stores (one per namespace, each as its own `ServiceAccount`), the `PushSecret` and the
+    /// consumers' `ExternalSecrets` (`web` reading `web_key`), for controller class `class`.
     async fn eso_objects(&self, class: &str, web_key: Option<&str>) {
         let (server, ca) = eso::server_and_ca().unwrap();
         let store_ns = self.ns("store");
@@ -218,7 +218,7 @@ impl Layout {
             .is_some_and(|s| holds(&s, cfg))
         {
             assert!(
-                start.elapsed() < Duration::from_secs(60),
+                start.elapsed() < Duration::from_mins(1),
                 "ESO's first sync of {part}"
             );
             tokio::time::sleep(Duration::from_millis(250)).await;
@@ -264,7 +264,7 @@ async fn eso_fanout_every_consumer_converges_before_the_root_is_written() {
     let fresh = config("fresh-token");
     let mut progress = Recorded::default();
     let result = layout
-        .run(&fresh, Duration::from_secs(60))
+        .run(&fresh, Duration::from_mins(1))
         .run(
             &Reasserter::new(layout.client.clone()),
             &layout.client,
@@ -318,6 +318,42 @@ async fn eso_fanout_every_consumer_converges_before_the_root_is_written() {
         "{:?}",
         progress.0
     );
+    // No form of the credential in our output, on the ESO objects' metadata and status or in
+    // any Event of the run's namespaces (ESO's included).
+    let mut seen = progress.0.join("\n");
+    for (part, kind, name) in [
+        ("flux", "PushSecret", "seed-ghcr"),
+        ("apps", "ExternalSecret", "ghcr-auth"),
+        ("web", "ExternalSecret", "ghcr-auth"),
+    ] {
+        let obj = Api::<DynamicObject>::namespaced_with(
+            layout.client.clone(),
+            &layout.ns(part),
+            &eso::resource(kind),
+        )
+        .get(name)
+        .await
+        .unwrap();
+        seen.push_str(&serde_json::to_string(&obj.metadata.annotations).unwrap());
+        seen.push_str(&serde_json::to_string(&obj.data["status"]).unwrap());
+    }
+    for part in ["flux", "store", "apps", "web"] {
+        let events = Api::<Event>::namespaced(layout.client.clone(), &layout.ns(part))
+            .list(&ListParams::default())
+            .await
+            .unwrap();
+        for e in events {
+            seen.push_str(e.reason.as_deref().unwrap_or_default());
+            seen.push_str(e.message.as_deref().unwrap_or_default());
+        }
+    }
+    assert!(seen.contains("synced"), "the check reads something: {seen}");
+    for form in fresh.secret_forms() {
+        assert!(
+            !seen.contains(form.expose_secret()),
+            "a credential form leaked"
+        );
+    }
 }
 
 #[tokio::test]

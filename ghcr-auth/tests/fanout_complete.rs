@@ -1,6 +1,6 @@
 //! `fanout_complete_` on the shared control plane, which never has ESO's CRDs: a route through
 //! External Secrets refuses before any write, and bootstrap mode writes root, staging, root.
-//! (A missing ExternalSecret with the CRDs installed: tests/eso_fanout.rs.)
+//! (A missing `ExternalSecret` with the CRDs installed: `tests/eso_fanout.rs`.)
 
 use std::collections::BTreeMap;
 use std::time::Duration;

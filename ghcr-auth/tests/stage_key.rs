@@ -19,7 +19,7 @@ fn config(token: &str) -> DockerConfig {
     DockerConfig::from_token("ghcr.io", "octocat", SecretString::from(token)).unwrap()
 }
 
-/// `variables-base` as GitOps owns it: Opaque, labelled, owned by a ConfigMap, other keys.
+/// `variables-base` as Flux applies it: Opaque, labelled, owned by a `ConfigMap`, other keys.
 async fn variables_base(ns: &TestNs) -> Secret {
     let owner = ns
         .api::<ConfigMap>()

@@ -11,7 +11,7 @@
 //!    so parallel tests never reconcile each other's stores. Killed on drop.
 //! 4. [`Layout`] creates the original tool's layout across fresh namespaces: the staging Secret
 //!    and the root Secret in `<p>-flux`, a store namespace served by ESO's Kubernetes provider
-//!    (service-account auth through the TokenRequest API), a `PushSecret`, and an
+//!    (service-account auth through the `TokenRequest` API), a `PushSecret`, and an
 //!    `ExternalSecret` `ghcr-auth` per consumer namespace templating a
 //!    `kubernetes.io/dockerconfigjson` Secret.
 
@@ -38,7 +38,7 @@ pub const BIN_ENV: &str = "FLUX_HANDOFF_ESO_BIN";
 pub const CRDS_ENV: &str = "FLUX_HANDOFF_ESO_CRDS";
 /// The data key the original tool stages the credential in.
 pub const STAGED_KEY: &str = "ghcr_dockerconfigjson";
-/// The store's Secret the PushSecret writes and the ExternalSecrets read.
+/// The store's Secret the `PushSecret` writes and the `ExternalSecret`s read.
 pub const REMOTE_KEY: &str = "ghcr-seed";
 const START: Duration = Duration::from_secs(90);
 const POLL: Duration = Duration::from_millis(250);
@@ -76,36 +76,41 @@ pub fn prepared() -> anyhow::Result<(PathBuf, PathBuf)> {
     if let Some(p) = PREPARED.get() {
         return Ok(p.clone());
     }
-    let found = match (std::env::var_os(BIN_ENV), std::env::var_os(CRDS_ENV)) {
-        (Some(b), Some(c)) => (PathBuf::from(b), PathBuf::from(c)),
-        _ => {
-            let scratch = crate::plane::root().join("target").join("flux-handoff");
-            fs::create_dir_all(&scratch)?;
-            let lock = File::create(scratch.join("eso-build.lock"))?;
-            lock.lock().context("locking eso-build.lock")?;
-            let out = Command::new(env!("CARGO"))
-                .args(["xtask", "eso", "prepare"])
-                .current_dir(crate::plane::root())
-                .output()
-                .context("running `cargo xtask eso prepare`")?;
-            drop(lock);
-            if !out.status.success() {
-                bail!(
-                    "`cargo xtask eso prepare` failed:\n{}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-            let text = String::from_utf8_lossy(&out.stdout).to_string();
-            let field = |k: &str| {
-                text.split_whitespace()
-                    .find_map(|w| w.strip_prefix(k))
-                    .map(PathBuf::from)
-                    .with_context(|| format!("no {k} in `{text}`"))
-            };
-            (field("bin=")?, field("crds=")?)
-        }
+    let found = if let (Some(b), Some(c)) = (std::env::var_os(BIN_ENV), std::env::var_os(CRDS_ENV))
+    {
+        (PathBuf::from(b), PathBuf::from(c))
+    } else {
+        prepare_by_xtask()?
     };
     Ok(PREPARED.get_or_init(|| found).clone())
+}
+
+/// `cargo xtask eso prepare` under a lock: `(bin, crds)`.
+fn prepare_by_xtask() -> anyhow::Result<(PathBuf, PathBuf)> {
+    let scratch = crate::plane::root().join("target").join("flux-handoff");
+    fs::create_dir_all(&scratch)?;
+    let lock = File::create(scratch.join("eso-build.lock"))?;
+    lock.lock().context("locking eso-build.lock")?;
+    let out = Command::new(env!("CARGO"))
+        .args(["xtask", "eso", "prepare"])
+        .current_dir(crate::plane::root())
+        .output()
+        .context("running `cargo xtask eso prepare`")?;
+    drop(lock);
+    if !out.status.success() {
+        bail!(
+            "`cargo xtask eso prepare` failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let field = |k: &str| {
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix(k))
+            .map(PathBuf::from)
+            .with_context(|| format!("no {k} in `{text}`"))
+    };
+    Ok((field("bin=")?, field("crds=")?))
 }
 
 /// Installs ESO's CRDs into the plane of `client` (an existing one is kept) and waits until
@@ -272,7 +277,7 @@ pub fn server_and_ca() -> anyhow::Result<(String, String)> {
 }
 
 /// A `SecretStore` `store` in `ns` for controller class `class`, serving Secrets of
-/// `remote_ns` through ESO's Kubernetes provider as ServiceAccount `eso-store` of `ns`.
+/// `remote_ns` through ESO's Kubernetes provider as `ServiceAccount` `eso-store` of `ns`.
 #[must_use]
 pub fn store(ns: &str, class: &str, remote_ns: &str, server: &str, ca: &str) -> Value {
     json!({

@@ -8,7 +8,7 @@ fn root() -> SecretTarget {
     SecretTarget::new("flux-system", "ghcr-auth")
 }
 
-/// The original tool's layout: staged key, PushSecret, ExternalSecret `ghcr-auth` in `apps`
+/// The original tool's layout: staged key, `PushSecret`, `ExternalSecret` `ghcr-auth` in `apps`
 /// and `web`, root last.
 fn route(allow_incomplete: bool) -> Route {
     Route {

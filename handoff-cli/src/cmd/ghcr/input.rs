@@ -80,17 +80,17 @@ pub struct FanoutArgs {
     /// Default: `[ghcr].secret_keys`.
     #[arg(long, value_name = "NS/NAME:KEY")]
     pub secret_key: Vec<String>,
-    /// The External Secrets PushSecret that pushes a staged key to the store, `namespace/name`;
+    /// The External Secrets `PushSecret` that pushes a staged key to the store, `namespace/name`;
     /// force-synced and awaited after staging. Default: `[ghcr].push_secret`.
     #[arg(long, value_name = "NS/NAME")]
     pub push_secret: Option<String>,
-    /// The ExternalSecret's name in every consumer namespace (--namespace-list or
+    /// The `ExternalSecret`'s name in every consumer namespace (--namespace-list or
     /// --namespace-selector): each is force-synced and its target Secret must hold the proven
     /// credential before the root Secret is written; those Secrets are never written directly.
     /// Default: `[ghcr].external_secret`.
     #[arg(long, value_name = "NAME", conflicts_with = "secret_name")]
     pub external_secret: Option<String>,
-    /// Bootstrap: when a CRD, the PushSecret, an ExternalSecret or a staging Secret is missing,
+    /// Bootstrap: when a CRD, the `PushSecret`, an `ExternalSecret` or a staging Secret is missing,
     /// write root, then staging, then root again, without a Flux pause (otherwise exit 3 before
     /// any write). Default: `[ghcr].allow_incomplete_fanout`.
     #[arg(long)]
