@@ -50,7 +50,7 @@ then write Flux's own Secret last:
     --secret-key flux-system/variables-base:ghcr_dockerconfigjson \\
     --push-secret flux-system/seed-ghcr --external-secret ghcr-auth \\
     --namespace-list apps,web --root-secret flux-system/ghcr-auth \\
-    --target kustomization/flux-system/apps
+    --target flux-system/apps
 
 Order: staged key (CAS on that key alone), PushSecret force-synced and synced, each \
 ExternalSecret force-synced until synced and its Secret holds the proven Docker config, then the \
