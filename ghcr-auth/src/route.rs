@@ -20,7 +20,7 @@ use crate::flow::{FlowError, Progress, prove_sources, report_facts, summary};
 use crate::plan::{SecretTarget, TargetRole, holds};
 use crate::reassert::{Reasserter, TargetSpec};
 use crate::source::{SourceRef, new_nonce};
-use crate::stage::stage_key;
+use crate::stage::{KeyTarget, stage_key};
 
 /// How often a wait reports what is still stale.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(10);
@@ -60,29 +60,41 @@ impl FanoutRun {
         }
     }
 
-    /// Runs the route. Facts: `fanout` (steps, bootstrap, missing), `secrets`/`secret_counts`
-    /// of the direct and root writes, `staged_keys`, `external_secrets`; phases per step.
+    /// Runs the route: [`FanoutRun::preflight`], then [`FanoutRun::run_planned`].
     ///
     /// # Errors
-    /// [`FlowError::FanoutIncomplete`] before any write; [`FlowError::Staging`],
-    /// [`FlowError::EsoRequest`], [`FlowError::NotConverged`], [`FlowError::Incomplete`],
-    /// [`FlowError::Reassert`] at the step that failed (nothing after it, the root included,
-    /// is written); the sources' errors as [`crate::Reassertion::run`].
+    /// As those two.
     pub async fn run(
         &self,
         reasserter: &Reasserter,
         client: &Client,
         progress: &mut impl Progress,
     ) -> Result<(), FlowError> {
+        let planned = self.preflight(reasserter, progress).await?;
+        self.run_planned(&planned, reasserter, client, progress)
+            .await
+    }
+
+    /// Observes the route (reads only) and decides its steps, before anything is written: a
+    /// caller that pauses Flux runs this before taking the pause, so an incomplete fan-out
+    /// writes not even a fence. Fact: `fanout` (complete, bootstrap, missing).
+    ///
+    /// # Errors
+    /// [`FlowError::FanoutIncomplete`]; [`FlowError::Reassert`] when a read fails.
+    pub async fn preflight(
+        &self,
+        reasserter: &Reasserter,
+        progress: &mut impl Progress,
+    ) -> Result<Planned, FlowError> {
         let externals = self.externals(reasserter).await?;
-        let observed = eso::observe(client, &self.route, &externals)
+        let observed = eso::observe(reasserter.client(), &self.route, &externals)
             .await
             .map_err(FlowError::Reassert)?;
-        let (steps, bootstrap) = match decide(&self.route, &observed) {
+        match decide(&self.route, &observed) {
             Decision::Incomplete(missing) => {
                 let names: Vec<String> = missing.iter().map(ToString::to_string).collect();
                 progress.fact("fanout", json!({ "complete": false, "missing": names }));
-                return Err(FlowError::FanoutIncomplete(missing));
+                Err(FlowError::FanoutIncomplete(missing))
             }
             Decision::Run {
                 steps,
@@ -94,35 +106,42 @@ impl FanoutRun {
                     "fanout",
                     json!({ "complete": missing.is_empty(), "bootstrap": bootstrap, "missing": names }),
                 );
-                (steps, bootstrap)
+                Ok(Planned {
+                    steps,
+                    bootstrap,
+                    externals,
+                })
             }
-        };
-        if bootstrap {
+        }
+    }
+
+    /// Runs the steps [`FanoutRun::preflight`] decided, then proves the sources. Facts:
+    /// `secrets`/`secret_counts` of the direct and root writes, `staged_keys`,
+    /// `external_secrets`; phases per step.
+    ///
+    /// # Errors
+    /// [`FlowError::Staging`], [`FlowError::EsoRequest`], [`FlowError::NotConverged`],
+    /// [`FlowError::Incomplete`], [`FlowError::Reassert`] at the step that failed (nothing after
+    /// it, the root included, is written); the sources' errors as [`crate::Reassertion::run`].
+    pub async fn run_planned(
+        &self,
+        planned: &Planned,
+        reasserter: &Reasserter,
+        client: &Client,
+        progress: &mut impl Progress,
+    ) -> Result<(), FlowError> {
+        if planned.bootstrap {
             progress.phase("bootstrap: incomplete fan-out allowed; root, staging, root");
         }
-        for step in &steps {
+        for step in &planned.steps {
             match step {
                 Step::Direct => self.direct(reasserter, progress).await?,
-                Step::Stage(keys) => {
-                    let mut each = Vec::new();
-                    for key in keys {
-                        let outcome = stage_key(client, reasserter.gate(), &self.config, key)
-                            .await
-                            .map_err(FlowError::Reassert)?;
-                        each.push(json!({ "key": key.to_string(), "outcome": outcome.word() }));
-                        if !outcome.is_ok() {
-                            progress.fact("staged_keys", json!(each));
-                            return Err(FlowError::Staging {
-                                key: key.to_string(),
-                                outcome,
-                            });
-                        }
-                        progress.phase(&format!("staged {key}: {outcome}"));
-                    }
-                    progress.fact("staged_keys", json!(each));
-                }
+                Step::Stage(keys) => self.stage(keys, reasserter, client, progress).await?,
                 Step::Push => self.push(reasserter, client, progress).await?,
-                Step::Pull => self.pull(reasserter, client, &externals, progress).await?,
+                Step::Pull => {
+                    self.pull(reasserter, client, &planned.externals, progress)
+                        .await?;
+                }
                 Step::Root => self.root(reasserter, progress).await?,
             }
         }
@@ -137,7 +156,33 @@ impl FanoutRun {
         .await
     }
 
-    /// The consumers' `ExternalSecrets`, `namespace/name`, in order.
+    async fn stage(
+        &self,
+        keys: &[KeyTarget],
+        reasserter: &Reasserter,
+        client: &Client,
+        progress: &mut impl Progress,
+    ) -> Result<(), FlowError> {
+        let mut each = Vec::new();
+        for key in keys {
+            let outcome = stage_key(client, reasserter.gate(), &self.config, key)
+                .await
+                .map_err(FlowError::Reassert)?;
+            each.push(json!({ "key": key.to_string(), "outcome": outcome.word() }));
+            if !outcome.is_ok() {
+                progress.fact("staged_keys", json!(each));
+                return Err(FlowError::Staging {
+                    key: key.to_string(),
+                    outcome,
+                });
+            }
+            progress.phase(&format!("staged {key}: {outcome}"));
+        }
+        progress.fact("staged_keys", json!(each));
+        Ok(())
+    }
+
+    /// The consumers' `ExternalSecret`s, `namespace/name`, in order.
     async fn externals(&self, reasserter: &Reasserter) -> Result<Vec<SecretTarget>, FlowError> {
         let Some(route) = &self.route.eso else {
             return Ok(Vec::new());
@@ -345,6 +390,22 @@ async fn request(
             what: format!("{} {target}", res.kind),
             outcome: other,
         }),
+    }
+}
+
+/// The steps [`FanoutRun::preflight`] decided, to run with [`FanoutRun::run_planned`].
+#[derive(Debug, Clone)]
+pub struct Planned {
+    steps: Vec<Step>,
+    bootstrap: bool,
+    externals: Vec<SecretTarget>,
+}
+
+impl Planned {
+    /// Whether this is the bootstrap order for an incomplete fan-out.
+    #[must_use]
+    pub fn is_bootstrap(&self) -> bool {
+        self.bootstrap
     }
 }
 

@@ -9,7 +9,7 @@ use flux_suspend::Cancel;
 use flux_suspend::session::STOP_GRACE;
 use ghcr_auth::fanout::Route;
 use ghcr_auth::reassert::Reasserter;
-use ghcr_auth::route::FanoutRun;
+use ghcr_auth::route::{FanoutRun, Planned};
 use ghcr_auth::source::SourceRef;
 use ghcr_auth::{DockerConfig, FlowError, Progress, Reassertion};
 use kube::Client;
@@ -86,15 +86,34 @@ impl Work {
         }
     }
 
+    /// A route's observation and decision, before the pause: an incomplete fan-out refuses
+    /// before any write, a fence included.
+    async fn preflight(
+        &self,
+        client: &Client,
+        out: &mut Output,
+    ) -> Result<Option<Planned>, Failure> {
+        match self {
+            Self::Plain(_) => Ok(None),
+            Self::Fanout(w) => w
+                .preflight(&Reasserter::new(client.clone()), out)
+                .await
+                .map(Some)
+                .map_err(|e| super::failure(&e)),
+        }
+    }
+
     async fn run(
         &self,
+        planned: Option<&Planned>,
         reasserter: &Reasserter,
         client: &Client,
         out: &mut impl Progress,
     ) -> Result<(), FlowError> {
-        match self {
-            Self::Plain(w) => w.run(reasserter, client, out).await,
-            Self::Fanout(w) => w.run(reasserter, client, out).await,
+        match (self, planned) {
+            (Self::Plain(w), _) => w.run(reasserter, client, out).await,
+            (Self::Fanout(w), Some(p)) => w.run_planned(p, reasserter, client, out).await,
+            (Self::Fanout(w), None) => w.run(reasserter, client, out).await,
         }
     }
 }
@@ -132,6 +151,7 @@ pub async fn run(
     // 3. The handoff.
     let client = client::client(global).await?;
     let work = Work::new(config, route, sources, global);
+    let planned = work.preflight(&client, out).await?;
     let Some(settings) = settings else {
         out.phase(if bootstrap {
             "bootstrap (--allow-incomplete-fanout): reasserting without a Flux pause or Lease"
@@ -139,14 +159,14 @@ pub async fn run(
             "no targets: reasserting without a pause or Lease"
         });
         let reasserter = Reasserter::new(client.clone());
-        let run = work.run(&reasserter, &client, out);
+        let run = work.run(planned.as_ref(), &reasserter, &client, out);
         return settle(&cancel, run).await.map(|()| exit::SUCCESS);
     };
     let opts = session::options(settings, &args.holder, &file)?;
     let started = session::start(client.clone(), opts, cancel, out).await?;
     let members = started.members();
     let out = RefCell::new(out);
-    let (out_ref, work_ref, client_ref) = (&out, &work, &client);
+    let (out_ref, work_ref, client_ref, planned_ref) = (&out, &work, &client, planned.as_ref());
     let outcome = started
         .run_paused(
             |e| session::report(&mut out.borrow_mut(), &e, &members),
@@ -164,7 +184,7 @@ pub async fn run(
                 // The Secrets are written while the RefCell is borrowed; the session reports no
                 // progress while the work runs.
                 let mut out = out_ref.borrow_mut();
-                let run = work_ref.run(&reasserter, client_ref, &mut **out);
+                let run = work_ref.run(planned_ref, &reasserter, client_ref, &mut **out);
                 Ok::<_, std::convert::Infallible>(settle(&paused.cancel, run).await)
             },
         )
