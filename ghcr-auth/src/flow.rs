@@ -176,38 +176,59 @@ impl Reassertion {
             return Err(FlowError::Incomplete(report));
         }
         progress.phase(&summary(&report));
-        let mut proven = Vec::new();
-        for source in &self.sources {
-            let proof = prove_source(client, source, reasserter.gate(), self.deadline, self.poll)
-                .await
-                .map_err(FlowError::Source)?;
-            let name = format!("{}/{}", source.namespace, source.name);
-            let kind = source.resource.kind.clone();
-            match proof {
-                SourceProof::Ready { revision } => {
-                    let at = revision.map(|r| format!(" at {r}")).unwrap_or_default();
-                    progress.phase(&format!("flux source proven: {kind} {name} ready{at}"));
-                    proven.push(name);
-                }
-                proof => {
-                    return Err(FlowError::SourceNotProven {
-                        kind,
-                        name,
-                        proof,
-                        deadline: self.deadline,
-                    });
-                }
-            }
-        }
-        if !self.sources.is_empty() {
-            progress.fact("sources_proven", json!(proven));
-        }
-        Ok(())
+        prove_sources(
+            &self.sources,
+            reasserter,
+            client,
+            self.deadline,
+            self.poll,
+            progress,
+        )
+        .await
     }
 }
 
+/// Proves each source pulls with the credential, in order (a reconcile request guarded by the
+/// reasserter's gate, then the wait for its acknowledgement). Fact: `sources_proven`.
+pub(crate) async fn prove_sources(
+    sources: &[SourceRef],
+    reasserter: &Reasserter,
+    client: &Client,
+    deadline: Duration,
+    poll: Duration,
+    progress: &mut impl Progress,
+) -> Result<(), FlowError> {
+    let mut proven = Vec::new();
+    for source in sources {
+        let proof = prove_source(client, source, reasserter.gate(), deadline, poll)
+            .await
+            .map_err(FlowError::Source)?;
+        let name = format!("{}/{}", source.namespace, source.name);
+        let kind = source.resource.kind.clone();
+        match proof {
+            SourceProof::Ready { revision } => {
+                let at = revision.map(|r| format!(" at {r}")).unwrap_or_default();
+                progress.phase(&format!("flux source proven: {kind} {name} ready{at}"));
+                proven.push(name);
+            }
+            proof => {
+                return Err(FlowError::SourceNotProven {
+                    kind,
+                    name,
+                    proof,
+                    deadline,
+                });
+            }
+        }
+    }
+    if !sources.is_empty() {
+        progress.fact("sources_proven", json!(proven));
+    }
+    Ok(())
+}
+
 /// `secrets reasserted: created=1 updated=0 unchanged=2[ adopted=1]`.
-fn summary(report: &ReassertReport) -> String {
+pub(crate) fn summary(report: &ReassertReport) -> String {
     let count =
         |f: fn(&SecretOutcome) -> bool| report.results.iter().filter(|(_, _, o)| f(o)).count();
     let adopted = count(|o| matches!(o, SecretOutcome::Adopted { .. }));
@@ -225,7 +246,7 @@ fn summary(report: &ReassertReport) -> String {
 }
 
 /// Counts per outcome and each Secret's outcome (names only) as facts.
-fn report_facts(report: &ReassertReport, progress: &mut impl Progress) {
+pub(crate) fn report_facts(report: &ReassertReport, progress: &mut impl Progress) {
     let mut counts = serde_json::Map::new();
     let mut each = Vec::new();
     for (role, target, outcome) in &report.results {

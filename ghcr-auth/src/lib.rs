@@ -87,6 +87,8 @@
 
 pub mod credential;
 pub mod error;
+pub mod eso;
+pub mod fanout;
 pub mod flow;
 pub mod image;
 pub mod input;
@@ -96,9 +98,11 @@ mod outcome;
 pub mod plan;
 pub mod reassert;
 pub mod registry;
+pub mod route;
 pub mod selector;
 pub mod source;
 pub mod spec;
+pub mod stage;
 
 pub use credential::{CredentialFormat, CredentialSource, DockerConfig, RegistryAuth};
 pub use error::{CredentialProblem, GhcrError};

@@ -4,8 +4,11 @@
 use std::time::Duration;
 
 use crate::error::{CredentialProblem, GhcrError};
+use crate::eso::ForceOutcome;
+use crate::fanout::{Missing, incomplete_line as fanout_line};
 use crate::reassert::{ReassertReport, SecretOutcome};
 use crate::source::{RequestOutcome, SourceProof};
+use crate::stage::KeyOutcome;
 
 /// What kind of failure a [`FlowError`] is, for exit codes: the workspace's one classification.
 pub use flux_fence::ErrorClass;
@@ -49,6 +52,40 @@ pub enum FlowError {
     /// Proving a Flux source broke (a refused write gate included).
     #[error(transparent)]
     Source(GhcrError),
+    /// The fan-out is incomplete (a CRD, the `PushSecret`, a consumer's `ExternalSecret` or a
+    /// staging Secret is missing); nothing was written.
+    #[error("{}", fanout_line(.0))]
+    FanoutIncomplete(Vec<Missing>),
+    /// A staged key was not written (nothing was overwritten); the root was not written.
+    #[error("staged key {key} not written: {outcome}; the root Secret was not written")]
+    Staging {
+        /// `namespace/name:key`.
+        key: String,
+        /// What happened to it.
+        outcome: KeyOutcome,
+    },
+    /// A force-sync request to an ESO object could not be made; the root was not written.
+    #[error("{}", eso_request_line(.what, .outcome))]
+    EsoRequest {
+        /// `Kind namespace/name`.
+        what: String,
+        /// Why not.
+        outcome: ForceOutcome,
+    },
+    /// ESO objects did not report synced (or their target Secret did not hold the credential)
+    /// within the deadline; the root was not written.
+    #[error(
+        "{kind} not converged within {deadline:?}: {}; the root Secret was not written",
+        .stale.join(", ")
+    )]
+    NotConverged {
+        /// `PushSecret` or `ExternalSecret`.
+        kind: String,
+        /// `namespace/name (ESO's Ready reason or what differs)` for each.
+        stale: Vec<String>,
+        /// The bound.
+        deadline: Duration,
+    },
     /// A Flux source did not prove the credential.
     #[error("{}", source_line(.kind, .name, .proof, .deadline))]
     SourceNotProven {
@@ -77,11 +114,25 @@ impl FlowError {
             Self::Unreachable(_) | Self::RegistryRefused(_) | Self::NegativeCheckFailed(_) => {
                 ErrorClass::Registry
             }
-            Self::Reassert(GhcrError::Gate { .. }) => ErrorClass::Refused,
+            // A refused gate; an incomplete fan-out refused before any write.
+            Self::Reassert(GhcrError::Gate { .. }) | Self::FanoutIncomplete(_) => {
+                ErrorClass::Refused
+            }
             // Something changed under the pause after writes: the release keeps that fence
             // and the fence report names it.
             Self::Reassert(GhcrError::PauseBroken { .. }) => ErrorClass::Cleanup,
             Self::Reassert(_) | Self::Source(_) => ErrorClass::KubeApi,
+            Self::Staging { outcome, .. } => match outcome {
+                KeyOutcome::Moved | KeyOutcome::Immutable | KeyOutcome::ReadBackDiffers => {
+                    ErrorClass::Refused
+                }
+                _ => ErrorClass::KubeApi,
+            },
+            Self::EsoRequest { outcome, .. } => match outcome {
+                ForceOutcome::Moved => ErrorClass::Refused,
+                _ => ErrorClass::KubeApi,
+            },
+            Self::NotConverged { .. } => ErrorClass::Timeout,
             Self::Incomplete(report) => {
                 let api = report.results.iter().any(|(_, _, o)| {
                     matches!(
@@ -131,6 +182,17 @@ fn incomplete_line(report: &ReassertReport) -> String {
         "{} ({skipped} later Secret(s) not attempted; nothing was overwritten)",
         failed.join("; ")
     )
+}
+
+/// Why a force-sync request was not made.
+fn eso_request_line(what: &str, outcome: &ForceOutcome) -> String {
+    let why = match outcome {
+        ForceOutcome::NotFound => "not found",
+        ForceOutcome::Forbidden => "forbidden to patch",
+        ForceOutcome::Moved => "kept changing; not requested",
+        ForceOutcome::Requested { .. } => "requested",
+    };
+    format!("force-sync of {what}: {why}; the root Secret was not written")
 }
 
 /// Why the source `kind name` did not prove the credential.

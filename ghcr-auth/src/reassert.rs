@@ -261,6 +261,12 @@ impl Reasserter {
         self
     }
 
+    /// The client it writes with.
+    #[must_use]
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// The gate run before every write; pass it to [`crate::source::prove_source`] so the
     /// reconcile requests are guarded by the same Lease.
     #[must_use]

@@ -8,12 +8,14 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use crate::error::GhcrError;
+use crate::fanout::{EsoRoute, Route};
 use crate::image::ImageRef;
 use crate::input::{CredentialFormat, CredentialSource};
 use crate::plan::SecretTarget;
 use crate::reassert::{Consumers, TargetSpec};
 use crate::registry::is_loopback_host;
 use crate::source::SourceRef;
+use crate::stage::KeyTarget;
 
 /// One layer of GHCR settings: a caller's flags, or its config file's `[ghcr]` table (the
 /// field names are the table's keys). Unset is `None` or empty; the resolvers put the flags
@@ -50,6 +52,17 @@ pub struct GhcrSettings {
     /// Flux sources to prove, `[oci/|helm/]namespace/name`.
     #[serde(default)]
     pub sources: Vec<String>,
+    /// Data keys to stage the credential in, `namespace/name:key` (value: base64 of the Docker
+    /// config), e.g. `flux-system/variables-base:ghcr_dockerconfigjson`.
+    #[serde(default)]
+    pub secret_keys: Vec<String>,
+    /// The External Secrets `PushSecret` that pushes a staged key, `[namespace/]name`.
+    pub push_secret: Option<String>,
+    /// The `ExternalSecret`'s name in every consumer namespace (the consumers are then pulled
+    /// through ESO, never written directly).
+    pub external_secret: Option<String>,
+    /// `Some(true)`: bootstrap; an incomplete fan-out runs root, staging, root, unpaused.
+    pub allow_incomplete_fanout: Option<bool>,
 }
 
 /// The resolved credential inputs of [`credential_input`].
@@ -134,6 +147,27 @@ pub enum InputError {
          set them in [ghcr])"
     )]
     NothingToReassert,
+    /// A staged key that is not `namespace/name:key`.
+    #[error("--secret-key {0:?}: expected namespace/name:key")]
+    BadSecretKey(String),
+    /// A `PushSecret` that is not `[namespace/]name`.
+    #[error("--push-secret: {0:?} is not a valid [namespace/]name")]
+    BadPushSecret(String),
+    /// An `ExternalSecret` name that is not a DNS subdomain.
+    #[error("--external-secret: {0:?} is not a valid name")]
+    BadExternalSecret(String),
+    /// Consumers named both for direct writes and for External Secrets.
+    #[error(
+        "--secret-name and --external-secret both set: consumers get their Secret either \
+         directly or through External Secrets; choose one"
+    )]
+    SeveralRoutes,
+    /// Part of the External Secrets route without the rest.
+    #[error(
+        "the External Secrets route needs --external-secret, --push-secret, a --secret-key for \
+         the PushSecret to read, and consumer namespaces; missing {0}"
+    )]
+    PartialEsoRoute(&'static str),
     /// A source that is not `[oci/|helm/]namespace/name`.
     #[error("--source {0:?}: expected [oci/|helm/]namespace/name")]
     BadSource(String),
@@ -262,6 +296,84 @@ pub fn secret_spec(
         secret_name,
         consumers,
         root,
+    })
+}
+
+/// Resolves the whole route: direct consumers or External Secrets consumers, staged keys, the
+/// `PushSecret` and the root (see [`crate::fanout::Route`]); each setting from `flags`, else
+/// from `file`.
+///
+/// # Errors
+/// An [`InputError`]: as [`secret_spec`], plus a bad `--secret-key`, `--push-secret` or
+/// `--external-secret`, direct and ESO consumers at once, or a partial ESO route.
+pub fn route_spec(
+    flags: &GhcrSettings,
+    file: &GhcrSettings,
+    default_ns: &str,
+) -> Result<Route, InputError> {
+    let pick = |f: &Option<String>, g: &Option<String>| f.clone().or_else(|| g.clone());
+    let external = pick(&flags.external_secret, &file.external_secret);
+    let push = pick(&flags.push_secret, &file.push_secret);
+    let keys = over(&flags.secret_keys, &file.secret_keys)
+        .iter()
+        .map(|t| KeyTarget::parse(t, default_ns).ok_or_else(|| InputError::BadSecretKey(t.clone())))
+        .collect::<Result<Vec<_>, _>>()?;
+    let allow_incomplete =
+        flags.allow_incomplete_fanout == Some(true) || file.allow_incomplete_fanout == Some(true);
+    let Some(external) = external else {
+        if push.is_some() {
+            return Err(InputError::PartialEsoRoute("--external-secret"));
+        }
+        let direct = match secret_spec(flags, file, default_ns) {
+            Err(InputError::NothingToReassert) if !keys.is_empty() => TargetSpec {
+                secret_name: String::new(),
+                consumers: Consumers::Namespaces(Vec::new()),
+                root: None,
+            },
+            other => other?,
+        };
+        return Ok(Route {
+            direct,
+            keys,
+            eso: None,
+            allow_incomplete,
+        });
+    };
+    if flags.secret_name.is_some() || file.secret_name.is_some() {
+        return Err(InputError::SeveralRoutes);
+    }
+    if !is_dns_subdomain(&external) {
+        return Err(InputError::BadExternalSecret(external));
+    }
+    let push = push.ok_or(InputError::PartialEsoRoute("--push-secret"))?;
+    let push_secret =
+        split_ref(&push, default_ns).ok_or_else(|| InputError::BadPushSecret(push.clone()))?;
+    if keys.is_empty() {
+        return Err(InputError::PartialEsoRoute("--secret-key"));
+    }
+    // The consumers and root as for direct writes, under a placeholder Secret name.
+    let mut flags_named = flags.clone();
+    flags_named.secret_name = Some(external.clone());
+    let spec = secret_spec(&flags_named, file, default_ns).map_err(|e| match e {
+        InputError::NothingToReassert => InputError::PartialEsoRoute("consumer namespaces"),
+        e => e,
+    })?;
+    if matches!(&spec.consumers, Consumers::Namespaces(l) if l.is_empty()) {
+        return Err(InputError::PartialEsoRoute("consumer namespaces"));
+    }
+    Ok(Route {
+        direct: TargetSpec {
+            secret_name: String::new(),
+            consumers: Consumers::Namespaces(Vec::new()),
+            root: spec.root,
+        },
+        keys,
+        eso: Some(EsoRoute {
+            push_secret,
+            external_secret: external,
+            consumers: spec.consumers,
+        }),
+        allow_incomplete,
     })
 }
 

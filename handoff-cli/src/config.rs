@@ -31,6 +31,11 @@
 //! namespaces = ["apps"]          # and/or namespace_selector = "ghcr-consumer=true"
 //! root_secret = "flux-system/ghcr-auth"
 //! sources = ["flux-system/app"]  # OCIRepositories to reconcile as the Flux proof
+//! # The External Secrets layout (docs/fanout.md) instead of secret_name's direct writes:
+//! # secret_keys = ["flux-system/variables-base:ghcr_dockerconfigjson"]  # staged, CAS per key
+//! # push_secret = "flux-system/seed-ghcr"   # force-synced after staging
+//! # external_secret = "ghcr-auth"           # in every consumer namespace, pulled and verified
+//! # allow_incomplete_fanout = false         # bootstrap only: root, staging, root, no pause
 //!
 //! [recovery]
 //! evidence = "github"            # lease (default) | github: how `fences recover` proves a holder gone
@@ -136,6 +141,25 @@ mod tests {
         assert_eq!(cfg.targets.len(), 1);
         assert_eq!(cfg.targets[0].name, "infrastructure");
         assert_eq!(cfg.ghcr.unwrap().images, ["ghcr.io/org/app:1.2.3"]);
+    }
+
+    #[test]
+    fn the_external_secrets_layout_is_a_few_lines_of_ghcr() {
+        let cfg = parse(
+            "[ghcr]\ncredential_env = \"GHCR_TOKEN\"\nimages = [\"ghcr.io/org/app:1\"]\n\
+             secret_keys = [\"flux-system/variables-base:ghcr_dockerconfigjson\"]\n\
+             push_secret = \"flux-system/seed-ghcr\"\nexternal_secret = \"ghcr-auth\"\n\
+             namespaces = [\"apps\", \"web\"]\nroot_secret = \"flux-system/ghcr-auth\"\n\
+             allow_incomplete_fanout = false\n",
+        )
+        .unwrap();
+        let g = cfg.ghcr.unwrap();
+        let route = ghcr_auth::spec::route_spec(&GhcrConfig::default(), &g, "default").unwrap();
+        let eso = route.eso.unwrap();
+        assert_eq!(eso.external_secret, "ghcr-auth");
+        assert_eq!(eso.push_secret.to_string(), "flux-system/seed-ghcr");
+        assert_eq!(route.keys.len(), 1);
+        assert!(!route.allow_incomplete);
     }
 
     #[test]

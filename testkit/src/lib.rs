@@ -12,7 +12,9 @@
 //!    model pulls from it).
 //! 6. [`real_flux`] seeds and finds the control plane with the real Flux controllers.
 //! 7. [`signal`] signals a process or a process group (rustix, no `kill` binary).
+//! 8. [`eso`] builds, finds and runs the real External Secrets Operator on a plane of its own.
 
+pub mod eso;
 pub mod fenced;
 pub mod fixtures;
 pub mod github_stub;

@@ -24,6 +24,7 @@ mod demo;
 mod deny;
 mod dist;
 mod envtest;
+mod eso;
 mod flux;
 mod fluxcli;
 mod paths;
@@ -89,7 +90,13 @@ commands:
   ci real                 only the real Flux tier: a private control plane with the real
                           kustomize-, source- and helm-controller (cluster up --flux real), the
                           real_flux_ tests and the fact_ tests against the real controllers
-                          (suites/realflux/tests/real_flux.rs), everything stopped on every exit path
+                          (suites/realflux/tests/real_flux.rs), everything stopped on every exit path;
+                          then the External Secrets tier (ci eso)
+  ci eso                  only the External Secrets tier: the real External Secrets Operator
+                          v0.16.2 (built from Go modules, cached; xtask/eso/) beside a private
+                          control plane with its CRDs, the eso_fanout_ tests
+                          (ghcr-auth/tests/eso_fanout.rs); everything stopped on every exit path
+  eso prepare             build External Secrets (cached) and print `bin=<path> crds=<dir>`
   verify [--quick]        model-check the handoff protocol with the production decision
                           functions (crate verify, docs/verify.md): every property to the
                           bound, then each mutant must be caught; last line `verify:
@@ -161,6 +168,8 @@ fn main() -> ExitCode {
         ["ci"] => ci(),
         ["actionlint"] => actionlint::run(),
         ["ci", "real"] => ci_real(),
+        ["ci", "eso"] => ci_eso(),
+        ["eso", "prepare"] => eso::prepare(),
         ["verify"] => verify::run(false),
         ["verify", "--quick"] => verify::run(true),
         ["-h" | "--help" | "help"] => {
@@ -280,14 +289,47 @@ fn ci() -> anyhow::Result<()> {
             "--profile",
             "ci",
             "-E",
-            "not binary(real_flux)",
+            "not binary(real_flux) and not binary(eso_fanout)",
         ],
         &root,
         &env,
     )?;
     proc::run_env("cargo", &["test", "--doc", "--workspace"], &root, &env)?;
     plane.stop()?;
-    ci_real()
+    ci_real()?;
+    ci_eso()
+}
+
+/// Tier 4 of `ci` (also `cargo xtask ci eso` alone): the `eso_fanout_` tests against the real
+/// External Secrets Operator (built from Go modules, cached; xtask/eso/) on a private control
+/// plane of their own, where they install ESO's CRDs.
+fn ci_eso() -> anyhow::Result<()> {
+    let root = paths::root();
+    let eso_bin = eso::ensure_built()?;
+    let crds = eso::crds()?;
+    let bin = envtest::ensure_built()?;
+    let plane = cluster::Private::start(&bin, &paths::scratch().join("ci-eso-cluster"))?;
+    let env = [
+        ("FLUX_HANDOFF_ESO_KUBECONFIG", plane.kubeconfig.as_os_str()),
+        ("FLUX_HANDOFF_ESO_BIN", eso_bin.as_os_str()),
+        ("FLUX_HANDOFF_ESO_CRDS", crds.as_os_str()),
+    ];
+    proc::run_env(
+        "cargo",
+        &[
+            "nextest",
+            "run",
+            "-p",
+            "ghcr-auth",
+            "--profile",
+            "ci",
+            "--test",
+            "eso_fanout",
+        ],
+        &root,
+        &env,
+    )?;
+    plane.stop()
 }
 
 /// Tier 3 of `ci` (also `cargo xtask ci real` alone): the `real_flux_` tests and the `fact_`

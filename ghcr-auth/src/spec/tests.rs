@@ -261,3 +261,99 @@ fn sources_default_to_oci_repositories() {
         "--source \"x/y/z/w\": expected [oci/|helm/]namespace/name"
     );
 }
+
+/// The original tool's layout, as the `[ghcr]` table holds it.
+fn eso_layout() -> GhcrSettings {
+    secrets(|s| {
+        s.secret_keys = vec!["flux-system/variables-base:ghcr_dockerconfigjson".into()];
+        s.push_secret = Some("flux-system/seed-ghcr".into());
+        s.external_secret = Some("ghcr-auth".into());
+        s.namespaces = vec!["apps".into(), "web".into()];
+        s.root_secret = Some("flux-system/ghcr-auth".into());
+    })
+}
+
+#[test]
+fn route_spec_resolves_the_original_layout_with_no_direct_consumers() {
+    let r = route_spec(&GhcrSettings::default(), &eso_layout(), "default").unwrap();
+    assert_eq!(
+        r.keys[0].to_string(),
+        "flux-system/variables-base:ghcr_dockerconfigjson"
+    );
+    let eso = r.eso.unwrap();
+    assert_eq!(
+        eso.push_secret,
+        SecretTarget::new("flux-system", "seed-ghcr")
+    );
+    assert_eq!(eso.external_secret, "ghcr-auth");
+    assert_eq!(
+        eso.consumers,
+        Consumers::Namespaces(vec!["apps".into(), "web".into()])
+    );
+    assert_eq!(r.direct.consumers, Consumers::Namespaces(vec![]));
+    assert_eq!(
+        r.direct.root,
+        Some(SecretTarget::new("flux-system", "ghcr-auth"))
+    );
+    assert!(!r.allow_incomplete);
+    // Flags win: bootstrap from the flag, a key of its own.
+    let f = secrets(|s| {
+        s.allow_incomplete_fanout = Some(true);
+        s.secret_keys = vec!["vars:k".into()];
+    });
+    let r = route_spec(&f, &eso_layout(), "flux-system").unwrap();
+    assert!(r.allow_incomplete);
+    assert_eq!(r.keys[0].to_string(), "flux-system/vars:k");
+}
+
+#[test]
+fn route_spec_refuses_partial_or_mixed_routes_naming_the_flag() {
+    type Edit = fn(&mut GhcrSettings);
+    let cases: [(Edit, &str); 6] = [
+        (|s| s.push_secret = None, "missing --push-secret"),
+        (|s| s.secret_keys.clear(), "missing --secret-key"),
+        (|s| s.namespaces.clear(), "missing consumer namespaces"),
+        (|s| s.secret_name = Some("pull".into()), "choose one"),
+        (
+            |s| s.secret_keys = vec!["ns/name".into()],
+            "--secret-key \"ns/name\"",
+        ),
+        (
+            |s| s.external_secret = Some("Bad_Name".into()),
+            "--external-secret",
+        ),
+    ];
+    for (edit, want) in cases {
+        let mut file = eso_layout();
+        edit(&mut file);
+        let err = route_spec(&GhcrSettings::default(), &file, "d")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(want), "{want}: {err}");
+        assert_eq!(err.lines().count(), 1);
+    }
+    let mut file = eso_layout();
+    file.external_secret = None;
+    let err = route_spec(&GhcrSettings::default(), &file, "d")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("missing --external-secret"), "{err}");
+}
+
+#[test]
+fn route_spec_without_eso_is_the_direct_spec_and_a_key_alone_is_enough() {
+    let direct = secrets(|s| {
+        s.secret_name = Some("pull".into());
+        s.namespaces = vec!["apps".into()];
+    });
+    let r = route_spec(&direct, &GhcrSettings::default(), "d").unwrap();
+    assert_eq!(
+        r.direct,
+        secret_spec(&direct, &GhcrSettings::default(), "d").unwrap()
+    );
+    assert!(r.keys.is_empty() && r.eso.is_none());
+    let key = secrets(|s| s.secret_keys = vec!["a/b:c".into()]);
+    let r = route_spec(&key, &GhcrSettings::default(), "d").unwrap();
+    assert_eq!(r.keys.len(), 1);
+    assert_eq!(r.direct.root, None);
+}

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use ghcr_auth::fanout::Route;
 use ghcr_auth::reassert::TargetSpec;
 use ghcr_auth::source::SourceRef;
 use ghcr_auth::{CredentialInput, GhcrSettings, InputError, spec};
@@ -70,6 +71,60 @@ pub struct SecretArgs {
     pub source: Vec<String>,
 }
 
+/// Where else the credential goes: staged keys and the External Secrets route (`ghcr reassert`
+/// only).
+#[derive(Debug, Args, Clone, Default)]
+pub struct FanoutArgs {
+    /// Stage the credential in one data key of a Secret, `namespace/name:key` (value: base64 of
+    /// the Docker config; only that key is patched, by CAS; the Secret must exist). Repeatable.
+    /// Default: `[ghcr].secret_keys`.
+    #[arg(long, value_name = "NS/NAME:KEY")]
+    pub secret_key: Vec<String>,
+    /// The External Secrets `PushSecret` that pushes a staged key to the store, `namespace/name`;
+    /// force-synced and awaited after staging. Default: `[ghcr].push_secret`.
+    #[arg(long, value_name = "NS/NAME")]
+    pub push_secret: Option<String>,
+    /// The `ExternalSecret`'s name in every consumer namespace (--namespace-list or
+    /// --namespace-selector): each is force-synced and its target Secret must hold the proven
+    /// credential before the root Secret is written; those Secrets are never written directly.
+    /// Default: `[ghcr].external_secret`.
+    #[arg(long, value_name = "NAME", conflicts_with = "secret_name")]
+    pub external_secret: Option<String>,
+    /// Bootstrap: when a CRD, the `PushSecret`, an `ExternalSecret` or a staging Secret is missing,
+    /// write root, then staging, then root again, without a Flux pause (otherwise exit 3 before
+    /// any write). Default: `[ghcr].allow_incomplete_fanout`.
+    #[arg(long)]
+    pub allow_incomplete_fanout: bool,
+}
+
+/// The whole route of `ghcr reassert` and the Flux sources to prove, these flags over
+/// `[ghcr]`; a bad one is exit 2.
+pub(crate) fn route(
+    args: &SecretArgs,
+    fanout: &FanoutArgs,
+    c: Option<&GhcrConfig>,
+    default_ns: &str,
+) -> Result<(Route, Vec<SourceRef>), Failure> {
+    let mut l = secret_layer(args);
+    l.secret_keys.clone_from(&fanout.secret_key);
+    l.push_secret.clone_from(&fanout.push_secret);
+    l.external_secret.clone_from(&fanout.external_secret);
+    l.allow_incomplete_fanout = fanout.allow_incomplete_fanout.then_some(true);
+    let file = file(c);
+    let route = spec::route_spec(&l, &file, default_ns).map_err(usage)?;
+    Ok((route, spec::source_refs(&l, &file).map_err(usage)?))
+}
+
+fn secret_layer(args: &SecretArgs) -> GhcrSettings {
+    let mut l = GhcrSettings::default();
+    l.secret_name.clone_from(&args.secret_name);
+    l.namespaces.clone_from(&args.namespace_list);
+    l.namespace_selector.clone_from(&args.namespace_selector);
+    l.root_secret.clone_from(&args.root_secret);
+    l.sources.clone_from(&args.source);
+    l
+}
+
 /// The credential inputs, these flags over `[ghcr]`; a bad one is exit 2.
 pub fn credential(
     args: &CredentialArgs,
@@ -93,12 +148,7 @@ pub(crate) fn secrets(
     c: Option<&GhcrConfig>,
     default_ns: &str,
 ) -> Result<(TargetSpec, Vec<SourceRef>), Failure> {
-    let mut l = GhcrSettings::default();
-    l.secret_name.clone_from(&args.secret_name);
-    l.namespaces.clone_from(&args.namespace_list);
-    l.namespace_selector.clone_from(&args.namespace_selector);
-    l.root_secret.clone_from(&args.root_secret);
-    l.sources.clone_from(&args.source);
+    let l = secret_layer(args);
     let file = file(c);
     let spec = spec::secret_spec(&l, &file, default_ns).map_err(usage)?;
     Ok((spec, spec::source_refs(&l, &file).map_err(usage)?))

@@ -7,11 +7,15 @@ use std::cell::RefCell;
 use clap::Args;
 use flux_suspend::Cancel;
 use flux_suspend::session::STOP_GRACE;
+use ghcr_auth::fanout::Route;
 use ghcr_auth::reassert::Reasserter;
-use ghcr_auth::{FlowError, Reassertion};
+use ghcr_auth::route::{FanoutRun, Planned};
+use ghcr_auth::source::SourceRef;
+use ghcr_auth::{DockerConfig, FlowError, Progress, Reassertion};
+use kube::Client;
 use serde_json::json;
 
-use super::input::{self, CredentialArgs, SecretArgs};
+use super::input::{self, CredentialArgs, FanoutArgs, SecretArgs};
 use crate::cli::{Global, HolderArg, TargetArgs};
 use crate::failure::Failure;
 use crate::output::Output;
@@ -19,17 +23,99 @@ use crate::{client, config, exit, session, settings};
 
 /// `flux-handoff ghcr reassert`.
 #[derive(Debug, Args)]
+#[command(after_help = LAYOUT)]
 pub struct ReassertArgs {
     #[command(flatten)]
     pub credential: CredentialArgs,
     #[command(flatten)]
     pub secrets: SecretArgs,
+    #[command(flatten)]
+    pub fanout: FanoutArgs,
     /// Pause these Flux objects while reasserting (as `pause`); without any target (here or in
     /// the config) the Secrets are reasserted without a pause or Lease.
     #[command(flatten)]
     pub targets: TargetArgs,
     #[command(flatten)]
     pub holder: HolderArg,
+}
+
+/// The original tool's layout, shown by `--help` (docs/fanout.md has it as a config file).
+const LAYOUT: &str = "\
+Example, the External Secrets layout: stage the credential in a GitOps variables Secret, let a \
+PushSecret carry it to the store and an ExternalSecret pull it into every consumer namespace, \
+then write Flux's own Secret last:
+
+  flux-handoff ghcr reassert --credential-env GHCR_TOKEN --username flux \\
+    --image ghcr.io/org/app:1.2.3 \\
+    --secret-key flux-system/variables-base:ghcr_dockerconfigjson \\
+    --push-secret flux-system/seed-ghcr --external-secret ghcr-auth \\
+    --namespace-list apps,web --root-secret flux-system/ghcr-auth \\
+    --target flux-system/apps
+
+Order: staged key (CAS on that key alone), PushSecret force-synced and synced, each \
+ExternalSecret force-synced until synced and its Secret holds the proven Docker config, then the \
+root Secret. A missing CRD, PushSecret, ExternalSecret or staging Secret refuses before any \
+write (exit 3) unless --allow-incomplete-fanout (bootstrap: root, staging, root, no Flux \
+pause); a consumer that does not converge within --timeout is exit 4, naming its namespace and \
+ESO's reason, with the root unchanged.";
+
+/// The work: the plain reassertion, or a route with staged keys or External Secrets.
+enum Work {
+    Plain(Reassertion),
+    Fanout(FanoutRun),
+}
+
+impl Work {
+    fn new(config: DockerConfig, route: Route, sources: Vec<SourceRef>, global: &Global) -> Self {
+        if route.keys.is_empty() && route.eso.is_none() && !route.allow_incomplete {
+            Self::Plain(Reassertion::new(
+                config,
+                route.direct,
+                sources,
+                global.timeout,
+                global.interval,
+            ))
+        } else {
+            Self::Fanout(FanoutRun::new(
+                config,
+                route,
+                sources,
+                global.timeout,
+                global.interval,
+            ))
+        }
+    }
+
+    /// A route's observation and decision, before the pause: an incomplete fan-out refuses
+    /// before any write, a fence included.
+    async fn preflight(
+        &self,
+        client: &Client,
+        out: &mut Output,
+    ) -> Result<Option<Planned>, Failure> {
+        match self {
+            Self::Plain(_) => Ok(None),
+            Self::Fanout(w) => w
+                .preflight(&Reasserter::new(client.clone()), out)
+                .await
+                .map(Some)
+                .map_err(|e| super::failure(&e)),
+        }
+    }
+
+    async fn run(
+        &self,
+        planned: Option<&Planned>,
+        reasserter: &Reasserter,
+        client: &Client,
+        out: &mut impl Progress,
+    ) -> Result<(), FlowError> {
+        match (self, planned) {
+            (Self::Plain(w), _) => w.run(reasserter, client, out).await,
+            (Self::Fanout(w), Some(p)) => w.run_planned(p, reasserter, client, out).await,
+            (Self::Fanout(w), None) => w.run(reasserter, client, out).await,
+        }
+    }
 }
 
 /// Runs `ghcr reassert`.
@@ -45,8 +131,14 @@ pub async fn run(
     // 1. Every input, before any I/O.
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
     let input = input::credential(&args.credential, file.ghcr.as_ref())?;
-    let (spec, sources) = input::secrets(&args.secrets, file.ghcr.as_ref(), &global.namespace)?;
-    let has_targets = !args.targets.target.is_empty() || !file.targets.is_empty();
+    let (route, sources) = input::route(
+        &args.secrets,
+        &args.fanout,
+        file.ghcr.as_ref(),
+        &global.namespace,
+    )?;
+    let bootstrap = route.allow_incomplete;
+    let has_targets = !bootstrap && (!args.targets.target.is_empty() || !file.targets.is_empty());
     let settings = if has_targets {
         Some(settings::resolve(global, &args.targets, &file).map_err(Failure::usage)?)
     } else {
@@ -58,11 +150,16 @@ pub async fn run(
 
     // 3. The handoff.
     let client = client::client(global).await?;
-    let work = Reassertion::new(config, spec, sources, global.timeout, global.interval);
+    let work = Work::new(config, route, sources, global);
+    let planned = work.preflight(&client, out).await?;
     let Some(settings) = settings else {
-        out.phase("no targets: reasserting without a pause or Lease");
+        out.phase(if bootstrap {
+            "bootstrap (--allow-incomplete-fanout): reasserting without a Flux pause or Lease"
+        } else {
+            "no targets: reasserting without a pause or Lease"
+        });
         let reasserter = Reasserter::new(client.clone());
-        let run = work.run(&reasserter, &client, out);
+        let run = work.run(planned.as_ref(), &reasserter, &client, out);
         return settle(&cancel, run).await.map(|()| exit::SUCCESS);
     };
     let opts = session::options(settings, &args.holder, &file)?;
@@ -70,7 +167,7 @@ pub async fn run(
     let started = session::start(client.clone(), opts, wait, cancel, out).await?;
     let members = started.members();
     let out = RefCell::new(out);
-    let (out_ref, work_ref, client_ref) = (&out, &work, &client);
+    let (out_ref, work_ref, client_ref, planned_ref) = (&out, &work, &client, planned.as_ref());
     let outcome = started
         .run_paused(
             |e| session::report(&mut out.borrow_mut(), &e, &members),
@@ -88,7 +185,7 @@ pub async fn run(
                 // The Secrets are written while the RefCell is borrowed; the session reports no
                 // progress while the work runs.
                 let mut out = out_ref.borrow_mut();
-                let run = work_ref.run(&reasserter, client_ref, &mut **out);
+                let run = work_ref.run(planned_ref, &reasserter, client_ref, &mut **out);
                 Ok::<_, std::convert::Infallible>(settle(&paused.cancel, run).await)
             },
         )
