@@ -86,7 +86,7 @@ commands:
                           writes target/flux-handoff/bench/{bench.json,fanout.svg}, prints a
                           table and `bench:` lines. Never part of ci
   bench --real [--only C,C]
-                          the same binaries, on a real-Flux plane of its own
+                          flux-bench (dev profile) on a real-Flux plane of its own
                           (target/flux-handoff/bench-real-cluster): time to a proven pause
                           while a reconcile is stuck in a 35 s health check, per retirement and
                           feature gate, beside `flux suspend` + `flux resume`; one
