@@ -285,7 +285,7 @@ async fn handoff_case(
             case: c.name.into(),
             pause_ms: ms(end.duration_since(start)),
             requests,
-            steps: step_times(&marks, end),
+            steps: step_times(&marks, start),
             rollout_ms: None,
             resume_ms: None,
         })
@@ -298,14 +298,16 @@ async fn handoff_case(
     Ok(run)
 }
 
-/// Each step's duration: from its mark to the next (the last to `end`).
-fn step_times(marks: &[(Step, Instant)], end: Instant) -> Vec<(String, f64)> {
+/// Each step's duration: `Handoff::pause` reports a step when it is done, so from the previous
+/// mark (the start for the first) to its own.
+fn step_times(marks: &[(Step, Instant)], start: Instant) -> Vec<(String, f64)> {
+    let mut prev = start;
     marks
         .iter()
-        .enumerate()
-        .map(|(i, (s, at))| {
-            let next = marks.get(i + 1).map_or(end, |(_, t)| *t);
-            (describe(*s).to_string(), ms(next.duration_since(*at)))
+        .map(|(s, at)| {
+            let took = ms(at.duration_since(prev));
+            prev = *at;
+            (describe(*s).to_string(), took)
         })
         .collect()
 }
