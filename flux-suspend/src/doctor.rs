@@ -5,6 +5,13 @@
 //! check is a [`Finding`]: passed, or a problem with the fix in words (a missing right names
 //! the feature that needs it and the exact rule lines to add). Nothing is written: the only
 //! create is a dry-run of the Lease when it does not exist yet.
+//!
+//! The controller Deployment's arguments also tell whether Flux's feature gate
+//! `CancelHealthCheckOnNewRevision` is on ([`gate`]): without it an acknowledgement waits until
+//! an in-flight health check gives up, and doctor says how long that can be for the objects it
+//! read (an `ok` line: advice, not a failure).
+
+pub mod gate;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authorization::v1::{
@@ -155,8 +162,25 @@ pub async fn doctor(
         }
     }
     check_crds(client, &mut note).await;
-    let namespaces = check_targets(client, checkup, &mut note).await;
-    note(check_controller(client, checkup).await);
+    let (namespaces, waits) = check_targets(client, checkup, &mut note).await;
+    let (found_controller, deployment) = check_controller(client, checkup).await;
+    note(found_controller);
+    if let Some(d) = deployment {
+        note(gate_finding(
+            &checkup.controller,
+            &d,
+            waits.longest("Kustomization"),
+        ));
+    }
+    if waits.helm.is_some() {
+        let helm = ControllerRef {
+            namespace: checkup.controller.namespace.clone(),
+            name: HELM_CONTROLLER.into(),
+        };
+        if let Some(d) = read_deployment(client, &helm).await {
+            note(gate_finding(&helm, &d, waits.longest("HelmRelease")));
+        }
+    }
     note(check_lease_namespace(client, &checkup.lease).await);
     // Every namespace (-A) needs no namespace named; the targets' are checked as read.
     let plan = checkup.plan_in(&namespaces, !checkup.all_namespaces);
@@ -192,12 +216,49 @@ async fn check_crds(client: &Client, note: &mut impl FnMut(Finding)) {
     }
 }
 
-/// Reads each target and its parent; returns the namespaces whose objects will be fenced.
+/// The helm-controller Deployment, looked for beside the configured controller when a target
+/// is a `HelmRelease`.
+const HELM_CONTROLLER: &str = "helm-controller";
+
+/// The longest health-check wait among the objects read, per controller.
+#[derive(Debug, Default)]
+struct Waits {
+    kustomize: Option<(String, std::time::Duration)>,
+    helm: Option<(String, std::time::Duration)>,
+}
+
+impl Waits {
+    fn see(&mut self, object: &crate::ObjectRef, obj: &serde_json::Value) {
+        let slot = if object.resource.kind == "HelmRelease" {
+            &mut self.helm
+        } else {
+            &mut self.kustomize
+        };
+        if let Some(w) = gate::health_wait(obj)
+            && slot.as_ref().is_none_or(|(_, old)| w > *old)
+        {
+            *slot = Some((object.to_string(), w));
+        }
+    }
+
+    fn longest(&self, kind: &str) -> Option<(&str, std::time::Duration)> {
+        let slot = if kind == "HelmRelease" {
+            &self.helm
+        } else {
+            &self.kustomize
+        };
+        slot.as_ref().map(|(o, w)| (o.as_str(), *w))
+    }
+}
+
+/// Reads each target and its parent; returns the namespaces whose objects will be fenced and
+/// the longest health-check waits among them.
 async fn check_targets(
     client: &Client,
     c: &Checkup,
     note: &mut impl FnMut(Finding),
-) -> Vec<String> {
+) -> (Vec<String>, Waits) {
+    let mut waits = Waits::default();
     let mut nss: Vec<String> = Vec::new();
     let mut push = |ns: &str| {
         if !nss.iter().any(|n| n == ns) {
@@ -206,7 +267,7 @@ async fn check_targets(
     };
     if c.targets.is_empty() {
         push(&c.namespace);
-        return nss;
+        return (nss, waits);
     }
     for t in &c.targets {
         push(&t.object.namespace);
@@ -214,6 +275,7 @@ async fn check_targets(
         let obj = match crate::object::get_json(client, &t.object).await {
             Ok(v) => {
                 note(Finding::ok(check));
+                waits.see(&t.object, &v);
                 v
             }
             Err(e) => {
@@ -232,12 +294,15 @@ async fn check_targets(
             push(&p.namespace);
             let check = format!("parent {p} exists");
             note(match crate::object::get_json(client, &p).await {
-                Ok(_) => Finding::ok(check),
+                Ok(v) => {
+                    waits.see(&p, &v);
+                    Finding::ok(check)
+                }
                 Err(e) => Finding::fail(check, read_fix(&e)),
             });
         }
     }
-    nss
+    (nss, waits)
 }
 
 fn read_fix(e: &kube::Error) -> String {
@@ -248,23 +313,45 @@ fn read_fix(e: &kube::Error) -> String {
     }
 }
 
-async fn check_controller(client: &Client, c: &Checkup) -> Finding {
+/// The controller Deployment exists (and, when read, its JSON for the gate).
+async fn check_controller(client: &Client, c: &Checkup) -> (Finding, Option<serde_json::Value>) {
     let ControllerRef { namespace, name } = &c.controller;
     let check = format!("controller Deployment {namespace}/{name} exists");
     let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
     match api.get_opt(name).await {
-        Ok(Some(_)) => Finding::ok(check),
-        Ok(None) => Finding::fail(
-            check,
-            "not found: pass --controller NS/NAME or set [controller] in the config",
+        Ok(Some(d)) => (Finding::ok(check), serde_json::to_value(d).ok()),
+        Ok(None) => (
+            Finding::fail(
+                check,
+                "not found: pass --controller NS/NAME or set [controller] in the config",
+            ),
+            None,
         ),
-        Err(kube::Error::Api(st)) if st.code == 403 && c.strategy != Strategy::Restart => {
+        Err(kube::Error::Api(st)) if st.code == 403 && c.strategy != Strategy::Restart => (
             Finding::ok(format!(
                 "{check}: not readable by this identity, which only --retire restart needs"
-            ))
-        }
-        Err(e) => Finding::fail(check, read_fix(&e)),
+            )),
+            None,
+        ),
+        Err(e) => (Finding::fail(check, read_fix(&e)), None),
     }
+}
+
+/// The Deployment `c`, when it exists and may be read (else nothing is said about it).
+async fn read_deployment(client: &Client, c: &ControllerRef) -> Option<serde_json::Value> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), &c.namespace);
+    let d = api.get_opt(&c.name).await.ok()??;
+    serde_json::to_value(d).ok()
+}
+
+/// The gate finding of Deployment `c` (always `ok`: the gate is advice).
+fn gate_finding(
+    c: &ControllerRef,
+    deployment: &serde_json::Value,
+    longest: Option<(&str, std::time::Duration)>,
+) -> Finding {
+    let state = gate::gate_state(&gate::container_args(deployment));
+    Finding::ok(gate::gate_advice(&c.to_string(), state, longest))
 }
 
 /// The Lease's namespace exists: the Lease is there, or a dry-run create is accepted.

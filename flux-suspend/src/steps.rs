@@ -64,6 +64,16 @@ pub struct Waiting {
 /// How often a wait reports that it still waits.
 pub const WAITING_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// From this long on, a line about an acknowledgement wait also names the likely cause and
+/// Flux's lever for it: an in-flight reconcile waiting on a health check runs to its timeout
+/// unless the controller runs with `CancelHealthCheckOnNewRevision` (docs/bench.md).
+pub const LONG_ACK_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// The hint of a long acknowledgement wait (fixed words).
+const HEALTH_CHECK_HINT: &str = "; a reconcile waiting on a health check runs to its timeout \
+     unless the controller has --feature-gates=CancelHealthCheckOnNewRevision=true (flux-handoff \
+     doctor tells)";
+
 impl std::fmt::Display for Waiting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let why = match self.step {
@@ -82,9 +92,15 @@ impl std::fmt::Display for Waiting {
                 "another writer keeps changing the object"
             }
         };
+        let acks = matches!(self.step, Step::AwaitParentAcks | Step::AwaitTargetAcks);
+        let hint = if acks && self.waited >= LONG_ACK_WAIT {
+            HEALTH_CHECK_HINT
+        } else {
+            ""
+        };
         write!(
             f,
-            "still {} ({}s of {}s): {why}",
+            "still {} ({}s of {}s): {why}{hint}",
             describe(self.step),
             self.waited.as_secs(),
             self.budget.as_secs()
@@ -182,6 +198,35 @@ mod tests {
                 Prove
             ]
         );
+    }
+
+    #[test]
+    fn a_long_acknowledgement_wait_names_the_feature_gate() {
+        let line = |step, waited| {
+            Waiting {
+                step,
+                waited: std::time::Duration::from_secs(waited),
+                budget: std::time::Duration::from_secs(300),
+            }
+            .to_string()
+        };
+        let short = line(AwaitParentAcks, 10);
+        assert_eq!(
+            short,
+            "still waiting for the parents to acknowledge the suspend (10s of 300s): a reconcile \
+             of the parent that started before its fence is still running"
+        );
+        let long = line(AwaitParentAcks, 20);
+        assert_eq!(
+            long,
+            format!("{}{HEALTH_CHECK_HINT}", short.replace("(10s", "(20s"))
+        );
+        assert!(long.contains("--feature-gates=CancelHealthCheckOnNewRevision=true"));
+        assert!(line(AwaitTargetAcks, 30).ends_with("(flux-handoff doctor tells)"));
+        // Only acknowledgement waits: the gate does not shorten the others.
+        for step in [Prove, RestartController, QuiesceTargets] {
+            assert!(!line(step, 60).contains("feature-gates"), "{step:?}");
+        }
     }
 
     #[test]

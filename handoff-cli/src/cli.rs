@@ -135,7 +135,10 @@ pub struct TargetArgs {
     pub parent: Option<String>,
     /// How in-flight reconciles are retired: `ack` waits for each object's acknowledgement of
     /// its requestedAt nonce (no restart); `restart` rollout-restarts the controller and waits
-    /// until every old Pod is gone; `none` relies on a quiet window (weakest).
+    /// until every old Pod is gone; `none` relies on a quiet window (weakest). A reconcile
+    /// waiting on a health check delays `ack` until its timeout unless the controller runs with
+    /// --feature-gates=CancelHealthCheckOnNewRevision=true (`doctor` tells); without the gate,
+    /// `restart` is faster when that timeout is longer than a rollout (docs/bench.md).
     #[arg(long, value_name = "STRATEGY")]
     pub retire: Option<String>,
     /// Wait for the target to be quiet (no Reconciling=True) before fencing it. Implied by

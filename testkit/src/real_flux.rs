@@ -309,6 +309,16 @@ impl Shard {
     /// # Panics
     /// The plane records no binary, or the shard does not start within the bound.
     pub async fn start(key: &str) -> Self {
+        Self::start_with_args(key, &[]).await
+    }
+
+    /// [`Shard::start`] with more arguments, e.g.
+    /// `--feature-gates=CancelHealthCheckOnNewRevision=true` (a feature gate is read once, at
+    /// start: a gate on and a gate off are two processes).
+    ///
+    /// # Panics
+    /// As [`Shard::start`].
+    pub async fn start_with_args(key: &str, extra: &[&str]) -> Self {
         let state = state_dir().expect("the real-Flux control plane");
         let bin = fs::read_to_string(state.join("kustomize-controller.bin"))
             .expect("the real-Flux control plane records its kustomize-controller binary");
@@ -318,6 +328,7 @@ impl Shard {
         let child = Command::new(bin.trim())
             .args(["--metrics-addr=0", "--health-addr=0"])
             .arg(format!("--watch-label-selector={SHARD_KEY}={key}"))
+            .args(extra)
             .env("KUBECONFIG", state.join("envtest").join("kubeconfig"))
             .env("TMPDIR", &dir)
             .env("RUNTIME_NAMESPACE", FLUX_NS)

@@ -106,6 +106,12 @@ commands:
                           kubectl+jq shell way, fan-out, retirement strategies and footprint;
                           writes target/flux-handoff/bench/{bench.json,fanout.svg}, prints a
                           table and `bench:` lines. Never part of ci
+  bench --real [--only C,C]
+                          flux-bench (dev profile) on a real-Flux plane of its own
+                          (target/flux-handoff/bench-real-cluster): time to a proven pause
+                          while a reconcile is stuck in a 35 s health check, per retirement and
+                          feature gate, beside `flux suspend` + `flux resume`; one
+                          `bench: real_<case>` line each (docs/bench.md)
   chaos [--quick] [--only S,S]
                           release-build flux-chaos and flux-handoff, start a control plane of
                           its own (target/flux-handoff/chaos-cluster-<pid>), drive the real
@@ -165,6 +171,8 @@ fn main() -> ExitCode {
             }
         },
         ["flux-cli"] => fluxcli::ensure_built().map(|p| println!("{}", p.display())),
+        ["bench", "--real"] => bench::run_real(None),
+        ["bench", "--real", "--only", only] => bench::run_real(Some(only)),
         ["ci"] => ci(),
         ["actionlint"] => actionlint::run(),
         ["ci", "real"] => ci_real(),

@@ -188,8 +188,11 @@ fn controller_spec(c: Controller, state: &Path, kubeconfig: &Path) -> anyhow::Re
         .env("TMPDIR", &tmp.to_string_lossy())
         .env("RUNTIME_NAMESPACE", "flux-system");
     spec.timeout = START_TIMEOUT;
-    if c == flux::KUSTOMIZE {
+    if c == flux::KUSTOMIZE || c == flux::HELM {
         spec = spec.arg(format!("--watch-label-selector=!{SHARD_KEY}"));
+        for arg in extra_args(std::env::var(EXTRA_ARGS_ENV).ok().as_deref()) {
+            spec = spec.arg(arg);
+        }
     }
     if c == flux::SOURCE {
         let storage = state.join("source-storage");
@@ -204,6 +207,19 @@ fn controller_spec(c: Controller, state: &Path, kubeconfig: &Path) -> anyhow::Re
             .arg(format!("--storage-adv-addr={addr}"));
     }
     Ok(spec)
+}
+
+/// Extra arguments for kustomize- and helm-controller, whitespace-separated, e.g.
+/// `--feature-gates=CancelHealthCheckOnNewRevision=true` (a feature gate is read at start).
+pub const EXTRA_ARGS_ENV: &str = "FLUX_HANDOFF_REAL_CONTROLLER_ARGS";
+
+/// The arguments in the value of [`EXTRA_ARGS_ENV`].
+fn extra_args(value: Option<&str>) -> Vec<String> {
+    value
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
 }
 
 /// Stops the controllers and the registry of `state` (those that run).
@@ -290,6 +306,21 @@ fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn extra_controller_args_split_on_whitespace() {
+        assert!(extra_args(None).is_empty());
+        assert!(extra_args(Some("  ")).is_empty());
+        assert_eq!(
+            extra_args(Some(
+                "--feature-gates=CancelHealthCheckOnNewRevision=true  --log-level=debug"
+            )),
+            [
+                "--feature-gates=CancelHealthCheckOnNewRevision=true",
+                "--log-level=debug"
+            ]
+        );
+    }
 
     #[test]
     fn flux_parses_model_and_real_only() {

@@ -13,8 +13,14 @@
 //! 7. a table for people, `target/flux-handoff/bench/bench.json`, `fanout.svg`, and one
 //!    `bench:` line per scenario last.
 //!
+//! With `--real --real-state DIR` (`cargo xtask bench --real`), on a real-Flux plane instead:
+//! only the `real` scenario ([`bench::real`]), one `bench: real_<case>` line per case, written
+//! to `bench-real.json`.
+//!
 //! Usage: `flux-bench [--quick] [--out DIR] [--handoff-bin PATH] [--flux-bin PATH] [--only a,b]`
-//! with scenario names `full_handoff`, `flux_cli`, `fanout`, `retire`, `chain`, `footprint`.
+//! with scenario names `full_handoff`, `flux_cli`, `fanout`, `retire`, `chain`, `footprint`;
+//! `flux-bench --real --real-state DIR [--flux-bin PATH] [--only ks,hr_ack]` (case names
+//! containing one of them).
 
 mod bench;
 
@@ -47,6 +53,12 @@ struct Args {
     /// `retire`, `chain`, `footprint`).
     #[arg(long, value_name = "a,b", value_delimiter = ',')]
     only: Option<Vec<String>>,
+    /// Run the real-Flux scenario instead (needs `--real-state`).
+    #[arg(long, requires = "real_state")]
+    real: bool,
+    /// The state directory of the real-Flux plane (`cargo xtask bench --real` passes it).
+    #[arg(long, value_name = "DIR")]
+    real_state: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -59,6 +71,18 @@ async fn main() -> anyhow::Result<()> {
             testkit::plane::KUBECONFIG_ENV
         );
     }
+    std::fs::create_dir_all(&args.out)?;
+    let scratch = args.out.join("scratch");
+    std::fs::create_dir_all(&scratch)?;
+    let admin = kube::Client::try_from(testkit::admin_config().await?)?;
+    if args.real {
+        return Box::pin(real(&admin, &args, &scratch)).await;
+    }
+    Box::pin(model(&admin, &args, &scratch)).await
+}
+
+/// The scenarios against the controller model.
+async fn model(admin: &kube::Client, args: &Args, scratch: &std::path::Path) -> anyhow::Result<()> {
     let wanted = |name: &str| {
         args.only
             .as_ref()
@@ -77,10 +101,8 @@ async fn main() -> anyhow::Result<()> {
         phase: Duration::from_millis(200),
         termination_grace: Duration::from_secs(10),
     };
-    std::fs::create_dir_all(&args.out)?;
-    let scratch = args.out.join("scratch");
-    std::fs::create_dir_all(&scratch)?;
-    let admin = kube::Client::try_from(testkit::admin_config().await?)?;
+    let admin = admin.clone();
+    let scratch = scratch.to_path_buf();
     let machine = machine(args.quick);
     eprintln!(
         "flux-bench: {}",
@@ -157,6 +179,41 @@ async fn main() -> anyhow::Result<()> {
 }
 
 type Scenario = (Vec<String>, String, Value);
+
+/// `--real`: the real-Flux scenario alone.
+async fn real(admin: &kube::Client, args: &Args, scratch: &std::path::Path) -> anyhow::Result<()> {
+    let settings = bench::real::RealSettings {
+        state: args.real_state.clone().unwrap_or_default(),
+        flux_bin: args.flux_bin.clone().filter(|b| b.is_file()),
+        only: args.only.clone(),
+    };
+    let machine = machine(false);
+    eprintln!(
+        "flux-bench: real Flux, {}",
+        machine["summary"].as_str().unwrap_or_default()
+    );
+    let (table, lines, mut v) = bench::real::scenario(admin, &settings, scratch).await?;
+    v["machine"] = machine;
+    v["machine"]["loadavg_end"] = json!(loadavg());
+    v["bench_lines"] = json!(lines);
+    std::fs::write(
+        args.out.join("bench-real.json"),
+        serde_json::to_string_pretty(&v)?,
+    )?;
+    let _ = std::fs::remove_dir_all(scratch);
+    println!();
+    println!("| scenario | measure | value |");
+    println!("|---|---|---|");
+    for row in &table {
+        println!("{row}");
+    }
+    println!();
+    println!("written: {}/bench-real.json", args.out.display());
+    for l in &lines {
+        println!("{l}");
+    }
+    Ok(())
+}
 
 async fn full_handoff(
     admin: &kube::Client,

@@ -105,6 +105,53 @@ async fn suspend_resume(
     Ok((suspend, resume))
 }
 
+/// A `flux` CLI talking through a counting proxy, set up the way [`run_once`] sets up its own
+/// (for the real-Flux scenario): kubeconfig, forwarder and cache in `dir`.
+pub struct ProxiedCli {
+    bin: std::path::PathBuf,
+    kubeconfig: std::path::PathBuf,
+    cache: std::path::PathBuf,
+    ns: String,
+    dir: std::path::PathBuf,
+    _forwarder: Forwarder,
+}
+
+impl ProxiedCli {
+    /// Writes the kubeconfig for `proxy` into `dir` and starts the forwarder.
+    pub async fn through(proxy: &Proxy, bin: &Path, dir: &Path, ns: &str) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let kubeconfig = dir.join("kubeconfig");
+        proxy.write_kubeconfig(&kubeconfig)?;
+        let forwarder = Forwarder::start(proxy.url(), &token_of(&kubeconfig)?).await?;
+        point_at(&kubeconfig, &forwarder.url())?;
+        Ok(Self {
+            bin: bin.to_path_buf(),
+            cache: dir.join("kube-cache"),
+            kubeconfig,
+            ns: ns.to_string(),
+            dir: dir.to_path_buf(),
+            _forwarder: forwarder,
+        })
+    }
+
+    /// Runs `flux ARGS -n NS`; its wall time in ms; fails on a non-zero exit.
+    pub async fn run(&self, args: &[&str]) -> anyhow::Result<f64> {
+        Cli {
+            bin: &self.bin,
+            kubeconfig: &self.kubeconfig,
+            cache: &self.cache,
+            ns: &self.ns,
+        }
+        .run(args)
+        .await
+    }
+
+    /// Stops the forwarder and removes the directory.
+    pub fn close(self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// How the `flux` processes are started.
 struct Cli<'a> {
     bin: &'a Path,

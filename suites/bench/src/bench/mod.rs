@@ -10,6 +10,7 @@ pub mod fanout;
 pub mod fluxcli;
 pub mod footprint;
 pub mod handoff;
+pub mod real;
 pub mod retire;
 pub mod setup;
 pub mod shell;

@@ -1,0 +1,108 @@
+//! End to end: `doctor` reads the controller Deployment's container arguments and says whether
+//! Flux's feature gate `CancelHealthCheckOnNewRevision` is on, and what it would save for the
+//! objects it checked (docs/bench.md).
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
+
+/// A controller Deployment `name` in the test's namespace whose container has `args`.
+async fn controller(c: &Cluster, name: &str, args: &[&str]) {
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": { "containers": [{ "name": "manager",
+                    "image": "ghcr.io/fluxcd/kustomize-controller:v1.9.6", "args": args }] },
+            },
+        },
+    }))
+    .unwrap();
+    c.ns.api::<Deployment>()
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+}
+
+/// The parent waits on its children's health for up to 35 s.
+async fn parent_waits(c: &Cluster) {
+    let api = kube::Api::<kube::api::DynamicObject>::namespaced_with(
+        c.ns.client.clone(),
+        &c.ns.name,
+        &flux_suspend::object::kustomization_resource(),
+    );
+    api.patch(
+        PARENT,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": { "wait": true, "timeout": "35s" } })),
+    )
+    .await
+    .unwrap();
+}
+
+async fn doctor(c: &Cluster, controller: &str) -> (i32, String) {
+    let ns = &c.ns.name;
+    let out = c
+        .run(&[
+            "doctor",
+            "--target",
+            TARGET,
+            "--lease",
+            &format!("{ns}/flux-handoff"),
+            "--controller",
+            &format!("{ns}/{controller}"),
+        ])
+        .await;
+    (code(&out), format!("{}{}", stdout(&out), stderr(&out)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_gate_off_says_what_the_gate_would_save() {
+    let c = Cluster::seeded("doctor-gate-off").await;
+    controller(
+        &c,
+        "kc-plain",
+        &["--watch-all-namespaces", "--log-level=info"],
+    )
+    .await;
+    parent_waits(&c).await;
+    let (code, text) = doctor(&c, "kc-plain").await;
+    assert_eq!(code, 0, "{text}");
+    let want = format!(
+        "ok   feature gate CancelHealthCheckOnNewRevision of Deployment {ns}/kc-plain: off (the \
+         default); an acknowledgement waits until an in-flight health check gives up, up to 35s \
+         for Kustomization {ns}/{PARENT}, whose reconcile waits that long on a health check; \
+         --feature-gates=CancelHealthCheckOnNewRevision=true on the controller saves that wait",
+        ns = c.ns.name
+    );
+    assert!(text.contains(&want), "missing {want:?} in\n{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_gate_on_is_reported_from_the_deployment_args() {
+    let c = Cluster::seeded("doctor-gate-on").await;
+    controller(
+        &c,
+        "kc-gated",
+        &[
+            "--watch-all-namespaces",
+            "--feature-gates=OOMWatch=true,CancelHealthCheckOnNewRevision=true",
+        ],
+    )
+    .await;
+    parent_waits(&c).await;
+    let (code, text) = doctor(&c, "kc-gated").await;
+    assert_eq!(code, 0, "{text}");
+    let want = format!(
+        "ok   feature gate CancelHealthCheckOnNewRevision of Deployment {}/kc-gated: on; a \
+         suspend cancels an in-flight health check, so the acknowledgement does not wait for it",
+        c.ns.name
+    );
+    assert!(text.contains(&want), "missing {want:?} in\n{text}");
+    assert!(!text.contains(": off"), "{text}");
+}
