@@ -269,6 +269,8 @@ pub struct RunArgs {
     /// interrupted, loses its Lease or finds its pause broken — and what the command left
     /// running when it exits. The default leaves room, inside the 7.5 s a GitHub
     /// runner waits between SIGINT and SIGTERM, for the release after the command is gone.
+    /// When the Lease's renewals stop succeeding, the holder's own deadline stops the command
+    /// this long before it must be gone (at most a quarter of the time left before then).
     #[arg(long, default_value = "5s", value_parser = flux_suspend::settings::parse_duration, value_name = "DURATION")]
     pub grace: std::time::Duration,
     /// The command to run while paused, after `--`. It gets `FLUX_HANDOFF_HOLDER`,

@@ -27,7 +27,9 @@ pub async fn run(
         .command
         .split_first()
         .ok_or_else(|| Failure::usage("run: no command after --"))?;
-    let opts = session::options(settings, &args.holder, &file)?;
+    let mut opts = session::options(settings, &args.holder, &file)?;
+    // The holder's deadline stops the command this long before it must be gone.
+    opts.kill_grace = args.grace;
     let wait = session::lease_wait(&args.holder, &file)?;
     let client = client::client(global).await?;
     let started = session::start(client, opts, wait, cancel, out).await?;
