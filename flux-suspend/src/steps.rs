@@ -206,7 +206,7 @@ mod tests {
             Waiting {
                 step,
                 waited: std::time::Duration::from_secs(waited),
-                budget: std::time::Duration::from_secs(300),
+                budget: std::time::Duration::from_mins(5),
             }
             .to_string()
         };

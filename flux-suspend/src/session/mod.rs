@@ -491,14 +491,13 @@ impl Session {
             }
         };
         // A stopped work is hurried (SIGKILL) in time to be gone before the holder's deadline.
-        let ended = match ended {
-            Some(r) => r,
-            None => {
-                let kill = tokio::time::sleep_until(lease.deadline().kill_work);
-                tokio::select! {
-                    r = &mut run => r,
-                    () = kill => { cancel.hurry(); run.await }
-                }
+        let ended = if let Some(r) = ended {
+            r
+        } else {
+            let kill = tokio::time::sleep_until(lease.deadline().kill_work);
+            tokio::select! {
+                r = &mut run => r,
+                () = kill => { cancel.hurry(); run.await }
             }
         };
         if broken.is_none() && lost.is_none() && !cancel.is_stopped() {

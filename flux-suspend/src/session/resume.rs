@@ -197,41 +197,10 @@ pub async fn resume_holder(
     opts: &ResumeOptions,
     mut progress: impl FnMut(Event),
 ) -> Result<Resumed, ResumeError> {
-    let lease_name = opts.lease.to_string();
     if opts.if_held && !holds_lease(client, opts).await? {
         return Ok(Resumed::default());
     }
-    let process = if opts.holder_exited {
-        HolderProcess::Exited
-    } else {
-        HolderProcess::Unknown
-    };
-    let lease = match adopt_holder(
-        client.clone(),
-        opts.lease.clone(),
-        &opts.keys,
-        opts.holder.clone(),
-        Arc::new(flux_fence::SystemClock),
-        process,
-    )
-    .await?
-    {
-        Adoption::Adopted(g) => g,
-        Adoption::LooksLive => {
-            return Err(ResumeError::LooksLive {
-                lease: lease_name,
-                holder: opts.holder.clone(),
-            });
-        }
-        Adoption::OtherHolder { holder: other } => {
-            return Err(ResumeError::OtherHolder {
-                lease: lease_name,
-                holder: opts.holder.clone(),
-                other,
-            });
-        }
-        _ => return Err(ResumeError::Contended { lease: lease_name }),
-    };
+    let lease = adopt(client, opts).await?;
     let kinds = [kustomization_resource(), helmrelease_resource()];
     let clock = flux_fence::SystemClock;
     let found = discover::discover_listed(
@@ -344,4 +313,39 @@ async fn holds_lease(client: &Client, opts: &ResumeOptions) -> Result<bool, Resu
         holder: opts.holder.clone(),
         fences,
     })
+}
+
+/// Takes `opts.holder`'s Lease for the resume ([`adopt_holder`]), or says why not.
+async fn adopt(
+    client: &Client,
+    opts: &ResumeOptions,
+) -> Result<flux_fence::LeaseGuard, ResumeError> {
+    let lease_name = opts.lease.to_string();
+    let process = if opts.holder_exited {
+        HolderProcess::Exited
+    } else {
+        HolderProcess::Unknown
+    };
+    match adopt_holder(
+        client.clone(),
+        opts.lease.clone(),
+        &opts.keys,
+        opts.holder.clone(),
+        Arc::new(flux_fence::SystemClock),
+        process,
+    )
+    .await?
+    {
+        Adoption::Adopted(g) => Ok(g),
+        Adoption::LooksLive => Err(ResumeError::LooksLive {
+            lease: lease_name,
+            holder: opts.holder.clone(),
+        }),
+        Adoption::OtherHolder { holder: other } => Err(ResumeError::OtherHolder {
+            lease: lease_name,
+            holder: opts.holder.clone(),
+            other,
+        }),
+        _ => Err(ResumeError::Contended { lease: lease_name }),
+    }
 }

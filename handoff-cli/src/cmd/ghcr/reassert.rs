@@ -168,28 +168,28 @@ pub async fn run(
     let members = started.members();
     let out = RefCell::new(out);
     let (out_ref, work_ref, client_ref, planned_ref) = (&out, &work, &client, planned.as_ref());
-    let outcome = started
-        .run_paused(
-            |e| session::report(&mut out.borrow_mut(), &e, &members),
-            |paused| async move {
-                let proof = &paused.proof;
-                out_ref.borrow_mut().fact(
-                    "proof",
-                    json!({ "passes": proof.passes(), "counters": proof.counters().to_string() }),
-                );
-                // Right before the root Secret (the write consumers follow) the pause is read
-                // again: a person's `spec.suspend=false` after the proof stops it there.
-                let reasserter = Reasserter::new(client_ref.clone())
-                    .with_lease(paused.lease.clone())
-                    .with_root_check(paused.check.hook());
-                // The Secrets are written while the RefCell is borrowed; the session reports no
-                // progress while the work runs.
-                let mut out = out_ref.borrow_mut();
-                let run = work_ref.run(planned_ref, &reasserter, client_ref, &mut **out);
-                Ok::<_, std::convert::Infallible>(settle(&paused.cancel, run).await)
-            },
-        )
-        .await;
+    // Boxed: the session and the fan-out together make a large future.
+    let outcome = Box::pin(started.run_paused(
+        |e| session::report(&mut out.borrow_mut(), &e, &members),
+        |paused| async move {
+            let proof = &paused.proof;
+            out_ref.borrow_mut().fact(
+                "proof",
+                json!({ "passes": proof.passes(), "counters": proof.counters().to_string() }),
+            );
+            // Right before the root Secret (the write consumers follow) the pause is read
+            // again: a person's `spec.suspend=false` after the proof stops it there.
+            let reasserter = Reasserter::new(client_ref.clone())
+                .with_lease(paused.lease.clone())
+                .with_root_check(paused.check.hook());
+            // The Secrets are written while the RefCell is borrowed; the session reports no
+            // progress while the work runs.
+            let mut out = out_ref.borrow_mut();
+            let run = work_ref.run(planned_ref, &reasserter, client_ref, &mut **out);
+            Ok::<_, std::convert::Infallible>(settle(&paused.cancel, run).await)
+        },
+    ))
+    .await;
     let out = out.into_inner();
     session::finish(session::result(outcome.result), outcome.cleanup, out).map(|()| exit::SUCCESS)
 }
