@@ -381,6 +381,17 @@ async fn rbac_a_fence_without_the_label_is_found_only_by_a_full_scan() {
             .unwrap();
         assert_eq!(label(&c.get(name).await), None);
     }
+    // An older version also wrote no chain record on the Lease (by which the fences would
+    // be found by name, label or not).
+    let unrecord = json!({ "metadata": { "annotations": { "flux-handoff.io/chain": null } } });
+    c.ns.api::<Lease>()
+        .patch(
+            "flux-handoff",
+            &PatchParams::default(),
+            &Patch::Merge(&unrecord),
+        )
+        .await
+        .unwrap();
     let lease = lease_flag(&c);
     let out = sa::run_as(&c, &kc, &["fences", "--lease", &lease]).await;
     assert_eq!(code(&out), 0, "{}", stderr(&out));
