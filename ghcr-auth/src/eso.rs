@@ -194,20 +194,7 @@ pub enum ForceOutcome {
 /// [`FORCE_SYNC`] to `nonce`. Pure.
 #[must_use]
 pub fn force_sync_patch(obj: &DynamicObject, nonce: &str) -> json_patch::Patch {
-    let mut ops = vec![
-        json!({ "op": "test", "path": "/metadata/uid", "value": obj.metadata.uid }),
-        json!({
-            "op": "test",
-            "path": "/metadata/resourceVersion",
-            "value": obj.metadata.resource_version,
-        }),
-    ];
-    if obj.metadata.annotations.is_none() {
-        ops.push(json!({ "op": "add", "path": "/metadata/annotations", "value": {} }));
-    }
-    ops.push(json!({ "op": "add", "path": format!("/metadata/annotations/{FORCE_SYNC}"), "value": nonce }));
-    serde_json::from_value(Value::Array(ops))
-        .expect("the force-sync patch is a well-formed JSON Patch")
+    crate::source::annotation_patch(obj, FORCE_SYNC, nonce)
 }
 
 /// Sets [`FORCE_SYNC`] = `nonce` on the object by a CAS patch on a fresh read (re-read and

@@ -146,6 +146,13 @@ pub fn judge_source(obj: &DynamicObject, nonce: &str) -> SourceVerdict {
 /// uid and resourceVersion, create the annotations map if absent, set the annotation.
 #[must_use]
 pub fn request_patch(obj: &DynamicObject, nonce: &str) -> json_patch::Patch {
+    annotation_patch(obj, "reconcile.fluxcd.io~1requestedAt", nonce)
+}
+
+/// The CAS patch that sets one annotation on the object as read (pure): `test` uid and
+/// resourceVersion, create the annotations map if absent, set `key` (already escaped as a JSON
+/// Pointer token) to `value`. Shared by the reconcile request and ESO's force-sync.
+pub(crate) fn annotation_patch(obj: &DynamicObject, key: &str, value: &str) -> json_patch::Patch {
     let mut ops = vec![
         json!({ "op": "test", "path": "/metadata/uid", "value": obj.metadata.uid }),
         json!({
@@ -159,11 +166,11 @@ pub fn request_patch(obj: &DynamicObject, nonce: &str) -> json_patch::Patch {
     }
     ops.push(json!({
         "op": "add",
-        "path": "/metadata/annotations/reconcile.fluxcd.io~1requestedAt",
-        "value": nonce,
+        "path": format!("/metadata/annotations/{key}"),
+        "value": value,
     }));
     serde_json::from_value(Value::Array(ops))
-        .expect("the request patch is a well-formed JSON Patch")
+        .expect("an annotation patch is a well-formed JSON Patch")
 }
 
 /// The result of asking for a reconcile.
