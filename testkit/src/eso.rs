@@ -254,12 +254,38 @@ pub async fn create(client: &Client, obj: Value) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// [`create`], keeping an object that exists already (a demo run again with `--keep`).
+///
+/// # Errors
+/// The create failed otherwise.
+pub async fn create_if_absent(client: &Client, obj: Value) -> anyhow::Result<()> {
+    match create(client, obj).await {
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<kube::Error>()
+                    .is_some_and(|k| matches!(k, kube::Error::Api(s) if s.code == 409))
+            }) =>
+        {
+            Ok(())
+        }
+        other => other,
+    }
+}
+
 /// The API server URL and base64 PEM CA of the ESO plane (for the Kubernetes provider).
 ///
 /// # Errors
 /// The kubeconfig cannot be read.
 pub fn server_and_ca() -> anyhow::Result<(String, String)> {
-    let kc = Kubeconfig::read_from(kubeconfig()?)?;
+    server_and_ca_of(&kubeconfig()?)
+}
+
+/// The API server URL and base64 PEM CA of the plane of kubeconfig `path` (the demo's).
+///
+/// # Errors
+/// The kubeconfig cannot be read.
+pub fn server_and_ca_of(path: &std::path::Path) -> anyhow::Result<(String, String)> {
+    let kc = Kubeconfig::read_from(path)?;
     let cluster = kc
         .clusters
         .first()

@@ -24,7 +24,10 @@
 //! processes, which share our process group); with `--keep` they run in their own process
 //! groups and `cargo xtask demo down` stops them.
 
+mod fanout;
 mod report;
+
+pub use fanout::Fanout;
 
 use std::fmt::Write as _;
 use std::fs;
@@ -50,8 +53,11 @@ const GRACE: Duration = Duration::from_secs(10);
 const REGISTRY: (&str, &str) = ("registry", "flux-demo-setup");
 const SOURCE_MODEL: (&str, &str) = ("source-model", "flux-source-model");
 
-/// `cargo xtask demo [--keep] [--flux model|real]`.
-pub fn run(keep: bool, flux: Flux) -> anyhow::Result<()> {
+/// `cargo xtask demo [--keep] [--flux model|real] [--fanout direct|eso]`.
+pub fn run(keep: bool, flux: Flux, fanout: Fanout) -> anyhow::Result<()> {
+    if fanout == Fanout::Eso && flux == Flux::Real {
+        bail!("--fanout eso runs on the controller model only (drop --flux real)");
+    }
     let started = Instant::now();
     let state = paths::demo_state();
     let mut clock = Clock::new();
@@ -70,6 +76,13 @@ pub fn run(keep: bool, flux: Flux) -> anyhow::Result<()> {
     let testkit = bins::build(packages, wanted)?;
     let cli = bins::build(&["handoff-cli"], &["flux-handoff"])?.remove(0);
     clock.step("built flux-handoff, the Flux side, the setup tool");
+    let eso = if fanout == Fanout::Eso {
+        let prepared = fanout::prepare()?;
+        clock.step("External Secrets Operator built (cached) with its CRDs");
+        Some(prepared)
+    } else {
+        None
+    };
 
     let (_launcher, line) = cluster::start(&state, keep, flux)?;
     let teardown = Teardown {
@@ -99,10 +112,7 @@ pub fn run(keep: bool, flux: Flux) -> anyhow::Result<()> {
             Flux::Real => "source-controller",
         }
     ));
-    demo.seed()?;
-    clock.step("seeded: stale Secrets, a source that cannot pull, a frozen parent");
-
-    let summary = demo.reassert()?;
+    let summary = demo.seed_and_reassert(&state, eso.as_ref(), keep, &mut clock)?;
     if let Some(s) = &summary {
         clock.step(&format!(
             "ghcr reassert: pause proven in {:.1}s despite the frozen parent, {} Secrets \
@@ -221,15 +231,36 @@ impl Demo {
         })
     }
 
-    /// Stale Secrets, a source that cannot pull with them, and the frozen parent.
-    fn seed(&self) -> anyhow::Result<()> {
-        run_step(
-            Command::new(&self.setup)
-                .args(["seed", "--kubeconfig"])
-                .arg(&self.kubeconfig)
-                .args(["--image", &self.image]),
-            "seeding the rotated-credential state",
-        )?;
+    /// The seeded state (with ESO's layout and ESO itself when `eso` names its binary and
+    /// CRDs), then the rotation.
+    fn seed_and_reassert(
+        &self,
+        state: &Path,
+        eso: Option<&(PathBuf, PathBuf)>,
+        keep: bool,
+        clock: &mut Clock,
+    ) -> anyhow::Result<Option<report::ReassertSummary>> {
+        self.seed(eso.is_none())?;
+        clock.step("seeded: stale Secrets, a source that cannot pull, a frozen parent");
+        let Some((bin, crds)) = eso else {
+            return self.reassert();
+        };
+        self.eso_seed(crds, || fanout::start(state, bin, &self.kubeconfig, keep))?;
+        clock.step("External Secrets running; the stale credential synced into each consumer");
+        self.reassert_eso(state)
+    }
+
+    /// Stale Secrets (a consumer's too unless ESO writes the consumers), a source that cannot
+    /// pull with them, and the frozen parent.
+    fn seed(&self, consumer_secret: bool) -> anyhow::Result<()> {
+        let mut seed = Command::new(&self.setup);
+        seed.args(["seed", "--kubeconfig"])
+            .arg(&self.kubeconfig)
+            .args(["--image", &self.image]);
+        if !consumer_secret {
+            seed.arg("--no-consumer-secret");
+        }
+        run_step(&mut seed, "seeding the rotated-credential state")?;
         run_step(
             Command::new(&self.setup)
                 .args(["freeze", "--kubeconfig"])
@@ -297,6 +328,62 @@ impl Demo {
         report::reassert_summary(&doc).map(Some)
     }
 
+    /// ESO's CRDs and the layout, then ESO (`start_eso`: it refuses to start without its
+    /// CRDs), then its first sync of the stale credential into every consumer.
+    fn eso_seed(
+        &self,
+        crds: &Path,
+        start_eso: impl FnOnce() -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        let setup = |step: &str| {
+            let mut cmd = Command::new(&self.setup);
+            cmd.args([step, "--kubeconfig"])
+                .arg(&self.kubeconfig)
+                .args(["--image", &self.image]);
+            cmd
+        };
+        run_step(
+            setup("eso-seed").env("FLUX_HANDOFF_ESO_CRDS", crds),
+            "creating the External Secrets layout",
+        )?;
+        start_eso()?;
+        run_step(&mut setup("eso-synced"), "waiting for ESO's first sync")
+    }
+
+    /// `ghcr reassert` from the layout's config file, then the read-back of every consumer
+    /// and the root. Secrets reasserted: the root's count plus each consumer ESO converged.
+    fn reassert_eso(&self, state: &Path) -> anyhow::Result<Option<report::ReassertSummary>> {
+        let (config, text) =
+            fanout::config_file(state, self.user, &self.image, &self.host, TOKEN_ENV)?;
+        eprintln!("demo: {}:", config.display());
+        for line in text.lines() {
+            eprintln!("demo:   {line}");
+        }
+        let config = config.to_string_lossy();
+        let args = [
+            "--config", &config, "--reason", REASON, "--output", "json", "ghcr", "reassert",
+        ];
+        eprintln!(
+            "demo: $ {TOKEN_ENV}=<token> flux-handoff {}",
+            shell_words(&args)
+        );
+        let doc = capture_json(
+            self.handoff(&args).env(TOKEN_ENV, &self.token),
+            "flux-handoff ghcr reassert (External Secrets)",
+        )?;
+        let mut summary = report::reassert_summary(&doc)?;
+        summary.secrets += report::external_secrets(&doc)?;
+        run_step(
+            Command::new(&self.setup)
+                .args(["eso-check", "--kubeconfig"])
+                .arg(&self.kubeconfig)
+                .args(["--image", &self.image])
+                .env("FLUX_DEMO_TOKEN", &self.token),
+            "reading the consumers and the root back",
+        )?;
+        Ok(Some(summary))
+    }
+
     /// `flux-handoff fences` from inside a handoff (fences held), then the count after it.
     fn show_fences(&self) -> anyhow::Result<usize> {
         let cli = self.cli.to_string_lossy();
@@ -337,9 +424,11 @@ fn stop_all(state: &Path) -> anyhow::Result<()> {
     if Flux::of(state) == Flux::Real {
         return cluster::stop(state);
     }
+    let eso = daemon::stop(state, fanout::ESO.0, fanout::ESO.1, GRACE);
     let source = daemon::stop(state, SOURCE_MODEL.0, SOURCE_MODEL.1, GRACE);
     let registry = daemon::stop(state, REGISTRY.0, REGISTRY.1, GRACE);
     cluster::stop(state)?;
+    eso?;
     source?;
     registry?;
     Ok(())

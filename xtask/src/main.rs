@@ -38,7 +38,7 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  demo [--keep] [--flux model|real]
+  demo [--keep] [--flux model|real] [--fanout direct|eso]
                           the GHCR credential handoff of the original incident, end to end:
                           builds what it needs, starts a private control plane (state in
                           target/flux-handoff/demo) with the Flux controller and source models
@@ -48,7 +48,10 @@ commands:
                           `demo: ok pause_proven=<s>s secrets_reasserted=<n> fences_left=0`.
                           Stops everything afterwards; --keep leaves it running and prints
                           `export KUBECONFIG=...`. --flux real runs it against the real
-                          kustomize- and source-controller (cluster up --flux real)
+                          kustomize- and source-controller (cluster up --flux real).
+                          --fanout eso rotates through External Secrets instead (the real
+                          ESO v0.16.2, built once from Go modules: staged key, PushSecret,
+                          an ExternalSecret per consumer, the root last; docs/fanout.md)
   demo down               stop a demo left running by --keep
   cluster up [--flux model|real] [--detach]
                           build (cached) and start the local control plane: a real
@@ -144,7 +147,7 @@ fn main() -> ExitCode {
         ["cluster", "check", "--kubeconfig", k] => cluster::check(Some(k)),
         ["demo", "down"] => demo::down(),
         ["demo", flags @ ..] => match demo_flags(flags) {
-            Ok((keep, flux)) => demo::run(keep, flux),
+            Ok((keep, flux, fanout)) => demo::run(keep, flux, fanout),
             Err(e) => {
                 eprintln!("xtask: {e}");
                 eprint!("{USAGE}");
@@ -198,10 +201,11 @@ fn main() -> ExitCode {
     }
 }
 
-/// `[--keep] [--flux model|real]` of `demo`, in any order.
-fn demo_flags(flags: &[&str]) -> anyhow::Result<(bool, realflux::Flux)> {
+/// `[--keep] [--flux model|real] [--fanout direct|eso]` of `demo`, in any order.
+fn demo_flags(flags: &[&str]) -> anyhow::Result<(bool, realflux::Flux, demo::Fanout)> {
     let mut keep = false;
     let mut flux = realflux::Flux::Model;
+    let mut fanout = demo::Fanout::Direct;
     let mut it = flags.iter();
     while let Some(flag) = it.next() {
         match *flag {
@@ -212,10 +216,16 @@ fn demo_flags(flags: &[&str]) -> anyhow::Result<(bool, realflux::Flux)> {
                     .ok_or_else(|| anyhow::anyhow!("--flux needs a value"))?;
                 flux = realflux::Flux::parse(value)?;
             }
+            "--fanout" => {
+                let value = it
+                    .next()
+                    .ok_or_else(|| anyhow::anyhow!("--fanout needs a value"))?;
+                fanout = demo::Fanout::parse(value)?;
+            }
             other => anyhow::bail!("unknown flag `{other}` for demo"),
         }
     }
-    Ok((keep, flux))
+    Ok((keep, flux, fanout))
 }
 
 /// `[--flux model|real] [--detach]` of `cluster up`, in any order.

@@ -5,6 +5,9 @@
 //! flux-demo-setup registry                      # env FLUX_DEMO_USER, FLUX_DEMO_TOKEN
 //! flux-demo-setup seed   --kubeconfig PATH --image HOST/REPO:TAG
 //! flux-demo-setup freeze --kubeconfig PATH
+//! flux-demo-setup eso-seed  --kubeconfig PATH --image HOST/REPO:TAG   # env FLUX_HANDOFF_ESO_CRDS
+//! flux-demo-setup eso-synced --kubeconfig PATH --image HOST/REPO:TAG
+//! flux-demo-setup eso-check --kubeconfig PATH --image HOST/REPO:TAG   # env FLUX_DEMO_TOKEN
 //! ```
 //!
 //! 1. `registry` starts a local registry ([`testkit::registry`]) accepting the demo user and
@@ -20,8 +23,14 @@
 //! 3. `freeze` waits until the parent `flux-system/flux-system` is Ready and then gives it the
 //!    status of the original incident: `Reconciling=True`, `Ready=Unknown`, as a reconcile
 //!    interrupted mid-flight leaves it (see [`freeze`] for why a status write is faithful).
+//! 4. `eso-seed`, `eso-synced` and `eso-check` (`cargo xtask demo --fanout eso`, module [`eso`]): the original
+//!    tool's External Secrets layout, the stale credential synced by ESO into each consumer;
+//!    after the rotation, the read-back of every consumer and the root. With `--fanout eso`,
+//!    `seed --no-consumer-secret` leaves the consumers to ESO.
 //!
 //! Every step prints `setup: ...` lines and exits non-zero with one line on failure.
+
+mod eso;
 
 use std::time::{Duration, Instant};
 
@@ -37,9 +46,9 @@ use testkit::registry::LocalRegistry;
 use tokio::signal::unix::{SignalKind, signal};
 
 /// The namespace of the seeded tree and of the root Secret.
-const FLUX_NS: &str = "flux-system";
+pub(crate) const FLUX_NS: &str = "flux-system";
 /// The pull Secret's name, in consumers and as the root Secret.
-const SECRET: &str = "ghcr-auth";
+pub(crate) const SECRET: &str = "ghcr-auth";
 /// The consumer namespace that starts with a stale Secret (`infrastructure` starts with none).
 const STALE_CONSUMER: &str = "apps";
 /// The `OCIRepository` the source model serves.
@@ -66,8 +75,26 @@ async fn run() -> anyhow::Result<()> {
     testkit::install_crypto();
     match <Command as clap::Parser>::parse() {
         Command::Registry => registry().await,
-        Command::Seed { kubeconfig, image } => {
-            seed(&testkit::client_for(kubeconfig.as_deref()).await?, &image).await
+        Command::Seed {
+            kubeconfig,
+            image,
+            no_consumer_secret,
+        } => {
+            let client = testkit::client_for(kubeconfig.as_deref()).await?;
+            seed(&client, &image, !no_consumer_secret).await
+        }
+        Command::EsoSeed { kubeconfig, image } => {
+            let client = testkit::client_for(Some(&kubeconfig)).await?;
+            eso::seed(&client, &kubeconfig, registry_host(&image)?).await
+        }
+        Command::EsoSynced { kubeconfig, image } => {
+            let client = testkit::client_for(Some(&kubeconfig)).await?;
+            eso::synced(&client, registry_host(&image)?).await
+        }
+        Command::EsoCheck { kubeconfig, image } => {
+            let token = std::env::var("FLUX_DEMO_TOKEN").context("FLUX_DEMO_TOKEN is not set")?;
+            let client = testkit::client_for(Some(&kubeconfig)).await?;
+            eso::check(&client, registry_host(&image)?, &token).await
         }
         Command::Freeze { kubeconfig } => {
             freeze(&testkit::client_for(kubeconfig.as_deref()).await?).await
@@ -87,6 +114,36 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         kubeconfig: Option<String>,
         /// The image the `OCIRepository` pulls.
+        #[arg(long, value_name = "HOST/REPO:TAG")]
+        image: String,
+        /// No stale Secret in the consumer namespace: ESO writes the consumers (`--fanout eso`).
+        #[arg(long)]
+        no_consumer_secret: bool,
+    },
+    /// Install ESO's CRDs (from `FLUX_HANDOFF_ESO_CRDS`) and create the External Secrets layout.
+    EsoSeed {
+        /// Kubeconfig file of the demo's plane.
+        #[arg(long, value_name = "PATH")]
+        kubeconfig: String,
+        /// The image whose registry host the credential is for.
+        #[arg(long, value_name = "HOST/REPO:TAG")]
+        image: String,
+    },
+    /// Wait until ESO's first sync put the stale credential into every consumer.
+    EsoSynced {
+        /// Kubeconfig file of the demo's plane.
+        #[arg(long, value_name = "PATH")]
+        kubeconfig: String,
+        /// The image whose registry host the credential is for.
+        #[arg(long, value_name = "HOST/REPO:TAG")]
+        image: String,
+    },
+    /// Read every consumer and the root back after the rotation (token from `FLUX_DEMO_TOKEN`).
+    EsoCheck {
+        /// Kubeconfig file of the demo's plane.
+        #[arg(long, value_name = "PATH")]
+        kubeconfig: String,
+        /// The image whose registry host the credential is for.
         #[arg(long, value_name = "HOST/REPO:TAG")]
         image: String,
     },
@@ -122,7 +179,7 @@ async fn registry() -> anyhow::Result<()> {
 }
 
 /// Seeds the state a credential rotation leaves behind (see the crate docs, step 2).
-async fn seed(client: &Client, image: &str) -> anyhow::Result<()> {
+async fn seed(client: &Client, image: &str, consumer_secret: bool) -> anyhow::Result<()> {
     let ks: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), FLUX_NS, &kustomization_resource());
     for name in std::iter::once(PARENT).chain(CHILDREN) {
@@ -140,13 +197,15 @@ async fn seed(client: &Client, image: &str) -> anyhow::Result<()> {
         .split_once('/')
         .context("--image needs HOST/REPO:TAG")?;
     let (repo, tag) = rest.rsplit_once(':').context("--image needs a :TAG")?;
-    for ns in [STALE_CONSUMER, FLUX_NS] {
-        stale_secret(client, ns, host).await?;
+    if consumer_secret {
+        stale_secret(client, STALE_CONSUMER, host).await?;
+        println!(
+            "setup: stale Secret {SECRET} (an expired token) in {STALE_CONSUMER}; none in \
+             infrastructure"
+        );
     }
-    println!(
-        "setup: stale Secret {SECRET} (an expired token) in {STALE_CONSUMER} and {FLUX_NS} \
-         (root); none in infrastructure"
-    );
+    stale_secret(client, FLUX_NS, host).await?;
+    println!("setup: stale root Secret {FLUX_NS}/{SECRET} (an expired token)");
     let sources: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), FLUX_NS, &oci_repository_resource());
     let url = format!("oci://{host}/{repo}");
@@ -176,12 +235,25 @@ async fn seed(client: &Client, image: &str) -> anyhow::Result<()> {
 }
 
 /// A `kubernetes.io/dockerconfigjson` Secret holding an expired token for `host`.
-async fn stale_secret(client: &Client, ns: &str, host: &str) -> anyhow::Result<()> {
-    let config = json!({ "auths": { host: {
+/// The registry host of `HOST/REPO:TAG`.
+fn registry_host(image: &str) -> anyhow::Result<&str> {
+    image
+        .split_once('/')
+        .map(|(host, _)| host)
+        .context("--image needs HOST/REPO:TAG")
+}
+
+/// The Docker config of the expired token for registry `host`.
+pub(crate) fn stale_config(host: &str) -> Value {
+    json!({ "auths": { host: {
         "username": "demo-bot",
         "password": "expired-demo-token",
         "auth": "ZGVtby1ib3Q6ZXhwaXJlZC1kZW1vLXRva2Vu",
-    }}});
+    }}})
+}
+
+async fn stale_secret(client: &Client, ns: &str, host: &str) -> anyhow::Result<()> {
+    let config = stale_config(host);
     let secret = Secret {
         metadata: ObjectMeta {
             name: Some(SECRET.into()),
@@ -267,7 +339,7 @@ fn ready_field(data: &Value, field: &str) -> Option<String> {
 }
 
 /// Polls `check` every 250 ms until it is true, for at most 90 s.
-async fn wait_for<F, Fut>(what: &str, mut check: F) -> anyhow::Result<()>
+pub(crate) async fn wait_for<F, Fut>(what: &str, mut check: F) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<bool>>,

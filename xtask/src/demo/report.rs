@@ -62,6 +62,17 @@ pub fn reassert_summary(doc: &Value) -> anyhow::Result<ReassertSummary> {
     })
 }
 
+/// The consumers External Secrets converged, from the `external_secrets` fact.
+///
+/// # Errors
+/// The document has no such fact (the route did not run).
+pub fn external_secrets(doc: &Value) -> anyhow::Result<u64> {
+    doc.pointer("/facts/external_secrets")
+        .and_then(Value::as_array)
+        .map(|a| a.len() as u64)
+        .context("no external_secrets in the document (did the External Secrets route run?)")
+}
+
 /// The number of fences in a `fences --output json` document.
 ///
 /// # Errors
