@@ -36,6 +36,11 @@ pub enum Feature {
     GhcrSelector,
     /// `ghcr reassert --source`: requesting a reconcile of a Flux source as the pull proof.
     SourceProof,
+    /// `ghcr reassert --secret-key`: the one data key of a staging Secret (it must exist).
+    GhcrStagedKey,
+    /// `ghcr reassert --push-secret --external-secret`: force-syncing External Secrets objects
+    /// (an annotation patch) and reading each consumer Secret back (never writing it).
+    GhcrExternalSecrets,
 }
 
 impl Feature {
@@ -53,6 +58,10 @@ impl Feature {
             Self::GhcrRoot => "ghcr reassert writes the root Secret",
             Self::GhcrSelector => "ghcr reassert finds consumer namespaces by label",
             Self::SourceProof => "ghcr reassert proves Flux can pull",
+            Self::GhcrStagedKey => "ghcr reassert stages the credential in a Secret key",
+            Self::GhcrExternalSecrets => {
+                "ghcr reassert force-syncs External Secrets and reads the consumers back"
+            }
         }
     }
 }
@@ -137,6 +146,23 @@ pub struct Ghcr {
     pub root: Option<(String, String)>,
     /// The Flux sources proved afterwards.
     pub sources: Vec<Source>,
+    /// The Secrets holding a staged key, `(namespace, name)`.
+    pub staged: Vec<(String, String)>,
+    /// The External Secrets route, when configured.
+    pub eso: Option<EsoRights>,
+}
+
+/// What the External Secrets route of `ghcr reassert` drives.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EsoRights {
+    /// The `PushSecret`, `(namespace, name)`.
+    pub push_secret: (String, String),
+    /// The `ExternalSecret`'s name in each consumer namespace. Its target Secret is granted by
+    /// this name too (ESO's default, `spec.target.name` unset or equal): a target of another
+    /// name is refused by the API server when read back, so the route fails before the root.
+    pub external_secret: String,
+    /// The consumer namespaces.
+    pub consumers: Vec<String>,
 }
 
 /// What one configuration touches.
@@ -158,6 +184,8 @@ const LEASES: (&str, &str) = ("coordination.k8s.io", "leases");
 const KS: (&str, &str) = ("kustomize.toolkit.fluxcd.io", "kustomizations");
 const HR: (&str, &str) = ("helm.toolkit.fluxcd.io", "helmreleases");
 const SECRETS: (&str, &str) = ("", "secrets");
+const PUSH: (&str, &str) = ("external-secrets.io", "pushsecrets");
+const EXTERNAL: (&str, &str) = ("external-secrets.io", "externalsecrets");
 
 /// Every right `plan` needs, one per verb, resource, namespace and name, without duplicates,
 /// in a stable order (Lease, fences, discovery, restart, ghcr).
@@ -250,6 +278,43 @@ impl Rights {
         if let Some((ns, root)) = &g.root {
             self.add(Feature::GhcrRoot, "get", SECRETS, Some(ns), Some(root));
             self.add(Feature::GhcrRoot, "patch", SECRETS, Some(ns), Some(root));
+        }
+        for (ns, name) in &g.staged {
+            // A metadata read, a fresh read, then a JSON Patch testing the key's old value.
+            self.add(Feature::GhcrStagedKey, "get", SECRETS, Some(ns), Some(name));
+            self.add(
+                Feature::GhcrStagedKey,
+                "patch",
+                SECRETS,
+                Some(ns),
+                Some(name),
+            );
+        }
+        if let Some(e) = &g.eso {
+            let (ns, name) = (
+                Some(e.push_secret.0.as_str()),
+                Some(e.push_secret.1.as_str()),
+            );
+            self.add(Feature::GhcrExternalSecrets, "get", PUSH, ns, name);
+            self.add(Feature::GhcrExternalSecrets, "patch", PUSH, ns, name);
+            let name = Some(e.external_secret.as_str());
+            for ns in &e.consumers {
+                self.add(
+                    Feature::GhcrExternalSecrets,
+                    "get",
+                    EXTERNAL,
+                    Some(ns),
+                    name,
+                );
+                self.add(
+                    Feature::GhcrExternalSecrets,
+                    "patch",
+                    EXTERNAL,
+                    Some(ns),
+                    name,
+                );
+                self.add(Feature::GhcrExternalSecrets, "get", SECRETS, Some(ns), name);
+            }
         }
         for s in &g.sources {
             let kind = ("source.toolkit.fluxcd.io", s.resource);

@@ -456,3 +456,124 @@ async fn fanout_complete_a_missing_external_secret_refuses_before_any_write() {
             .is_none_or(|a| !a.contains_key("force-sync"))
     );
 }
+
+/// A client of the ESO plane authenticated as `ServiceAccount` `ns/name` (a bound token).
+async fn service_account_client(admin: &Client, ns: &str, name: &str) -> Client {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    let req = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            audiences: Some(vec!["https://kubernetes.default.svc".into()]),
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        }),
+        ..TokenRequest::default()
+    };
+    let token = Api::<ServiceAccount>::namespaced(admin.clone(), ns)
+        .create_token_request(name, &PostParams::default(), &req)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token
+        .unwrap();
+    let mut config = testkit::config_from(&eso::kubeconfig().unwrap())
+        .await
+        .unwrap();
+    config.auth_info = kube::config::AuthInfo {
+        token: Some(token.into()),
+        ..kube::config::AuthInfo::default()
+    };
+    Client::try_from(config).unwrap()
+}
+
+#[tokio::test]
+async fn eso_fanout_the_whole_route_runs_as_a_service_account_with_only_the_generated_rights() {
+    use flux_suspend::rights::{self, EsoRights, Ghcr, Plan, Subject};
+    use testkit::rbac::Access;
+    let stale = config("stale-token");
+    let layout = Layout::new(&stale).await;
+    let eso = Eso::start(&layout.p).await.unwrap();
+    layout.eso_objects(&eso.class, Some(eso::REMOTE_KEY)).await;
+    layout.first_sync("apps", &stale).await;
+    layout.first_sync("web", &stale).await;
+
+    // What `flux-handoff rbac` prints for this layout (its plan, as the CLI builds it).
+    let flux = layout.ns("flux");
+    let consumers = vec![layout.ns("apps"), layout.ns("web")];
+    let plan = Plan {
+        lease: (flux.clone(), "flux-handoff".into()),
+        ghcr: Some(Ghcr {
+            root: Some((flux.clone(), "ghcr-auth".into())),
+            staged: vec![(flux.clone(), "variables-base".into())],
+            eso: Some(EsoRights {
+                push_secret: (flux.clone(), "seed-ghcr".into()),
+                external_secret: "ghcr-auth".into(),
+                consumers: consumers.clone(),
+            }),
+            ..Ghcr::default()
+        }),
+        ..Plan::default()
+    };
+    let subject = Subject {
+        namespace: flux.clone(),
+        name: "fanout".into(),
+    };
+    let docs = testkit::rbac::parse(&rights::manifests(&plan, &subject, &[])).unwrap();
+    testkit::rbac::apply(&layout.client, &flux, &docs)
+        .await
+        .unwrap();
+    let sa = service_account_client(&layout.client, &flux, "fanout").await;
+    for ns in &consumers {
+        // Granted by name: asked by name, once the authorizer has seen the new Role.
+        let patch_es = Access::new("patch", "external-secrets.io", "externalsecrets")
+            .namespace(ns)
+            .name("ghcr-auth");
+        let start = Instant::now();
+        while !testkit::rbac::may_on(&sa, &patch_es).await.unwrap() {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "never granted: {patch_es:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let read_secret = Access::new("get", "", "secrets")
+            .namespace(ns)
+            .name("ghcr-auth");
+        assert!(testkit::rbac::may_on(&sa, &read_secret).await.unwrap());
+        // The consumers' Secrets are ESO's: the account may read them, never write them.
+        assert!(
+            !testkit::rbac::may(&sa, "patch", "", "secrets", ns)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !testkit::rbac::may(&sa, "create", "", "secrets", ns)
+                .await
+                .unwrap()
+        );
+    }
+
+    let fresh = config("fresh-token");
+    let mut progress = Recorded::default();
+    let result = layout
+        .run(&fresh, Duration::from_mins(1))
+        .run(&Reasserter::new(sa.clone()), &sa, &mut progress)
+        .await;
+    assert!(
+        result.is_ok(),
+        "{:?}\n{:?}\nESO log:\n{}",
+        result,
+        progress.0,
+        eso.log()
+    );
+    assert!(holds(
+        &layout.secret("flux", "ghcr-auth").await.unwrap(),
+        &fresh
+    ));
+    for part in ["apps", "web"] {
+        assert!(holds(
+            &layout.secret(part, "ghcr-auth").await.unwrap(),
+            &fresh
+        ));
+    }
+}

@@ -48,11 +48,15 @@ Exit codes:
   0    success
   1    internal error
   2    usage or configuration error: flags, config file, kubeconfig (nothing was touched)
-  3    refused: another holder has the Lease or a fence (nothing was changed)
-  4    timeout: the stable-pause proof or another bounded wait did not settle
+  3    refused: another holder has the Lease or a fence, or the credential's fan-out is
+       incomplete (nothing was changed)
+  4    timeout: the stable-pause proof or another bounded wait did not settle (also: an
+       External Secrets consumer did not converge; the root Secret is unchanged)
   5    registry rejected the credential (401/403/404) or was unreachable
   6    Kubernetes API error (unreachable, forbidden, missing CRD, ...), the Lease was lost
-       while the command ran, or a refusal found only after this run had written (undone)
+       while the command ran (also by the holder's own deadline when its renewals stopped
+       succeeding: the line names what may still be held), or a refusal found only after
+       this run had written (undone)
   7    cleanup failed: something is still held or unsettled (see `flux-handoff fences`)
   8    pause broken while the command ran: someone removed or changed a fence, deleted or
        recreated a paused object, or unsuspended it; the command was stopped (the line names

@@ -195,6 +195,49 @@ fn rbac_generates_a_role_per_consumer_namespace_and_refuses_a_selector_with_exit
     assert!(stdout(&out).is_empty());
 }
 
+#[test]
+fn rbac_fanout_the_external_secrets_layout_gets_its_rules_and_no_write_on_consumer_secrets() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_flux-handoff"))
+        .args([
+            "rbac",
+            "--secret-key",
+            "flux-system/variables-base:ghcr_dockerconfigjson",
+            "--push-secret",
+            "flux-system/seed-ghcr",
+            "--external-secret",
+            "ghcr-auth",
+            "--namespace-list",
+            "apps",
+            "--root-secret",
+            "flux-system/ghcr-auth",
+        ])
+        .env_remove("FLUX_HANDOFF_CONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let docs = rbac::parse(&stdout(&out));
+    let role = |ns: &str| {
+        docs.iter()
+            .find(|d| d["kind"] == "Role" && d["metadata"]["namespace"] == ns)
+            .unwrap()["rules"]
+            .clone()
+    };
+    assert_eq!(
+        role("apps"),
+        json!([{ "apiGroups": ["external-secrets.io"], "resources": ["externalsecrets"],
+                 "resourceNames": ["ghcr-auth"], "verbs": ["get", "patch"] },
+               { "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["ghcr-auth"],
+                 "verbs": ["get"] }])
+    );
+    let flux = role("flux-system").to_string();
+    for rule in [
+        r#"{"apiGroups":["external-secrets.io"],"resourceNames":["seed-ghcr"],"resources":["pushsecrets"],"verbs":["get","patch"]}"#,
+        r#"{"apiGroups":[""],"resourceNames":["variables-base"],"resources":["secrets"],"verbs":["get","patch"]}"#,
+    ] {
+        assert!(flux.contains(rule), "{rule} not in {flux}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_pause_fences_doctor_and_resume_as_the_shipped_service_account() {
     let c = Cluster::seeded("rbac-ok").await;

@@ -19,6 +19,8 @@ fn ghcr() -> Ghcr {
             namespace: "flux-system".into(),
             name: "app".into(),
         }],
+        staged: vec![],
+        eso: None,
     }
 }
 
@@ -219,5 +221,53 @@ fn manifests_hold_a_role_per_namespace_and_a_cluster_role_only_when_needed() {
     assert!(text.contains("kind: ClusterRole\nmetadata:\n  name: flux-handoff-flux-system\n"));
     assert!(
         text.contains("kind: ClusterRoleBinding\nmetadata:\n  name: flux-handoff-flux-system\n")
+    );
+}
+
+#[test]
+fn rbac_fanout_the_external_secrets_layout_needs_exactly_these_secret_and_eso_rights() {
+    let mut p = base();
+    p.ghcr = Some(Ghcr {
+        secret_name: String::new(),
+        consumers: vec![],
+        sources: vec![],
+        staged: vec![("flux-system".into(), "variables-base".into())],
+        eso: Some(EsoRights {
+            push_secret: ("flux-system".into(), "seed-ghcr".into()),
+            external_secret: "ghcr-auth".into(),
+            consumers: vec!["apps".into(), "web".into()],
+        }),
+        ..ghcr()
+    });
+    let t = texts(&p);
+    let fanout: Vec<&str> = t
+        .iter()
+        .map(String::as_str)
+        .filter(|x| x.contains("secrets") && !x.contains("leases"))
+        .collect();
+    assert_eq!(
+        fanout,
+        [
+            "get secrets ghcr-auth in flux-system",
+            "patch secrets ghcr-auth in flux-system",
+            "get secrets variables-base in flux-system",
+            "patch secrets variables-base in flux-system",
+            "get pushsecrets.external-secrets.io seed-ghcr in flux-system",
+            "patch pushsecrets.external-secrets.io seed-ghcr in flux-system",
+            "get externalsecrets.external-secrets.io ghcr-auth in apps",
+            "patch externalsecrets.external-secrets.io ghcr-auth in apps",
+            "get secrets ghcr-auth in apps",
+            "get externalsecrets.external-secrets.io ghcr-auth in web",
+            "patch externalsecrets.external-secrets.io ghcr-auth in web",
+            "get secrets ghcr-auth in web",
+        ]
+    );
+    // The consumers' Secrets are ESO's: read back, never created or patched.
+    assert!(
+        !t.iter().any(
+            |x| (x.starts_with("create secrets") || x.starts_with("patch secrets"))
+                && (x.ends_with(" apps") || x.ends_with(" web"))
+        ),
+        "{t:#?}"
     );
 }

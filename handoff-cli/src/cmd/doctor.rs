@@ -7,7 +7,7 @@ use flux_fence::discover::Scope;
 use flux_suspend::doctor::{Checkup, Finding, doctor};
 use serde_json::json;
 
-use super::ghcr::SecretArgs;
+use super::ghcr::{FanoutArgs, SecretArgs};
 use crate::cli::{FindArgs, Global, TargetArgs};
 use crate::failure::Failure;
 use crate::output::Output;
@@ -23,11 +23,19 @@ pub struct DoctorArgs {
     pub find: FindArgs,
     #[command(flatten)]
     pub secrets: SecretArgs,
+    #[command(flatten)]
+    pub fanout: FanoutArgs,
 }
 
 /// Runs every check, printing each as it is made; exit 0 when all pass, 6 otherwise.
 pub async fn run(global: &Global, args: &DoctorArgs, out: &mut Output) -> Result<u8, Failure> {
-    let checkup = checkup(global, &args.targets, &args.find, &args.secrets)?;
+    let checkup = checkup(
+        global,
+        &args.targets,
+        &args.find,
+        &args.secrets,
+        &args.fanout,
+    )?;
     let client = client::client(global).await?;
     let text = !out.is_json();
     let findings = doctor(&client, &checkup, &mut |f| {
@@ -54,6 +62,7 @@ pub(crate) fn checkup(
     targets: &TargetArgs,
     find: &FindArgs,
     secrets: &SecretArgs,
+    fanout: &FanoutArgs,
 ) -> Result<Checkup, Failure> {
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
     let named = !(targets.target.is_empty() && file.targets.is_empty());
@@ -79,6 +88,6 @@ pub(crate) fn checkup(
         strategy: s.strategy,
         also_in,
         all_namespaces: find.all_namespaces,
-        ghcr: super::rbac::ghcr_plan(secrets, &file, &global.namespace)?,
+        ghcr: super::rbac::ghcr_plan(secrets, fanout, &file, &global.namespace)?,
     })
 }

@@ -3,10 +3,10 @@
 //! plan and prints). No cluster call. `deploy/rbac.yaml` is its output without arguments.
 
 use clap::Args;
-use flux_suspend::rights::{self, Ghcr, Source, Subject};
+use flux_suspend::rights::{self, EsoRights, Ghcr, Source, Subject};
 use ghcr_auth::reassert::Consumers;
 
-use super::ghcr::{SecretArgs, secrets};
+use super::ghcr::{FanoutArgs, SecretArgs, route};
 use crate::cli::{FindArgs, Global, TargetArgs};
 use crate::config::{FileConfig, split_ref};
 use crate::exit;
@@ -27,6 +27,8 @@ pub struct RbacArgs {
     pub find: FindArgs,
     #[command(flatten)]
     pub secrets: SecretArgs,
+    #[command(flatten)]
+    pub fanout: FanoutArgs,
     /// The `ServiceAccount` to bind, `[namespace/]name` (default: flux-handoff in -n).
     #[arg(long, value_name = "SA", default_value = "flux-handoff")]
     pub service_account: String,
@@ -34,7 +36,13 @@ pub struct RbacArgs {
 
 /// Prints the manifests; exit 0, or 2 for bad input.
 pub fn run(global: &Global, args: &RbacArgs, out: &mut Output) -> Result<u8, Failure> {
-    let checkup = super::doctor::checkup(global, &args.targets, &args.find, &args.secrets)?;
+    let checkup = super::doctor::checkup(
+        global,
+        &args.targets,
+        &args.find,
+        &args.secrets,
+        &args.fanout,
+    )?;
     if checkup.ghcr.as_ref().is_some_and(|g| g.selector) {
         return Err(Failure::usage(
             "rbac grants Secrets by namespace: pass --namespace-list instead of a selector",
@@ -67,10 +75,11 @@ pub fn run(global: &Global, args: &RbacArgs, out: &mut Output) -> Result<u8, Fai
     Ok(exit::SUCCESS)
 }
 
-/// What `ghcr reassert` would write with these flags over `[ghcr]`; `None` when neither
-/// names anything.
+/// What `ghcr reassert` would write and drive with these flags over `[ghcr]`; `None` when
+/// neither names anything.
 pub(crate) fn ghcr_plan(
     args: &SecretArgs,
+    fanout: &FanoutArgs,
     file: &FileConfig,
     default_ns: &str,
 ) -> Result<Option<Ghcr>, Failure> {
@@ -78,20 +87,43 @@ pub(crate) fn ghcr_plan(
         || args.namespace_selector.is_some()
         || args.root_secret.is_some()
         || !args.source.is_empty()
-        || args.secret_name.is_some();
+        || args.secret_name.is_some()
+        || !fanout.secret_key.is_empty()
+        || fanout.push_secret.is_some()
+        || fanout.external_secret.is_some();
     if !named && file.ghcr.is_none() {
         return Ok(None);
     }
-    let (spec, sources) = secrets(args, file.ghcr.as_ref(), default_ns)?;
-    let (consumers, selector) = match spec.consumers {
+    let (route, sources) = route(args, fanout, file.ghcr.as_ref(), default_ns)?;
+    let spec = route.direct;
+    let namespaces = |c: Consumers| match c {
         Consumers::Namespaces(l) => (l, false),
         Consumers::Selector(_) => (Vec::new(), true),
+    };
+    let (consumers, mut selector) = namespaces(spec.consumers);
+    let eso = match route.eso {
+        Some(e) => {
+            let (consumers, by_label) = namespaces(e.consumers);
+            selector |= by_label;
+            Some(EsoRights {
+                push_secret: (e.push_secret.namespace, e.push_secret.name),
+                external_secret: e.external_secret,
+                consumers,
+            })
+        }
+        None => None,
     };
     Ok(Some(Ghcr {
         secret_name: spec.secret_name,
         consumers,
         selector,
         root: spec.root.map(|r| (r.namespace, r.name)),
+        staged: route
+            .keys
+            .into_iter()
+            .map(|k| (k.secret.namespace, k.secret.name))
+            .collect(),
+        eso,
         sources: sources
             .into_iter()
             .map(|s| Source {

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use clap::Args;
 use ghcr_auth::fanout::Route;
-use ghcr_auth::reassert::TargetSpec;
 use ghcr_auth::source::SourceRef;
 use ghcr_auth::{CredentialInput, GhcrSettings, InputError, spec};
 
@@ -139,19 +138,6 @@ pub fn credential(
     l.insecure_http_hosts.clone_from(&args.insecure_http_host);
     l.negative_check = args.negative_check.then_some(true);
     spec::credential_input(&l, &file(c)).map_err(usage)
-}
-
-/// The Secrets to reassert and the Flux sources to prove, these flags over `[ghcr]`; a bad one
-/// is exit 2.
-pub(crate) fn secrets(
-    args: &SecretArgs,
-    c: Option<&GhcrConfig>,
-    default_ns: &str,
-) -> Result<(TargetSpec, Vec<SourceRef>), Failure> {
-    let l = secret_layer(args);
-    let file = file(c);
-    let spec = spec::secret_spec(&l, &file, default_ns).map_err(usage)?;
-    Ok((spec, spec::source_refs(&l, &file).map_err(usage)?))
 }
 
 /// The `[ghcr]` table as the lower settings layer (none: an empty one).

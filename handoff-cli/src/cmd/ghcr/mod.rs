@@ -16,7 +16,7 @@ use crate::{config, exit};
 use flux_suspend::Cancel;
 
 use input::CredentialArgs;
-pub(crate) use input::{SecretArgs, secrets};
+pub(crate) use input::{FanoutArgs, SecretArgs, route};
 pub use reassert::ReassertArgs;
 
 /// `flux-handoff ghcr ...`.
