@@ -99,6 +99,16 @@ impl Layout {
         layout
     }
 
+    /// The whole layout with ESO running and `stale` synced into both consumers.
+    async fn synced(stale: &DockerConfig) -> (Self, Eso) {
+        let layout = Self::new(stale).await;
+        let eso = Eso::start(&layout.p).await.unwrap();
+        layout.eso_objects(&eso.class, Some(eso::REMOTE_KEY)).await;
+        layout.first_sync("apps", stale).await;
+        layout.first_sync("web", stale).await;
+        (layout, eso)
+    }
+
     /// Stores (one per namespace, each as its own `ServiceAccount`), the `PushSecret` and the
     /// consumers' `ExternalSecrets` (`web` reading `web_key`), for controller class `class`.
     async fn eso_objects(&self, class: &str, web_key: Option<&str>) {
@@ -255,11 +265,7 @@ fn rv(s: &Secret) -> u64 {
 #[tokio::test]
 async fn eso_fanout_every_consumer_converges_before_the_root_is_written() {
     let stale = config("stale-token");
-    let layout = Layout::new(&stale).await;
-    let eso = Eso::start(&layout.p).await.unwrap();
-    layout.eso_objects(&eso.class, Some(eso::REMOTE_KEY)).await;
-    layout.first_sync("apps", &stale).await;
-    layout.first_sync("web", &stale).await;
+    let (layout, eso) = Layout::synced(&stale).await;
 
     let fresh = config("fresh-token");
     let mut progress = Recorded::default();
@@ -491,11 +497,7 @@ async fn eso_fanout_the_whole_route_runs_as_a_service_account_with_only_the_gene
     use flux_suspend::rights::{self, EsoRights, Ghcr, Plan, Subject};
     use testkit::rbac::Access;
     let stale = config("stale-token");
-    let layout = Layout::new(&stale).await;
-    let eso = Eso::start(&layout.p).await.unwrap();
-    layout.eso_objects(&eso.class, Some(eso::REMOTE_KEY)).await;
-    layout.first_sync("apps", &stale).await;
-    layout.first_sync("web", &stale).await;
+    let (layout, eso) = Layout::synced(&stale).await;
 
     // What `flux-handoff rbac` prints for this layout (its plan, as the CLI builds it).
     let flux = layout.ns("flux");
