@@ -142,7 +142,7 @@ pub use keys::{
 };
 pub use lease::{
     Deadline, LEASE_ATTEMPTS, Lease, LeaseAcquire, LeaseGuard, LeaseHandle, LeaseRecover,
-    LeaseRelease,
+    LeaseRelease, LeaseState,
 };
 pub use lease_decide::{GoneHolder, LeaseConfig, LossReason, RecoverRefusal};
 pub use lease_record::{ChainRecord, RecordedMember};

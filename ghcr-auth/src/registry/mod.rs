@@ -59,6 +59,7 @@ impl fmt::Display for ProofStep {
 
 /// What the registry said about the credential. Only [`ProofOutcome::Proven`] proves it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a refused credential is a value: check is_proven"]
 pub enum ProofOutcome {
     /// The authenticated manifest fetch returned 200.
     Proven {
