@@ -275,22 +275,18 @@ fn ci() -> anyhow::Result<()> {
         ],
         &root,
     )?;
-    // The libraries' public docs: every intra-doc link resolves to a public item.
-    proc::run_env(
-        "cargo",
-        &[
-            "doc",
-            "--no-deps",
-            "-p",
-            "flux-fence",
-            "-p",
-            "flux-suspend",
-            "-p",
-            "ghcr-auth",
-        ],
-        &root,
-        &[("RUSTDOCFLAGS", std::ffi::OsStr::new("-D warnings"))],
-    )?;
+    // The libraries' public docs: every intra-doc link resolves to a public item, with no
+    // default features and with all of them (the combinations an embedder builds).
+    for features in ["--no-default-features", "--all-features"] {
+        for krate in api::LIBRARIES {
+            proc::run_env(
+                "cargo",
+                &["doc", "--no-deps", "-p", krate, features],
+                &root,
+                &[("RUSTDOCFLAGS", std::ffi::OsStr::new("-D warnings"))],
+            )?;
+        }
+    }
     deny::run()?;
     actionlint::run()?;
     verify::run(true)?;
