@@ -23,6 +23,17 @@ pub const LEASE_ATTEMPTS: usize = 4;
 
 pub(crate) const RESOURCE: &str = "leases.coordination.k8s.io";
 
+/// The Lease's state as this holder knows it, for [`LeaseHandle::state`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeaseState {
+    /// Held: the last renewal (or the acquire) is within the holder's deadline.
+    Held,
+    /// Lost, for good (loss is sticky): taken over, deleted, released or parked by this
+    /// holder, or the holder's deadline passed without a successful renewal.
+    Lost(LossReason),
+}
+
 /// Entry points for the coordination Lease.
 #[derive(Debug, Clone, Copy)]
 pub struct Lease;
@@ -30,6 +41,7 @@ pub struct Lease;
 /// The outcome of [`Lease::acquire`].
 #[derive(Debug)]
 #[non_exhaustive]
+#[must_use = "a held Lease is a value: check it before going on"]
 pub enum LeaseAcquire {
     /// Ours; a heartbeat task renews it.
     Acquired(LeaseGuard),
@@ -47,6 +59,7 @@ pub enum LeaseAcquire {
 /// The outcome of [`Lease::recover`].
 #[derive(Debug)]
 #[non_exhaustive]
+#[must_use = "a refused recovery is a value: check it"]
 pub enum LeaseRecover {
     /// Taken over from the gone holder, at a new epoch.
     Recovered(LeaseGuard),
@@ -59,6 +72,7 @@ pub enum LeaseRecover {
 /// The outcome of [`LeaseGuard::release`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
+#[must_use = "a Lease not released is a value: report it"]
 pub enum LeaseRelease {
     /// The holder was cleared.
     Released,
@@ -206,8 +220,9 @@ struct Shared {
     /// The number of the latest renewal that succeeded (0: none yet).
     proven: AtomicU64,
     lost: Mutex<Option<LossReason>>,
-    /// Tells [`LeaseHandle::wait_lost`] the moment `lost` is set.
-    lost_tx: tokio::sync::watch::Sender<bool>,
+    /// Tells [`LeaseHandle::wait_lost`] and [`LeaseHandle::state`]'s receivers the moment
+    /// `lost` is set.
+    lost_tx: tokio::sync::watch::Sender<LeaseState>,
     /// The instant (monotonic) the last successful renewal was *sent*: the holder's
     /// deadline counts from it ([`crate::lease_deadline`]).
     renewed: tokio::sync::watch::Sender<tokio::time::Instant>,
@@ -438,10 +453,41 @@ impl LeaseHandle {
         }
     }
 
+    /// The Lease's state as a [`tokio::sync::watch::Receiver`], beside [`Self::wait_lost`]:
+    /// [`LeaseState::Held`] until the Lease is lost, then [`LeaseState::Lost`] with the reason,
+    /// for good. The change is sent the moment the loss is noticed: by the heartbeat, any
+    /// [`Self::assert`], or the holder's deadline ([`Deadline::ends`], the moment
+    /// [`Self::lost`] counts it) passing while the guard's heartbeat runs, whatever requests
+    /// are pending. [`Self::wait_lost`] resolves earlier, at [`Deadline::stop_work`], to stop
+    /// the work in time; use it to bound work, the receiver to observe.
+    #[must_use]
+    pub fn state(&self) -> tokio::sync::watch::Receiver<LeaseState> {
+        // A deadline already past is counted before the receiver is handed out.
+        let _ = self.lost();
+        self.0.lost_tx.subscribe()
+    }
+
+    /// Marks the Lease lost ([`LossReason::SelfFenced`]) when [`Deadline::ends`] passes with
+    /// no renewal moving it, exactly when [`Self::lost`] would count it; returns once lost.
+    async fn expire_at_deadline(&self) {
+        let mut lost = self.0.lost_tx.subscribe();
+        let mut renewed = self.0.renewed.subscribe();
+        while self.lost().is_none() {
+            let ends = self.deadline().ends;
+            tokio::select! {
+                _ = lost.changed() => {}
+                _ = renewed.changed() => {}
+                () = tokio::time::sleep_until(ends) => {}
+            }
+        }
+    }
+
     fn mark_lost(&self, reason: LossReason) -> FenceError {
         let mut lost = self.0.lost.lock().unwrap_or_else(PoisonError::into_inner);
         let reason = lost.get_or_insert(reason).clone();
-        self.0.lost_tx.send_replace(true);
+        self.0
+            .lost_tx
+            .send_replace(LeaseState::Lost(reason.clone()));
         if reason != LossReason::Released {
             tracing::error!(lease = %self.0.cfg.name, holder = %self.0.holder, %reason, "lease lost");
         }
@@ -480,7 +526,7 @@ impl LeaseGuard {
             begun: AtomicU64::new(0),
             proven: AtomicU64::new(0),
             lost: Mutex::new(None),
-            lost_tx: tokio::sync::watch::Sender::new(false),
+            lost_tx: tokio::sync::watch::Sender::new(LeaseState::Held),
             renewed: tokio::sync::watch::Sender::new(sent),
             kill_grace: Mutex::new(std::time::Duration::ZERO),
             record: crate::lease_record::Pending::default(),
@@ -488,13 +534,21 @@ impl LeaseGuard {
         let handle = LeaseHandle(Arc::new(shared));
         let beat = handle.clone();
         let heartbeat = tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                match beat.assert().await {
-                    Ok(()) => tracing::debug!(holder = %beat.holder(), "lease renewed"),
-                    Err(FenceError::LeaseLost { .. }) => break,
-                    Err(e) => tracing::warn!(error = %e, "lease renewal failed; retrying"),
+            let renew = async {
+                loop {
+                    tokio::time::sleep(every).await;
+                    match beat.assert().await {
+                        Ok(()) => tracing::debug!(holder = %beat.holder(), "lease renewed"),
+                        Err(FenceError::LeaseLost { .. }) => break,
+                        Err(e) => tracing::warn!(error = %e, "lease renewal failed; retrying"),
+                    }
                 }
+            };
+            // Beside the renewals (which may hang in a request): the deadline passing is a
+            // loss the moment it passes, for `state` receivers too.
+            tokio::select! {
+                () = renew => {}
+                () = beat.expire_at_deadline() => {}
             }
         });
         Self {
@@ -551,13 +605,15 @@ impl LeaseGuard {
     pub fn leave_held(mut self) {
         self.heartbeat.abort();
         self.released = true;
-        self.handle
+        let reason = self
+            .handle
             .0
             .lost
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get_or_insert(LossReason::Released);
-        self.handle.0.lost_tx.send_replace(true);
+            .get_or_insert(LossReason::Released)
+            .clone();
+        self.handle.0.lost_tx.send_replace(LeaseState::Lost(reason));
     }
 
     /// Stops the heartbeat and deliberately leaves the Lease held by our holder, marked with
@@ -621,11 +677,13 @@ impl LeaseGuard {
         let s = &self.handle.0;
         let mut renewal = s.renewal.lock().await;
         // From here on no handle asserts successfully, whatever the outcome.
-        s.lost
+        let reason = s
+            .lost
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get_or_insert(LossReason::Released);
-        s.lost_tx.send_replace(true);
+            .get_or_insert(LossReason::Released)
+            .clone();
+        s.lost_tx.send_replace(LeaseState::Lost(reason));
         let target = format!("{}/{}", s.cfg.namespace, s.cfg.name);
         let mut ambiguous = false;
         for _ in 0..LEASE_ATTEMPTS {

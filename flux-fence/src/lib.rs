@@ -85,7 +85,20 @@
 //! - A release never applies to an object whose owner is not ours, nor to a recreated object.
 //! - The decisions are pure functions ([`decide`], [`lease_decide`]); the I/O layer only reads,
 //!   asks, writes.
-//! - No secrets are handled here; the reason text is caller-supplied and must not contain any.
+//! - No secrets are handled here but the GitHub token of `github` (a `SecretString`, never in
+//!   a log, an error or `Debug`); the reason text is caller-supplied and must not contain any.
+
+//!
+//! # Features
+//!
+//! - `github` (off by default): [`liveness::GithubRuns`], GitHub Actions evidence that a
+//!   holder's exact run attempt is finished, for recovery. It brings reqwest over rustls
+//!   *without* a crypto provider: the application installs one at process start, as it does for
+//!   kube. Without it the crate's only HTTP is kube's, with the TLS stack the application
+//!   chose for kube; any other [`liveness::LivenessSource`] can be plugged in.
+
+// Without `github`, the link above to the GitHub source renders as plain text.
+#![cfg_attr(not(feature = "github"), allow(rustdoc::broken_intra_doc_links))]
 
 mod api;
 mod class;
@@ -129,7 +142,7 @@ pub use keys::{
 };
 pub use lease::{
     Deadline, LEASE_ATTEMPTS, Lease, LeaseAcquire, LeaseGuard, LeaseHandle, LeaseRecover,
-    LeaseRelease,
+    LeaseRelease, LeaseState,
 };
 pub use lease_decide::{GoneHolder, LeaseConfig, LossReason, RecoverRefusal};
 pub use lease_record::{ChainRecord, RecordedMember};

@@ -6,6 +6,7 @@ use crate::{FenceGuard, MarkAt};
 /// The outcome of [`crate::Fencer::acquire`].
 #[derive(Debug)]
 #[non_exhaustive]
+#[must_use = "a refused or unconfirmed acquire is a value: check it before writing"]
 pub enum AcquireOutcome {
     /// Fenced (or our identical fence was already there).
     Acquired(FenceGuard),
@@ -57,6 +58,7 @@ pub enum Applied {
 /// The outcome of [`crate::Fencer::resolve_lost_acquire`].
 #[derive(Debug)]
 #[non_exhaustive]
+#[must_use = "an unresolved write keeps the fence unconfirmed: check it"]
 pub enum LostAcquire {
     /// The object shows exactly our post-state: the write landed.
     Landed(FenceGuard),
@@ -74,6 +76,7 @@ pub enum LostAcquire {
 /// The outcome of [`crate::Fencer::release`].
 #[derive(Debug)]
 #[non_exhaustive]
+#[must_use = "a release that kept the fence is a value: report it"]
 pub enum ReleaseOutcome {
     /// Released; marks restored.
     Released {

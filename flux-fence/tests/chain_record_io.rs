@@ -92,7 +92,7 @@ async fn chain_record_each_member_is_on_the_lease_with_its_fence_naming_the_leas
         json!(format!("{}/flux-handoff", ns.name))
     );
     for g in guards.into_iter().rev() {
-        fencer.release(g).await.unwrap();
+        let _ = fencer.release(g).await.unwrap();
     }
     let after = get_json(&ks_api(&ns), "child").await;
     assert_eq!(annotations(&after)["flux-handoff.io/lease"], json!(null));

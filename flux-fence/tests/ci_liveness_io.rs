@@ -434,9 +434,9 @@ async fn ci_liveness_a_lease_renewed_since_it_was_read_is_kept() {
     let fencer =
         flux_fence::Fencer::new(ns.client.clone(), AnnotationKeys::default(), lease.owner());
     for g in guards.into_iter().rev() {
-        fencer.release(g).await.unwrap();
+        let _ = fencer.release(g).await.unwrap();
     }
-    lease.release().await.unwrap();
+    let _ = lease.release().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

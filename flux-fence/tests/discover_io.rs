@@ -177,7 +177,7 @@ async fn discovery_lists_fences_in_several_namespaces_with_age_and_a_working_rel
             "{err}"
         );
     }
-    lease.release().await.unwrap();
+    let _ = lease.release().await.unwrap();
 }
 
 #[tokio::test]

@@ -311,7 +311,7 @@ async fn fencing_with_a_lease_renews_it_before_the_write() {
         ReleaseOutcome::Released { .. }
     ));
     let handle = lease.handle();
-    lease.release().await.unwrap();
+    let _ = lease.release().await.unwrap();
     let err = handle.assert().await.unwrap_err();
     assert!(
         matches!(
@@ -362,7 +362,7 @@ async fn lease_already_naming_us_after_a_lost_create_response_is_adopted_at_its_
     };
     assert_eq!(guard.epoch().0, 1);
     guard.assert().await.unwrap();
-    guard.release().await.unwrap();
+    let _ = guard.release().await.unwrap();
     assert_eq!(
         ns.api::<KubeLease>()
             .get("flux-handoff")

@@ -62,7 +62,7 @@ async fn late_write_adopting_our_own_old_lease_starts_the_clock_at_our_renewal()
     let renewed = api.get("flux-handoff").await.unwrap().spec.unwrap();
     let MicroTime(at) = renewed.renew_time.unwrap();
     assert!(at > old + SignedDuration::from_mins(9), "renewTime {at}");
-    guard.release().await.unwrap();
+    let _ = guard.release().await.unwrap();
 }
 
 /// A fence write held by the proxy while its client gives up; cleanup settles the object (a CAS

@@ -49,7 +49,7 @@ async fn an_assertion_is_one_update_on_the_version_we_last_wrote() {
         assert_eq!(since(&proxy, before), 1, "{:?}", proxy.counts());
     }
     let before = proxy.total();
-    guard.release().await.unwrap();
+    let _ = guard.release().await.unwrap();
     assert_eq!(since(&proxy, before), 1, "release: {:?}", proxy.counts());
     let lease = Api::<KubeLease>::namespaced(ns.client.clone(), &ns.name)
         .get("flux-handoff")
@@ -87,7 +87,7 @@ async fn asserts_waiting_at_once_share_one_renewal() {
         "20 concurrent asserts sent {} requests",
         since(&proxy, before)
     );
-    guard.release().await.unwrap();
+    let _ = guard.release().await.unwrap();
 }
 
 #[tokio::test]

@@ -42,7 +42,7 @@ async fn lost_acquire_response_through_the_proxy_is_adopted_without_a_second_wri
     let held = get_json(&ks_api(&ns), "apps").await;
     assert_eq!(annotations(&held)["flux-handoff.io/owner"], me.to_string());
     assert_eq!(held["spec"]["suspend"], true);
-    fencer.release(guard).await.unwrap();
+    let _ = fencer.release(guard).await.unwrap();
 }
 
 #[tokio::test]
@@ -96,5 +96,5 @@ async fn server_error_on_acquire_is_resolved_by_a_reread_and_one_fresh_cas() {
     assert_eq!(proxy.counts().get("patch kustomizations"), Some(&2));
     let held = get_json(&ks_api(&ns), "apps").await;
     assert_eq!(annotations(&held)["flux-handoff.io/owner"], me.to_string());
-    fencer.release(guard).await.unwrap();
+    let _ = fencer.release(guard).await.unwrap();
 }

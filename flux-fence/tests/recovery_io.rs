@@ -161,9 +161,9 @@ async fn recover_a_live_session_with_the_recovering_clock_50s_ahead_releases_not
     let fencer =
         flux_fence::Fencer::new(ns.client.clone(), AnnotationKeys::default(), lease.owner());
     for g in guards.into_iter().rev() {
-        fencer.release(g).await.unwrap();
+        let _ = fencer.release(g).await.unwrap();
     }
-    lease.release().await.unwrap();
+    let _ = lease.release().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -228,7 +228,7 @@ async fn recover_that_loses_the_lease_race_after_the_watch_touches_no_fence() {
     );
     assert_eq!(rvs(&ns).await, before, "no fence touched");
     assert_eq!(holder_of(&server_lease(&ns).await), Some(other.to_string()));
-    theirs.release().await.unwrap();
+    let _ = theirs.release().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

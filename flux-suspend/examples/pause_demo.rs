@@ -85,7 +85,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let report = handoff.resume(None).await?;
     println!("released: {}", report.released.join(", "));
-    lease.release().await?;
-    outcome?;
+    println!("lease: {}", lease.release().await?);
+    // Proven or refused was printed above; an error fails the program.
+    let _printed: PauseOutcome = outcome?;
     Ok(())
 }

@@ -36,6 +36,7 @@ pub const TARGETS_ENV: &str = "FLUX_HANDOFF_TARGETS";
 /// How the program ended.
 #[derive(Debug)]
 #[non_exhaustive]
+#[must_use = "how the program ended decides the exit code"]
 pub enum Ended {
     /// It exited by itself (or was ended by a signal it did not get from us). Whatever it
     /// left running was ended (SIGTERM, SIGKILL after the grace) and is gone.

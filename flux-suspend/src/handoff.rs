@@ -45,6 +45,7 @@ pub struct PauseOptions {
 
 /// The end of a pause that did not break.
 #[derive(Debug)]
+#[must_use = "an unproven pause is a value: do not work on it"]
 pub enum PauseOutcome {
     /// The pause is proven; the work may start.
     Proven(Proof),
@@ -54,6 +55,7 @@ pub enum PauseOutcome {
 
 /// What a resume released.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[must_use = "what resume left held is in the report"]
 pub struct ResumeReport {
     /// Objects released, in release order.
     pub released: Vec<String>,

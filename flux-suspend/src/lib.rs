@@ -75,7 +75,21 @@
 //! (unchanged resourceVersions), and the retirement strategy proves that no reconcile that began
 //! before the suspend is still running.
 
+//!
+//! # Platforms and features
+//!
+//! The crate has no features and no HTTP client or TLS stack of its own: it talks to the API
+//! server through the caller's `kube::Client` only. GitHub Actions evidence for recovery is
+//! flux-fence's `github` feature (`flux_fence::liveness::GithubRuns`), given to a session as a
+//! [`flux_fence::liveness::LivenessSource`].
+//!
+//! `command` (running a program in its own process group while the chain is paused, and
+//! ending every process it left behind) exists on Unix only: it needs process groups and
+//! POSIX signals. Elsewhere the rest of the crate builds and the caller runs its own work
+//! inside the pause.
+
 mod cancel;
+#[cfg(unix)]
 pub mod command;
 pub mod doctor;
 pub mod error;

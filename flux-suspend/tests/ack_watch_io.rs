@@ -38,7 +38,7 @@ async fn each_acknowledgement_is_one_watch_and_the_proof_needs_two_passes() {
     assert_eq!(proof.passes(), REQUIRED_PASSES);
     assert_fenced(&w.get(PARENT).await, &w.owner(), false);
     assert_fenced(&w.get(TARGET).await, &w.owner(), true);
-    h.resume(None).await.unwrap();
+    let _ = h.resume(None).await.unwrap();
 }
 
 /// A watch whose answer never comes (the proxy holds it back for ten minutes, as a proxy that
@@ -63,5 +63,5 @@ async fn an_acknowledgement_whose_watch_never_answers_is_seen_by_a_check_read() 
     assert_eq!(counts.get("watch kustomizations"), Some(&2), "{counts:?}");
     assert_fenced(&w.get(PARENT).await, &w.owner(), false);
     assert_fenced(&w.get(TARGET).await, &w.owner(), true);
-    h.resume(None).await.unwrap();
+    let _ = h.resume(None).await.unwrap();
 }

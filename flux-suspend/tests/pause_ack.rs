@@ -35,7 +35,7 @@ async fn ack_pause_of_seeded_tree_is_proven_and_the_server_holds_both_fences() {
     assert_fenced(&w.get(TARGET).await, &w.owner(), true);
     // The untouched sibling is not fenced.
     assert_eq!(annotation(&w.get("apps").await, OWNER_KEY), None);
-    h.resume(None).await.unwrap();
+    let _ = h.resume(None).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,7 +98,7 @@ async fn ack_waits_for_the_parents_nonce_while_it_is_mid_reconcile() {
         .unwrap();
     assert!(hung_finished < ack_started);
     assert_fenced(&w.get(TARGET).await, &w.owner(), true);
-    h.resume(None).await.unwrap();
+    let _ = h.resume(None).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,7 +135,7 @@ async fn parent_apply_race_ack_waits_out_the_pre_fence_parent_execution() {
     assert!(matches!(out.unwrap(), PauseOutcome::Proven(_)));
     // The target fence was taken after the stale apply, so nothing reverted it.
     assert_fenced(&w.get(TARGET).await, &w.owner(), true);
-    h.resume(None).await.unwrap();
+    let _ = h.resume(None).await.unwrap();
 }
 
 #[tokio::test]
@@ -167,7 +167,7 @@ async fn ack_refused_when_another_holder_fenced_the_parent_and_target_untouched(
         after["metadata"]["resourceVersion"],
         before["metadata"]["resourceVersion"]
     );
-    other.release(theirs).await.unwrap();
+    let _ = other.release(theirs).await.unwrap();
 }
 
 #[tokio::test]
@@ -195,7 +195,7 @@ async fn ack_refused_when_target_already_suspended_by_someone_else_and_parent_re
     );
     // The parent was fenced before the refusal; cleanup gives it back exactly.
     assert!(h.holds_anything());
-    h.resume(None).await.unwrap();
+    let _ = h.resume(None).await.unwrap();
     let parent_after = w.get(PARENT).await;
     assert_eq!(parent_after["spec"], parent_before["spec"]);
     assert_eq!(
@@ -249,5 +249,5 @@ async fn ack_fence_wins_its_cas_against_a_busy_status_writer() {
     assert!(matches!(out, PauseOutcome::Proven(_)), "{out:?}");
     assert!(status_writes.load(std::sync::atomic::Ordering::SeqCst) > 0);
     assert_fenced(&w.get(TARGET).await, &w.owner(), true);
-    h.resume(None).await.unwrap();
+    let _ = h.resume(None).await.unwrap();
 }

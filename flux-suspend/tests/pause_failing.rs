@@ -46,7 +46,7 @@ async fn pause_and_resume(w: &World, strategy: Strategy) {
     let t = w.get(TARGET).await;
     assert_eq!(annotation(&t, OWNER_KEY), Some(w.owner().as_str()));
     assert!(suspended(&t));
-    h.resume(None).await.unwrap();
+    let _ = h.resume(None).await.unwrap();
     let after = w.get(TARGET).await;
     assert_eq!(after["spec"], before["spec"]);
     assert_eq!(
@@ -85,7 +85,7 @@ async fn failing_target_with_none_quiesce_names_the_failing_condition() {
     );
     assert!(line.contains("Ready=False (HealthCheckFailed"), "{line}");
     // The parent was fenced before the target's quiesce; cleanup releases it.
-    h.resume(None).await.unwrap();
+    let _ = h.resume(None).await.unwrap();
     assert_eq!(annotation(&w.get(PARENT).await, OWNER_KEY), None);
     assert_eq!(annotation(&w.get(TARGET).await, OWNER_KEY), None);
 }
@@ -117,7 +117,7 @@ async fn none_strategy_pauses_a_quiet_tree() {
             );
         }
     }
-    h.resume(None).await.unwrap();
+    let _ = h.resume(None).await.unwrap();
     let after = w.get(TARGET).await;
     assert_eq!(after["spec"], before["spec"]);
     assert_eq!(

@@ -72,7 +72,7 @@ async fn frozen_reconciling_on_suspended_parent_does_not_block_the_proof() {
     // The failing baseline: the same parent, read twice, never satisfies the old rule.
     let reads = [w.get(PARENT).await, w.get(PARENT).await];
     assert!(!old_rule_proves(&reads, &w.owner()));
-    h.resume(None).await.unwrap();
+    let _ = h.resume(None).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -86,7 +86,7 @@ async fn frozen_reconciling_on_suspended_child_does_not_block_the_proof() {
         "frozen"
     );
     assert_fenced(&target, &w.owner(), true);
-    h.resume(None).await.unwrap();
+    let _ = h.resume(None).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

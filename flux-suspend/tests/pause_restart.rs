@@ -66,7 +66,8 @@ async fn restart_strategy_pauses_and_replaces_every_controller_pod() {
         annotation(&w.get(TARGET).await, OWNER_KEY),
         Some(w.owner().as_str())
     );
-    h.resume(None).await.unwrap();
+    let report = h.resume(None).await.unwrap();
+    assert!(report.not_ours.is_empty(), "{report:?}");
 }
 
 #[tokio::test]
@@ -200,5 +201,6 @@ async fn parent_apply_race_restart_refences_a_child_reverted_before_the_restart(
     let target = w.get(TARGET).await;
     assert!(suspended(&target), "re-fenced after the restart");
     assert_eq!(annotation(&target, OWNER_KEY), Some(w.owner().as_str()));
-    h.resume(None).await.unwrap();
+    let report = h.resume(None).await.unwrap();
+    assert!(report.not_ours.is_empty(), "{report:?}");
 }

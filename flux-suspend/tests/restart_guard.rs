@@ -87,7 +87,7 @@ async fn lease_lost_before_the_restart_patch_no_restart_patch_lands() {
         "the Deployment template is unchanged on the server"
     );
     assert_eq!(after.metadata.generation, before.metadata.generation);
-    h.resume(None).await.unwrap();
+    let _ = h.resume(None).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -191,7 +191,7 @@ async fn restart_reack_retires_a_target_reconcile_the_new_controller_started() {
     );
     let target = w.get(TARGET).await;
     assert_fenced(&target, &w.owner(), true);
-    h.resume(None).await.unwrap();
+    let _ = h.resume(None).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -220,7 +220,7 @@ async fn field_manager_every_pause_and_resume_write_names_flux_handoff() {
     assert_eq!(managers_of(&to_json(&lease), "f:spec"), fm);
 
     let timing = Timing::new(Duration::from_millis(100), Duration::from_secs(30));
-    h.resume(Some(timing)).await.unwrap();
+    let _ = h.resume(Some(timing)).await.unwrap();
     // The releases and the resume's reconcile request.
     let target = w.get(TARGET).await;
     assert!(

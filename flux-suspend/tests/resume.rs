@@ -85,7 +85,7 @@ async fn resume_never_releases_the_parent_while_the_child_is_still_ours() {
         )
         .await
         .unwrap();
-    h.resume(None).await.unwrap();
+    let _ = h.resume(None).await.unwrap();
     assert_eq!(annotation(&w.get(PARENT).await, OWNER_KEY), None);
 }
 
@@ -99,7 +99,7 @@ async fn resume_with_wait_ready_sees_each_object_ready_for_its_generation() {
             .unwrap(),
         PauseOutcome::Proven(_)
     ));
-    h.resume(Some(w.opts(Strategy::Ack).timing)).await.unwrap();
+    let _ = h.resume(Some(w.opts(Strategy::Ack).timing)).await.unwrap();
     for name in [PARENT, TARGET] {
         let o = w.get(name).await;
         assert!(!suspended(&o));

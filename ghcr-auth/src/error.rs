@@ -37,10 +37,12 @@ pub enum GhcrError {
         /// Why it was refused.
         problem: &'static str,
     },
-    /// The HTTP client for the registry could not be built.
+    /// The HTTP client for the registry could not be built (feature `registry`).
+    #[cfg(feature = "registry")]
     #[error("building the registry HTTP client")]
     HttpClient(#[source] reqwest::Error),
-    /// A registry request failed in transport (no HTTP status to judge).
+    /// A registry request failed in transport (no HTTP status to judge; feature `registry`).
+    #[cfg(feature = "registry")]
     #[error("requesting the {step} from registry {registry}")]
     Registry {
         /// Which request of the proof.

@@ -4,19 +4,26 @@
 //! caller's [`Progress`] as phase lines and JSON facts (names and counts only); failures are
 //! [`FlowError`]s with an [`ErrorClass`] the caller maps to its exit codes.
 
+#[cfg(feature = "registry")]
 use std::io::Write;
 use std::time::Duration;
 
 use kube::Client;
+#[cfg(feature = "registry")]
 use secrecy::SecretString;
 use serde_json::{Value, json};
 
 use crate::credential::DockerConfig;
+#[cfg(feature = "registry")]
 use crate::mask;
 use crate::plan::TargetRole;
 use crate::reassert::{ReassertReport, Reasserter, SecretOutcome, TargetSpec};
+#[cfg(feature = "registry")]
 use crate::registry::{ProofOutcome, ProverOptions, RegistryProver};
-use crate::source::{SourceProof, SourceRef, new_nonce, prove_source};
+#[cfg(feature = "registry")]
+use crate::source::new_nonce;
+use crate::source::{SourceProof, SourceRef, prove_source};
+#[cfg(feature = "registry")]
 use crate::spec::CredentialInput;
 
 pub use crate::outcome::{ErrorClass, FlowError};
@@ -39,6 +46,7 @@ pub trait Progress {
 /// [`FlowError::Unreachable`], [`FlowError::RegistryRefused`] and
 /// [`FlowError::NegativeCheckFailed`] from the registry; [`FlowError::Mask`] and
 /// [`FlowError::Internal`] for what should not fail.
+#[cfg(feature = "registry")]
 pub async fn check(
     input: &CredentialInput,
     mut mask_to: impl Write,
@@ -79,6 +87,7 @@ pub async fn check(
 
 /// Proves a wrong password is refused for every image: otherwise the registry did not really
 /// check the credential and the proof proves nothing.
+#[cfg(feature = "registry")]
 async fn negative_check(
     prover: &RegistryProver,
     config: &DockerConfig,

@@ -80,10 +80,21 @@
 //! - Every cluster write is a compare-and-swap on what was read; expected outcomes are values,
 //!   `Err` means something broke.
 //!
+//! # Features
+//!
+//! - `registry` (default): the registry proof, [`registry::RegistryProver`] and
+//!   [`flow::check`], and with them reqwest over rustls. Without it the crate depends on no
+//!   HTTP client and no TLS stack of its own: reading, validating, masking, planning and
+//!   reasserting, and the Flux source proof, go through kube alone. The pure parts of
+//!   [`registry`] (challenge parsing, status classification) stay.
+//!
 //! # Caveats
 //!
-//! Install a rustls crypto provider (ring) at process start: the registry client is built
-//! without one, like kube.
+//! With `registry`, install a rustls crypto provider (ring) at process start: the registry
+//! client is built without one, like kube.
+
+// Without `registry`, the links above to the registry client render as plain text.
+#![cfg_attr(not(feature = "registry"), allow(rustdoc::broken_intra_doc_links))]
 
 pub mod credential;
 pub mod error;

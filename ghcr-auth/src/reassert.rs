@@ -170,6 +170,7 @@ impl SecretOutcome {
 
 /// The result of one reassertion, in write order.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a failed or moved Secret is in the report"]
 pub struct ReassertReport {
     /// Each target with its role and outcome.
     pub results: Vec<(TargetRole, SecretTarget, SecretOutcome)>,

@@ -175,6 +175,7 @@ pub(crate) fn annotation_patch(obj: &DynamicObject, key: &str, value: &str) -> j
 
 /// The result of asking for a reconcile.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a reconcile request that was not made is a value"]
 pub enum RequestOutcome {
     /// The annotation holds the nonce.
     Requested {
@@ -191,6 +192,7 @@ pub enum RequestOutcome {
 
 /// How waiting for a source ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a source that did not pull is a value: check it"]
 pub enum SourceProof {
     /// Flux pulled with the credential.
     Ready {

@@ -155,6 +155,7 @@ pub fn plan_key(target: &KeyTarget, desired: &DockerConfig, observed: Option<&Se
 
 /// What happened to one staged key.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a staged key that was not written is a value"]
 pub enum KeyOutcome {
     /// Patched; the server's answer holds the credential in the key.
     Updated {

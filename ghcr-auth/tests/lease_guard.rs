@@ -142,7 +142,7 @@ async fn field_manager_secret_create_and_patch_name_flux_handoff_and_carry_the_e
         owner,
         "the patch carries the Lease epoch"
     );
-    guard.release().await.unwrap();
+    let _ = guard.release().await.unwrap();
 }
 
 #[tokio::test]
@@ -151,7 +151,7 @@ async fn lease_lost_before_a_secret_write_leaves_the_secret_unchanged() {
     let guard = lease(&ns).await;
     let api: Api<Secret> = Api::namespaced(ns.client.clone(), &ns.name);
     // An existing Secret holding another credential, and one that does not exist yet.
-    Reasserter::new(ns.client.clone())
+    let _ = Reasserter::new(ns.client.clone())
         .reassert(&config("token-before"), &spec(&ns, "pull"))
         .await
         .unwrap();
@@ -197,7 +197,7 @@ async fn lease_lost_before_a_source_reconcile_request_sends_none() {
     let reasserter = Reasserter::new(ns.client.clone()).with_lease(guard.handle());
 
     // While the Lease is ours, the request lands and names its field manager.
-    request_reconcile(&ns.client, &src, "nonce-held", reasserter.gate())
+    let _ = request_reconcile(&ns.client, &src, "nonce-held", reasserter.gate())
         .await
         .unwrap();
     let requested = sources.get("app").await.unwrap();

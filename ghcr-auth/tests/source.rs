@@ -162,7 +162,7 @@ async fn reconcile_request_sets_the_nonce_and_keeps_other_annotations() {
     )
     .await
     .unwrap();
-    request_reconcile(&ns.client, &src, "nonce-2", &NoGate)
+    let _ = request_reconcile(&ns.client, &src, "nonce-2", &NoGate)
         .await
         .unwrap();
     let after = api.get("app").await.unwrap();

@@ -560,6 +560,11 @@ async fn recover_keeps_a_live_session_whose_renew_times_lag_the_recovering_clock
         .assert()
         .await
         .expect("the session still holds its Lease");
-    fencer.release(guard).await.unwrap();
-    session.release().await.unwrap();
+    let released = fencer.release(guard).await.unwrap();
+    assert!(
+        matches!(released, flux_fence::ReleaseOutcome::Released { .. }),
+        "{released:?}"
+    );
+    let lease_release = session.release().await.unwrap();
+    assert_eq!(lease_release, flux_fence::LeaseRelease::Released);
 }

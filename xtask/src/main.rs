@@ -11,10 +11,13 @@
 //!   registry's Debian packages when missing).
 //! - `cargo xtask dist [--target T] [--base-url URL]` — the release archive, checksums and the
 //!   Flux CLI plugin manifest in `dist/`.
+//! - `cargo xtask api [--bless]` — each library's public API (rustdoc JSON) against the
+//!   committed listing `api/<crate>.txt`; `--bless` rewrites the listings.
 //! - `cargo xtask actionlint` — actionlint (built and cached) on the action and `docs/*.yml`.
 //! - `cargo xtask verify [--quick]` — the model check of the handoff protocol.
 
 mod actionlint;
+mod api;
 mod bench;
 mod bins;
 mod chaos;
@@ -80,11 +83,18 @@ commands:
                           only rewrite checksums.txt and handoff.yaml from the archives in
                           dist/ (or D)
   flux-cli                build the flux CLI (v2.9, Go modules, cached) and print its path
+  api [--bless]           list each library's public API from rustdoc's JSON (stable
+                          rustdoc, RUSTC_BOOTSTRAP=1; all features) and compare it with
+                          api/<crate>.txt; print `api: <crate> root_items=N items=M`; fail on
+                          a difference, printing the changed lines. --bless rewrites the
+                          listings instead
   actionlint              build actionlint (Go modules, cached under ~/.cache/flux-handoff)
                           and lint the workflows under docs/ and, through them, action.yml
   ci                      install what the tests need when missing (cargo-nextest,
                           cargo-deny; as root docker-registry and apache2-utils, otherwise it
-                          names the command and fails), fmt check, clippy -D warnings, cargo
+                          names the command and fails), fmt check, the public-API listings
+                          (api, below), cargo publish --dry-run of the libraries in
+                          dependency order, clippy -D warnings, cargo
                           deny check (deny.toml; advisories only when their database on GitHub
                           can be fetched, else one line says so), actionlint, build the
                           launcher, start a private control plane, cargo nextest run
@@ -177,6 +187,8 @@ fn main() -> ExitCode {
         ["bench", "--real"] => bench::run_real(None),
         ["bench", "--real", "--only", only] => bench::run_real(Some(only)),
         ["ci"] => ci(),
+        ["api"] => api::run(false),
+        ["api", "--bless"] => api::run(true),
         ["actionlint"] => actionlint::run(),
         ["ci", "real"] => ci_real(),
         ["ci", "eso"] => ci_eso(),
@@ -257,6 +269,10 @@ fn ci() -> anyhow::Result<()> {
         run("cargo", &["install", "--locked", "cargo-nextest"], &root)?;
     }
     run("cargo", &["fmt", "--all", "--check"], &root)?;
+    // Early and cheap: a changed public item without its reviewed listing fails here; then
+    // each library packages and builds alone from its package, in dependency order.
+    api::run(false)?;
+    api::publish_dry_run()?;
     run(
         "cargo",
         &[
@@ -269,22 +285,18 @@ fn ci() -> anyhow::Result<()> {
         ],
         &root,
     )?;
-    // The libraries' public docs: every intra-doc link resolves to a public item.
-    proc::run_env(
-        "cargo",
-        &[
-            "doc",
-            "--no-deps",
-            "-p",
-            "flux-fence",
-            "-p",
-            "flux-suspend",
-            "-p",
-            "ghcr-auth",
-        ],
-        &root,
-        &[("RUSTDOCFLAGS", std::ffi::OsStr::new("-D warnings"))],
-    )?;
+    // The libraries' public docs: every intra-doc link resolves to a public item, with no
+    // default features and with all of them (the combinations an embedder builds).
+    for features in ["--no-default-features", "--all-features"] {
+        for krate in api::LIBRARIES {
+            proc::run_env(
+                "cargo",
+                &["doc", "--no-deps", "-p", krate, features],
+                &root,
+                &[("RUSTDOCFLAGS", std::ffi::OsStr::new("-D warnings"))],
+            )?;
+        }
+    }
     deny::run()?;
     actionlint::run()?;
     verify::run(true)?;

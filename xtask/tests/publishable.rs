@@ -144,3 +144,41 @@ fn the_crates_the_libraries_tests_use_depend_on_no_library() {
     }
     assert!(problems.is_empty(), "{problems:#?}");
 }
+
+/// Issue 26, optional weight: without default features no library pulls an HTTP client or a
+/// TLS stack of its own (kube's stays the application's pick), read from `cargo tree` over the
+/// lockfile (no network).
+#[test]
+fn weight_no_http_client_or_tls_without_default_features() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut problems = Vec::new();
+    for lib in LIBRARIES {
+        let out = Command::new(env!("CARGO"))
+            .args([
+                "tree",
+                "-p",
+                lib,
+                "-e",
+                "normal",
+                "--no-default-features",
+                "--prefix",
+                "none",
+                "--offline",
+            ])
+            .current_dir(root)
+            .output()
+            .expect("cargo tree runs");
+        assert!(
+            out.status.success(),
+            "cargo tree -p {lib} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let name = line.split_whitespace().next().unwrap_or_default();
+            if ["reqwest", "rustls", "hyper-rustls", "native-tls", "openssl"].contains(&name) {
+                problems.push(format!("{lib} --no-default-features pulls {line}"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}

@@ -8,9 +8,10 @@
 //! error, a timeout, a body without a status, a holder without a run reference — is
 //! [`Verdict::NotProved`] with one line that says why and what a person can do.
 //!
-//! [`GithubRuns`] asks the GitHub REST API. The decision on its answer is the pure
-//! [`judge_attempt`]; the type only sends the request.
+//! `GithubRuns` (feature `github`) asks the GitHub REST API. The decision on its answer is the
+//! pure [`judge_attempt`]; the type only sends the request.
 
+#[cfg(feature = "github")]
 mod github;
 mod judge;
 mod settings;
@@ -19,6 +20,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 
+#[cfg(feature = "github")]
 pub use github::{DEFAULT_API_URL, GithubConfig, GithubRuns};
 pub use judge::{CiRun, judge_attempt};
 pub use settings::{Evidence, RecoveryTable};

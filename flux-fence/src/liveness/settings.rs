@@ -1,11 +1,13 @@
 //! The `[recovery]` table of the config file: which evidence recovery uses to prove a holder
 //! gone, and where the GitHub token comes from.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
+#[cfg(feature = "github")]
+use std::{path::Path, sync::Arc};
 
 use serde::Deserialize;
 
+#[cfg(feature = "github")]
 use super::{GithubConfig, GithubRuns, LivenessSource};
 
 /// Where the evidence that a holder is gone comes from.
@@ -57,6 +59,7 @@ impl RecoveryTable {
     /// # Errors
     ///
     /// One line (never the token) when something is missing.
+    #[cfg(feature = "github")]
     pub fn github(&self, token_file: Option<&Path>) -> Result<Arc<dyn LivenessSource>, String> {
         let path = token_file.or(self.github_token_file.as_deref());
         let runs = GithubRuns::new(GithubConfig::from_env(path)?)?;

@@ -79,6 +79,7 @@ pub struct Planned {
 /// The outcome of [`Recovery::execute`].
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
+#[must_use = "a kept or refused fence is a value: report it"]
 pub enum RecoverOutcome {
     /// The Lease takeover (a CAS on the watched version) did not land: its holder renewed or
     /// another party wrote it after the evidence. No fence was touched.
@@ -95,6 +96,7 @@ pub enum RecoverOutcome {
 /// What a recovery did.
 #[derive(Debug, Clone, PartialEq, Default)]
 #[non_exhaustive]
+#[must_use = "what recovery left held is in the report"]
 pub struct RecoverReport {
     /// The epoch at which we took the Lease over, if we did.
     pub lease_taken: Option<Epoch>,

@@ -40,6 +40,7 @@ use std::sync::Arc;
 use flux_fence::{Fencer, Holder, Lease, LeaseAcquire, LeaseGuard, LeaseHandle, LeaseRelease};
 use futures::FutureExt;
 use kube::Client;
+use tracing::Instrument;
 
 pub use error::{CleanupError, SessionError};
 pub use lines::Members;
@@ -111,6 +112,7 @@ pub struct Parked {
 /// [`Outcome::into_result`] unless the details matter.
 #[derive(Debug)]
 #[non_exhaustive]
+#[must_use = "the work's result and what cleanup left held are in the outcome"]
 pub struct Outcome<T> {
     /// The work's value, or why the session did not complete.
     pub result: Result<T, SessionError>,
@@ -176,6 +178,27 @@ pub struct Session {
     /// The pause was abandoned with a write perhaps in flight: cleanup settles every member it
     /// does not hold with a CAS of its own before judging it.
     abandoned: bool,
+    /// `handoff_session` (holder, lease, targets): every phase's span is its child.
+    span: tracing::Span,
+}
+
+/// The span of one session: the holder, the Lease and the targets (`kind ns/name`, comma
+/// separated) as fields; the phases (`start`, `pause`, `work`, `cleanup`, `park`) are its
+/// children, so a subscriber sees every line of a session under one span, as kube-runtime
+/// gives one span per object.
+fn session_span(holder: &Holder, lease: &str) -> tracing::Span {
+    tracing::info_span!(
+        "handoff_session",
+        holder = %holder,
+        lease = %lease,
+        targets = tracing::field::Empty,
+    )
+}
+
+/// `kind ns/name` of each target, comma separated, for the session span.
+fn targets_field(chains: &[Chain]) -> String {
+    let targets: Vec<String> = chains.iter().map(|c| c.target.to_string()).collect();
+    targets.join(",")
 }
 
 impl Session {
@@ -194,17 +217,21 @@ impl Session {
     ) -> Result<Self, SessionError> {
         opts.validate()?;
         let holder = opts.holder.clone().unwrap_or_else(Holder::generate);
+        let span = session_span(&holder, &opts.lease.to_string());
+        let start = tracing::info_span!(parent: &span, "start");
         let before_start = || SessionError::Cancelled {
             during: "before anything was taken: nothing was changed".into(),
             changed: false,
         };
         let (chains, recovered, reads) = cancel
             .unless_stopped(preflight::preflight(&client, &opts, &holder))
+            .instrument(start.clone())
             .await
             .ok_or_else(before_start)??;
         if cancel.is_stopped() {
             return Err(before_start());
         }
+        span.record("targets", targets_field(&chains));
         // The parked mark the release clears is the one `park` writes.
         let mut lease_cfg = opts.lease.clone();
         lease_cfg.parked_key.clone_from(&opts.keys.parked);
@@ -216,6 +243,7 @@ impl Session {
         );
         let acquired = cancel
             .settle(STOP_GRACE, acquire)
+            .instrument(start)
             .await
             .ok_or_else(|| SessionError::StartCutShort {
                 holder: holder.to_string(),
@@ -260,6 +288,7 @@ impl Session {
             recovered,
             cleanup_budget: None,
             abandoned: false,
+            span,
         })
     }
 
@@ -304,9 +333,13 @@ impl Session {
         Fut: Future<Output = Result<T, E>>,
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let result = match Box::pin(self.pause(&mut progress)).await {
+        let pause = tracing::info_span!(parent: &self.span, "pause");
+        let result = match Box::pin(self.pause(&mut progress).instrument(pause)).await {
             Err(e) => Err(e),
-            Ok(proof) => self.work(proof, work).await,
+            Ok(proof) => {
+                let span = tracing::info_span!(parent: &self.span, "work");
+                self.work(proof, work).instrument(span).await
+            }
         };
         self.note_releases(result.as_ref().err());
         if matches!(
@@ -315,7 +348,9 @@ impl Session {
         ) {
             self.cleanup_budget = Some(self.opts.lease.duration);
         }
-        let (released, lease_released, cleanup) = self.cleanup(&mut progress).await;
+        let span = tracing::info_span!(parent: &self.span, "cleanup");
+        let (released, lease_released, cleanup) =
+            self.cleanup(&mut progress).instrument(span).await;
         Outcome {
             result,
             released,
@@ -328,11 +363,14 @@ impl Session {
     /// holder, parked (marked as a deliberate pause, so recovery does not take it for a
     /// crashed run). A pause that fails is released as in [`Session::run_paused`].
     pub async fn park<P: FnMut(Event)>(mut self, mut progress: P) -> Outcome<Parked> {
-        let proof = match Box::pin(self.pause(&mut progress)).await {
+        let pause = tracing::info_span!(parent: &self.span, "pause");
+        let proof = match Box::pin(self.pause(&mut progress).instrument(pause)).await {
             Ok(p) => p,
             Err(e) => {
                 self.note_releases(Some(&e));
-                let (released, lease_released, cleanup) = self.cleanup(&mut progress).await;
+                let span = tracing::info_span!(parent: &self.span, "cleanup");
+                let (released, lease_released, cleanup) =
+                    self.cleanup(&mut progress).instrument(span).await;
                 return Outcome {
                     result: Err(e),
                     released,
@@ -349,7 +387,11 @@ impl Session {
         let lease_name = self.opts.lease.to_string();
         let parked = match self.lease.take() {
             None => Ok(()),
-            Some(l) => match l.park(&self.opts.keys.parked).await {
+            Some(l) => match l
+                .park(&self.opts.keys.parked)
+                .instrument(tracing::info_span!(parent: &self.span, "park"))
+                .await
+            {
                 Ok(LeaseRelease::Released) => {
                     progress(Event::LeaseParked);
                     Ok(())

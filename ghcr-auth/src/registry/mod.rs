@@ -9,13 +9,21 @@ use std::fmt;
 use std::net::IpAddr;
 use std::time::Duration;
 
+#[cfg(feature = "registry")]
 use reqwest::header::{ACCEPT, WWW_AUTHENTICATE};
+#[cfg(feature = "registry")]
 use reqwest::{Client, RequestBuilder, StatusCode};
-use secrecy::{ExposeSecret, SecretString};
+#[cfg(feature = "registry")]
+use secrecy::ExposeSecret;
+use secrecy::SecretString;
+#[cfg(feature = "registry")]
 use tracing::debug;
 
+#[cfg(feature = "registry")]
 use crate::credential::{DockerConfig, RegistryAuth};
+#[cfg(feature = "registry")]
 use crate::error::GhcrError;
+#[cfg(feature = "registry")]
 use crate::image::ImageRef;
 pub use challenge::{Challenge, parse_challenge};
 
@@ -51,6 +59,7 @@ impl fmt::Display for ProofStep {
 
 /// What the registry said about the credential. Only [`ProofOutcome::Proven`] proves it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a refused credential is a value: check is_proven"]
 pub enum ProofOutcome {
     /// The authenticated manifest fetch returned 200.
     Proven {
@@ -164,13 +173,15 @@ impl Default for ProverOptions {
     }
 }
 
-/// Proves a credential against registries.
+/// Proves a credential against registries (feature `registry`).
+#[cfg(feature = "registry")]
 #[derive(Debug, Clone)]
 pub struct RegistryProver {
     http: Client,
     options: ProverOptions,
 }
 
+#[cfg(feature = "registry")]
 impl RegistryProver {
     /// Builds the HTTP client (rustls; redirects are not followed, so a credential is never
     /// forwarded to another host).

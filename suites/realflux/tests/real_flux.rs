@@ -53,7 +53,7 @@ async fn real_flux_retire_ack_pause_is_proven_and_resume_reconciles_again() {
     // The real controller acknowledged each nonce although the objects are suspended.
     assert_fenced(&w.get(PARENT).await, &w.owner(), false);
     assert_fenced(&w.get(TARGET).await, &w.owner(), true);
-    h.resume(Some(timing())).await.unwrap();
+    let _ = h.resume(Some(timing())).await.unwrap();
     let child = w.get(TARGET).await;
     assert!(!suspended(&child));
     assert!(annotation(&child, OWNER_KEY).is_none());
@@ -90,7 +90,7 @@ async fn real_flux_pause_while_both_wait_on_a_deployment_that_never_becomes_heal
     assert_fenced(&w.get(PARENT).await, &w.owner(), false);
     assert_fenced(&w.get(TARGET).await, &w.owner(), true);
     // Handed back without waiting for Ready: the child can never become Ready here.
-    h.resume(None).await.unwrap();
+    let _ = h.resume(None).await.unwrap();
     assert!(!suspended(&w.get(TARGET).await));
 }
 
@@ -123,7 +123,7 @@ async fn real_flux_frozen_reconciling_after_killing_the_controller_does_not_bloc
     let child = w.get(TARGET).await;
     assert_fenced(&child, &w.owner(), true);
     // Handed back without waiting for Ready: the child can never become Ready here.
-    h.resume(None).await.unwrap();
+    let _ = h.resume(None).await.unwrap();
     drop(restarted);
 }
 
@@ -148,7 +148,7 @@ async fn real_flux_parent_apply_skips_a_target_fenced_with_reconcile_disabled() 
     // The parent's apply ran and skipped the target: the fence and the suspend hold.
     let child = w.get(TARGET).await;
     assert_fenced(&child, &w.owner(), true);
-    h.resume(Some(timing())).await.unwrap();
+    let _ = h.resume(Some(timing())).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

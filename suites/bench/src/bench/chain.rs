@@ -120,7 +120,7 @@ async fn handoff(client: &Client, ns: &str, names: &[String], s: &Settings) -> a
         PauseOutcome::Proven(_) => {}
         PauseOutcome::Refused { object, why } => bail!("refused: {object}: {why}"),
     }
-    resumed.context("resuming")?;
-    released.context("releasing the Lease")?;
+    let _ = resumed.context("resuming")?;
+    let _ = released.context("releasing the Lease")?;
     Ok(())
 }

@@ -45,7 +45,7 @@ pub async fn run_once(admin: &kube::Client, n: usize) -> anyhow::Result<Run> {
         .await?;
     let took = start.elapsed();
     let after = proxy.counts();
-    lease.release().await?;
+    let _ = lease.release().await?;
     if !report.is_complete() || report.results.len() != n {
         bail!("fan-out into {n} namespaces incomplete:\n{report}");
     }

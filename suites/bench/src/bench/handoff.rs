@@ -144,8 +144,8 @@ pub async fn handoff(
     let resumed = handoff.resume(None).await;
     let released = lease.release().await;
     worked?;
-    resumed.context("resuming")?;
-    released.context("releasing the Lease")?;
+    let _ = resumed.context("resuming")?;
+    let _ = released.context("releasing the Lease")?;
     Ok(())
 }
 

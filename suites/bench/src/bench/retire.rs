@@ -106,8 +106,8 @@ pub async fn run_once(
         PauseOutcome::Proven(_) => {}
         PauseOutcome::Refused { object, why } => bail!("refused: {object}: {why}"),
     }
-    resumed?;
-    released?;
+    let _ = resumed?;
+    let _ = released?;
     Ok(Run {
         ms: ms(took),
         requests,

@@ -279,8 +279,8 @@ async fn handoff_case(
             PauseOutcome::Proven(_) => {}
             PauseOutcome::Refused { object, why } => bail!("refused: {object}: {why}"),
         }
-        resumed.context("resuming")?;
-        released.context("releasing the Lease")?;
+        let _ = resumed.context("resuming")?;
+        let _ = released.context("releasing the Lease")?;
         Ok::<_, anyhow::Error>(Run {
             case: c.name.into(),
             pause_ms: ms(end.duration_since(start)),
