@@ -11,6 +11,7 @@
 //! Nothing here ever receives a credential: callers pass phase names, counts and object names.
 
 mod actions;
+mod yaml;
 
 use std::io::Write;
 use std::time::Instant;
@@ -22,6 +23,10 @@ use serde_json::{Value, json};
 pub enum Format {
     Text,
     Json,
+    /// The JSON document as YAML.
+    Yaml,
+    /// One `kind/namespace/name` per line of the objects the command lists.
+    Name,
 }
 
 /// One finished phase.
@@ -48,6 +53,8 @@ pub struct Output {
     /// The command released everything it took (or took nothing): the `cleanup=complete`
     /// output, on which the Action's post step stands down.
     cleanup_complete: bool,
+    /// The objects the command lists (`-o name`), as `kind/namespace/name`.
+    names: Vec<String>,
 }
 
 impl Output {
@@ -64,12 +71,19 @@ impl Output {
             paused: Vec::new(),
             proven_after: None,
             cleanup_complete: false,
+            names: Vec::new(),
         }
     }
 
-    /// Whether the final document is JSON.
+    /// Whether stdout carries only the final output (`-o json|yaml|name`), not text.
     pub fn is_json(&self) -> bool {
-        self.format == Format::Json
+        self.format != Format::Text
+    }
+
+    /// Records the objects the command lists (`-o name` prints them), as `Kind ns/name` or
+    /// already as `kind/ns/name`.
+    pub fn list(&mut self, objects: &[String]) {
+        self.names.extend(objects.iter().map(|o| short_name(o)));
     }
 
     /// Whether this run is inside GitHub Actions (`GITHUB_ACTIONS=true`).
@@ -116,6 +130,7 @@ impl Output {
     /// Records objects just fenced, for the step summary.
     pub fn paused(&mut self, objects: &[String]) {
         self.paused.extend_from_slice(objects);
+        self.list(objects);
     }
 
     /// Adds a fact to the final JSON document. The `proof` fact marks the moment the pause was
@@ -167,7 +182,7 @@ impl Output {
                 );
             }
         }
-        if self.format == Format::Json {
+        if self.format != Format::Text {
             let doc = json!({
                 "command": command,
                 "result": if code == 0 { "ok" } else { "error" },
@@ -177,9 +192,35 @@ impl Output {
                 "phases": self.phases.iter().map(|p| json!({ "name": p.name, "ms": p.millis })).collect::<Vec<_>>(),
                 "facts": self.facts,
             });
-            println!("{doc}");
+            match self.format {
+                Format::Yaml => print!("{}", yaml::document(&doc)),
+                Format::Name => self.names.iter().for_each(|n| println!("{n}")),
+                _ => println!("{doc}"),
+            }
         }
     }
+}
+
+/// `Kustomization ns/name` as `ks/ns/name`, `HelmRelease ns/name` as `hr/ns/name` (the form
+/// every command takes); any other text as it is.
+pub fn short_name(display: &str) -> String {
+    let Some((kind, rest)) = display.split_once(' ') else {
+        return display.to_string();
+    };
+    let kind = match kind {
+        "Kustomization" => "ks".to_string(),
+        "HelmRelease" => "hr".to_string(),
+        other => other.to_lowercase(),
+    };
+    format!("{kind}/{rest}")
+}
+
+/// Which commands list objects (`-o name` is refused, exit 2, elsewhere).
+pub fn lists_objects(command: &str) -> bool {
+    matches!(
+        command,
+        "pause" | "run" | "resume" | "fences" | "ghcr reassert"
+    )
 }
 
 /// Appends `name=value` to `$GITHUB_OUTPUT` when it is set.
@@ -197,3 +238,30 @@ fn secs(millis: u128) -> f64 {
 }
 
 use flux_suspend::github::escape_data;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flux_habits_name_output_is_the_form_commands_take_back() {
+        let cases = [
+            ("Kustomization flux-system/apps", "ks/flux-system/apps"),
+            ("HelmRelease web/podinfo", "hr/web/podinfo"),
+            ("OCIRepository a/b", "ocirepository/a/b"),
+            ("ks/a/b", "ks/a/b"),
+        ];
+        for (display, name) in cases {
+            assert_eq!(short_name(display), name);
+        }
+        for (cmd, lists) in [
+            ("fences", true),
+            ("resume", true),
+            ("doctor", false),
+            ("rbac", false),
+            ("ghcr check", false),
+        ] {
+            assert_eq!(lists_objects(cmd), lists, "{cmd}");
+        }
+    }
+}

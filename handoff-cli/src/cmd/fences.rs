@@ -55,6 +55,12 @@ pub async fn run(global: &Global, args: &FencesArgs, out: &mut Output) -> Result
         None => {
             let listing = ctx.recovery.list(&ctx.suffix).await?;
             for (key, value) in listing.facts() {
+                if key == "fences"
+                    && let Some(rows) = value.as_array()
+                {
+                    let objects = rows.iter().filter_map(|r| r["object"].as_str());
+                    out.list(&objects.map(str::to_string).collect::<Vec<_>>());
+                }
                 out.fact(key, value);
             }
             if !out.is_json() {

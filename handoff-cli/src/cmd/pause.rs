@@ -16,7 +16,8 @@ pub async fn run(
     cancel: Cancel,
 ) -> Result<u8, Failure> {
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
-    let settings = settings::resolve(global, &args.targets, &file).map_err(Failure::usage)?;
+    let settings = settings::resolve(global, &args.targets.with(&args.positional), &file)
+        .map_err(Failure::usage)?;
     let opts = session::options(settings, &args.holder, &file)?;
     let wait = session::lease_wait(&args.holder, &file)?;
     let lease = opts.lease.clone();

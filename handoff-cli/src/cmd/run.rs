@@ -22,7 +22,8 @@ pub async fn run(
     cancel: Cancel,
 ) -> Result<u8, Failure> {
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
-    let settings = settings::resolve(global, &args.targets, &file).map_err(Failure::usage)?;
+    let settings = settings::resolve(global, &args.targets.with(&args.positional), &file)
+        .map_err(Failure::usage)?;
     let (program, rest) = args
         .command
         .split_first()

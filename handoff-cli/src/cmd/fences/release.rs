@@ -73,6 +73,7 @@ pub(super) async fn run(
             out.fact("resource_version", json!(rv));
             let rv = rv.as_deref().unwrap_or("unknown");
             out.phase(&format!("released: {name} (resourceVersion {rv})"));
+            out.list(std::slice::from_ref(&name));
             Ok(exit::SUCCESS)
         }
         Err(refused) => Err(Failure::new(exit::REFUSED, refused.to_string())),

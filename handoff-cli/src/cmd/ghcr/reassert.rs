@@ -16,7 +16,7 @@ use kube::Client;
 use serde_json::json;
 
 use super::input::{self, CredentialArgs, FanoutArgs, SecretArgs};
-use crate::cli::{Global, HolderArg, TargetArgs};
+use crate::cli::{Global, HolderArg, Positional, TargetArgs};
 use crate::failure::Failure;
 use crate::output::Output;
 use crate::{client, config, exit, session, settings};
@@ -31,6 +31,8 @@ pub struct ReassertArgs {
     pub secrets: SecretArgs,
     #[command(flatten)]
     pub fanout: FanoutArgs,
+    #[command(flatten)]
+    pub positional: Positional,
     /// Pause these Flux objects while reasserting (as `pause`); without any target (here or in
     /// the config) the Secrets are reasserted without a pause or Lease.
     #[command(flatten)]
@@ -138,9 +140,10 @@ pub async fn run(
         &global.namespace,
     )?;
     let bootstrap = route.allow_incomplete;
-    let has_targets = !bootstrap && (!args.targets.target.is_empty() || !file.targets.is_empty());
+    let targets = args.targets.with(&args.positional);
+    let has_targets = !bootstrap && (!targets.target.is_empty() || !file.targets.is_empty());
     let settings = if has_targets {
-        Some(settings::resolve(global, &args.targets, &file).map_err(Failure::usage)?)
+        Some(settings::resolve(global, &targets, &file).map_err(Failure::usage)?)
     } else {
         None
     };
