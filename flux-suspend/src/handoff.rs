@@ -377,9 +377,17 @@ impl Handoff {
                             nonce: held.nonce,
                             acked: None,
                         });
+                        let detail = match &why {
+                            // Words the CLI's next step reads (`release of OBJ withheld`).
+                            flux_fence::Kept::MarkMoved { at } => format!(
+                                "release of {} withheld: {at} was changed by another writer",
+                                flux_fence::recovery::short_ref(&object)
+                            ),
+                            other => format!("{name} kept: {other:?}"),
+                        };
                         return Err(SuspendError::Invalid {
                             step: "releasing",
-                            detail: format!("{name} kept: {why:?}"),
+                            detail,
                         });
                     }
                     Ok(_) => report.not_ours.push(name),

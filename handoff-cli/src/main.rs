@@ -7,6 +7,7 @@ mod complete;
 mod config;
 mod exit;
 mod failure;
+mod next_step;
 mod output;
 mod session;
 mod settings;

@@ -142,6 +142,11 @@ impl Output {
         self.facts.insert(key.to_string(), value);
     }
 
+    /// The `holder` fact, once the session has one.
+    pub fn holder(&self) -> Option<&str> {
+        self.facts.get("holder").and_then(Value::as_str)
+    }
+
     /// Records whether the command holds nothing any more: it released everything it took,
     /// or it took nothing. A parked pause holds.
     pub fn cleanup_complete(&mut self, complete: bool) {

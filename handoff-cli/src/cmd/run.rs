@@ -12,6 +12,7 @@ use serde_json::json;
 
 use crate::cli::{Global, RunArgs};
 use crate::failure::Failure;
+use crate::next_step::Hints;
 use crate::output::Output;
 use crate::{client, config, exit, session, settings};
 
@@ -32,8 +33,9 @@ pub async fn run(
     // The holder's deadline stops the command this long before it must be gone.
     opts.kill_grace = args.grace;
     let wait = session::lease_wait(&args.holder, &file)?;
+    let hints = Hints::of("run", &opts);
     let client = client::client(global).await?;
-    let started = session::start(client, opts, wait, cancel, out).await?;
+    let started = session::start(client, opts, wait, cancel, out, &hints).await?;
     let members = started.members();
     let out = RefCell::new(out);
     let outcome = started
@@ -46,7 +48,11 @@ pub async fn run(
         )
         .await;
     let out = out.into_inner();
-    session::finish(session::result(outcome.result), outcome.cleanup, out)
+    session::finish(
+        session::result(outcome.result, &hints),
+        outcome.cleanup,
+        out,
+    )
 }
 
 /// Runs the command ([`flux_suspend::command::run_while_paused`]) until it exits, or until

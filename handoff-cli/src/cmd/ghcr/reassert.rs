@@ -167,7 +167,8 @@ pub async fn run(
     };
     let opts = session::options(settings, &args.holder, &file)?;
     let wait = session::lease_wait(&args.holder, &file)?;
-    let started = session::start(client.clone(), opts, wait, cancel, out).await?;
+    let hints = crate::next_step::Hints::of("ghcr reassert", &opts);
+    let started = session::start(client.clone(), opts, wait, cancel, out, &hints).await?;
     let members = started.members();
     let out = RefCell::new(out);
     let (out_ref, work_ref, client_ref, planned_ref) = (&out, &work, &client, planned.as_ref());
@@ -194,7 +195,12 @@ pub async fn run(
     ))
     .await;
     let out = out.into_inner();
-    session::finish(session::result(outcome.result), outcome.cleanup, out).map(|()| exit::SUCCESS)
+    session::finish(
+        session::result(outcome.result, &hints),
+        outcome.cleanup,
+        out,
+    )
+    .map(|()| exit::SUCCESS)
 }
 
 /// Runs the work to its end, or once cancelled for [`STOP_GRACE`] more.
