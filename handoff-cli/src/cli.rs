@@ -15,7 +15,8 @@ back — with owner fences (compare-and-swap on every write), a stable-pause pro
 trusts frozen status, and reports that never print secrets or identities.
 
 A handoff: acquire the Lease, fence the chain top-down (parent, then target: owner annotation,
-spec.suspend=true, a requestedAt nonce, and reconcile: disabled on the target), retire in-flight
+spec.suspend=true, a requestedAt nonce, reconcile: disabled on the target, and the Flux
+Operator's suspendedBy where no one set one), retire in-flight
 reconciles (--retire ack|restart|none), prove the pause is stable, work, then release bottom-up
 and release the Lease — on every exit path, including SIGINT and SIGTERM.";
 

@@ -239,3 +239,83 @@ fn flux_habits_positional_targets_parse_on_pause_run_and_reassert() {
     let out = offline(&["run", "apps", "true"], &[]);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
 }
+
+const SUSPENDED_BY: &str = "fluxcd.controlplane.io/suspendedBy";
+
+async fn pause_with_reason(c: &Cluster) -> String {
+    let mut args = vec!["--reason", "rotate the pull secret", "pause", TARGET];
+    let flags = c.handoff_flags();
+    args.extend(flags.iter().map(String::as_str));
+    let out = c.run(&args).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    stdout(&out).trim().to_string()
+}
+
+async fn resume_holder(c: &Cluster, holder: &str) {
+    let mut args = vec!["resume", "--holder", holder];
+    let flags = c.handoff_flags();
+    args.extend(flags.iter().map(String::as_str));
+    let out = c.run(&args).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspended_by_names_the_holder_and_reason_while_paused_and_goes_on_release() {
+    let c = Cluster::seeded("suspended-by").await;
+    let holder = pause_with_reason(&c).await;
+    let want = format!("flux-handoff {holder}: rotate the pull secret");
+    for name in [TARGET, PARENT] {
+        let o = c.get(name).await;
+        assert_eq!(
+            annotation(&o, SUSPENDED_BY),
+            Some(want.as_str()),
+            "{name}: {o}"
+        );
+    }
+    resume_holder(&c, &holder).await;
+    for name in [TARGET, PARENT] {
+        let o = c.get(name).await;
+        assert_eq!(annotation(&o, SUSPENDED_BY), None, "{name}: {o}");
+        assert_released(&o, name);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspended_by_someone_elses_value_is_never_overwritten_and_stays_after_release() {
+    use kube::api::{DynamicObject, Patch, PatchParams};
+    let c = Cluster::seeded("suspended-by-foreign").await;
+    let api: kube::Api<DynamicObject> = kube::Api::namespaced_with(
+        c.ns.client.clone(),
+        &c.ns.name,
+        &testkit::fixtures::kustomization_resource(),
+    );
+    let theirs = "alice: incident 42";
+    let pp = PatchParams {
+        field_manager: Some("alice".into()),
+        ..PatchParams::default()
+    };
+    let patch = serde_json::json!({ "metadata": { "annotations": { SUSPENDED_BY: theirs } } });
+    api.patch(TARGET, &pp, &Patch::Merge(patch)).await.unwrap();
+
+    let holder = pause_with_reason(&c).await;
+    let t = c.get(TARGET).await;
+    assert_eq!(annotation(&t, SUSPENDED_BY), Some(theirs), "{t}");
+    assert!(suspended(&t), "{t}");
+    // The parent had none: it gets ours.
+    let p = c.get(PARENT).await;
+    assert!(
+        annotation(&p, SUSPENDED_BY).is_some_and(|v| v.contains(&holder)),
+        "{p}"
+    );
+
+    resume_holder(&c, &holder).await;
+    let t = c.get(TARGET).await;
+    assert_eq!(
+        annotation(&t, SUSPENDED_BY),
+        Some(theirs),
+        "the release left theirs: {t}"
+    );
+    assert_released(&t, TARGET);
+    let p = c.get(PARENT).await;
+    assert_eq!(annotation(&p, SUSPENDED_BY), None, "{p}");
+}
