@@ -102,7 +102,8 @@ pub enum LogFormat {
 pub enum Command {
     /// Fence the chain, retire in-flight reconciles, prove the stable pause; leave it paused.
     Pause(PauseArgs),
-    /// Release what a holder owns, children before parents, then the Lease.
+    /// Resume a pause by object (`resume apps`, as `flux resume`: waits for Ready) or by holder
+    /// (`--holder H`): children before parents, then the Lease.
     Resume(ResumeArgs),
     /// Pause, prove, run a command, resume — whatever the command's outcome.
     Run(RunArgs),
