@@ -11,6 +11,7 @@
 //! Nothing here ever receives a credential: callers pass phase names, counts and object names.
 
 mod actions;
+mod progress;
 mod yaml;
 
 use std::io::Write;
@@ -55,6 +56,8 @@ pub struct Output {
     cleanup_complete: bool,
     /// The objects the command lists (`-o name`), as `kind/namespace/name`.
     names: Vec<String>,
+    /// The flux-style progress lines and Actions groups ([`progress`]).
+    progress: progress::Progress,
 }
 
 impl Output {
@@ -72,6 +75,36 @@ impl Output {
             proven_after: None,
             cleanup_complete: false,
             names: Vec::new(),
+            progress: progress::Progress::new(github),
+        }
+    }
+
+    /// The stage the next phase lines belong to (`pause`, `work`, `resume`): one `►` line
+    /// when its first line comes, and in Actions one group holding its lines.
+    pub fn stage(&mut self, stage: &'static str) {
+        self.progress.stage(stage);
+    }
+
+    /// A wait that goes on: `◎ LINE`.
+    pub fn waiting(&mut self, line: &str) {
+        let lines = self.progress.line(progress::Kind::Waiting, line);
+        if !self.quiet {
+            self.print(&lines);
+        }
+    }
+
+    fn print(&self, lines: &[String]) {
+        let mut err = std::io::stderr().lock();
+        for l in lines {
+            // Only the group title is a workflow command's data; the lines are plain output.
+            match l.strip_prefix("::group::") {
+                Some(title) if self.github => {
+                    let _ = writeln!(err, "::group::{}", escape_data(title));
+                }
+                _ => {
+                    let _ = writeln!(err, "{l}");
+                }
+            }
         }
     }
 
@@ -99,16 +132,12 @@ impl Output {
             name: line.to_string(),
             millis,
         });
-        if self.quiet {
-            return;
-        }
-        let mut err = std::io::stderr().lock();
-        if self.github {
-            let _ = writeln!(err, "::group::{}", escape_data(line));
-            let _ = writeln!(err, "{line} ({:.1}s)", secs(millis));
-            let _ = writeln!(err, "::endgroup::");
-        } else {
-            let _ = writeln!(err, "{line} ({:.1}s)", secs(millis));
+        let lines = self.progress.line(
+            progress::Kind::Done,
+            &format!("{line} ({:.1}s)", secs(millis)),
+        );
+        if !self.quiet {
+            self.print(&lines);
         }
     }
 
@@ -157,7 +186,11 @@ impl Output {
     /// `--output json` the one final document on stdout. In Actions, a handoff command also
     /// appends its step summary and outputs ([`actions`]); a file that cannot be written is
     /// reported on stderr and changes nothing else.
-    pub fn finish(&self, command: &str, code: u8, error: Option<&str>) {
+    pub fn finish(&mut self, command: &str, code: u8, error: Option<&str>) {
+        let end = self.progress.end(code != 0);
+        if !self.quiet {
+            self.print(&end);
+        }
         if let Some(msg) = error {
             if self.github {
                 eprintln!("::error::{}", escape_data(msg));

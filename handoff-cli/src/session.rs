@@ -63,6 +63,7 @@ pub async fn start(
     hints: &Hints,
 ) -> Result<Session, Failure> {
     let lease = opts.lease.to_string();
+    out.stage("pause");
     // From here something may be held until the session's cleanup says otherwise.
     out.cleanup_complete(false);
     let started = Session::start_waiting(client, opts, cancel, wait, |w| out.note(&w.line())).await;
@@ -93,7 +94,7 @@ pub fn report(out: &mut Output, event: &Event, members: &Members) {
     let line = event.line(members);
     match event {
         Event::Waiting(w) => {
-            out.note(&line);
+            out.waiting(&line);
             // Once per wait: the first report past half of its budget.
             let half = w.budget / 2;
             if w.waited >= half
@@ -101,6 +102,10 @@ pub fn report(out: &mut Output, event: &Event, members: &Members) {
             {
                 out.warning(&format!("past half of its budget: {line}"));
             }
+        }
+        Event::Released(_) | Event::LeaseReleased | Event::LeaseParked => {
+            out.stage("resume");
+            out.phase(&line);
         }
         Event::Step(Step::FenceParents) => {
             out.paused(&members.parents);

@@ -68,6 +68,7 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
     let wait = waits(args, matches!(by, By::Objects(_)));
     opts.wait_ready = wait.then(|| Timing::new(settings.interval, settings.timeout));
     out.cleanup_complete(false);
+    out.stage("resume");
     let resumed = resume_holder(&client, &opts, |e| out.phase(&e.line(&Members::default())))
         .await
         .map_err(|e| failure(&e, Some(&holder)))?;

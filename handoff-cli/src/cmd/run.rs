@@ -73,6 +73,7 @@ async fn command(
         .fact("proof", json!({ "passes": passes, "counters": counters }));
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(rest);
+    out.borrow_mut().stage("work");
     out.borrow_mut().phase(&format!("running {program}"));
     let ended = command::run_while_paused(&paused, cmd, grace)
         .await

@@ -189,6 +189,7 @@ pub async fn run(
             // The Secrets are written while the RefCell is borrowed; the session reports no
             // progress while the work runs.
             let mut out = out_ref.borrow_mut();
+            out.stage("work");
             let run = work_ref.run(planned_ref, &reasserter, client_ref, &mut **out);
             Ok::<_, std::convert::Infallible>(settle(&paused.cancel, run).await)
         },
