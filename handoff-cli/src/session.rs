@@ -103,7 +103,8 @@ pub fn report(out: &mut Output, event: &Event, members: &Members) {
                 out.warning(&format!("past half of its budget: {line}"));
             }
         }
-        Event::Released(_) | Event::LeaseReleased | Event::LeaseParked => {
+        // A parked Lease ends the pause stage; releasing is the resume stage.
+        Event::Released(_) | Event::LeaseReleased => {
             out.stage("resume");
             out.phase(&line);
         }
