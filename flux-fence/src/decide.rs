@@ -173,6 +173,10 @@ pub fn decide_acquire(
     for m in marks {
         let p = m.at.pointer();
         let current = obj.pointer(&p);
+        if m.if_absent && current.is_some() {
+            // Someone else's value: left as it is, and not part of this fence.
+            continue;
+        }
         if m.exclusive && current == Some(&m.value) {
             return Ok(AcquireDecision::Refuse(Refusal::AlreadyMarked {
                 at: m.at.clone(),
@@ -227,7 +231,8 @@ pub fn decide_acquire(
     if let Some(r) = reason {
         ops.push(add(&pointer::annotation(&keys.reason), &json!(r)));
     }
-    for m in marks {
+    // What is recorded is what is written (an if-absent mark over someone's value is neither).
+    for m in &recorded {
         ops.push(add(&m.at.pointer(), &m.value));
     }
     Ok(AcquireDecision::Patch(AcquirePlan {
@@ -384,12 +389,16 @@ fn held_if_in_place(
     marks: &[Mark],
 ) -> Option<Held> {
     let (held, _) = held_from_annotations(obj, keys).ok()?;
+    // An if-absent mark that found someone else's value was not recorded: compare with the
+    // marks the acquire wrote.
+    let recorded_at = |m: &&Mark| !m.if_absent || held.marks.iter().any(|r| r.at == m.at);
+    let written: Vec<&Mark> = marks.iter().filter(recorded_at).collect();
     let same = held.owner == *owner
-        && held.marks.len() == marks.len()
+        && held.marks.len() == written.len()
         && held
             .marks
             .iter()
-            .zip(marks)
+            .zip(written)
             .all(|(r, m)| r.at == m.at && r.value == m.value && r.restore == m.restore)
         && held
             .marks

@@ -61,6 +61,10 @@ pub struct Mark {
     /// Refuse the acquire when the object already holds this value (someone else set it),
     /// e.g. a Flux object already suspended by another hand.
     pub exclusive: bool,
+    /// Write it only where the object holds no value there: a value someone else set is left
+    /// as it is, and this mark is then not part of the fence (not recorded, not released).
+    /// E.g. `fluxcd.controlplane.io/suspendedBy`.
+    pub if_absent: bool,
 }
 
 impl Mark {
@@ -72,6 +76,7 @@ impl Mark {
             value: Value::String(value.into()),
             restore: Restore::Exact,
             exclusive: false,
+            if_absent: false,
         }
     }
 
@@ -83,6 +88,7 @@ impl Mark {
             value,
             restore: Restore::Exact,
             exclusive: false,
+            if_absent: false,
         }
     }
 
@@ -97,6 +103,13 @@ impl Mark {
     #[must_use]
     pub fn exclusive(mut self) -> Self {
         self.exclusive = true;
+        self
+    }
+
+    /// The same mark, written only where the object holds no value ([`Mark::if_absent`]).
+    #[must_use]
+    pub fn if_absent(mut self) -> Self {
+        self.if_absent = true;
         self
     }
 

@@ -447,3 +447,78 @@ proptest! {
         prop_assert_eq!(after, before);
     }
 }
+
+/// `fluxcd.controlplane.io/suspendedBy` as the handoff writes it: only where absent.
+#[test]
+fn suspended_by_an_if_absent_mark_is_written_only_where_no_one_else_set_a_value() {
+    const BY: &str = "fluxcd.controlplane.io/suspendedBy";
+    let mut marks = flux_marks();
+    marks.push(
+        Mark::annotation(BY, "flux-handoff gh1.1-aaaaaa")
+            .restore(Restore::IfUnchanged)
+            .if_absent(),
+    );
+    // Absent: written, recorded with no prior, and the release removes it.
+    let free = object(false, None);
+    let p = plan(&free, &marks);
+    let fenced = applied(&free, &p);
+    assert_eq!(
+        fenced["metadata"]["annotations"][BY],
+        "flux-handoff gh1.1-aaaaaa"
+    );
+    assert!(
+        p.held
+            .marks
+            .iter()
+            .any(|m| m.at == MarkAt::Annotation(BY.into()) && m.prior.is_none())
+    );
+    let mut released = fenced.clone();
+    json_patch::patch(&mut released, &release_patch(&fenced, &p.held)).unwrap();
+    assert!(
+        released["metadata"]["annotations"].get(BY).is_none(),
+        "{released}"
+    );
+    // Idempotent: the same acquire on what it wrote is ours.
+    let again = decide_acquire(
+        Some(&fenced),
+        &keys(),
+        &ours(),
+        &marks,
+        Some("rotation"),
+        now(),
+    );
+    assert!(matches!(
+        again.unwrap(),
+        AcquireDecision::AlreadyOurs { .. }
+    ));
+
+    // Someone else's value: not written, not recorded, and the release leaves it.
+    let foreign = object(false, Some(json!({ BY: "alice: incident 42" })));
+    let p = plan(&foreign, &marks);
+    assert!(
+        !p.held
+            .marks
+            .iter()
+            .any(|m| m.at == MarkAt::Annotation(BY.into()))
+    );
+    let fenced = applied(&foreign, &p);
+    assert_eq!(fenced["metadata"]["annotations"][BY], "alice: incident 42");
+    let again = decide_acquire(
+        Some(&fenced),
+        &keys(),
+        &ours(),
+        &marks,
+        Some("rotation"),
+        now(),
+    );
+    assert!(matches!(
+        again.unwrap(),
+        AcquireDecision::AlreadyOurs { .. }
+    ));
+    let mut released = fenced.clone();
+    json_patch::patch(&mut released, &release_patch(&fenced, &p.held)).unwrap();
+    assert_eq!(
+        released["metadata"]["annotations"][BY],
+        "alice: incident 42"
+    );
+}

@@ -379,9 +379,17 @@ impl Handoff {
                             nonce: held.nonce,
                             acked: None,
                         });
+                        let detail = match &why {
+                            // Words the CLI's next step reads (`release of OBJ withheld`).
+                            flux_fence::Kept::MarkMoved { at } => format!(
+                                "release of {} withheld: {at} was changed by another writer",
+                                flux_fence::recovery::short_ref(&object)
+                            ),
+                            other => format!("{name} kept: {other:?}"),
+                        };
                         return Err(SuspendError::Invalid {
                             step: "releasing",
-                            detail: format!("{name} kept: {why:?}"),
+                            detail,
                         });
                     }
                     Ok(_) => report.not_ours.push(name),
@@ -409,7 +417,8 @@ impl Handoff {
         opts: &PauseOptions,
     ) -> Result<Option<PauseOutcome>, SuspendError> {
         let nonce = new_nonce();
-        let marks = fence_marks(&nonce, is_target);
+        let by = suspended_by(&self.fencer.owner().holder, opts.reason.as_deref());
+        let marks = fence_marks(&nonce, is_target, &by);
         // A busy controller moves the resourceVersion with every status write, so a CAS can
         // lose several rounds in a row. Contention is a value: re-read and try again, backing
         // off, within the phase budget — never a write without the test.
@@ -688,12 +697,30 @@ impl Drop for Handoff {
     }
 }
 
-/// The marks of a fence: `spec.suspend=true` (exclusive), the `requestedAt` nonce, and for a
-/// target `reconcile: disabled`.
-fn fence_marks(nonce: &str, is_target: bool) -> Vec<Mark> {
+/// The Flux Operator's annotation naming who suspended an object (its web UI shows it).
+pub const SUSPENDED_BY_ANNOTATION: &str = "fluxcd.controlplane.io/suspendedBy";
+
+/// The `suspendedBy` value: `flux-handoff HOLDER` and the reason when given (validated, never a
+/// secret: it is on the fence's reason annotation too).
+#[must_use]
+pub fn suspended_by(holder: &flux_fence::Holder, reason: Option<&str>) -> String {
+    match reason {
+        Some(r) if !r.is_empty() => format!("flux-handoff {holder}: {r}"),
+        _ => format!("flux-handoff {holder}"),
+    }
+}
+
+/// The marks of a fence: `spec.suspend=true` (exclusive), the `requestedAt` nonce, for a
+/// target `reconcile: disabled`, and `fluxcd.controlplane.io/suspendedBy` = `by` where no one
+/// else set one (a value someone else set stays, and the release leaves it; ours is removed
+/// on release unless someone changed it since).
+fn fence_marks(nonce: &str, is_target: bool, by: &str) -> Vec<Mark> {
     let mut marks = vec![
         Mark::field("/spec/suspend", json!(true)).exclusive(),
         Mark::annotation(REQUESTED_AT_ANNOTATION, nonce.to_string()).restore(Restore::IfUnchanged),
+        Mark::annotation(SUSPENDED_BY_ANNOTATION, by)
+            .restore(Restore::IfUnchanged)
+            .if_absent(),
     ];
     if is_target {
         marks.push(Mark::annotation(RECONCILE_ANNOTATION, RECONCILE_DISABLED));

@@ -15,7 +15,8 @@ back — with owner fences (compare-and-swap on every write), a stable-pause pro
 trusts frozen status, and reports that never print secrets or identities.
 
 A handoff: acquire the Lease, fence the chain top-down (parent, then target: owner annotation,
-spec.suspend=true, a requestedAt nonce, and reconcile: disabled on the target), retire in-flight
+spec.suspend=true, a requestedAt nonce, reconcile: disabled on the target, and the Flux
+Operator's suspendedBy where no one set one), retire in-flight
 reconciles (--retire ack|restart|none), prove the pause is stable, work, then release bottom-up
 and release the Lease — on every exit path, including SIGINT and SIGTERM.";
 
@@ -48,11 +49,13 @@ pub struct Global {
     /// Kubeconfig context to use.
     #[arg(long, global = true, value_name = "NAME")]
     pub context: Option<String>,
-    /// Default namespace of targets named without one.
+    /// Default namespace of targets named without one (default: `$FLUX_SYSTEM_NAMESPACE`, as
+    /// every flux command, else flux-system).
     #[arg(
         long,
         short = 'n',
         global = true,
+        env = "FLUX_SYSTEM_NAMESPACE",
         default_value = "flux-system",
         value_name = "NS"
     )]
@@ -68,7 +71,10 @@ pub struct Global {
     /// Pause between two reads of a bounded wait, e.g. 2s, 500ms.
     #[arg(long, global = true, default_value = "2s", value_parser = flux_suspend::settings::parse_duration, value_name = "DURATION")]
     pub interval: std::time::Duration,
-    /// Result format on stdout: phase lines for people (text) or one JSON document (json).
+    /// Result format on stdout: phase lines for people (text), one JSON document (json), the
+    /// same document as YAML (yaml), or one `kind/namespace/name` per line of the objects the
+    /// command lists — paused, released or fenced — in the form every command takes back
+    /// (name; not for `doctor`, `rbac` or `ghcr check`).
     #[arg(long, short = 'o', global = true, value_enum, default_value_t = Format::Text)]
     pub output: Format,
     /// Log format on stderr.
@@ -96,10 +102,10 @@ pub enum LogFormat {
 pub enum Command {
     /// Fence the chain, retire in-flight reconciles, prove the stable pause; leave it paused.
     Pause(PauseArgs),
-    /// Release what a holder owns, children before parents, then the Lease.
+    /// Resume a pause by object (`resume apps`, as `flux resume`: waits for Ready) or by holder
+    /// (`--holder H`): children before parents, then the Lease.
     Resume(ResumeArgs),
     /// Pause, prove, run a command, resume — whatever the command's outcome.
-    #[command(trailing_var_arg = true)]
     Run(RunArgs),
     /// Prove a registry credential (`ghcr check`, no cluster I/O) or reassert it into Secrets
     /// inside a handoff (`ghcr reassert`).
@@ -219,8 +225,27 @@ pub struct HolderArg {
     pub wait_lease: Option<std::time::Duration>,
 }
 
+/// Targets named positionally, as `flux suspend` and `kubectl get` take them: added to -t.
+#[derive(Debug, Args, Clone, Default)]
+pub struct Positional {
+    /// Flux objects to pause, `[kind/][namespace/]name` (as -t; both may be given).
+    #[arg(value_name = "TARGET")]
+    pub objects: Vec<String>,
+}
+
+impl TargetArgs {
+    /// These flags with the positional targets added after the -t ones.
+    pub fn with(&self, positional: &Positional) -> Self {
+        let mut t = self.clone();
+        t.target.extend(positional.objects.iter().cloned());
+        t
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct PauseArgs {
+    #[command(flatten)]
+    pub positional: Positional,
     #[command(flatten)]
     pub targets: TargetArgs,
     #[command(flatten)]
@@ -235,9 +260,15 @@ and not parked looks live (for example a `run` whose command is still running): 
 refuses with exit 3 and changes nothing. Use `flux-handoff fences recover` to prove it gone by \
 watching the Lease, or --holder-exited when you know its process has exited.")]
 pub struct ResumeArgs {
+    /// Resume the pause of these objects, `[kind/][namespace/]name`, as `flux resume` does:
+    /// the holder is read from their fences (all must have the same one) and its whole pause
+    /// is released, then each released object is waited for until Ready (--wait=false skips).
+    #[arg(value_name = "OBJECT", conflicts_with = "holder")]
+    pub objects: Vec<String>,
     /// The holder whose fences to release (default: `$FLUX_HANDOFF_HOLDER`; pause prints it).
-    #[arg(long, env = "FLUX_HANDOFF_HOLDER", value_name = "HOLDER")]
-    pub holder: String,
+    /// Needed unless objects are named.
+    #[arg(long, value_name = "HOLDER")]
+    pub holder: Option<String>,
     /// Attest that the holder's process has exited (e.g. a CI post step after its job's main
     /// step ended), so a Lease it holds without having parked it may be adopted and released.
     /// Without it, such a Lease looks live and resume refuses (exit 3, nothing changed).
@@ -250,9 +281,15 @@ pub struct ResumeArgs {
     #[arg(long)]
     pub if_held: bool,
     /// After releasing, request a reconcile and wait until each object is Ready for its
-    /// current generation.
+    /// current generation (what --wait does; kept for scripts).
     #[arg(long)]
     pub wait_ready: bool,
+    /// Wait until each released object is Ready, as `flux resume` does: default true when
+    /// objects are named, false by holder (a CI post step or a recovery never waits on a
+    /// target that was failing before the pause). `--wait=false` skips, `--wait` waits.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_name = "BOOL")]
+    pub wait: Option<bool>,
     #[command(flatten)]
     pub targets: TargetArgs,
     #[command(flatten)]
@@ -261,6 +298,8 @@ pub struct ResumeArgs {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    #[command(flatten)]
+    pub positional: Positional,
     #[command(flatten)]
     pub targets: TargetArgs,
     #[command(flatten)]
@@ -285,6 +324,6 @@ pub struct RunArgs {
     /// recreates a paused object, unsuspends it), the command is stopped and the run exits 8,
     /// naming the object, the change and the field manager. Otherwise exits with the
     /// command's exit code, or 128+N when a signal N ended it.
-    #[arg(required = true, value_name = "COMMAND")]
+    #[arg(required = true, last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }

@@ -370,6 +370,6 @@ mod tests {
         );
         assert!(flags.iter().all(|l| l.starts_with("--wa")), "{flags:?}");
         let values = candidates(&root, &want(&root, &w("--output"), ""), "");
-        assert_eq!(values, ["text", "json"]);
+        assert_eq!(values, ["text", "json", "yaml", "name"]);
     }
 }

@@ -7,6 +7,7 @@ mod complete;
 mod config;
 mod exit;
 mod failure;
+mod next_step;
 mod output;
 mod session;
 mod settings;
@@ -82,6 +83,14 @@ async fn dispatch(cli: Cli) -> u8 {
         signals::die_with_parent();
     }
     let g = &cli.global;
+    if g.output == output::Format::Name && !output::lists_objects(command_name(&cli.command)) {
+        let line = format!(
+            "-o name: `{}` lists no objects; use -o json or -o yaml",
+            command_name(&cli.command)
+        );
+        out.finish(command_name(&cli.command), exit::USAGE, Some(&line));
+        return exit::USAGE;
+    }
     let (name, result) = match &cli.command {
         Command::Pause(a) => ("pause", cmd::pause::run(g, a, &mut out, cancel).await),
         Command::Resume(a) => ("resume", cmd::resume::run(g, a, &mut out).await),
@@ -125,6 +134,21 @@ async fn dispatch(cli: Cli) -> u8 {
             out.finish(name, f.code, Some(&f.message));
             f.code
         }
+    }
+}
+
+/// The command's name for the output (`ghcr check`, `ghcr reassert`: their subcommand too).
+fn command_name(command: &Command) -> &'static str {
+    match command {
+        Command::Pause(_) => "pause",
+        Command::Resume(_) => "resume",
+        Command::Run(_) => "run",
+        Command::Fences(_) => "fences",
+        Command::Doctor(_) => "doctor",
+        Command::Rbac(_) => "rbac",
+        Command::Ghcr(a) => a.name(),
+        Command::Completions { .. } => "completions",
+        Command::Man => "man",
     }
 }
 

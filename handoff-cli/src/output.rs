@@ -11,6 +11,8 @@
 //! Nothing here ever receives a credential: callers pass phase names, counts and object names.
 
 mod actions;
+mod progress;
+mod yaml;
 
 use std::io::Write;
 use std::time::Instant;
@@ -22,6 +24,10 @@ use serde_json::{Value, json};
 pub enum Format {
     Text,
     Json,
+    /// The JSON document as YAML.
+    Yaml,
+    /// One `kind/namespace/name` per line of the objects the command lists.
+    Name,
 }
 
 /// One finished phase.
@@ -48,6 +54,10 @@ pub struct Output {
     /// The command released everything it took (or took nothing): the `cleanup=complete`
     /// output, on which the Action's post step stands down.
     cleanup_complete: bool,
+    /// The objects the command lists (`-o name`), as `kind/namespace/name`.
+    names: Vec<String>,
+    /// The flux-style progress lines and Actions groups ([`progress`]).
+    progress: progress::Progress,
 }
 
 impl Output {
@@ -64,12 +74,49 @@ impl Output {
             paused: Vec::new(),
             proven_after: None,
             cleanup_complete: false,
+            names: Vec::new(),
+            progress: progress::Progress::new(github),
         }
     }
 
-    /// Whether the final document is JSON.
+    /// The stage the next phase lines belong to (`pause`, `work`, `resume`): one `►` line
+    /// when its first line comes, and in Actions one group holding its lines.
+    pub fn stage(&mut self, stage: &'static str) {
+        self.progress.stage(stage);
+    }
+
+    /// A wait that goes on: `◎ LINE`.
+    pub fn waiting(&mut self, line: &str) {
+        let lines = self.progress.line(progress::Kind::Waiting, line);
+        if !self.quiet {
+            self.print(&lines);
+        }
+    }
+
+    fn print(&self, lines: &[String]) {
+        let mut err = std::io::stderr().lock();
+        for l in lines {
+            // Only the group title is a workflow command's data; the lines are plain output.
+            match l.strip_prefix("::group::") {
+                Some(title) if self.github => {
+                    let _ = writeln!(err, "::group::{}", escape_data(title));
+                }
+                _ => {
+                    let _ = writeln!(err, "{l}");
+                }
+            }
+        }
+    }
+
+    /// Whether stdout carries only the final output (`-o json|yaml|name`), not text.
     pub fn is_json(&self) -> bool {
-        self.format == Format::Json
+        self.format != Format::Text
+    }
+
+    /// Records the objects the command lists (`-o name` prints them), as `Kind ns/name` or
+    /// already as `kind/ns/name`.
+    pub fn list(&mut self, objects: &[String]) {
+        self.names.extend(objects.iter().map(|o| short_name(o)));
     }
 
     /// Whether this run is inside GitHub Actions (`GITHUB_ACTIONS=true`).
@@ -85,16 +132,12 @@ impl Output {
             name: line.to_string(),
             millis,
         });
-        if self.quiet {
-            return;
-        }
-        let mut err = std::io::stderr().lock();
-        if self.github {
-            let _ = writeln!(err, "::group::{}", escape_data(line));
-            let _ = writeln!(err, "{line} ({:.1}s)", secs(millis));
-            let _ = writeln!(err, "::endgroup::");
-        } else {
-            let _ = writeln!(err, "{line} ({:.1}s)", secs(millis));
+        let lines = self.progress.line(
+            progress::Kind::Done,
+            &format!("{line} ({:.1}s)", secs(millis)),
+        );
+        if !self.quiet {
+            self.print(&lines);
         }
     }
 
@@ -116,6 +159,7 @@ impl Output {
     /// Records objects just fenced, for the step summary.
     pub fn paused(&mut self, objects: &[String]) {
         self.paused.extend_from_slice(objects);
+        self.list(objects);
     }
 
     /// Adds a fact to the final JSON document. The `proof` fact marks the moment the pause was
@@ -125,6 +169,11 @@ impl Output {
             self.proven_after = Some(self.started.elapsed().as_millis());
         }
         self.facts.insert(key.to_string(), value);
+    }
+
+    /// The `holder` fact, once the session has one.
+    pub fn holder(&self) -> Option<&str> {
+        self.facts.get("holder").and_then(Value::as_str)
     }
 
     /// Records whether the command holds nothing any more: it released everything it took,
@@ -137,7 +186,11 @@ impl Output {
     /// `--output json` the one final document on stdout. In Actions, a handoff command also
     /// appends its step summary and outputs ([`actions`]); a file that cannot be written is
     /// reported on stderr and changes nothing else.
-    pub fn finish(&self, command: &str, code: u8, error: Option<&str>) {
+    pub fn finish(&mut self, command: &str, code: u8, error: Option<&str>) {
+        let end = self.progress.end(code != 0);
+        if !self.quiet {
+            self.print(&end);
+        }
         if let Some(msg) = error {
             if self.github {
                 eprintln!("::error::{}", escape_data(msg));
@@ -167,7 +220,7 @@ impl Output {
                 );
             }
         }
-        if self.format == Format::Json {
+        if self.format != Format::Text {
             let doc = json!({
                 "command": command,
                 "result": if code == 0 { "ok" } else { "error" },
@@ -177,9 +230,35 @@ impl Output {
                 "phases": self.phases.iter().map(|p| json!({ "name": p.name, "ms": p.millis })).collect::<Vec<_>>(),
                 "facts": self.facts,
             });
-            println!("{doc}");
+            match self.format {
+                Format::Yaml => print!("{}", yaml::document(&doc)),
+                Format::Name => self.names.iter().for_each(|n| println!("{n}")),
+                _ => println!("{doc}"),
+            }
         }
     }
+}
+
+/// `Kustomization ns/name` as `ks/ns/name`, `HelmRelease ns/name` as `hr/ns/name` (the form
+/// every command takes); any other text as it is.
+pub fn short_name(display: &str) -> String {
+    let Some((kind, rest)) = display.split_once(' ') else {
+        return display.to_string();
+    };
+    let kind = match kind {
+        "Kustomization" => "ks".to_string(),
+        "HelmRelease" => "hr".to_string(),
+        other => other.to_lowercase(),
+    };
+    format!("{kind}/{rest}")
+}
+
+/// Which commands list objects (`-o name` is refused, exit 2, elsewhere).
+pub fn lists_objects(command: &str) -> bool {
+    matches!(
+        command,
+        "pause" | "run" | "resume" | "fences" | "ghcr reassert"
+    )
 }
 
 /// Appends `name=value` to `$GITHUB_OUTPUT` when it is set.
@@ -197,3 +276,30 @@ fn secs(millis: u128) -> f64 {
 }
 
 use flux_suspend::github::escape_data;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flux_habits_name_output_is_the_form_commands_take_back() {
+        let cases = [
+            ("Kustomization flux-system/apps", "ks/flux-system/apps"),
+            ("HelmRelease web/podinfo", "hr/web/podinfo"),
+            ("OCIRepository a/b", "ocirepository/a/b"),
+            ("ks/a/b", "ks/a/b"),
+        ];
+        for (display, name) in cases {
+            assert_eq!(short_name(display), name);
+        }
+        for (cmd, lists) in [
+            ("fences", true),
+            ("resume", true),
+            ("doctor", false),
+            ("rbac", false),
+            ("ghcr check", false),
+        ] {
+            assert_eq!(lists_objects(cmd), lists, "{cmd}");
+        }
+    }
+}

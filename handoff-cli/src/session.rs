@@ -14,6 +14,7 @@ use crate::cmd::fences::evidence;
 use crate::config::FileConfig;
 use crate::exit;
 use crate::failure::{Failure, chain};
+use crate::next_step::{Hints, next_step, with_next};
 use crate::output::Output;
 
 /// The resolved options with `--holder` (it must parse) and `--recover-finished-runs` (or
@@ -59,8 +60,10 @@ pub async fn start(
     wait: LeaseWait,
     cancel: Cancel,
     out: &mut Output,
+    hints: &Hints,
 ) -> Result<Session, Failure> {
     let lease = opts.lease.to_string();
+    out.stage("pause");
     // From here something may be held until the session's cleanup says otherwise.
     out.cleanup_complete(false);
     let started = Session::start_waiting(client, opts, cancel, wait, |w| out.note(&w.line())).await;
@@ -68,7 +71,7 @@ pub async fn start(
         // A start that wrote nothing holds nothing (a refusal, a read, an early cancel).
         let nothing = e.changed_nothing() || matches!(e, SessionError::LeaseHeld { .. });
         out.cleanup_complete(nothing);
-        failure(&e)
+        failure(&e, hints)
     })?;
     for r in session.recovered() {
         out.phase(&r.to_string());
@@ -91,7 +94,7 @@ pub fn report(out: &mut Output, event: &Event, members: &Members) {
     let line = event.line(members);
     match event {
         Event::Waiting(w) => {
-            out.note(&line);
+            out.waiting(&line);
             // Once per wait: the first report past half of its budget.
             let half = w.budget / 2;
             if w.waited >= half
@@ -99,6 +102,11 @@ pub fn report(out: &mut Output, event: &Event, members: &Members) {
             {
                 out.warning(&format!("past half of its budget: {line}"));
             }
+        }
+        // A parked Lease ends the pause stage; releasing is the resume stage.
+        Event::Released(_) | Event::LeaseReleased => {
+            out.stage("resume");
+            out.phase(&line);
         }
         Event::Step(Step::FenceParents) => {
             out.paused(&members.parents);
@@ -125,33 +133,42 @@ pub fn finish<T>(
     out.cleanup_complete(cleanup.is_ok());
     match (result, cleanup) {
         (r, Ok(())) => r,
-        (Ok(_), Err(c)) => Err(Failure::new(exit::CLEANUP, cleanup_line(&c))),
+        (Ok(_), Err(c)) => Err(Failure::new(exit::CLEANUP, cleanup_line(&c, out.holder()))),
         (Err(f), Err(c)) if matches!(f.code, exit::INTERRUPTED | exit::REFUSED | exit::USAGE) => {
             Err(Failure::new(
                 exit::CLEANUP,
-                format!("{}; {}", f.message, cleanup_line(&c)),
+                format!("{}; {}", f.message, cleanup_line(&c, out.holder())),
             ))
         }
-        (Err(f), Err(c)) => {
-            out.note(&cleanup_line(&c));
+        (Err(mut f), Err(c)) => {
+            out.note(&cleanup_line(&c, out.holder()));
+            // A release withheld after a person's `flux resume`: its restore is what to do next.
+            if let Some(next) = crate::next_step::withheld(&c.why, out.holder()) {
+                let line = f.message.split("; next: ").next().unwrap_or_default();
+                f.message = with_next(line.to_string(), Some(&next));
+            }
             Err(f)
         }
     }
 }
 
 /// The work's result of an outcome as a [`Failure`].
-pub fn result<T>(r: Result<Result<T, Failure>, SessionError>) -> Result<T, Failure> {
-    r.map_err(|e| failure(&e)).and_then(|r| r)
+pub fn result<T>(r: Result<Result<T, Failure>, SessionError>, h: &Hints) -> Result<T, Failure> {
+    r.map_err(|e| failure(&e, h)).and_then(|r| r)
 }
 
-fn cleanup_line(c: &flux_suspend::CleanupError) -> String {
-    format!("{c}; `flux-handoff fences` lists what is still held")
+fn cleanup_line(c: &flux_suspend::CleanupError, holder: Option<&str>) -> String {
+    let next = crate::next_step::withheld(&c.why, holder);
+    let next = next.unwrap_or_else(|| "flux-handoff fences (lists what is still held)".into());
+    format!("{c}; next: {next}")
 }
 
-/// The exit code and one line of a session error.
-pub fn failure(e: &SessionError) -> Failure {
+/// The exit code and one line of a session error, ending with the command to run next
+/// ([`crate::next_step`]) when there is one.
+pub fn failure(e: &SessionError, h: &Hints) -> Failure {
     if let SessionError::PauseBroken(_) = e {
-        return Failure::new(exit::PAUSE_BROKEN, chain(e));
+        let line = with_next(chain(e), Some("flux-handoff fences (what is still held)"));
+        return Failure::new(exit::PAUSE_BROKEN, line);
     }
     let line = match e {
         SessionError::Read { object, source } => read_line(object, source),
@@ -159,7 +176,7 @@ pub fn failure(e: &SessionError) -> Failure {
             format!("{}; `flux-handoff fences` shows it", chain(e))
         }
         SessionError::Cancelled { during, .. } => format!("interrupted {during}"),
-        other => chain(other),
+        other => with_next(chain(other), next_step(other, h).as_deref()),
     };
     Failure::new(exit::code(e.class()), line)
 }

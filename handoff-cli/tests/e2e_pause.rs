@@ -161,7 +161,7 @@ async fn a_chain_held_by_someone_else_is_refused_before_the_lease_or_the_parent_
     assert_eq!(
         stderr(&out).trim(),
         format!(
-            "error: Kustomization {}/{TARGET}: fenced by {foreign}",
+            "error: Kustomization {}/{TARGET}: fenced by {foreign}; next: flux-handoff fences",
             c.ns.name
         )
     );

@@ -217,3 +217,82 @@ async fn pause_broken_suspend_flipped_by_a_person_stops_the_run_and_names_the_fi
     assert!(!lease_holder(&c).await.is_empty());
     assert!(err.contains("still held or unsettled"), "{err}");
 }
+
+/// After a person's `flux resume` mid-run, the error line ends with the command that restores
+/// the target; running it (and the resume it names) leaves the target as the person wanted it
+/// (spec.suspend false, no `reconcile: disabled`, no fence) and the parent and Lease released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn next_step_withheld_release_after_flux_resume_names_the_restore_and_it_works() {
+    let c = Cluster::seeded("next-withheld").await;
+    let before = c.get(TARGET).await;
+    let m = marker(&c);
+    let child = start_run(&c, &m);
+    command_pid(&m).await;
+    let owner = annotation(&c.get(TARGET).await, OWNER_KEY)
+        .unwrap()
+        .to_string();
+    let holder = owner.split(';').next().unwrap().to_string();
+    patch_as(
+        &c,
+        "flux-client-side-apply",
+        json!({"spec": {"suspend": false}}),
+    )
+    .await;
+    let (ended_with, err) = ended(child).await;
+    let _ = std::fs::remove_file(&m);
+    assert_eq!(ended_with, 8, "{err}");
+    let target = format!("ks/{}/{TARGET}", c.ns.name);
+    let error = err
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_default();
+    let restore = format!("flux-handoff fences release {target} --holder {holder} --keep-moved");
+    assert!(
+        error.contains(&format!("; next: {restore} (keeps field /spec/suspend")),
+        "{err}"
+    );
+    assert!(
+        error.ends_with(&format!(
+            "then flux-handoff resume --holder {holder} --holder-exited"
+        )),
+        "{err}"
+    );
+
+    // The restore, as printed (plus this test's Lease).
+    let lease = format!("{}/flux-handoff", c.ns.name);
+    let args = [
+        "fences",
+        "release",
+        &target,
+        "--holder",
+        &holder,
+        "--keep-moved",
+    ];
+    let mut args = args.to_vec();
+    args.extend(["--lease", lease.as_str()]);
+    let out = c.run(&args).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let t = c.get(TARGET).await;
+    assert_eq!(annotation(&t, OWNER_KEY), None, "{t}");
+    assert!(!suspended(&t), "the person's resume stays: {t}");
+    let reconcile = "kustomize.toolkit.fluxcd.io/reconcile";
+    assert_eq!(
+        annotation(&t, reconcile),
+        annotation(&before, reconcile),
+        "{t}"
+    );
+    assert!(
+        t["metadata"]["labels"]
+            .get("flux-handoff.io/fenced")
+            .is_none(),
+        "{t}"
+    );
+
+    // Then the rest of the pause.
+    let mut args = vec!["resume", "--holder", holder.as_str(), "--holder-exited"];
+    let flags = c.handoff_flags();
+    args.extend(flags.iter().map(String::as_str));
+    let out = c.run(&args).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_parent_and_lease_released(&c).await;
+}

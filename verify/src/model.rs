@@ -353,12 +353,20 @@ impl Handoff {
     }
 
     /// The marks production's pause writes (`Handoff::pause`): suspend (exclusive), a fresh
-    /// `requestedAt` (restored only if unchanged), and on the target `reconcile: disabled`.
+    /// `requestedAt` (restored only if unchanged), `suspendedBy` where absent (no actor of the
+    /// model writes it: always written, removed if unchanged), and on the target
+    /// `reconcile: disabled`.
     pub(crate) fn marks(r: usize, o: usize) -> Vec<Mark> {
         let mut marks = vec![
             Mark::field("/spec/suspend", json!(true)).exclusive(),
             Mark::annotation(REQUESTED_AT_ANNOTATION, Self::nonce(r, o))
                 .restore(Restore::IfUnchanged),
+            Mark::annotation(
+                flux_suspend::handoff::SUSPENDED_BY_ANNOTATION,
+                format!("flux-handoff run{r}-verify"),
+            )
+            .restore(Restore::IfUnchanged)
+            .if_absent(),
         ];
         if o == T {
             marks.push(Mark::annotation(RECONCILE_ANNOTATION, RECONCILE_DISABLED));

@@ -353,8 +353,8 @@ mod tests {
             (
                 ReleaseRefusal::Withheld(moved),
                 "ks/ns/a: field /spec/suspend was changed by another writer since the fence; a \
-                 release cannot restore it safely (inspect it, then remove the fence annotations \
-                 by hand); nothing changed",
+                 plain release cannot restore it (`fences release --keep-moved` keeps that \
+                 value, restores the other marks and removes the fence); nothing changed",
             ),
             (
                 ReleaseRefusal::NowFencedBy(None),

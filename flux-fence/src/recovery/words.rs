@@ -87,7 +87,7 @@ impl fmt::Display for Withhold {
             ),
             Self::MarkMoved(at) => write!(
                 f,
-                "{at} was changed by another writer since the fence; a release cannot restore it safely (inspect it, then remove the fence annotations by hand)"
+                "{at} was changed by another writer since the fence; a plain release cannot restore it (`fences release --keep-moved` keeps that value, restores the other marks and removes the fence)"
             ),
             Self::OtherLease(l) => write!(f, "taken under Lease {l}: judged only with --lease {l}"),
             Self::Malformed { owner, problem } => write!(

@@ -23,6 +23,7 @@
 //!   work's [`Cancel`] is stopped and the session ends with [`SessionError::PauseBroken`],
 //!   naming the object, the change and the field manager ([`what_broke`]).
 
+mod by_object;
 mod error;
 mod lines;
 mod options;
@@ -42,6 +43,7 @@ use futures::FutureExt;
 use kube::Client;
 use tracing::Instrument;
 
+pub use by_object::{ObjectFence, decide_holder, holder_of};
 pub use error::{CleanupError, SessionError};
 pub use lines::Members;
 pub use options::{ParentSpec, SessionOptions, TargetSpec};

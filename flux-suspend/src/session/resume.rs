@@ -114,6 +114,29 @@ pub enum ResumeError {
     /// Everything was released but the Lease.
     #[error("lease not released: {0}")]
     LeaseNotReleased(String),
+    /// Resume by object: no object was named. Nothing was written.
+    #[error("no object named")]
+    NoObject,
+    /// Resume by object: a named object is missing, unfenced or carries a malformed fence.
+    /// Nothing was written.
+    #[error("{object}: {why}; nothing was changed")]
+    NotFenced {
+        /// The object.
+        object: String,
+        /// Why it names no holder.
+        why: String,
+    },
+    /// Resume by object: the named objects are fenced by different holders (each listed
+    /// with its objects). Nothing was written.
+    #[error(
+        "fenced by different holders: {}; resume each with `flux-handoff resume --holder H`; \
+         nothing was changed",
+        holders.join(", ")
+    )]
+    Holders {
+        /// `holder (object, object)` for each holder.
+        holders: Vec<String>,
+    },
     /// With [`ResumeOptions::if_held`]: the holder does not hold the Lease but still fences
     /// these objects. Nothing was written.
     #[error(

@@ -8,6 +8,7 @@
 pub(crate) mod evidence;
 mod recover;
 mod release;
+mod settle;
 
 use clap::{Args, Subcommand};
 use flux_fence::recovery::Recovery;
@@ -55,6 +56,12 @@ pub async fn run(global: &Global, args: &FencesArgs, out: &mut Output) -> Result
         None => {
             let listing = ctx.recovery.list(&ctx.suffix).await?;
             for (key, value) in listing.facts() {
+                if key == "fences"
+                    && let Some(rows) = value.as_array()
+                {
+                    let objects = rows.iter().filter_map(|r| r["object"].as_str());
+                    out.list(&objects.map(str::to_string).collect::<Vec<_>>());
+                }
                 out.fact(key, value);
             }
             if !out.is_json() {
@@ -77,6 +84,10 @@ struct Context {
     suffix: String,
     /// `[recovery]` of the configuration file.
     recovery_file: config::RecoveryConfig,
+    /// The client (`fences release --keep-moved` reads and patches with it).
+    client: kube::Client,
+    /// The fence annotation keys.
+    keys: flux_fence::AnnotationKeys,
 }
 
 impl Context {
@@ -101,6 +112,8 @@ impl Context {
         let client = client::client(global).await?;
         Ok(Self {
             lease: format!("{}/{}", s.lease.namespace, s.lease.name),
+            client: client.clone(),
+            keys: s.keys.clone(),
             recovery: flux_suspend::fences::recovery(client, s.keys, s.lease)
                 .scope(scope)
                 .listing(listing),

@@ -6,6 +6,7 @@ use serde_json::json;
 
 use crate::cli::{Global, PauseArgs};
 use crate::failure::Failure;
+use crate::next_step::Hints;
 use crate::output::Output;
 use crate::{client, config, exit, session, settings};
 
@@ -16,16 +17,18 @@ pub async fn run(
     cancel: Cancel,
 ) -> Result<u8, Failure> {
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
-    let settings = settings::resolve(global, &args.targets, &file).map_err(Failure::usage)?;
+    let settings = settings::resolve(global, &args.targets.with(&args.positional), &file)
+        .map_err(Failure::usage)?;
     let opts = session::options(settings, &args.holder, &file)?;
     let wait = session::lease_wait(&args.holder, &file)?;
     let lease = opts.lease.clone();
+    let hints = Hints::of("pause", &opts);
     let client = client::client(global).await?;
-    let started = session::start(client, opts, wait, cancel, out).await?;
+    let started = session::start(client, opts, wait, cancel, out, &hints).await?;
     let members = started.members();
     let outcome = started.park(|e| session::report(out, &e, &members)).await;
     let parked = session::finish(
-        outcome.result.map_err(|e| session::failure(&e)),
+        outcome.result.map_err(|e| session::failure(&e, &hints)),
         outcome.cleanup,
         out,
     )?;

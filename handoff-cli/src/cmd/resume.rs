@@ -1,4 +1,6 @@
-//! `flux-handoff resume --holder H`: release what H holds (every object of H's chain record on
+//! `flux-handoff resume OBJECT...` or `resume --holder H`: by object, the holder is read from
+//! the objects' fences and its pause resumed as by holder, then each released object waited
+//! for until Ready (`flux resume`'s default; `--wait=false` skips). By holder: release what H holds (every object of H's chain record on
 //! the Lease, wherever it lives, and whatever the fenced label finds in -n, the configured
 //! targets' namespaces and each --in; -A everywhere), targets before parents,
 //! then the Lease; optionally wait until each released object is Ready for its generation. H's Lease is
@@ -6,8 +8,10 @@
 
 use std::str::FromStr;
 
-use flux_fence::Holder;
+use flux_fence::recovery::short_ref;
+use flux_fence::{Holder, ObjectRef};
 use flux_suspend::io::Timing;
+use flux_suspend::session::holder_of;
 use flux_suspend::{Members, ParentSpec, ResumeError, ResumeOptions, resume_holder};
 use serde_json::json;
 
@@ -17,8 +21,11 @@ use crate::output::Output;
 use crate::{client, config, exit, settings};
 
 pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result<u8, Failure> {
-    let holder =
-        Holder::from_str(&args.holder).map_err(|e| Failure::usage(format!("--holder: {e}")))?;
+    let by = by(
+        args,
+        std::env::var("FLUX_HANDOFF_HOLDER").ok(),
+        &global.namespace,
+    )?;
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
     let mut targets = args.targets.clone();
     if targets.target.is_empty() && file.targets.is_empty() {
@@ -28,29 +35,43 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
     let settings = settings::resolve(global, &targets, &file).map_err(Failure::usage)?;
     // Where the holder's fences are looked for: -n, the configured targets and parents, --in.
     let mut base = vec![global.namespace.clone()];
+    if let By::Objects(objects) = &by {
+        base.extend(objects.iter().map(|o| o.namespace.clone()));
+    }
     for t in &settings.targets {
         base.push(t.object.namespace.clone());
         if let ParentSpec::Explicit(p) = &t.parent {
             base.push(p.namespace.clone());
         }
     }
-    let mut opts = ResumeOptions::new(
-        holder.clone(),
-        args.find.scope(&base).map_err(Failure::usage)?,
-    );
+    let scope = args.find.scope(&base).map_err(Failure::usage)?;
+    let client = client::client(global).await?;
+    let holder = match &by {
+        By::Holder(h) => h.clone(),
+        By::Objects(objects) => {
+            let h = holder_of(&client, &settings.keys, objects)
+                .await
+                .map_err(|e| failure(&e, None))?;
+            out.note(&format!(
+                "{} fenced by {h}: resuming its pause",
+                objects.iter().map(short_ref).collect::<Vec<_>>().join(", ")
+            ));
+            h
+        }
+    };
+    let mut opts = ResumeOptions::new(holder.clone(), scope);
     opts.lease = settings.lease.clone();
     opts.keys = settings.keys.clone();
     opts.listing = args.find.listing();
     opts.holder_exited = args.holder_exited;
     opts.if_held = args.if_held;
-    opts.wait_ready = args
-        .wait_ready
-        .then(|| Timing::new(settings.interval, settings.timeout));
-    let client = client::client(global).await?;
+    let wait = waits(args, matches!(by, By::Objects(_)));
+    opts.wait_ready = wait.then(|| Timing::new(settings.interval, settings.timeout));
     out.cleanup_complete(false);
+    out.stage("resume");
     let resumed = resume_holder(&client, &opts, |e| out.phase(&e.line(&Members::default())))
         .await
-        .map_err(|e| failure(&e, &holder))?;
+        .map_err(|e| failure(&e, Some(&holder)))?;
     if !resumed.lease_released {
         out.note(&format!(
             "{holder} holds neither the Lease {} nor a fence: nothing to do, nothing written",
@@ -61,7 +82,8 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
     }
     out.fact("released", json!(resumed.released));
     out.cleanup_complete(true);
-    if args.wait_ready && !resumed.released.is_empty() {
+    out.list(&resumed.released);
+    if wait && !resumed.released.is_empty() {
         out.phase("every released object is Ready");
     }
     Ok(exit::SUCCESS)
@@ -69,7 +91,8 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
 
 /// A refusal changed nothing (exit 3; a live holder gets the commands that prove it gone); a
 /// release that failed leaves the rest held (exit 7).
-fn failure(e: &ResumeError, holder: &Holder) -> Failure {
+fn failure(e: &ResumeError, holder: Option<&Holder>) -> Failure {
+    let holder = holder.map_or_else(|| "H".to_string(), ToString::to_string);
     match e {
         ResumeError::LooksLive { .. } => Failure::new(
             exit::REFUSED,
@@ -87,5 +110,111 @@ fn failure(e: &ResumeError, holder: &Holder) -> Failure {
             ),
         ),
         e => Failure::new(exit::code(e.class()), chain(e)),
+    }
+}
+
+/// Whose pause to resume.
+#[derive(Debug, PartialEq)]
+enum By {
+    /// The holder named by --holder or `$FLUX_HANDOFF_HOLDER`.
+    Holder(Holder),
+    /// The holder found on these objects' fences.
+    Objects(Vec<ObjectRef>),
+}
+
+/// Objects when named (then `$FLUX_HANDOFF_HOLDER` is not used: the objects say whose pause
+/// it is), else --holder, else `env`; exit 2 with one line when none, or one does not parse.
+fn by(args: &ResumeArgs, env: Option<String>, default_ns: &str) -> Result<By, Failure> {
+    if !args.objects.is_empty() {
+        let objects = args.objects.iter();
+        let objects = objects.map(|o| settings::parse_target(o, default_ns));
+        return Ok(By::Objects(
+            objects.collect::<Result<_, _>>().map_err(Failure::usage)?,
+        ));
+    }
+    let Some(text) = args.holder.clone().or(env).filter(|h| !h.is_empty()) else {
+        return Err(Failure::usage(
+            "resume: name the objects (`resume ks/apps`) or the holder (--holder H or \
+             $FLUX_HANDOFF_HOLDER)",
+        ));
+    };
+    Holder::from_str(&text)
+        .map(By::Holder)
+        .map_err(|e| Failure::usage(format!("--holder: {e}")))
+}
+
+/// Whether to wait for Ready: `--wait[=BOOL]` when given (it wins over --wait-ready), else by
+/// object yes (as `flux resume`), by holder only with --wait-ready.
+fn waits(args: &ResumeArgs, by_object: bool) -> bool {
+    args.wait.unwrap_or(by_object || args.wait_ready)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn parse(argv: &[&str]) -> ResumeArgs {
+        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+        let crate::cli::Command::Resume(r) = cli.command else {
+            unreachable!()
+        };
+        r
+    }
+
+    #[test]
+    fn flux_habits_resume_by_object_or_by_holder() {
+        let r = parse(&["flux-handoff", "resume", "apps", "hr/web/podinfo"]);
+        let By::Objects(o) = by(&r, Some("envholder".into()), "flux-system").unwrap() else {
+            panic!("by object")
+        };
+        let o: Vec<String> = o.iter().map(short_ref).collect();
+        assert_eq!(o, ["ks/flux-system/apps", "hr/web/podinfo"]);
+        let r = parse(&["flux-handoff", "resume", "--holder", "h1"]);
+        assert_eq!(
+            by(&r, Some("h2".into()), "x").unwrap(),
+            By::Holder(Holder::from_str("h1").unwrap())
+        );
+        let r = parse(&["flux-handoff", "resume"]);
+        assert_eq!(
+            by(&r, Some("h2".into()), "x").unwrap(),
+            By::Holder(Holder::from_str("h2").unwrap())
+        );
+        let none = by(&r, None, "x").unwrap_err();
+        assert_eq!(none.code, exit::USAGE);
+        assert!(
+            none.message.starts_with("resume: name the objects"),
+            "{}",
+            none.message
+        );
+        let bad = parse(&["flux-handoff", "resume", "a/b/c/d"]);
+        assert_eq!(by(&bad, None, "x").unwrap_err().code, exit::USAGE);
+        // An object and a holder at once: a usage error.
+        let both = ["flux-handoff", "resume", "apps", "--holder", "h1"];
+        assert!(crate::cli::Cli::try_parse_from(both).is_err());
+    }
+
+    #[test]
+    fn flux_habits_resume_by_object_waits_for_ready_by_default_by_holder_not() {
+        let cases: [(&[&str], bool, bool); 8] = [
+            (&["apps"], true, true),
+            (&["apps", "--wait=false"], true, false),
+            (&["apps", "--wait"], true, true),
+            (&["--holder", "h"], false, false),
+            (&["--holder", "h", "--wait-ready"], false, true),
+            (&["--holder", "h", "--wait"], false, true),
+            (&["--holder", "h", "--wait=true"], false, true),
+            (
+                &["--holder", "h", "--wait=false", "--wait-ready"],
+                false,
+                false,
+            ),
+        ];
+        for (flags, by_object, wait) in cases {
+            let mut argv = vec!["flux-handoff", "resume"];
+            argv.extend_from_slice(flags);
+            assert_eq!(waits(&parse(&argv), by_object), wait, "{flags:?}");
+        }
     }
 }

@@ -12,6 +12,7 @@ use serde_json::json;
 
 use crate::cli::{Global, RunArgs};
 use crate::failure::Failure;
+use crate::next_step::Hints;
 use crate::output::Output;
 use crate::{client, config, exit, session, settings};
 
@@ -22,7 +23,8 @@ pub async fn run(
     cancel: Cancel,
 ) -> Result<u8, Failure> {
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
-    let settings = settings::resolve(global, &args.targets, &file).map_err(Failure::usage)?;
+    let settings = settings::resolve(global, &args.targets.with(&args.positional), &file)
+        .map_err(Failure::usage)?;
     let (program, rest) = args
         .command
         .split_first()
@@ -31,8 +33,9 @@ pub async fn run(
     // The holder's deadline stops the command this long before it must be gone.
     opts.kill_grace = args.grace;
     let wait = session::lease_wait(&args.holder, &file)?;
+    let hints = Hints::of("run", &opts);
     let client = client::client(global).await?;
-    let started = session::start(client, opts, wait, cancel, out).await?;
+    let started = session::start(client, opts, wait, cancel, out, &hints).await?;
     let members = started.members();
     let out = RefCell::new(out);
     let outcome = started
@@ -45,7 +48,11 @@ pub async fn run(
         )
         .await;
     let out = out.into_inner();
-    session::finish(session::result(outcome.result), outcome.cleanup, out)
+    session::finish(
+        session::result(outcome.result, &hints),
+        outcome.cleanup,
+        out,
+    )
 }
 
 /// Runs the command ([`flux_suspend::command::run_while_paused`]) until it exits, or until
@@ -66,6 +73,7 @@ async fn command(
         .fact("proof", json!({ "passes": passes, "counters": counters }));
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(rest);
+    out.borrow_mut().stage("work");
     out.borrow_mut().phase(&format!("running {program}"));
     let ended = command::run_while_paused(&paused, cmd, grace)
         .await

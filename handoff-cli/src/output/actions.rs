@@ -55,14 +55,21 @@ impl Report<'_> {
         }
     }
 
-    /// The one command to run next after a failure.
-    pub fn next_command(&self) -> Option<&'static str> {
+    /// The one command to run next after a failure: the one the error line ends with
+    /// (`; next: COMMAND`, [`crate::next_step`]), else by exit code. A timeout without its own
+    /// next step gets none: `doctor` checks permissions, not a proof.
+    pub fn next_command(&self) -> Option<String> {
+        if self.code == 0 || self.outcome() == "command-failed" {
+            return None;
+        }
+        if let Some((_, next)) = self.error.and_then(|e| e.rsplit_once("; next: ")) {
+            return Some(next.to_string());
+        }
         match self.code {
-            0 => None,
-            _ if self.outcome() == "command-failed" => None,
-            2 | 4 | 6 => Some("flux-handoff doctor"),
-            5 => Some("flux-handoff ghcr check"),
-            _ => Some("flux-handoff fences"),
+            4 => None,
+            2 | 6 => Some("flux-handoff doctor".into()),
+            5 => Some("flux-handoff ghcr check".into()),
+            _ => Some("flux-handoff fences".into()),
         }
     }
 
@@ -112,7 +119,7 @@ impl Report<'_> {
             })
             .collect();
         r.error = self.error.map(Into::into);
-        r.next = self.next_command().map(Into::into);
+        r.next = self.next_command();
         r
     }
 }
@@ -189,6 +196,26 @@ mod tests {
     }
 
     #[test]
+    fn next_step_summary_after_a_proof_timeout_is_the_lines_command_never_doctor() {
+        let facts = Map::new();
+        let line = "stable pause not proven within 300s: observations=3; next: flux-handoff \
+                    pause ks/a/b --retire restart";
+        let r = report("pause", 4, Some(line), &[], &facts);
+        assert_eq!(
+            r.next_command().as_deref(),
+            Some("flux-handoff pause ks/a/b --retire restart")
+        );
+        let r = report(
+            "pause",
+            4,
+            Some("stable pause not proven within 300s"),
+            &[],
+            &facts,
+        );
+        assert_eq!(r.next_command(), None);
+    }
+
+    #[test]
     fn a_failed_command_inside_a_good_handoff_is_command_failed_with_no_next_command() {
         let mut facts = Map::new();
         facts.insert("command_exit_code".into(), json!(3));
@@ -198,7 +225,7 @@ mod tests {
         // The same code from the handoff itself (an error line) is a refusal.
         let r = report("run", 3, Some("lease held by x"), &[], &facts);
         assert_eq!(r.outcome(), "refused");
-        assert_eq!(r.next_command(), Some("flux-handoff fences"));
+        assert_eq!(r.next_command().as_deref(), Some("flux-handoff fences"));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use kube::Client;
 use serde_json::json;
 
 use super::input::{self, CredentialArgs, FanoutArgs, SecretArgs};
-use crate::cli::{Global, HolderArg, TargetArgs};
+use crate::cli::{Global, HolderArg, Positional, TargetArgs};
 use crate::failure::Failure;
 use crate::output::Output;
 use crate::{client, config, exit, session, settings};
@@ -31,6 +31,8 @@ pub struct ReassertArgs {
     pub secrets: SecretArgs,
     #[command(flatten)]
     pub fanout: FanoutArgs,
+    #[command(flatten)]
+    pub positional: Positional,
     /// Pause these Flux objects while reasserting (as `pause`); without any target (here or in
     /// the config) the Secrets are reasserted without a pause or Lease.
     #[command(flatten)]
@@ -138,9 +140,10 @@ pub async fn run(
         &global.namespace,
     )?;
     let bootstrap = route.allow_incomplete;
-    let has_targets = !bootstrap && (!args.targets.target.is_empty() || !file.targets.is_empty());
+    let targets = args.targets.with(&args.positional);
+    let has_targets = !bootstrap && (!targets.target.is_empty() || !file.targets.is_empty());
     let settings = if has_targets {
-        Some(settings::resolve(global, &args.targets, &file).map_err(Failure::usage)?)
+        Some(settings::resolve(global, &targets, &file).map_err(Failure::usage)?)
     } else {
         None
     };
@@ -164,7 +167,8 @@ pub async fn run(
     };
     let opts = session::options(settings, &args.holder, &file)?;
     let wait = session::lease_wait(&args.holder, &file)?;
-    let started = session::start(client.clone(), opts, wait, cancel, out).await?;
+    let hints = crate::next_step::Hints::of("ghcr reassert", &opts);
+    let started = session::start(client.clone(), opts, wait, cancel, out, &hints).await?;
     let members = started.members();
     let out = RefCell::new(out);
     let (out_ref, work_ref, client_ref, planned_ref) = (&out, &work, &client, planned.as_ref());
@@ -185,13 +189,19 @@ pub async fn run(
             // The Secrets are written while the RefCell is borrowed; the session reports no
             // progress while the work runs.
             let mut out = out_ref.borrow_mut();
+            out.stage("work");
             let run = work_ref.run(planned_ref, &reasserter, client_ref, &mut **out);
             Ok::<_, std::convert::Infallible>(settle(&paused.cancel, run).await)
         },
     ))
     .await;
     let out = out.into_inner();
-    session::finish(session::result(outcome.result), outcome.cleanup, out).map(|()| exit::SUCCESS)
+    session::finish(
+        session::result(outcome.result, &hints),
+        outcome.cleanup,
+        out,
+    )
+    .map(|()| exit::SUCCESS)
 }
 
 /// Runs the work to its end, or once cancelled for [`STOP_GRACE`] more.
