@@ -14,9 +14,11 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use flux_fence::discover::{FoundState, ReleasePlan, Scope, discover};
+use flux_fence::mark::Restore;
+use flux_fence::outcome::AcquireOutcome;
+use flux_fence::outcome::ReleaseOutcome;
 use flux_fence::{
-    AcquireOutcome, AnnotationKeys, Fencer, Holder, Lease, LeaseAcquire, LeaseConfig, Mark,
-    ObjectRef, ReleaseOutcome, Restore, SystemClock,
+    AnnotationKeys, Fencer, Holder, Lease, LeaseAcquire, LeaseConfig, Mark, ObjectRef, SystemClock,
 };
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{

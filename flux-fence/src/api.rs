@@ -5,6 +5,8 @@ use kube::api::{ApiResource, PatchParams, PostParams};
 
 use crate::FenceError;
 
+pub use crate::fence::{MAX_ATTEMPTS, READ_RETRY_BUDGET};
+
 /// The field manager every write of flux-handoff names (fences, releases, the Lease, Events,
 /// the controller restart, re-fences, reconcile requests, Secrets), so `managedFields` and
 /// Flux's server-side apply tell our writes from everyone else's.

@@ -225,7 +225,7 @@ pub fn decide_acquire(
     }
     ops.push(add(
         &pointer::label(&keys.fenced_label),
-        &json!(crate::FENCED_LABEL_VALUE),
+        &json!(crate::keys::FENCED_LABEL_VALUE),
     ));
     ops.push(add(&pointer::annotation(&keys.prior), &json!(prior)));
     if let Some(r) = reason {

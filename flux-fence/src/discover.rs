@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 use crate::api::{error, resource_name};
 use crate::decide::{ReleaseDecision, annotation, decide_release, held_from_annotations};
 use crate::lease_decide::{is_expired, transitions};
-use crate::{
-    AnnotationKeys, Clock, FenceError, LeaseConfig, MarkAt, ObjectRef, OwnerValue, RecordedMark,
-};
+use crate::mark::MarkAt;
+use crate::mark::RecordedMark;
+use crate::{AnnotationKeys, Clock, FenceError, LeaseConfig, ObjectRef, OwnerValue};
 
 /// Where to look.
 #[derive(Debug, Clone, PartialEq, Eq)]

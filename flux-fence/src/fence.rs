@@ -14,9 +14,10 @@ use crate::decide::{
 use crate::events::{self, EventKind};
 use crate::guard::{FenceGuard, ObjectRef};
 use crate::lease::LeaseHandle;
+use crate::mark::MarkAt;
 use crate::outcome::{AcquireOutcome, Applied, Kept, LostAcquire, ReleaseOutcome};
 use crate::remark::{RemarkDecision, decide_remark};
-use crate::{AnnotationKeys, Clock, FenceError, Mark, MarkAt, OwnerValue, SystemClock};
+use crate::{AnnotationKeys, Clock, FenceError, Mark, OwnerValue, SystemClock};
 
 /// How many read-decide-write rounds an acquire or release makes before it reports contention.
 pub const MAX_ATTEMPTS: usize = 4;
@@ -208,7 +209,7 @@ impl Fencer {
         {
             marks.push(
                 Mark::annotation(self.keys.lease.clone(), lease.lease_name())
-                    .restore(crate::Restore::IfUnchanged),
+                    .restore(crate::mark::Restore::IfUnchanged),
             );
         }
         marks
@@ -349,8 +350,8 @@ impl Fencer {
     /// # Guarantees
     /// - The patch tests the uid and our owner value, and each restored mark's marked value;
     ///   it never writes an object that is not ours, nor a recreated one.
-    /// - [`crate::Restore::IfUnchanged`] marks changed by another writer keep that writer's
-    ///   value; a changed [`crate::Restore::Exact`] mark keeps the whole fence
+    /// - [`crate::mark::Restore::IfUnchanged`] marks changed by another writer keep that writer's
+    ///   value; a changed [`crate::mark::Restore::Exact`] mark keeps the whole fence
     ///   ([`ReleaseOutcome::Kept`]).
     /// - Does not assert the Lease: cleanup after a lost Lease still releases what is
     ///   provably ours.

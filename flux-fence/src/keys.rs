@@ -1,5 +1,7 @@
 //! The annotation (and label) keys a fence writes.
 
+pub use crate::holder::HOLDER_MAX_LEN;
+
 /// Default annotation prefix.
 pub const DEFAULT_PREFIX: &str = "flux-handoff.io";
 
@@ -23,7 +25,7 @@ pub struct AnnotationKeys {
     /// under, written as a mark of the fence, so recovery judges a fence by its own Lease.
     pub lease: String,
     /// `<prefix>/chain` on the Lease: the record of every object its holder has fenced or is
-    /// about to fence (`crate::ChainRecord`), written with the Lease's CAS before each fence.
+    /// about to fence (`crate::lease_record::ChainRecord`), written with the Lease's CAS before each fence.
     pub chain: String,
 }
 

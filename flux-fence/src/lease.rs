@@ -126,7 +126,7 @@ impl Lease {
         let api: Api<KubeLease> = Api::namespaced(client.clone(), &cfg.namespace);
         let target = format!("{}/{}", cfg.namespace, cfg.name);
         for _ in 0..LEASE_ATTEMPTS {
-            let read = read_lease(&api, &cfg.name, &target, crate::READ_RETRY_BUDGET).await?;
+            let read = read_lease(&api, &cfg.name, &target, crate::api::READ_RETRY_BUDGET).await?;
             let now = clock.now();
             let sent = tokio::time::Instant::now();
             let written = match decide_lease_acquire(read.as_ref(), &cfg, &holder, now)? {
@@ -691,7 +691,9 @@ impl LeaseGuard {
             // resourceVersion: a 409 sends the next round to read.
             let read = match renewal.known.take() {
                 Some(known) => Some(known),
-                None => read_lease(&s.api, &s.cfg.name, &target, crate::READ_RETRY_BUDGET).await?,
+                None => {
+                    read_lease(&s.api, &s.cfg.name, &target, crate::api::READ_RETRY_BUDGET).await?
+                }
             };
             if ambiguous && landed(read.as_ref(), s.epoch) {
                 tracing::info!(lease = %target, holder = %s.holder, "lease {done} (the answer was lost; the re-read shows it)");

@@ -362,7 +362,7 @@ pub async fn read_record(
 ) -> Result<Option<ChainRecord>, FenceError> {
     let api: Api<KubeLease> = Api::namespaced(client.clone(), &cfg.namespace);
     let target = cfg.to_string();
-    let read = get_retrying(&api, &cfg.name, &target, crate::READ_RETRY_BUDGET)
+    let read = get_retrying(&api, &cfg.name, &target, crate::api::READ_RETRY_BUDGET)
         .await
         .map_err(|e| error("get", crate::lease::RESOURCE.into(), target.clone(), e))?;
     match read {
@@ -401,7 +401,7 @@ pub async fn read_members(
         };
         let api: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), &obj.namespace, &obj.resource);
-        let read = get_retrying(&api, &obj.name, &obj, crate::READ_RETRY_BUDGET)
+        let read = get_retrying(&api, &obj.name, &obj, crate::api::READ_RETRY_BUDGET)
             .await
             .map_err(|e| error("get", obj.resource_name(), obj.target(), e))?;
         let Some(read) = read else { continue };

@@ -8,11 +8,11 @@ use kube::Client;
 use kube::api::Api;
 
 use crate::api::{CallFailure, classify, error};
+use crate::lease::LEASE_ATTEMPTS;
 use crate::lease::{LeaseRecover, RESOURCE, read_lease};
+use crate::lease_decide::GoneHolder;
 use crate::lease_decide::{RecoverDecision, RecoverRefusal, decide_recover, transitions};
-use crate::{
-    Clock, Epoch, FenceError, GoneHolder, Holder, LEASE_ATTEMPTS, Lease, LeaseConfig, LeaseGuard,
-};
+use crate::{Clock, Epoch, FenceError, Holder, Lease, LeaseConfig, LeaseGuard};
 
 impl Lease {
     /// Takes over a Lease whose holder the caller proved gone.
@@ -38,7 +38,7 @@ impl Lease {
         let api: Api<KubeLease> = Api::namespaced(client.clone(), &cfg.namespace);
         let target = format!("{}/{}", cfg.namespace, cfg.name);
         for _ in 0..LEASE_ATTEMPTS {
-            let read = read_lease(&api, &cfg.name, &target, crate::READ_RETRY_BUDGET).await?;
+            let read = read_lease(&api, &cfg.name, &target, crate::api::READ_RETRY_BUDGET).await?;
             // A write whose answer was lost may have landed: then the Lease names us. When it
             // was applied is unknown, so the clock starts at a renewal of our own (a CAS on
             // this read), as any adoption does.
@@ -79,10 +79,11 @@ impl Lease {
                 Err(e) => match classify(&e) {
                     // The Lease moved since the evidence: the evidence is void.
                     CallFailure::Conflict => {
-                        let found = read_lease(&api, &cfg.name, &target, crate::READ_RETRY_BUDGET)
-                            .await?
-                            .and_then(|l| l.spec?.holder_identity)
-                            .unwrap_or_default();
+                        let found =
+                            read_lease(&api, &cfg.name, &target, crate::api::READ_RETRY_BUDGET)
+                                .await?
+                                .and_then(|l| l.spec?.holder_identity)
+                                .unwrap_or_default();
                         return Ok(LeaseRecover::Refused(RecoverRefusal::Moved {
                             holder: found,
                         }));

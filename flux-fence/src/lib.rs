@@ -2,9 +2,11 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
+//! use flux_fence::mark::Restore;
+//! use flux_fence::outcome::AcquireOutcome;
 //! use flux_fence::{
-//!     AcquireOutcome, AnnotationKeys, Fencer, Holder, Lease, LeaseAcquire, LeaseConfig, Mark,
-//!     ObjectRef, Restore, SystemClock,
+//!     AnnotationKeys, Fencer, Holder, Lease, LeaseAcquire, LeaseConfig, Mark, ObjectRef,
+//!     SystemClock,
 //! };
 //! use kube::api::{ApiResource, GroupVersionKind};
 //! use serde_json::json;
@@ -55,18 +57,18 @@
 //!    because it looks expired; [`Lease::recover`] does that, only with caller evidence that
 //!    the holder is gone, and still as a CAS. A heartbeat renews it; [`LeaseGuard::assert`]
 //!    renews and reads back before a protected mutation; loss is sticky.
-//! 3. **Fence.** [`Fencer::acquire`] reads the object, asks [`decide_acquire`], and sends ONE
+//! 3. **Fence.** [`Fencer::acquire`] reads the object, asks [`decide::decide_acquire`], and sends ONE
 //!    JSON Patch: `test` uid and resourceVersion, create the annotations map if absent, add
 //!    `<prefix>/owner` = `holder;epoch`, `<prefix>/prior` (compact JSON: the fence time and
 //!    each [`Mark`]'s prior value), optional `<prefix>/reason`, and the marks. Another owner is
-//!    refused as a value ([`AcquireOutcome::Refused`]). 409/422 re-read and decide again.
+//!    refused as a value ([`outcome::AcquireOutcome::Refused`]). 409/422 re-read and decide again.
 //! 4. **Lost responses.** A write with unknown outcome is resolved by a re-read
-//!    ([`Fencer::resolve_lost_acquire`], pure core [`lost_write`]): accepted only when the object
+//!    ([`Fencer::resolve_lost_acquire`], pure core [`decide::lost_write`]): accepted only when the object
 //!    shows exactly the post-state; anything else fails closed and keeps an unconfirmed guard.
 //! 5. **Prove.** [`Fencer::prove`] re-reads: same uid and our owner value.
 //! 6. **Release.** [`Fencer::release`] consumes the guard and sends ONE JSON Patch: `test` uid
 //!    and owner, `test` each mark still holds its value, restore priors (replace or remove),
-//!    remove the fence annotations ([`decide_release`]). Any process can release a fence left
+//!    remove the fence annotations ([`decide::decide_release`]). Any process can release a fence left
 //!    behind, from the annotations alone ([`Fencer::adopt_recorded`]). The acquire and release
 //!    patches also add and remove the label `<prefix>/fenced=true`.
 //! 7. **Discover.** [`discover::discover_listed`] lists the Lease and every fenced object with
@@ -100,55 +102,44 @@
 // Without `github`, the link above to the GitHub source renders as plain text.
 #![cfg_attr(not(feature = "github"), allow(rustdoc::broken_intra_doc_links))]
 
-mod api;
+pub mod api;
 mod class;
 mod clock;
 pub mod decide;
 pub mod discover;
 mod error;
-mod events;
+pub mod events;
 mod fence;
 mod guard;
 mod holder;
-mod keys;
-mod lease;
+pub mod keys;
+pub mod lease;
 pub mod lease_deadline;
 pub mod lease_decide;
 pub mod lease_record;
 mod lease_recover;
 pub mod liveness;
-mod mark;
+pub mod mark;
 mod one_line;
-mod outcome;
+pub mod outcome;
 pub mod pointer;
 pub mod recovery;
 mod remark;
 pub mod settle;
 
-pub use api::{FIELD_MANAGER, patch_params, post_params};
+// The root holds what an embedder names to take part in a handoff; the rest is reached through
+// its module (`lease::LeaseRelease`, `decide::decide_acquire`, `api::patch_params`, ...).
 pub use class::ErrorClass;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use decide::{
-    AcquireDecision, AcquirePlan, Held, LostWrite, Refusal, ReleaseDecision, Unclear,
-    decide_acquire, decide_release, held_from_annotations, lost_write,
-};
 pub use error::FenceError;
-pub use events::{COMPONENT, REASON_FENCED, REASON_RECOVERED, REASON_RELEASED};
-pub use fence::{Fencer, MAX_ATTEMPTS, READ_RETRY_BUDGET};
+pub use fence::Fencer;
 pub use guard::{FenceGuard, ObjectRef};
-pub use holder::{Epoch, HOLDER_MAX_LEN, Holder, OwnerValue};
-pub use keys::{
-    AnnotationKeys, DEFAULT_PREFIX, FENCED_LABEL_VALUE, is_dns_label, is_dns_subdomain,
-};
-pub use lease::{
-    Deadline, LEASE_ATTEMPTS, Lease, LeaseAcquire, LeaseGuard, LeaseHandle, LeaseRecover,
-    LeaseRelease, LeaseState,
-};
-pub use lease_decide::{GoneHolder, LeaseConfig, LossReason, RecoverRefusal};
-pub use lease_record::{ChainRecord, RecordedMember};
-pub use mark::{Mark, MarkAt, PriorRecord, RecordedMark, Restore};
+pub use holder::{Epoch, Holder, OwnerValue};
+pub use keys::AnnotationKeys;
+pub use lease::{Lease, LeaseAcquire, LeaseGuard, LeaseHandle, LeaseState};
+pub use lease_decide::{LeaseConfig, LossReason};
+pub use mark::Mark;
 pub use one_line::one_line;
-pub use outcome::{AcquireOutcome, Applied, Kept, LostAcquire, ReleaseOutcome};
 
 /// The README's program is compiled as a doc test, so the example a user copies builds.
 #[cfg(doctest)]

@@ -1,7 +1,8 @@
 //! The outcomes of [`crate::Fencer`] calls: expected results are values, not errors.
 
+use crate::FenceGuard;
 use crate::decide::Unclear;
-use crate::{FenceGuard, MarkAt};
+use crate::mark::MarkAt;
 
 /// The outcome of [`crate::Fencer::acquire`].
 #[derive(Debug)]
@@ -24,7 +25,7 @@ pub enum AcquireOutcome {
     },
     /// The object does not exist.
     NotFound,
-    /// Another writer moved the object on every attempt ([`crate::MAX_ATTEMPTS`]).
+    /// Another writer moved the object on every attempt ([`crate::api::MAX_ATTEMPTS`]).
     Contended,
     /// A response was lost and the re-read could not confirm the outcome. The guard is kept
     /// (unconfirmed) so cleanup can release with a CAS.
@@ -105,7 +106,7 @@ pub enum ReleaseOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Kept {
-    /// Another writer changed a [`crate::Restore::Exact`] mark.
+    /// Another writer changed a [`crate::mark::Restore::Exact`] mark.
     MarkMoved {
         /// The mark.
         at: MarkAt,

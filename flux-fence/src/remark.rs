@@ -5,7 +5,9 @@
 use serde_json::{Value, json};
 
 use crate::decide::{Held, annotation};
-use crate::{AnnotationKeys, FenceError, MarkAt, PriorRecord, pointer};
+use crate::mark::MarkAt;
+use crate::mark::PriorRecord;
+use crate::{AnnotationKeys, FenceError, pointer};
 
 /// The answer of [`decide_remark`].
 #[derive(Debug, Clone, PartialEq)]
@@ -88,7 +90,9 @@ pub fn decide_remark(
 mod tests {
     use super::*;
     use crate::decide::held_from_annotations;
-    use crate::{Epoch, Holder, OwnerValue, RecordedMark, Restore};
+    use crate::mark::RecordedMark;
+    use crate::mark::Restore;
+    use crate::{Epoch, Holder, OwnerValue};
 
     const NONCE: &str = "reconcile.fluxcd.io/requestedAt";
 

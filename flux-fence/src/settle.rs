@@ -11,9 +11,10 @@
 use kube::api::Patch;
 use serde_json::{Value, json};
 
+use crate::api::MAX_ATTEMPTS;
 use crate::api::{CallFailure, classify, error};
 use crate::decide::annotation;
-use crate::{AnnotationKeys, FenceError, FenceGuard, Fencer, MAX_ATTEMPTS, ObjectRef, OwnerValue};
+use crate::{AnnotationKeys, FenceError, FenceGuard, Fencer, ObjectRef, OwnerValue};
 
 /// The annotation a settlement writes and removes again: `<prefix>/settling`, value our
 /// owner. It lives between two writes of the same cleanup; one left behind (a cleanup cut

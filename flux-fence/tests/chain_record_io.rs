@@ -9,10 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
+use flux_fence::lease::LeaseRelease;
+use flux_fence::lease_record::ChainRecord;
+use flux_fence::lease_record::RecordedMember;
 use flux_fence::lease_record::read_record;
+use flux_fence::outcome::AcquireOutcome;
 use flux_fence::{
-    AcquireOutcome, AnnotationKeys, ChainRecord, FenceError, Fencer, Holder, Lease, LeaseAcquire,
-    LeaseConfig, LeaseGuard, LeaseRelease, RecordedMember, SystemClock,
+    AnnotationKeys, FenceError, Fencer, Holder, Lease, LeaseAcquire, LeaseConfig, LeaseGuard,
+    SystemClock,
 };
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use kube::api::{Api, Patch, PatchParams};

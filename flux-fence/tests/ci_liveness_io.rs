@@ -9,13 +9,14 @@ use std::time::Duration;
 
 use common::*;
 use flux_fence::liveness::{GithubConfig, GithubRuns, LivenessSource};
+use flux_fence::outcome::AcquireOutcome;
 use flux_fence::recovery::{
     ChildMark, HolderEvidence, KeepReason, Planned, RecoverOutcome, Recovery, Subject,
     WatchProgress,
 };
 use flux_fence::{
-    AcquireOutcome, AnnotationKeys, FenceGuard, Holder, Lease, LeaseAcquire, LeaseConfig,
-    LeaseGuard, Mark, SystemClock,
+    AnnotationKeys, FenceGuard, Holder, Lease, LeaseAcquire, LeaseConfig, LeaseGuard, Mark,
+    SystemClock,
 };
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;

@@ -2,11 +2,20 @@
 //! malformed) x (uid same / changed) x (suspend state), and properties of the patches it
 //! produces, applied with the `json-patch` crate.
 
-use flux_fence::{
-    AcquireDecision, AcquirePlan, AnnotationKeys, Epoch, Held, LostWrite, Mark, MarkAt, OwnerValue,
-    Refusal, ReleaseDecision, Restore, Unclear, decide_acquire, decide_release,
-    held_from_annotations, lost_write,
-};
+use flux_fence::decide::AcquireDecision;
+use flux_fence::decide::AcquirePlan;
+use flux_fence::decide::Held;
+use flux_fence::decide::LostWrite;
+use flux_fence::decide::Refusal;
+use flux_fence::decide::ReleaseDecision;
+use flux_fence::decide::Unclear;
+use flux_fence::decide::decide_acquire;
+use flux_fence::decide::decide_release;
+use flux_fence::decide::held_from_annotations;
+use flux_fence::decide::lost_write;
+use flux_fence::mark::MarkAt;
+use flux_fence::mark::Restore;
+use flux_fence::{AnnotationKeys, Epoch, Mark, OwnerValue};
 use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
 use serde_json::{Value, json};

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use common::*;
 use flux_fence::discover::{FoundState, ReleasePlan, Scope, discover, inspect};
+use flux_fence::outcome::AcquireOutcome;
 use flux_fence::{
-    AcquireOutcome, AnnotationKeys, Holder, Lease, LeaseAcquire, LeaseConfig, ManualClock, Mark,
-    ObjectRef, SystemClock,
+    AnnotationKeys, Holder, Lease, LeaseAcquire, LeaseConfig, ManualClock, Mark, ObjectRef,
+    SystemClock,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::Timestamp;

@@ -8,9 +8,13 @@ use std::time::Duration;
 
 use common::*;
 use flux_fence::discover::{Scope, discover};
+use flux_fence::mark::MarkAt;
+use flux_fence::outcome::AcquireOutcome;
+use flux_fence::outcome::Kept;
+use flux_fence::outcome::ReleaseOutcome;
 use flux_fence::{
-    AcquireOutcome, AnnotationKeys, FenceError, FenceGuard, Fencer, Holder, Kept, Lease,
-    LeaseAcquire, LeaseConfig, LossReason, Mark, MarkAt, ReleaseOutcome, SystemClock,
+    AnnotationKeys, FenceError, FenceGuard, Fencer, Holder, Lease, LeaseAcquire, LeaseConfig,
+    LossReason, Mark, SystemClock,
 };
 use k8s_openapi::api::coordination::v1::{Lease as KubeLease, LeaseSpec};
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};

@@ -5,10 +5,15 @@
 mod common;
 
 use common::*;
-use flux_fence::{
-    AcquireDecision, AcquireOutcome, AnnotationKeys, Applied, FenceError, Fencer, Kept,
-    LostAcquire, MarkAt, ObjectRef, ReleaseOutcome, Unclear,
-};
+use flux_fence::decide::AcquireDecision;
+use flux_fence::decide::Unclear;
+use flux_fence::mark::MarkAt;
+use flux_fence::outcome::AcquireOutcome;
+use flux_fence::outcome::Applied;
+use flux_fence::outcome::Kept;
+use flux_fence::outcome::LostAcquire;
+use flux_fence::outcome::ReleaseOutcome;
+use flux_fence::{AnnotationKeys, FenceError, Fencer, ObjectRef};
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};

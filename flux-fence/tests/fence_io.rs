@@ -4,9 +4,13 @@
 mod common;
 
 use common::*;
-use flux_fence::{
-    AcquireDecision, AcquireOutcome, Applied, Mark, MarkAt, ObjectRef, PriorRecord, ReleaseOutcome,
-};
+use flux_fence::decide::AcquireDecision;
+use flux_fence::mark::MarkAt;
+use flux_fence::mark::PriorRecord;
+use flux_fence::outcome::AcquireOutcome;
+use flux_fence::outcome::Applied;
+use flux_fence::outcome::ReleaseOutcome;
+use flux_fence::{Mark, ObjectRef};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, PostParams};
 use serde_json::json;

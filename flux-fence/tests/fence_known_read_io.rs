@@ -6,7 +6,8 @@ mod common;
 
 use common::*;
 use fault_proxy::Proxy;
-use flux_fence::{AcquireOutcome, AnnotationKeys, Fencer};
+use flux_fence::outcome::AcquireOutcome;
+use flux_fence::{AnnotationKeys, Fencer};
 use serde_json::json;
 use testkit::TestNs;
 

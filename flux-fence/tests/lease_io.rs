@@ -6,9 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
+use flux_fence::lease::LeaseRecover;
+use flux_fence::lease::LeaseRelease;
+use flux_fence::lease_decide::GoneHolder;
+use flux_fence::lease_decide::RecoverRefusal;
+use flux_fence::outcome::AcquireOutcome;
 use flux_fence::{
-    AcquireOutcome, Clock, FenceError, GoneHolder, Holder, Lease, LeaseAcquire, LeaseConfig,
-    LeaseGuard, LeaseRecover, LeaseRelease, LossReason, ManualClock, RecoverRefusal, SystemClock,
+    Clock, FenceError, Holder, Lease, LeaseAcquire, LeaseConfig, LeaseGuard, LossReason,
+    ManualClock, SystemClock,
 };
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -372,7 +377,7 @@ async fn lease_not_renewed_within_its_duration_by_our_clock_is_lost_and_fencer_a
     // Release does not need the Lease: what is provably ours is still released.
     assert!(matches!(
         fencer.release(fence).await.unwrap(),
-        flux_fence::ReleaseOutcome::Released { .. }
+        flux_fence::outcome::ReleaseOutcome::Released { .. }
     ));
     assert_eq!(guard.release().await.unwrap(), LeaseRelease::Released);
 }

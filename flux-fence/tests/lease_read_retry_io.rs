@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fault_proxy::{Fault, Proxy};
-use flux_fence::{Holder, Lease, LeaseAcquire, LeaseConfig, LeaseRelease, SystemClock};
+use flux_fence::lease::LeaseRelease;
+use flux_fence::{Holder, Lease, LeaseAcquire, LeaseConfig, SystemClock};
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use testkit::TestNs;
 

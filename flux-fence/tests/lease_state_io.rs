@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fault_proxy::Proxy;
+use flux_fence::lease::LeaseRelease;
 use flux_fence::{
-    Holder, Lease, LeaseAcquire, LeaseConfig, LeaseGuard, LeaseRelease, LeaseState, LossReason,
-    SystemClock,
+    Holder, Lease, LeaseAcquire, LeaseConfig, LeaseGuard, LeaseState, LossReason, SystemClock,
 };
 use testkit::TestNs;
 

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use common::*;
 use fault_proxy::{Fault, Proxy};
-use flux_fence::{AcquireOutcome, AnnotationKeys, Fencer, ReleaseOutcome};
+use flux_fence::outcome::AcquireOutcome;
+use flux_fence::outcome::ReleaseOutcome;
+use flux_fence::{AnnotationKeys, Fencer};
 use testkit::TestNs;
 
 fn through(proxy: &Proxy, owner: &flux_fence::OwnerValue) -> Fencer {

@@ -8,12 +8,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
+use flux_fence::lease::LeaseRecover;
+use flux_fence::lease_decide::GoneHolder;
+use flux_fence::outcome::AcquireOutcome;
 use flux_fence::recovery::{
     ChildMark, HolderEvidence, Planned, RecoverOutcome, Recovery, WatchProgress,
 };
 use flux_fence::{
-    AcquireOutcome, AnnotationKeys, Clock, FenceGuard, GoneHolder, Holder, Lease, LeaseAcquire,
-    LeaseConfig, LeaseGuard, LeaseRecover, Mark, SystemClock,
+    AnnotationKeys, Clock, FenceGuard, Holder, Lease, LeaseAcquire, LeaseConfig, LeaseGuard, Mark,
+    SystemClock,
 };
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;

@@ -112,5 +112,5 @@ fn code_and_line(e: &SessionError) -> (u8, String) {
         SessionError::Cleanup { .. } | SessionError::StartCutShort { .. } => 7,
         _ => 1,
     };
-    (code, flux_suspend::error::one_line(e))
+    (code, flux_fence::one_line(e))
 }

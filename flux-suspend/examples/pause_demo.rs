@@ -13,10 +13,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flux_fence::{AnnotationKeys, Fencer, Holder, Lease, LeaseAcquire, LeaseConfig, SystemClock};
+use flux_suspend::handoff::Chain;
+use flux_suspend::handoff::Handoff;
+use flux_suspend::handoff::PauseOptions;
+use flux_suspend::handoff::PauseOutcome;
 use flux_suspend::io::{ControllerRef, Timing};
 use flux_suspend::object::{get_json, kustomization};
 use flux_suspend::retire::Strategy;
-use flux_suspend::{Chain, Handoff, PauseOptions, PauseOutcome};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 #[tokio::main]

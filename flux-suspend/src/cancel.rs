@@ -5,7 +5,7 @@
 use tokio_util::sync::CancellationToken;
 
 /// Two levels of cancellation a caller hands to a [`crate::Session`] (and to
-/// [`crate::Handoff::with_cancel`]).
+/// [`crate::handoff::Handoff::with_cancel`]).
 ///
 /// - [`Cancel::stop`]: stop the current phase at its next safe point (a wait is abandoned, a
 ///   write in flight is let finish, so its outcome is known), then release in order.

@@ -90,7 +90,3 @@ impl SuspendError {
         move |source| Self::Kube { step, source }
     }
 }
-
-/// An error and its causes on one line (`step: cause: cause`), each cause once: see
-/// [`flux_fence::one_line`].
-pub use flux_fence::one_line;

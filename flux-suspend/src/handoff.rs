@@ -1,14 +1,16 @@
 //! The pause and the resume of a handoff: the I/O that walks [`crate::steps::pause_steps`].
 
-use flux_fence::{
-    AcquireOutcome, FenceGuard, Fencer, Mark, MarkAt, ObjectRef, ReleaseOutcome, Restore,
-};
+use flux_fence::mark::MarkAt;
+use flux_fence::mark::Restore;
+use flux_fence::outcome::AcquireOutcome;
+use flux_fence::outcome::ReleaseOutcome;
+use flux_fence::{FenceGuard, Fencer, Mark, ObjectRef};
 use kube::Client;
 use kube::api::Patch;
 use serde_json::json;
 
 use crate::cancel::Cancel;
-use crate::error::SuspendError;
+pub use crate::error::SuspendError;
 use crate::flux::{RECONCILE_ANNOTATION, RECONCILE_DISABLED, REQUESTED_AT_ANNOTATION};
 use crate::io::{self, ControllerRef, ProofTarget, Timing};
 use crate::judge::{Member, Proof, Role};
@@ -381,7 +383,7 @@ impl Handoff {
                         });
                         let detail = match &why {
                             // Words the CLI's next step reads (`release of OBJ withheld`).
-                            flux_fence::Kept::MarkMoved { at } => format!(
+                            flux_fence::outcome::Kept::MarkMoved { at } => format!(
                                 "release of {} withheld: {at} was changed by another writer",
                                 flux_fence::recovery::short_ref(&object)
                             ),
@@ -769,7 +771,7 @@ async fn release_with_retry(
         match fencer.release(guard).await? {
             ReleaseOutcome::Kept {
                 guard: g,
-                why: flux_fence::Kept::Contended | flux_fence::Kept::Unknown,
+                why: flux_fence::outcome::Kept::Contended | flux_fence::outcome::Kept::Unknown,
             } if tokio::time::Instant::now() + backoff < deadline => {
                 guard = *g;
                 tokio::time::sleep(backoff).await;
@@ -804,7 +806,11 @@ async fn wait_ready_after_resume(
     let patch =
         json!({ "metadata": { "uid": uid, "annotations": { REQUESTED_AT_ANNOTATION: nonce } } });
     object::api(client, obj)
-        .patch(&obj.name, &flux_fence::patch_params(), &Patch::Merge(patch))
+        .patch(
+            &obj.name,
+            &flux_fence::api::patch_params(),
+            &Patch::Merge(patch),
+        )
         .await
         .map_err(SuspendError::kube("requesting a reconcile after resume"))?;
     let last = std::sync::Mutex::new(Readiness::Pending);

@@ -1,46 +1,24 @@
 //! Suspend-and-prove: pause a chain of Flux objects, prove that Flux has let go, resume.
 //!
 //! ```no_run
-//! use std::sync::Arc;
-//! use std::time::Duration;
-//!
-//! use flux_fence::{AnnotationKeys, Fencer, Holder, Lease, LeaseAcquire, LeaseConfig, SystemClock};
-//! use flux_suspend::io::{ControllerRef, Timing};
 //! use flux_suspend::object::kustomization;
-//! use flux_suspend::retire::Strategy;
-//! use flux_suspend::{Chain, Handoff, PauseOptions, PauseOutcome};
+//! use flux_suspend::{Paused, Session, SessionOptions, TargetSpec, signals};
 //!
-//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! let client = kube::Client::try_default().await?;
-//! // The Lease keeps other handoffs out; the fencer asserts it before every write.
-//! let LeaseAcquire::Acquired(lease) = Lease::acquire(
-//!     client.clone(), LeaseConfig::default(), Holder::generate(), Arc::new(SystemClock),
-//! ).await? else {
-//!     return Err("another handoff holds the Lease".into());
+//! // The first SIGINT/SIGTERM stops, a second hurries; either way everything is released.
+//! let cancel = signals::cancel_on_signals()?;
+//! let mut opts = SessionOptions::new(vec![TargetSpec::new(kustomization("flux-system", "apps"))]);
+//! opts.reason = Some("rotate the GHCR pull secret".into());
+//! let session = Session::start(client, opts, cancel).await?;
+//! let work = |paused: Paused| async move {
+//!     println!("proven after {} passes", paused.proof.passes());
+//!     // Each write the pause protects goes through `paused.write(..)`: it asserts the Lease
+//!     // and rechecks the pause first.
+//!     Ok::<_, std::io::Error>(())
 //! };
-//! let fencer = Fencer::new(client.clone(), AnnotationKeys::default(), lease.owner())
-//!     .with_lease(lease.handle());
-//! let mut handoff = Handoff::new(client, fencer);
-//! let chain = [Chain {
-//!     parent: Some(kustomization("flux-system", "flux-system")),
-//!     target: kustomization("flux-system", "infrastructure"),
-//! }];
-//! let opts = PauseOptions {
-//!     strategy: Strategy::Ack,
-//!     quiesce: false,
-//!     controller: ControllerRef::default(),
-//!     timing: Timing::new(Duration::from_secs(2), Duration::from_secs(300)),
-//!     reason: Some("rotate the GHCR pull secret".into()),
-//! };
-//! let outcome = handoff.pause(&chain, &opts, &mut |step| println!("{step:?} done")).await;
-//! if let Ok(PauseOutcome::Proven(proof)) = &outcome {
-//!     // ... the work, while Flux provably leaves the chain alone ...
-//!     println!("proven after {} passes", proof.passes());
-//! }
-//! // Every exit path gives back what was taken: target first, then parent, then the Lease.
-//! handoff.resume(None).await?;
-//! lease.release().await?;
-//! outcome?;
+//! // Released in order on every path: targets, then parents, then the Lease.
+//! session.run_paused(|event| println!("{event:?}"), work).await.into_result()?;
 //! # Ok(())
 //! # }
 //! ```
@@ -84,46 +62,37 @@
 //! [`flux_fence::liveness::LivenessSource`].
 //!
 //! `command` (running a program in its own process group while the chain is paused, and
-//! ending every process it left behind) exists on Unix only: it needs process groups and
-//! POSIX signals. Elsewhere the rest of the crate builds and the caller runs its own work
+//! ending every process it left behind) and `signals` (SIGINT/SIGTERM/SIGHUP as [`Cancel`]
+//! requests) exist on Unix only: they need process groups and POSIX signals. Elsewhere the
+//! rest of the crate builds; drive [`Cancel`] from the platform's own events and run the work
 //! inside the pause.
 
 mod cancel;
 #[cfg(unix)]
 pub mod command;
-pub mod doctor;
-pub mod error;
-pub mod fences;
+mod error;
 pub mod flux;
-pub mod github;
 pub mod handoff;
 pub mod io;
 pub mod judge;
-pub mod kubeconfig;
-pub mod names;
 pub mod object;
 pub mod quiesce;
 pub mod readiness;
 pub mod report;
 pub mod retire;
-pub mod rights;
 pub mod session;
-pub mod settings;
+#[cfg(unix)]
+pub mod signals;
 pub mod steps;
 
+// The root is the session: what an embedder names to pause, work and hand back. The layers
+// under it are reached through their modules (`handoff::Handoff`, `judge::Proof`, ...).
 pub use cancel::Cancel;
-pub use flux_fence::{Holder, LeaseConfig, ObjectRef};
-pub use io::{ControllerRef, Timing};
 pub use retire::Strategy;
 pub use session::{
-    CleanupError, Event, Members, Outcome, ParentSpec, Parked, Paused, ResumeError, ResumeOptions,
-    Resumed, Session, SessionError, SessionOptions, TargetSpec, resume_holder,
+    CleanupError, Event, Outcome, ParentSpec, Parked, Paused, ResumeError, ResumeOptions, Resumed,
+    Session, SessionError, SessionOptions, TargetSpec, resume_holder,
 };
-pub use steps::Step;
-
-pub use error::SuspendError;
-pub use handoff::{Chain, Handoff, PauseOptions, PauseOutcome, ResumeReport};
-pub use judge::Proof;
 
 /// The README's program is compiled as a doc test, so the example a user copies builds.
 #[cfg(doctest)]

@@ -7,9 +7,10 @@ mod common;
 
 use common::*;
 use fault_proxy::Proxy;
-use flux_suspend::PauseOutcome;
+use flux_suspend::handoff::Handoff;
+use flux_suspend::handoff::PauseOutcome;
+use flux_suspend::judge::REQUIRED_PASSES;
 use flux_suspend::retire::Strategy;
-use flux_suspend::{Handoff, judge::REQUIRED_PASSES};
 
 #[tokio::test]
 async fn each_acknowledgement_is_one_watch_and_the_proof_needs_two_passes() {

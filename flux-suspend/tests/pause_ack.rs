@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use flux_model::model::{ModelEvent, Phase};
-use flux_suspend::PauseOutcome;
+use flux_suspend::handoff::PauseOutcome;
 use flux_suspend::retire::Strategy;
 use flux_suspend::steps::Step;
 
@@ -147,7 +147,7 @@ async fn ack_refused_when_another_holder_fenced_the_parent_and_target_untouched(
         flux_fence::AnnotationKeys::default(),
         flux_fence::OwnerValue::new(flux_fence::Holder::generate(), flux_fence::Epoch(1)),
     );
-    let flux_fence::AcquireOutcome::Acquired(theirs) =
+    let flux_fence::outcome::AcquireOutcome::Acquired(theirs) =
         other.acquire(&w.parent(), vec![], None).await.unwrap()
     else {
         panic!("setup fence not acquired")

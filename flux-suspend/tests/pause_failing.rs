@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use common::*;
 use flux_model::model::{ModelConfig, Outcome, Phase, Touch};
+use flux_suspend::handoff::PauseOutcome;
+use flux_suspend::handoff::SuspendError;
 use flux_suspend::io::Timing;
 use flux_suspend::retire::Strategy;
-use flux_suspend::{PauseOutcome, SuspendError};
 
 async fn failing_world(prefix: &str) -> World {
     let w = World::new(prefix).await;

@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use flux_model::model::{Phase, Touch};
-use flux_suspend::PauseOutcome;
+use flux_suspend::handoff::PauseOutcome;
 use flux_suspend::retire::Strategy;
 use serde_json::Value;
 
@@ -25,7 +25,7 @@ fn old_rule_proves(reads: &[Value], owner: &str) -> bool {
 
 /// Parks `name` mid-reconcile, starts the pause, kills the in-flight reconcile with a model
 /// restart once `name` is fenced, and returns the proven pause.
-async fn pause_across_a_restart(w: &World, name: &str) -> flux_suspend::Handoff {
+async fn pause_across_a_restart(w: &World, name: &str) -> flux_suspend::handoff::Handoff {
     w.model.hang_at(name, Phase::Build);
     w.model
         .touch_now(

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::*;
-use flux_suspend::SuspendError;
+use flux_suspend::handoff::SuspendError;
 use flux_suspend::io::Timing;
 use flux_suspend::report::Counter;
 use flux_suspend::retire::Strategy;

@@ -7,12 +7,13 @@ use std::time::Duration;
 
 use common::*;
 use flux_model::model::{ModelConfig, Phase};
+use flux_suspend::handoff::PauseOutcome;
+use flux_suspend::handoff::SuspendError;
 use flux_suspend::io::{
     ControllerRef, Timing, execute_restart, restart_controller, snapshot_controller,
 };
 use flux_suspend::retire::Strategy;
 use flux_suspend::steps::Step;
-use flux_suspend::{PauseOutcome, SuspendError};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};

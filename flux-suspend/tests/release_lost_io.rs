@@ -6,8 +6,9 @@ mod common;
 use common::*;
 use fault_proxy::{Fault, Proxy};
 use flux_fence::{AnnotationKeys, Fencer};
+use flux_suspend::handoff::Handoff;
+use flux_suspend::handoff::PauseOutcome;
 use flux_suspend::retire::Strategy;
-use flux_suspend::{Handoff, PauseOutcome};
 
 #[tokio::test]
 async fn resume_releases_after_a_500_and_a_reset_on_the_release_patches() {

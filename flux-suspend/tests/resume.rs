@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use flux_suspend::PauseOutcome;
+use flux_suspend::handoff::PauseOutcome;
 use flux_suspend::retire::Strategy;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
@@ -135,7 +135,8 @@ async fn resume_of_adopted_fences_by_holder_releases_children_first() {
                 .unwrap(),
         );
     }
-    let mut h2 = flux_suspend::Handoff::adopt(w.ns.client.clone(), w.fencer.clone(), guards);
+    let mut h2 =
+        flux_suspend::handoff::Handoff::adopt(w.ns.client.clone(), w.fencer.clone(), guards);
     let report = h2.resume(None).await.unwrap();
     assert!(report.released[0].contains(TARGET), "{report:?}");
     assert!(report.released[1].contains(PARENT), "{report:?}");

@@ -8,9 +8,10 @@ use std::time::Duration;
 use common::{OWNER_KEY, PARENT, TARGET, annotation, suspended};
 use flux_model::model::{FluxModel, ModelHandle, Phase, Touch, seed_tree};
 use flux_suspend::object::{get_json, kustomization};
+use flux_suspend::steps::Step;
 use flux_suspend::{
-    Cancel, Event, ResumeError, ResumeOptions, Session, SessionError, SessionOptions, Step,
-    TargetSpec, resume_holder,
+    Cancel, Event, ResumeError, ResumeOptions, Session, SessionError, SessionOptions, TargetSpec,
+    resume_holder,
 };
 use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::Value;
@@ -396,7 +397,7 @@ async fn session_reports_a_wait_that_goes_on_with_what_it_waits_for() {
     t.assert_nothing_held().await;
 }
 
-fn resume_opts(t: &Tree, holder: flux_suspend::Holder) -> ResumeOptions {
+fn resume_opts(t: &Tree, holder: flux_fence::Holder) -> ResumeOptions {
     let scope = flux_fence::discover::Scope::Namespaces(vec![t.ns.name.clone()]);
     let mut o = ResumeOptions::new(holder, scope);
     o.lease.namespace.clone_from(&t.ns.name);

@@ -17,11 +17,14 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
+use ghcr_auth::credential::CredentialFormat;
+use ghcr_auth::credential::CredentialSource;
+use ghcr_auth::credential::DockerConfig;
 use ghcr_auth::image::ImageRef;
 use ghcr_auth::plan::SecretTarget;
 use ghcr_auth::reassert::{Consumers, Reasserter, TargetSpec};
 use ghcr_auth::registry::{ProverOptions, RegistryProver};
-use ghcr_auth::{CredentialFormat, CredentialSource, DockerConfig, GhcrError, mask};
+use ghcr_auth::{GhcrError, mask};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 #[derive(Debug, Default)]

@@ -228,7 +228,7 @@ pub async fn force_sync(
             source,
         })?;
         match api
-            .patch(&target.name, &flux_fence::patch_params(), &patch)
+            .patch(&target.name, &flux_fence::api::patch_params(), &patch)
             .await
         {
             Ok(_) => return Ok(ForceOutcome::Requested { before }),

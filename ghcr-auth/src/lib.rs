@@ -7,7 +7,10 @@
 //! use ghcr_auth::reassert::{Consumers, Reasserter, TargetSpec};
 //! use ghcr_auth::registry::{ProverOptions, RegistryProver};
 //! use ghcr_auth::source::{SourceProof, SourceRef, prove_source};
-//! use ghcr_auth::{CredentialFormat, CredentialSource, DockerConfig, mask};
+//! use ghcr_auth::mask;
+//! use ghcr_auth::credential::CredentialFormat;
+//! use ghcr_auth::credential::CredentialSource;
+//! use ghcr_auth::credential::DockerConfig;
 //!
 //! # async fn run(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! // 1. Read (never from argv) and validate; mask before any output in GitHub Actions.
@@ -44,8 +47,8 @@
 //! # Flow
 //!
 //! 1. **Read** the credential from an environment variable, a file or stdin
-//!    ([`CredentialSource`]; there is no argv variant) as a Docker config or a bare token, and
-//!    **validate** it ([`DockerConfig::parse`]): one `auths` entry per registry, `auth`
+//!    ([`credential::CredentialSource`]; there is no argv variant) as a Docker config or a bare token, and
+//!    **validate** it ([`credential::DockerConfig::parse`]): one `auths` entry per registry, `auth`
 //!    consistent with username/password, no repeated keys, no control characters. It lives as
 //!    `SecretString`s; Debug shows registries only.
 //! 2. **Mask** it in GitHub Actions, and only there ([`mask::mask_in_github_actions`]): the
@@ -115,11 +118,12 @@ pub mod source;
 pub mod spec;
 pub mod stage;
 
-pub use credential::{CredentialFormat, CredentialSource, DockerConfig, RegistryAuth};
-pub use error::{CredentialProblem, GhcrError};
+// The root holds the flow and what an embedder names to call it; the parts are reached
+// through their modules (`credential::DockerConfig`, `mask::MaskCommands`, ...).
+pub use error::GhcrError;
 pub use flow::{ErrorClass, FlowError, Progress, Reassertion};
-pub use mask::{MaskCommands, Redactor};
-pub use spec::{CredentialInput, GhcrSettings, InputError};
+pub use mask::Redactor;
+pub use spec::{CredentialInput, GhcrSettings};
 
 /// The README's program is compiled as a doc test, so the example a user copies builds.
 #[cfg(doctest)]

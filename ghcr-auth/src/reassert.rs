@@ -509,11 +509,11 @@ impl Reasserter {
                 })?;
         }
         let result = match &write {
-            Write::Create(secret) => api.create(&flux_fence::post_params(), secret).await,
+            Write::Create(secret) => api.create(&flux_fence::api::post_params(), secret).await,
             Write::Patch(patch) => {
                 api.patch(
                     &target.name,
-                    &flux_fence::patch_params(),
+                    &flux_fence::api::patch_params(),
                     &Patch::Json::<()>(patch.clone()),
                 )
                 .await

@@ -253,7 +253,7 @@ pub async fn request_reconcile(
                 source: source_err,
             })?;
         match api
-            .patch(&source.name, &flux_fence::patch_params(), &patch)
+            .patch(&source.name, &flux_fence::api::patch_params(), &patch)
             .await
         {
             Ok(o) => {

@@ -2,7 +2,8 @@
 //! modules take: the credential input, the Secrets to reassert and the Flux sources to prove.
 //! Pure, before any I/O: a bad input is an [`InputError`] naming a field, never a value.
 
-use flux_fence::{is_dns_label, is_dns_subdomain};
+use flux_fence::keys::is_dns_label;
+use flux_fence::keys::is_dns_subdomain;
 use std::path::PathBuf;
 
 use serde::Deserialize;

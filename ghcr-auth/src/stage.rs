@@ -12,7 +12,8 @@ use std::fmt;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use flux_fence::{is_dns_label, is_dns_subdomain};
+use flux_fence::keys::is_dns_label;
+use flux_fence::keys::is_dns_subdomain;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, Patch};
@@ -252,7 +253,7 @@ pub async fn stage_key(
     let result = api
         .patch(
             &target.secret.name,
-            &flux_fence::patch_params(),
+            &flux_fence::api::patch_params(),
             &Patch::Json::<()>(patch),
         )
         .await;

@@ -2,8 +2,11 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use ghcr_auth::Redactor;
+use ghcr_auth::credential::DockerConfig;
+use ghcr_auth::error::CredentialProblem;
+use ghcr_auth::mask::MaskCommands;
 use ghcr_auth::mask::is_github_actions;
-use ghcr_auth::{CredentialProblem, DockerConfig, MaskCommands, Redactor};
 use proptest::prelude::*;
 use secrecy::{ExposeSecret, SecretString};
 

@@ -9,13 +9,14 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use ghcr_auth::credential::DockerConfig;
 use ghcr_auth::credential::{SECRET_KEY, SECRET_TYPE};
 use ghcr_auth::fanout::{EsoRoute, Route};
 use ghcr_auth::plan::{SecretTarget, holds};
 use ghcr_auth::reassert::{Consumers, Reasserter, TargetSpec};
 use ghcr_auth::route::FanoutRun;
 use ghcr_auth::stage::{KeyTarget, key_holds};
-use ghcr_auth::{DockerConfig, ErrorClass, FlowError, Progress};
+use ghcr_auth::{ErrorClass, FlowError, Progress};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Event, Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding, RoleRef, Subject};
@@ -494,7 +495,7 @@ async fn service_account_client(admin: &Client, ns: &str, name: &str) -> Client 
 
 #[tokio::test]
 async fn eso_fanout_the_whole_route_runs_as_a_service_account_with_only_the_generated_rights() {
-    use flux_suspend::rights::{self, EsoRights, Ghcr, Plan, Subject};
+    use handoff_app::rights::{self, EsoRights, Ghcr, Plan, Subject};
     use testkit::rbac::Access;
     let stale = config("stale-token");
     let (layout, eso) = Layout::synced(&stale).await;

@@ -2,7 +2,7 @@
 //! bounded concurrency, the root written last and only after every consumer, and what a
 //! failure in the middle of the batch leaves on the server.
 
-use ghcr_auth::DockerConfig;
+use ghcr_auth::credential::DockerConfig;
 use ghcr_auth::plan::{SecretTarget, TargetRole, holds};
 use ghcr_auth::reassert::{Consumers, FANOUT_CONCURRENCY, Reasserter, SecretOutcome, TargetSpec};
 use k8s_openapi::api::core::v1::{Namespace, Secret};

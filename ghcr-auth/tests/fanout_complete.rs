@@ -5,13 +5,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use ghcr_auth::credential::DockerConfig;
 use ghcr_auth::credential::{SECRET_KEY, SECRET_TYPE};
 use ghcr_auth::fanout::{EsoRoute, Route};
 use ghcr_auth::plan::{SecretTarget, holds};
 use ghcr_auth::reassert::{Consumers, Reasserter, TargetSpec};
 use ghcr_auth::route::FanoutRun;
 use ghcr_auth::stage::{KeyTarget, key_holds};
-use ghcr_auth::{DockerConfig, ErrorClass, FlowError, Progress};
+use ghcr_auth::{ErrorClass, FlowError, Progress};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ObjectMeta, PostParams};

@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flux_fence::{Holder, Lease, LeaseAcquire, LeaseConfig, SystemClock};
+use ghcr_auth::credential::DockerConfig;
 use ghcr_auth::reassert::{Consumers, Reasserter, TargetSpec};
 use ghcr_auth::spec::credential_input;
-use ghcr_auth::{DockerConfig, ErrorClass, FlowError, GhcrSettings, Progress, Reassertion};
+use ghcr_auth::{ErrorClass, FlowError, GhcrSettings, Progress, Reassertion};
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams};

@@ -1,6 +1,9 @@
 //! Tier 1: reading credentials from files and the environment (never argv).
 
-use ghcr_auth::{CredentialFormat, CredentialSource, DockerConfig, GhcrError};
+use ghcr_auth::GhcrError;
+use ghcr_auth::credential::CredentialFormat;
+use ghcr_auth::credential::CredentialSource;
+use ghcr_auth::credential::DockerConfig;
 use secrecy::ExposeSecret;
 
 fn temp_file(content: &str) -> std::path::PathBuf {

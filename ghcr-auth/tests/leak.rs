@@ -10,12 +10,14 @@ use std::fmt::Write as _;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
+use ghcr_auth::Redactor;
+use ghcr_auth::credential::DockerConfig;
 use ghcr_auth::error::BoxError;
 use ghcr_auth::image::ImageRef;
+use ghcr_auth::mask::MaskCommands;
 use ghcr_auth::plan::SecretTarget;
 use ghcr_auth::reassert::{Consumers, Reasserter, TargetSpec};
 use ghcr_auth::registry::{ProverOptions, RegistryProver};
-use ghcr_auth::{DockerConfig, MaskCommands, Redactor};
 use k8s_openapi::api::core::v1::{Event, Secret};
 use kube::api::{ListParams, Patch, PatchParams};
 use secrecy::SecretString;

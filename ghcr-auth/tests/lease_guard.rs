@@ -7,11 +7,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use flux_fence::{FenceError, Holder, Lease, LeaseAcquire, LeaseConfig, LeaseGuard, SystemClock};
+use ghcr_auth::GhcrError;
+use ghcr_auth::credential::DockerConfig;
 use ghcr_auth::credential::{SECRET_KEY, SECRET_TYPE};
 use ghcr_auth::plan::REVISION_ANNOTATION;
 use ghcr_auth::reassert::{Consumers, Reasserter, SecretOutcome, TargetSpec};
 use ghcr_auth::source::{REQUESTED_AT, SourceRef, request_reconcile};
-use ghcr_auth::{DockerConfig, GhcrError};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::api::core::v1::Secret;

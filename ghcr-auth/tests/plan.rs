@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use ghcr_auth::DockerConfig;
+use ghcr_auth::credential::DockerConfig;
 use ghcr_auth::credential::{SECRET_KEY, SECRET_TYPE};
 use ghcr_auth::plan::{
     Drift, Refusal, SecretPlan, SecretTarget, TargetRole, holds, order_targets, plan,

@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use ghcr_auth::GhcrError;
+use ghcr_auth::credential::DockerConfig;
 use ghcr_auth::credential::{SECRET_KEY, SECRET_TYPE};
 use ghcr_auth::error::BoxError;
 use ghcr_auth::plan::{Drift, Refusal, SecretTarget, TargetRole, holds};
 use ghcr_auth::reassert::{Consumers, Reasserter, SecretOutcome, TargetSpec};
-use ghcr_auth::{DockerConfig, GhcrError};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};

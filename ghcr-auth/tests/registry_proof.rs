@@ -3,7 +3,7 @@
 
 mod support;
 
-use ghcr_auth::DockerConfig;
+use ghcr_auth::credential::DockerConfig;
 use ghcr_auth::image::ImageRef;
 use ghcr_auth::registry::{ProofOutcome, ProofStep, ProverOptions, RegistryProver};
 use secrecy::SecretString;

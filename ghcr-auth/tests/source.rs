@@ -7,7 +7,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ghcr_auth::DockerConfig;
+use ghcr_auth::credential::DockerConfig;
 use ghcr_auth::credential::{SECRET_KEY, SECRET_TYPE};
 use ghcr_auth::plan::SecretTarget;
 use ghcr_auth::reassert::{NoGate, Reasserter, SecretOutcome};

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use ghcr_auth::DockerConfig;
+use ghcr_auth::credential::DockerConfig;
 use ghcr_auth::reassert::NoGate;
 use ghcr_auth::stage::{KeyOutcome, KeyPlan, KeyTarget, key_holds, plan_key};
 use k8s_openapi::ByteString;
@@ -134,7 +134,7 @@ async fn stage_key_a_concurrent_writer_is_a_cas_refusal_not_an_overwrite() {
         .api::<Secret>()
         .patch(
             "variables-base",
-            &flux_fence::patch_params(),
+            &flux_fence::api::patch_params(),
             &Patch::Json::<()>(patch),
         )
         .await

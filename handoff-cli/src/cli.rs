@@ -63,13 +63,13 @@ pub struct Global {
     /// Budget of the whole pause, e.g. 300s, 5m: its waits (quiet, acknowledgements, restart,
     /// the proof) share this one deadline, as `flux --timeout` does. Also the budget of a Flux
     /// source proof after `ghcr reassert`.
-    #[arg(long, global = true, default_value = "300s", value_parser = flux_suspend::settings::parse_duration, value_name = "DURATION")]
+    #[arg(long, global = true, default_value = "300s", value_parser = handoff_app::settings::parse_duration, value_name = "DURATION")]
     pub timeout: std::time::Duration,
     /// Cap on a single wait of the pause (default: whatever is left of --timeout).
-    #[arg(long, global = true, value_parser = flux_suspend::settings::parse_duration, value_name = "DURATION")]
+    #[arg(long, global = true, value_parser = handoff_app::settings::parse_duration, value_name = "DURATION")]
     pub wait_timeout: Option<std::time::Duration>,
     /// Pause between two reads of a bounded wait, e.g. 2s, 500ms.
-    #[arg(long, global = true, default_value = "2s", value_parser = flux_suspend::settings::parse_duration, value_name = "DURATION")]
+    #[arg(long, global = true, default_value = "2s", value_parser = handoff_app::settings::parse_duration, value_name = "DURATION")]
     pub interval: std::time::Duration,
     /// Result format on stdout: phase lines for people (text), one JSON document (json), the
     /// same document as YAML (yaml), or one `kind/namespace/name` per line of the objects the
@@ -221,7 +221,7 @@ pub struct HolderArg {
     /// 0: refuse at once, exit 3). Says who holds it and since when about every 10 s and takes
     /// it the moment it is free; a held Lease is never taken over, and a parked pause is not
     /// waited for (refused at once with its resume command). Config: `[lease] wait = "2m"`.
-    #[arg(long, value_parser = flux_suspend::settings::parse_duration, value_name = "DURATION")]
+    #[arg(long, value_parser = handoff_app::settings::parse_duration, value_name = "DURATION")]
     pub wait_lease: Option<std::time::Duration>,
 }
 
@@ -310,7 +310,7 @@ pub struct RunArgs {
     /// runner waits between SIGINT and SIGTERM, for the release after the command is gone.
     /// When the Lease's renewals stop succeeding, the holder's own deadline stops the command
     /// this long before it must be gone (at most a quarter of the time left before then).
-    #[arg(long, default_value = "5s", value_parser = flux_suspend::settings::parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "5s", value_parser = handoff_app::settings::parse_duration, value_name = "DURATION")]
     pub grace: std::time::Duration,
     /// The command to run while paused, after `--`. It gets `FLUX_HANDOFF_HOLDER`,
     /// `FLUX_HANDOFF_PROOF` and `FLUX_HANDOFF_TARGETS` in its environment and runs in its own

@@ -7,14 +7,14 @@ use crate::exit;
 use crate::failure::Failure;
 
 /// Builds the client from `--kubeconfig`/`--context`, else `$KUBECONFIG`, `~/.kube/config` or
-/// the in-cluster configuration ([`flux_suspend::kubeconfig::client`]: bounded reads, errors
+/// the in-cluster configuration ([`handoff_app::kubeconfig::client`]: bounded reads, errors
 /// that never quote the file). Nothing is sent to the API server yet.
 ///
 /// # Errors
 /// A kubeconfig that is missing, unreadable, malformed or names an unknown context is a
 /// configuration error: exit 2 (usage), one line.
 pub async fn client(global: &Global) -> Result<Client, Failure> {
-    flux_suspend::kubeconfig::client(global.kubeconfig.as_deref(), global.context.as_deref())
+    handoff_app::kubeconfig::client(global.kubeconfig.as_deref(), global.context.as_deref())
         .await
         .map_err(|e| Failure::new(exit::USAGE, e.to_string()))
 }

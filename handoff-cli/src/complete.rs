@@ -194,7 +194,7 @@ fn cluster_flags(words: &[String]) -> (Option<String>, Option<String>, String) {
 async fn targets(words: &[String]) -> Vec<String> {
     use kube::api::{Api, DynamicObject, ListParams};
     let (kubeconfig, context, ns) = cluster_flags(words);
-    let Ok(client) = flux_suspend::kubeconfig::client(
+    let Ok(client) = handoff_app::kubeconfig::client(
         kubeconfig.as_deref().map(std::path::Path::new),
         context.as_deref(),
     )

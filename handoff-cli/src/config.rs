@@ -45,7 +45,7 @@
 
 use std::path::Path;
 
-use flux_suspend::settings::{ControllerTable, FenceTable, LeaseTable, Tables, TargetTable};
+use handoff_app::settings::{ControllerTable, FenceTable, LeaseTable, Tables, TargetTable};
 use serde::Deserialize;
 
 /// The configuration file as written.
@@ -62,7 +62,7 @@ pub struct FileConfig {
 }
 
 impl FileConfig {
-    /// The session's tables, under the flags ([`flux_suspend::settings::resolve`]).
+    /// The session's tables, under the flags ([`handoff_app::settings::resolve`]).
     pub fn tables(&self) -> Tables<'_> {
         Tables {
             lease: self.lease.as_ref(),
@@ -90,7 +90,7 @@ pub fn load(path: &Path) -> Result<FileConfig, String> {
     parse(&text).map_err(|e| format!("config {}{e}", path.display()))
 }
 
-use flux_suspend::kubeconfig::read_bounded;
+use handoff_app::kubeconfig::read_bounded;
 
 /// Loads `path` when given; no config file is an empty config.
 pub fn load_optional(path: Option<&Path>) -> Result<FileConfig, String> {
@@ -118,9 +118,9 @@ pub fn parse(text: &str) -> Result<FileConfig, String> {
 }
 
 /// Splits `namespace/name`; a bare `name` takes `default_ns`; both must be names the API
-/// server accepts ([`flux_suspend::names::split_namespaced`]).
+/// server accepts ([`handoff_app::names::split_namespaced`]).
 pub fn split_ref(text: &str, default_ns: &str) -> Result<(String, String), String> {
-    flux_suspend::names::split_namespaced(text, default_ns).map_err(|e| e.to_string())
+    handoff_app::names::split_namespaced(text, default_ns).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

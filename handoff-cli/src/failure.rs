@@ -2,7 +2,7 @@
 //! arrive here as values turned into codes; the message never carries a credential.
 
 use flux_fence::FenceError;
-use flux_suspend::SuspendError;
+use flux_suspend::handoff::SuspendError;
 
 use crate::exit;
 

@@ -71,16 +71,14 @@ async fn dispatch(cli: Cli) -> u8 {
     // Nothing is held until a command takes something (it says so when it does).
     out.cleanup_complete(true);
     let cancel = flux_suspend::Cancel::new();
-    if let Err(e) = signals::install(cancel.clone()) {
-        eprintln!("error: cannot install signal handlers: {e}");
-        return exit::INTERNAL;
-    }
-    if matches!(
+    // A run orphaned by a killed shell (a CI runner cancelling a step) is a cancellation.
+    let parent_death = matches!(
         cli.command,
         Command::Pause(_) | Command::Run(_) | Command::Ghcr(_)
-    ) {
-        // A run orphaned by a killed shell (a CI runner cancelling a step) is a cancellation.
-        signals::die_with_parent();
+    );
+    if let Err(e) = signals::install(&cancel, parent_death) {
+        eprintln!("error: cannot install signal handlers: {e}");
+        return exit::INTERNAL;
     }
     let g = &cli.global;
     if g.output == output::Format::Name && !output::lists_objects(command_name(&cli.command)) {

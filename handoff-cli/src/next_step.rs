@@ -5,7 +5,8 @@
 //! anything.
 
 use flux_fence::recovery::short_ref;
-use flux_suspend::{SessionError, SessionOptions, Strategy, SuspendError};
+use flux_suspend::handoff::SuspendError;
+use flux_suspend::{SessionError, SessionOptions, Strategy};
 
 /// What the failed command was asked to do, for the hint.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -275,7 +275,7 @@ fn secs(millis: u128) -> f64 {
     millis as f64 / 1000.0
 }
 
-use flux_suspend::github::escape_data;
+use handoff_app::github::escape_data;
 
 #[cfg(test)]
 mod tests {

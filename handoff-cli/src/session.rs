@@ -6,7 +6,9 @@ use std::str::FromStr;
 
 use flux_fence::Holder;
 use flux_suspend::session::LeaseWait;
-use flux_suspend::{Cancel, Event, Members, Session, SessionError, SessionOptions, Step};
+use flux_suspend::session::Members;
+use flux_suspend::steps::Step;
+use flux_suspend::{Cancel, Event, Session, SessionError, SessionOptions};
 use kube::Client;
 
 use crate::cli::HolderArg;
@@ -46,7 +48,7 @@ pub fn lease_wait(arg: &HolderArg, file: &FileConfig) -> Result<LeaseWait, Failu
         file.lease.as_ref().and_then(|l| l.wait.as_deref()),
     ) {
         (Some(d), _) => d,
-        (None, Some(text)) => flux_suspend::settings::parse_duration(text)
+        (None, Some(text)) => handoff_app::settings::parse_duration(text)
             .map_err(|e| Failure::usage(format!("config: lease.wait: {e}")))?,
         (None, None) => std::time::Duration::ZERO,
     };

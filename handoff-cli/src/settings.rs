@@ -1,10 +1,10 @@
-//! Flags over config over defaults ([`flux_suspend::settings`]): what a handoff command will
+//! Flags over config over defaults ([`handoff_app::settings`]): what a handoff command will
 //! do, resolved before any cluster call, so bad input fails with exit code 2 and nothing
 //! touched.
 
 use flux_fence::ObjectRef;
 use flux_suspend::SessionOptions;
-use flux_suspend::settings::Flags;
+use handoff_app::settings::Flags;
 
 use crate::cli::{Global, TargetArgs};
 use crate::config::FileConfig;
@@ -26,10 +26,10 @@ pub fn resolve(
     f.timeout = global.timeout;
     f.wait_timeout = global.wait_timeout;
     f.interval = global.interval;
-    flux_suspend::settings::resolve(&f, &file.tables())
+    handoff_app::settings::resolve(&f, &file.tables())
 }
 
 /// Parses `[kind/][namespace/]name` (`fences release`).
 pub fn parse_target(text: &str, default_ns: &str) -> Result<ObjectRef, String> {
-    flux_suspend::names::parse_object(text, default_ns).map_err(|e| e.to_string())
+    handoff_app::names::parse_object(text, default_ns).map_err(|e| e.to_string())
 }

@@ -132,7 +132,7 @@ async fn recovered_events(c: &Cluster) -> Vec<String> {
         .await
         .unwrap()
         .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(flux_fence::REASON_RECOVERED))
+        .filter(|e| e.reason.as_deref() == Some(flux_fence::events::REASON_RECOVERED))
         .filter_map(|e| e.message)
         .collect()
 }

@@ -495,7 +495,8 @@ impl flux_fence::Clock for SkewedClock {
 async fn recover_keeps_a_live_session_whose_renew_times_lag_the_recovering_clock_by_50s() {
     use std::sync::Arc;
 
-    use flux_fence::{AcquireOutcome, AnnotationKeys, Fencer, Holder, LeaseAcquire, LeaseConfig};
+    use flux_fence::outcome::AcquireOutcome;
+    use flux_fence::{AnnotationKeys, Fencer, Holder, LeaseAcquire, LeaseConfig};
 
     let c = Cluster::seeded("fences-skew").await;
     // A live session renewing every 500 ms within a 3 s duration, on a machine whose clock
@@ -562,9 +563,12 @@ async fn recover_keeps_a_live_session_whose_renew_times_lag_the_recovering_clock
         .expect("the session still holds its Lease");
     let released = fencer.release(guard).await.unwrap();
     assert!(
-        matches!(released, flux_fence::ReleaseOutcome::Released { .. }),
+        matches!(
+            released,
+            flux_fence::outcome::ReleaseOutcome::Released { .. }
+        ),
         "{released:?}"
     );
     let lease_release = session.release().await.unwrap();
-    assert_eq!(lease_release, flux_fence::LeaseRelease::Released);
+    assert_eq!(lease_release, flux_fence::lease::LeaseRelease::Released);
 }

@@ -313,7 +313,7 @@ async fn reassert_with_a_selector_updates_a_stale_secret_and_reports_json_facts(
     let consumers = Consumers::new(&label).await;
     let mut args = reassert_args(&c, &reg, &consumers);
     // First with a stale credential (check would refuse it, so write it with the library).
-    let stale = ghcr_auth::DockerConfig::from_token(
+    let stale = ghcr_auth::credential::DockerConfig::from_token(
         &reg.host,
         USER,
         secrecy::SecretString::from("old-token"),

@@ -11,7 +11,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use common::*;
 use flux_model::source_model::{SourceModel, oci_repository, oci_repository_resource};
-use ghcr_auth::DockerConfig;
+use ghcr_auth::credential::DockerConfig;
 use k8s_openapi::api::core::v1::{Event, Secret};
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use secrecy::{ExposeSecret, SecretString};

@@ -201,7 +201,7 @@ async fn a_chain_held_by_someone_else_is_refused_before_the_lease_or_the_parent_
         !events
             .items
             .iter()
-            .any(|e| e.reporting_component.as_deref() == Some(flux_fence::COMPONENT)),
+            .any(|e| e.reporting_component.as_deref() == Some(flux_fence::events::COMPONENT)),
         "no flux-handoff Event"
     );
     assert_eq!(annotation(&c.get(TARGET).await, OWNER_KEY), Some(foreign));

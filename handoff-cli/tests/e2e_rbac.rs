@@ -469,7 +469,7 @@ async fn rbac_ghcr_reassert_with_consumer_namespaces_and_a_flux_source_as_the_ge
         TestNs::new("rbac-cb").await.unwrap(),
     );
     // The root Secret exists (Flux bootstrap made it), with a stale credential.
-    let stale = ghcr_auth::DockerConfig::from_token(
+    let stale = ghcr_auth::credential::DockerConfig::from_token(
         &reg.host,
         USER,
         secrecy::SecretString::from("old-token"),

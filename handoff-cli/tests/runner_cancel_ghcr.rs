@@ -11,7 +11,7 @@ use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_S
 use checks::*;
 use common::*;
 use flux_model::source_model::{SourceModel, oci_repository, oci_repository_resource};
-use ghcr_auth::DockerConfig;
+use ghcr_auth::credential::DockerConfig;
 use kube::api::{Api, DynamicObject, PostParams};
 use runner::Job;
 use secrecy::{ExposeSecret, SecretString};

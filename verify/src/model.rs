@@ -3,7 +3,8 @@
 
 use std::str::FromStr;
 
-use flux_fence::{AnnotationKeys, Epoch, Holder, Mark, OwnerValue, Restore};
+use flux_fence::mark::Restore;
+use flux_fence::{AnnotationKeys, Epoch, Holder, Mark, OwnerValue};
 use flux_suspend::flux::{RECONCILE_ANNOTATION, RECONCILE_DISABLED, REQUESTED_AT_ANNOTATION};
 use serde_json::{Value, json};
 use stateright::{Model, Property};
@@ -376,10 +377,10 @@ impl Handoff {
 
     /// What a fence holds, rebuilt from its owner value and prior annotation with the
     /// production reader (`held_from_annotations`).
-    pub(crate) fn held(&self, owner: &str, prior: Sym, uid: &str) -> flux_fence::Held {
+    pub(crate) fn held(&self, owner: &str, prior: Sym, uid: &str) -> flux_fence::decide::Held {
         let obj = json!({ "metadata": { "uid": uid, "annotations": {
             self.keys.owner.clone(): owner, self.keys.prior.clone(): text(prior) } } });
-        flux_fence::held_from_annotations(&obj, &self.keys)
+        flux_fence::decide::held_from_annotations(&obj, &self.keys)
             .expect("a prior this model wrote parses")
             .0
     }

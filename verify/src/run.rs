@@ -3,12 +3,15 @@
 //! `decide_acquire` / `lost_write`, `acknowledged`, the `Judge`, `decide_release`,
 //! `decide_lease_release` / `decide_lease_park` — and the step order is `pause_steps`.
 
+use flux_fence::Epoch;
+use flux_fence::decide::AcquireDecision;
+use flux_fence::decide::LostWrite;
+use flux_fence::decide::ReleaseDecision;
+use flux_fence::decide::decide_acquire;
+use flux_fence::decide::decide_release;
 use flux_fence::lease_decide::{
     LeaseDecision, LeaseReleaseDecision, RenewDecision, decide_lease_acquire, decide_lease_park,
     decide_lease_release, decide_renew, is_stale,
-};
-use flux_fence::{
-    AcquireDecision, Epoch, LostWrite, ReleaseDecision, decide_acquire, decide_release,
 };
 use flux_suspend::Strategy;
 use flux_suspend::flux::{RECONCILE_ANNOTATION, RECONCILE_DISABLED};
@@ -209,7 +212,7 @@ impl Handoff {
             return;
         }
         // A lost response: re-read and accept only the exact post-state (production `lost_write`).
-        match flux_fence::lost_write(Some(&s.objs[o].render()), &self.keys, &plan) {
+        match flux_fence::decide::lost_write(Some(&s.objs[o].render()), &self.keys, &plan) {
             LostWrite::Landed { .. } => {
                 run.held[o] = Some(hold);
                 run.pc = Self::after(Self::fence_step(o));
@@ -420,7 +423,11 @@ impl Handoff {
     }
 
     /// `decide_release`, or a mutant of it.
-    pub(crate) fn release_decision(&self, read: &Obj, held: &flux_fence::Held) -> ReleaseDecision {
+    pub(crate) fn release_decision(
+        &self,
+        read: &Obj,
+        held: &flux_fence::decide::Held,
+    ) -> ReleaseDecision {
         let mut obj = read.render();
         let ours = held.owner.to_string();
         if self.is(Mutant::ReleaseWithoutOwnerTest) {

@@ -2,11 +2,13 @@
 //! while runs are active, and the same recovery once every run has ended (with
 //! `--include-paused`), which the liveness property relies on.
 
+use flux_fence::decide::ReleaseDecision;
+use flux_fence::lease_decide::GoneHolder;
 use flux_fence::lease_decide::{
     LeaseDecision, LeaseReleaseDecision, RecoverDecision, decide_lease_acquire,
     decide_lease_release, decide_recover, is_expired,
 };
-use flux_fence::{Epoch, GoneHolder, OwnerValue, ReleaseDecision};
+use flux_fence::{Epoch, OwnerValue};
 
 use crate::model::{Actor, Handoff, Mutant};
 use crate::state::{P, State, T, Tool, ToolPc};
@@ -229,7 +231,8 @@ impl Handoff {
         if !which(owner.holder.as_str()) {
             return o == T;
         }
-        let Ok((held, _)) = flux_fence::held_from_annotations(&obj.render(), &self.keys) else {
+        let Ok((held, _)) = flux_fence::decide::held_from_annotations(&obj.render(), &self.keys)
+        else {
             return true;
         };
         match self.release_decision(&obj, &held) {

@@ -110,7 +110,7 @@ pub async fn adopt_holder(
     cfg.parked_key.clone_from(&keys.parked);
     let api: Api<KubeLease> = Api::namespaced(client.clone(), &cfg.namespace);
     let target = format!("{}/{}", cfg.namespace, cfg.name);
-    let read = get_retrying(&api, &cfg.name, &target, crate::READ_RETRY_BUDGET)
+    let read = get_retrying(&api, &cfg.name, &target, crate::api::READ_RETRY_BUDGET)
         .await
         .map_err(|e| {
             error(

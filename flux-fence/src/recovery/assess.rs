@@ -11,7 +11,9 @@ use serde_json::Value;
 use crate::discover::{
     FenceReport, FoundFence, FoundLease, FoundState, ReleasePlan, inspect_lease,
 };
-use crate::{AnnotationKeys, FenceError, MarkAt, ObjectRef, RecordedMark};
+use crate::mark::MarkAt;
+use crate::mark::RecordedMark;
+use crate::{AnnotationKeys, FenceError, ObjectRef};
 
 /// How a child (a handoff target, released before its parents) is recognised among the marks
 /// a fence recorded. The caller says: flux-fence knows nothing of Flux. `flux-handoff` passes

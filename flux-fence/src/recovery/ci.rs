@@ -33,16 +33,21 @@ pub(crate) async fn ask_ci(
     let start = tokio::time::Instant::now();
     loop {
         let verdict = ask.source.check(&holder).await;
-        let read = get_retrying(ask.api, ask.name, &ask.target, crate::READ_RETRY_BUDGET)
-            .await
-            .map_err(|e| {
-                error(
-                    "get",
-                    "leases.coordination.k8s.io".into(),
-                    ask.target.into(),
-                    e,
-                )
-            })?;
+        let read = get_retrying(
+            ask.api,
+            ask.name,
+            &ask.target,
+            crate::api::READ_RETRY_BUDGET,
+        )
+        .await
+        .map_err(|e| {
+            error(
+                "get",
+                "leases.coordination.k8s.io".into(),
+                ask.target.into(),
+                e,
+            )
+        })?;
         if read
             .as_ref()
             .and_then(|l| l.metadata.resource_version.as_deref())

@@ -4,8 +4,11 @@
 use std::time::Duration;
 
 use super::assess::{Action, LeaseView, Liveness, Orphan, Row, Withhold};
+use crate::ObjectRef;
 use crate::discover::{FenceReport, FoundState};
-use crate::{ChainRecord, GoneHolder, ObjectRef, RecordedMember};
+use crate::lease_decide::GoneHolder;
+use crate::lease_record::ChainRecord;
+use crate::lease_record::RecordedMember;
 
 /// What is known about the Lease holder beyond the Lease as read: the caller fills it, from
 /// [`crate::recovery::Recovery::watch`] or from a source outside the cluster.

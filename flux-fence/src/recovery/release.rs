@@ -17,9 +17,9 @@ use super::words::{age, short_ref};
 use crate::api::error;
 use crate::discover::{self, FoundState, ReleasePlan};
 use crate::lease_record::{merge_found, read_members, read_record};
-use crate::{
-    FenceError, Fencer, Holder, LeaseConfig, ObjectRef, OwnerValue, RecordedMark, ReleaseOutcome,
-};
+use crate::mark::RecordedMark;
+use crate::outcome::ReleaseOutcome;
+use crate::{FenceError, Fencer, Holder, LeaseConfig, ObjectRef, OwnerValue};
 
 /// A fence checked and ready to release: what was observed, and the CAS patch to send.
 #[derive(Debug, Clone, PartialEq)]
@@ -288,8 +288,8 @@ impl Recovery {
     fn lease_of(&self, taken_under: Option<&str>) -> LeaseConfig {
         let mut cfg = self.lease.clone();
         if let Some((ns, name)) = taken_under.and_then(|l| l.split_once('/'))
-            && crate::is_dns_label(ns)
-            && crate::is_dns_subdomain(name)
+            && crate::keys::is_dns_label(ns)
+            && crate::keys::is_dns_subdomain(name)
         {
             cfg.namespace = ns.to_string();
             cfg.name = name.to_string();
@@ -311,7 +311,7 @@ mod tests {
     use kube::api::{ApiResource, GroupVersionKind};
 
     use super::*;
-    use crate::MarkAt;
+    use crate::mark::MarkAt;
 
     fn ks(name: &str) -> ObjectRef {
         let gvk = GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization");

@@ -19,12 +19,17 @@ use super::watch::{WatchProgress, WatchTiming, watch_lease};
 use crate::api::{error, get_retrying};
 use crate::discover::{self, FenceReport, Listing, Scope, owner_of};
 use crate::events::EventKind;
+use crate::lease::LeaseRecover;
+use crate::lease::LeaseRelease;
+use crate::lease_decide::RecoverRefusal;
+use crate::lease_record::ChainRecord;
+use crate::lease_record::RecordedMember;
 use crate::lease_record::{merge_found, read_members};
 use crate::liveness::LivenessSource;
+use crate::outcome::ReleaseOutcome;
 use crate::{
-    AnnotationKeys, ChainRecord, Clock, Epoch, FenceError, Fencer, Holder, Lease, LeaseConfig,
-    LeaseRecover, LeaseRelease, ObjectRef, OwnerValue, RecordedMember, RecoverRefusal,
-    ReleaseOutcome, SystemClock,
+    AnnotationKeys, Clock, Epoch, FenceError, Fencer, Holder, Lease, LeaseConfig, ObjectRef,
+    OwnerValue, SystemClock,
 };
 
 /// Recovery of fences and a Lease left by gone holders. Build it, then [`Recovery::plan`]
@@ -438,7 +443,7 @@ impl Recovery {
     async fn release_one(&self, obj: &ObjectRef, holder: &str, why: &str) -> Result<(), String> {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &obj.namespace, &obj.resource);
-        let read = get_retrying(&api, &obj.name, obj, crate::READ_RETRY_BUDGET)
+        let read = get_retrying(&api, &obj.name, obj, crate::api::READ_RETRY_BUDGET)
             .await
             .map_err(|e| words(&error("get", obj.resource_name(), obj.target(), e)))?
             .map(serde_json::to_value)
@@ -483,7 +488,7 @@ impl Recovery {
             &self.api(),
             &self.lease.name,
             &self.target(),
-            crate::READ_RETRY_BUDGET,
+            crate::api::READ_RETRY_BUDGET,
         )
         .await
         .map_err(|e| error("get", "leases.coordination.k8s.io".into(), self.target(), e))

@@ -79,7 +79,7 @@ pub(crate) async fn watch_lease(
         let wake = (tokio::time::Instant::now() + timing.poll_every).min(deadline);
         tokio::time::sleep_until(wake.max(tokio::time::Instant::now())).await;
         let sent = tokio::time::Instant::now();
-        let read = get_retrying(api, name, &target, crate::READ_RETRY_BUDGET)
+        let read = get_retrying(api, name, &target, crate::api::READ_RETRY_BUDGET)
             .await
             .map_err(|e| error("get", "leases.coordination.k8s.io".into(), target.into(), e))?;
         let now_rv = read

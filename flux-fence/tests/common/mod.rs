@@ -4,7 +4,8 @@
 use std::future::Future;
 use std::time::Duration;
 
-use flux_fence::{AnnotationKeys, Epoch, Fencer, Holder, Mark, ObjectRef, OwnerValue, Restore};
+use flux_fence::mark::Restore;
+use flux_fence::{AnnotationKeys, Epoch, Fencer, Holder, Mark, ObjectRef, OwnerValue};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use testkit::TestNs;

@@ -9,15 +9,8 @@ use crate::object::{api, get_json};
 use crate::retire::acknowledged;
 use flux_fence::ObjectRef;
 
-/// The longest single watch request; a longer wait watches again from the last version seen.
-/// Below the client's read timeout ([`crate::kubeconfig::WATCH_SLICE`]), so a quiet watch is
-/// ended by the server and made again, and a stalled one is bounded by the read timeout.
-#[allow(clippy::cast_possible_truncation)] // asserted below the read timeout's seconds
-const WATCH_SLICE_SECS: u32 = {
-    let s = crate::kubeconfig::WATCH_SLICE.as_secs();
-    assert!(s > 0 && s < crate::kubeconfig::READ_TIMEOUT.as_secs());
-    s as u32
-};
+#[allow(clippy::cast_possible_truncation)] // a few seconds
+const WATCH_SLICE_SECS: u32 = super::WATCH_SLICE.as_secs() as u32;
 
 /// While an acknowledgement is watched, the object is also read this long after the watch
 /// started and then as often again: a watch whose events never arrive (a proxy that buffers

@@ -84,6 +84,12 @@ where
 
 /// Locks a mutex that no holder can poison in a way that matters here (the data is a plain
 /// value overwritten on each poll).
+/// The longest single watch request (`timeoutSeconds`); a longer wait watches again from the
+/// last version seen. Give the client a read timeout above it (handoff-app's kubeconfig client
+/// reads for 20 s), so a quiet watch is ended by the server and made again, and a stalled one
+/// is bounded by the read timeout.
+pub const WATCH_SLICE: Duration = Duration::from_secs(10);
+
 pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

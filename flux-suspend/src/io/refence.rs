@@ -4,7 +4,8 @@
 //! annotation, sent only after the Lease was asserted; a lost race re-reads and decides again.
 //! (The fresh nonce that follows it is [`flux_fence::Fencer::remark`].)
 
-use flux_fence::{FenceGuard, LeaseHandle, Restore};
+use flux_fence::mark::Restore;
+use flux_fence::{FenceGuard, LeaseHandle};
 use kube::Client;
 use kube::api::Patch;
 use serde_json::{Value, json};
@@ -76,7 +77,7 @@ async fn cas_loop(
         let sent = object::api(client, guard.object())
             .patch(
                 &guard.object().name,
-                &flux_fence::patch_params(),
+                &flux_fence::api::patch_params(),
                 &Patch::Json::<()>(patch),
             )
             .await;

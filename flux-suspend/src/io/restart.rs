@@ -256,7 +256,7 @@ async fn patch_restarted_at(
         match api
             .patch(
                 &controller.name,
-                &flux_fence::patch_params(),
+                &flux_fence::api::patch_params(),
                 &Patch::Json::<()>(patch),
             )
             .await

@@ -25,6 +25,7 @@
 
 mod by_object;
 mod error;
+mod guard;
 mod lines;
 mod options;
 mod preflight;
@@ -38,13 +39,15 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use flux_fence::{Fencer, Holder, Lease, LeaseAcquire, LeaseGuard, LeaseHandle, LeaseRelease};
+use flux_fence::lease::LeaseRelease;
+use flux_fence::{Fencer, Holder, Lease, LeaseAcquire, LeaseGuard, LeaseHandle};
 use futures::FutureExt;
 use kube::Client;
 use tracing::Instrument;
 
 pub use by_object::{ObjectFence, decide_holder, holder_of};
 pub use error::{CleanupError, SessionError};
+pub use guard::WriteRefused;
 pub use lines::Members;
 pub use options::{ParentSpec, SessionOptions, TargetSpec};
 pub use recover::Recovered;
@@ -85,16 +88,18 @@ pub enum Event {
 pub struct Paused {
     /// The proof of the stable pause.
     pub proof: Proof,
-    /// The Lease: assert it before each protected write.
+    /// The Lease. [`Paused::write`] asserts it before a protected write; assert it yourself
+    /// only for a write that cannot go through `write`.
     pub lease: LeaseHandle,
     /// The session's holder.
     pub holder: Holder,
     /// The paused targets.
     pub targets: Vec<String>,
-    /// Stopped when the session is cancelled or the Lease is lost: finish soon.
+    /// Stopped when the session is cancelled, the Lease is lost or the pause breaks: finish
+    /// soon. Once hurried, the work has [`STOP_GRACE`] to end before the session drops it.
     pub cancel: Cancel,
-    /// Rechecks the pause (one read per member): call it right before a write that
-    /// consumers follow, so a person's `spec.suspend=false` after the proof stops it.
+    /// Rechecks the pause (one read per member). [`Paused::write`] calls it before a protected
+    /// write, so a person's `spec.suspend=false` after the proof stops the write.
     pub check: crate::io::PauseCheck,
 }
 
@@ -484,10 +489,12 @@ impl Session {
             Some(Ok(PauseOutcome::Refused { object, why })) => {
                 Err(SessionError::Refused { object, why })
             }
-            Some(Err(crate::SuspendError::Cancelled { step })) => Err(SessionError::Cancelled {
-                during: format!("while {}", crate::steps::describe(step)),
-                changed: true,
-            }),
+            Some(Err(crate::handoff::SuspendError::Cancelled { step })) => {
+                Err(SessionError::Cancelled {
+                    during: format!("while {}", crate::steps::describe(step)),
+                    changed: true,
+                })
+            }
             Some(Err(e)) => Err(e.into()),
         }
     }
@@ -533,15 +540,32 @@ impl Session {
                 cancel.stop();
                 None
             }
+            () = cancel.hurried() => None,
         };
         // A stopped work is hurried (SIGKILL) in time to be gone before the holder's deadline.
-        let ended = if let Some(r) = ended {
-            r
+        let ended = if ended.is_some() {
+            ended
         } else {
             let kill = tokio::time::sleep_until(lease.deadline().kill_work);
             tokio::select! {
-                r = &mut run => r,
-                () = kill => { cancel.hurry(); run.await }
+                r = &mut run => Some(r),
+                () = kill => { cancel.hurry(); None }
+                () = cancel.hurried() => None,
+            }
+        };
+        // Hurried: the work has STOP_GRACE to end (a command's SIGKILL is reaped well within
+        // it), and never past the holder's deadline; then it is dropped, so a work that ignores
+        // its Cancel cannot keep the session from releasing what it holds.
+        let ended = if ended.is_some() {
+            ended
+        } else {
+            let give_up = (tokio::time::Instant::now() + STOP_GRACE).min(lease.deadline().ends);
+            tokio::select! {
+                r = &mut run => Some(r),
+                () = tokio::time::sleep_until(give_up) => {
+                    tracing::warn!(grace = ?STOP_GRACE, "the hurried work did not end: abandoned");
+                    None
+                }
             }
         };
         if broken.is_none() && lost.is_none() && !cancel.is_stopped() {
@@ -553,9 +577,13 @@ impl Session {
         }
         match (ended, lost) {
             (_, Some(reason)) => Err(SessionError::LeaseLost(reason)),
-            (Ok(Ok(v)), None) => Ok(v),
-            (Ok(Err(e)), None) => Err(SessionError::Work(e.into())),
-            (Err(panic), None) => Err(SessionError::WorkPanicked(panic_text(panic.as_ref()))),
+            (None, None) => Err(SessionError::Cancelled {
+                during: "while the work ran (hurried, it was abandoned)".into(),
+                changed: true,
+            }),
+            (Some(Ok(Ok(v))), None) => Ok(v),
+            (Some(Ok(Err(e))), None) => Err(SessionError::Work(e.into())),
+            (Some(Err(panic)), None) => Err(SessionError::WorkPanicked(panic_text(panic.as_ref()))),
         }
     }
 
@@ -598,10 +626,7 @@ impl Session {
                         lease_left = Some(lease_name);
                     }
                     Err(e) => {
-                        problems.push(format!(
-                            "lease not released: {}",
-                            crate::error::one_line(&e)
-                        ));
+                        problems.push(format!("lease not released: {}", flux_fence::one_line(&e)));
                         lease_left = Some(lease_name);
                     }
                 }

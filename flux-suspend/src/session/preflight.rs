@@ -3,12 +3,13 @@
 //! live foreign Lease. Each write decides again on what it reads; this only keeps the promise
 //! that a refusal changes nothing.
 
+use flux_fence::decide::AcquireDecision;
+use flux_fence::decide::Refusal;
+use flux_fence::decide::decide_acquire;
 use flux_fence::discover::FoundState;
+use flux_fence::lease_record::ChainRecord;
 use flux_fence::lease_record::read_members;
-use flux_fence::{
-    AcquireDecision, AnnotationKeys, ChainRecord, Epoch, Holder, Mark, ObjectRef, OwnerValue,
-    Refusal, decide_acquire,
-};
+use flux_fence::{AnnotationKeys, Epoch, Holder, Mark, ObjectRef, OwnerValue};
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;

@@ -51,7 +51,7 @@ pub(super) async fn release_fences(
                 released.push(o);
             }
         }
-        Err(e) => problems.push(crate::error::one_line(&e)),
+        Err(e) => problems.push(flux_fence::one_line(&e)),
     }
     if h.holds_anything() {
         held.splice(0..0, h.leave_paused());

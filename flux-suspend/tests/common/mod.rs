@@ -11,10 +11,12 @@ use flux_fence::{
     SystemClock,
 };
 use flux_model::model::{FluxModel, ModelConfig, ModelHandle, seed_tree};
+use flux_suspend::handoff::Chain;
+use flux_suspend::handoff::Handoff;
+use flux_suspend::handoff::PauseOptions;
 use flux_suspend::io::{ControllerRef, Timing};
 use flux_suspend::object::{get_json, kustomization};
 use flux_suspend::retire::Strategy;
-use flux_suspend::{Chain, Handoff, PauseOptions};
 use serde_json::Value;
 use testkit::TestNs;
 // Not every test binary uses each of them.

@@ -1,10 +1,10 @@
-//! `flux-handoff doctor`: a read-only preflight against any cluster (`flux_suspend::doctor`
+//! `flux-handoff doctor`: a read-only preflight against any cluster (`handoff_app::doctor`
 //! makes the checks). Each line is `ok <check>` or `FAIL <check>: <fix>`; exit 0 when all
 //! pass, 6 otherwise.
 
 use clap::Args;
 use flux_fence::discover::Scope;
-use flux_suspend::doctor::{Checkup, Finding, doctor};
+use handoff_app::doctor::{Checkup, Finding, doctor};
 use serde_json::json;
 
 use super::ghcr::{FanoutArgs, SecretArgs};

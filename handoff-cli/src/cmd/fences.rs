@@ -3,7 +3,7 @@
 //! recover` releases only provably orphaned fences (dry run unless `--yes`).
 //!
 //! The rules and their words live in `flux_fence::recovery` (set up for Flux objects by
-//! `flux_suspend::fences`); these files parse, print and map exit codes.
+//! `handoff_app::fences`); these files parse, print and map exit codes.
 
 pub(crate) mod evidence;
 mod recover;
@@ -114,7 +114,7 @@ impl Context {
             lease: format!("{}/{}", s.lease.namespace, s.lease.name),
             client: client.clone(),
             keys: s.keys.clone(),
-            recovery: flux_suspend::fences::recovery(client, s.keys, s.lease)
+            recovery: handoff_app::fences::recovery(client, s.keys, s.lease)
                 .scope(scope)
                 .listing(listing),
             suffix: suffix.unwrap_or_default(),

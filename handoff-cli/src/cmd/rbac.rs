@@ -1,10 +1,10 @@
 //! `flux-handoff rbac`: print the RBAC manifests granting exactly the rights the configured
-//! features need (`flux_suspend::rights` decides; this file maps flags and config onto its
+//! features need (`handoff_app::rights` decides; this file maps flags and config onto its
 //! plan and prints). No cluster call. `deploy/rbac.yaml` is its output without arguments.
 
 use clap::Args;
-use flux_suspend::rights::{self, EsoRights, Ghcr, Source, Subject};
 use ghcr_auth::reassert::Consumers;
+use handoff_app::rights::{self, EsoRights, Ghcr, Source, Subject};
 
 use super::ghcr::{FanoutArgs, SecretArgs, route};
 use crate::cli::{FindArgs, Global, TargetArgs};

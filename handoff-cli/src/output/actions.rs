@@ -1,4 +1,4 @@
-//! Reporting a handoff the GitHub Actions way: `flux_suspend::github` renders the step summary
+//! Reporting a handoff the GitHub Actions way: `handoff_app::github` renders the step summary
 //! and outputs; this module only says what they contain for a `flux-handoff` command — the
 //! outcome word of each exit code, the holder and the paused objects from the phase lines, the
 //! next command to run.
@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use flux_suspend::github::StepReport;
+use handoff_app::github::StepReport;
 use serde_json::{Map, Value};
 
 use super::Phase;

@@ -12,7 +12,7 @@
 mod real;
 
 use flux_model::facts::Backend;
-use flux_suspend::PauseOutcome;
+use flux_suspend::handoff::PauseOutcome;
 use flux_suspend::retire::Strategy;
 use real::*;
 use serde_json::json;
@@ -135,7 +135,7 @@ async fn real_flux_parent_apply_skips_a_target_fenced_with_reconcile_disabled() 
     // Only the target is fenced: the parent stays free to apply, as an in-flight parent
     // reconcile that lost the race with the handoff would.
     let mut h = w.handoff();
-    let chain = vec![flux_suspend::Chain {
+    let chain = vec![flux_suspend::handoff::Chain {
         parent: None,
         target: w.target(),
     }];

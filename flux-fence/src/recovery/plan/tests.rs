@@ -6,9 +6,10 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{ApiResource, GroupVersionKind};
 
 use super::*;
+use crate::ObjectRef;
 use crate::discover::FoundLease;
+use crate::mark::MarkAt;
 use crate::recovery::assess::{Action, LeaseView, Liveness, Orphan, Row, Withhold};
-use crate::{MarkAt, ObjectRef};
 
 fn ks(name: &str) -> ObjectRef {
     let ar = ApiResource::from_gvk_with_plural(
@@ -338,11 +339,11 @@ fn found(
 ) -> crate::discover::FoundFence {
     use crate::discover::{FoundFence, FoundState, ReleasePlan};
     let marks = if child {
-        vec![crate::RecordedMark {
+        vec![crate::mark::RecordedMark {
             at: MarkAt::Annotation("r".into()),
             value: serde_json::json!("disabled"),
             prior: None,
-            restore: crate::Restore::Exact,
+            restore: crate::mark::Restore::Exact,
         }]
     } else {
         Vec::new()
@@ -403,17 +404,17 @@ fn chain_record_settles_only_once_every_recorded_fence_of_its_holder_is_released
             found("theirs", "x", true, None),
         ],
     };
-    let record = crate::ChainRecord {
+    let record = crate::lease_record::ChainRecord {
         owner: "h;3".into(),
         members: ["p", "c", "gone", "theirs"]
-            .map(|n| crate::RecordedMember::of(&ks(n)))
+            .map(|n| crate::lease_record::RecordedMember::of(&ks(n)))
             .to_vec(),
     };
     let hold = recorded_hold(&record, &report, &[]);
     assert_eq!(hold.fenced, vec![ks("p"), ks("c")]);
     assert_eq!(hold.unsettled(&[ks("c")]), Some("ks/ns/p".into()));
     assert_eq!(hold.unsettled(&[ks("c"), ks("p")]), None);
-    let unknown = [crate::RecordedMember {
+    let unknown = [crate::lease_record::RecordedMember {
         api_version: "v1".into(),
         kind: "Secret".into(),
         namespace: "ns".into(),

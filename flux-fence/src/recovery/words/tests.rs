@@ -3,7 +3,7 @@ use std::time::Duration;
 use kube::api::{ApiResource, GroupVersionKind};
 
 use super::*;
-use crate::GoneHolder;
+use crate::lease_decide::GoneHolder;
 use crate::recovery::Orphan;
 
 fn obj(kind: &str, name: &str) -> ObjectRef {

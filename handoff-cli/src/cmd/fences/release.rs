@@ -126,7 +126,7 @@ async fn keep_moved(
     match api
         .patch(
             &obj.name,
-            &flux_fence::patch_params(),
+            &flux_fence::api::patch_params(),
             &Patch::<()>::Json(patch),
         )
         .await

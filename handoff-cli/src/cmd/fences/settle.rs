@@ -6,7 +6,8 @@
 //! annotations and label go. One JSON Patch, a CAS on the uid, the owner and each value.
 
 use flux_fence::decide::annotation;
-use flux_fence::{AnnotationKeys, Holder, held_from_annotations, pointer};
+use flux_fence::decide::held_from_annotations;
+use flux_fence::{AnnotationKeys, Holder, pointer};
 use serde_json::{Value, json};
 
 /// What the settling patch keeps and writes, for the evidence lines.

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use clap::Args;
 use ghcr_auth::fanout::Route;
 use ghcr_auth::source::SourceRef;
-use ghcr_auth::{CredentialInput, GhcrSettings, InputError, spec};
+use ghcr_auth::spec::InputError;
+use ghcr_auth::{CredentialInput, GhcrSettings, spec};
 
 use crate::config::GhcrConfig;
 use crate::failure::Failure;

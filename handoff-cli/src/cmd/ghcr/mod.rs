@@ -7,7 +7,8 @@ mod input;
 mod reassert;
 
 use clap::{Args, Subcommand};
-use ghcr_auth::{CredentialInput, DockerConfig, FlowError, Progress};
+use ghcr_auth::credential::DockerConfig;
+use ghcr_auth::{CredentialInput, FlowError, Progress};
 
 use crate::cli::Global;
 use crate::failure::{Failure, chain};

@@ -7,11 +7,12 @@ use std::cell::RefCell;
 use clap::Args;
 use flux_suspend::Cancel;
 use flux_suspend::session::STOP_GRACE;
+use ghcr_auth::credential::DockerConfig;
 use ghcr_auth::fanout::Route;
 use ghcr_auth::reassert::Reasserter;
 use ghcr_auth::route::{FanoutRun, Planned};
 use ghcr_auth::source::SourceRef;
-use ghcr_auth::{DockerConfig, FlowError, Progress, Reassertion};
+use ghcr_auth::{FlowError, Progress, Reassertion};
 use kube::Client;
 use serde_json::json;
 

@@ -7,10 +7,13 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use flux_fence::{AnnotationKeys, Fencer};
+use flux_suspend::handoff::Chain;
+use flux_suspend::handoff::Handoff;
+use flux_suspend::handoff::PauseOptions;
+use flux_suspend::handoff::PauseOutcome;
 use flux_suspend::io::{ControllerRef, Timing};
 use flux_suspend::object::{kustomization, kustomization_resource};
 use flux_suspend::retire::Strategy;
-use flux_suspend::{Chain, Handoff, PauseOptions, PauseOutcome};
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde::Serialize;

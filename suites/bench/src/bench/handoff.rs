@@ -8,12 +8,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use flux_fence::{AnnotationKeys, Fencer, LeaseHandle};
+use flux_suspend::handoff::Chain;
+use flux_suspend::handoff::Handoff;
+use flux_suspend::handoff::PauseOptions;
+use flux_suspend::handoff::PauseOutcome;
 use flux_suspend::io::{ControllerRef, Timing};
 use flux_suspend::judge::REQUIRED_PASSES;
 use flux_suspend::object::kustomization;
 use flux_suspend::retire::Strategy;
-use flux_suspend::{Chain, Handoff, PauseOptions, PauseOutcome};
-use ghcr_auth::DockerConfig;
+use ghcr_auth::credential::DockerConfig;
 use ghcr_auth::error::BoxError;
 use ghcr_auth::plan::SecretTarget;
 use ghcr_auth::reassert::{Consumers, Reasserter, TargetSpec};

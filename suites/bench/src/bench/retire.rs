@@ -7,11 +7,14 @@ use std::time::Instant;
 
 use anyhow::bail;
 use flux_fence::{AnnotationKeys, Fencer};
+use flux_suspend::handoff::Chain;
+use flux_suspend::handoff::Handoff;
+use flux_suspend::handoff::PauseOptions;
+use flux_suspend::handoff::PauseOutcome;
 use flux_suspend::io::{ControllerRef, Timing};
 use flux_suspend::judge::REQUIRED_PASSES;
 use flux_suspend::object::kustomization;
 use flux_suspend::retire::Strategy;
-use flux_suspend::{Chain, Handoff, PauseOptions, PauseOutcome};
 
 use super::handoff::{BUDGET, mandated_quiet, target};
 use super::{Settings, ms, setup};

@@ -4,7 +4,7 @@
 use anyhow::{Context, bail};
 use flux_fence::{Holder, Lease, LeaseAcquire, LeaseConfig, LeaseGuard, SystemClock};
 use futures::{StreamExt, TryStreamExt};
-use ghcr_auth::DockerConfig;
+use ghcr_auth::credential::DockerConfig;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, ObjectMeta, PostParams};

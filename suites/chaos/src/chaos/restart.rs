@@ -94,7 +94,7 @@ pub async fn run(s: &Settings, base: &Baseline) -> anyhow::Result<Tally> {
         }
     }
     // Once per run: down longer than the read budget, so the release cannot wait it out.
-    let long = flux_fence::READ_RETRY_BUDGET + Duration::from_secs(5);
+    let long = flux_fence::api::READ_RETRY_BUDGET + Duration::from_secs(5);
     let point = Point::ResumeBeyondBudget;
     plan.push((point, long, format!("restart {}", point.name())));
     for (point, downtime, label) in plan {

@@ -11,10 +11,12 @@ use flux_fence::{
     AnnotationKeys, Fencer, Holder, Lease, LeaseAcquire, LeaseConfig, LeaseGuard, ObjectRef,
     SystemClock,
 };
+use flux_suspend::handoff::Chain;
+use flux_suspend::handoff::Handoff;
+use flux_suspend::handoff::PauseOptions;
 use flux_suspend::io::{ControllerRef, Timing};
 use flux_suspend::object::{get_json, kustomization};
 use flux_suspend::retire::Strategy;
-use flux_suspend::{Chain, Handoff, PauseOptions};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};

@@ -27,11 +27,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use flux_fence::{AnnotationKeys, Fencer};
+use flux_suspend::handoff::Chain;
+use flux_suspend::handoff::Handoff;
+use flux_suspend::handoff::PauseOptions;
+use flux_suspend::handoff::PauseOutcome;
 use flux_suspend::io::{ControllerRef, Timing};
 use flux_suspend::object::kustomization;
 use flux_suspend::retire::Strategy;
 use flux_suspend::steps::{Step, describe};
-use flux_suspend::{Chain, Handoff, PauseOptions, PauseOutcome};
 use serde::Serialize;
 use serde_json::{Value, json};
 

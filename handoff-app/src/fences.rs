@@ -6,8 +6,8 @@ use flux_fence::recovery::{ChildMark, Recovery};
 use flux_fence::{AnnotationKeys, LeaseConfig};
 use kube::Client;
 
-use crate::flux::{RECONCILE_ANNOTATION, RECONCILE_DISABLED};
-use crate::object::{helmrelease_resource, kustomization_resource};
+use flux_suspend::flux::{RECONCILE_ANNOTATION, RECONCILE_DISABLED};
+use flux_suspend::object::{helmrelease_resource, kustomization_resource};
 
 /// How a handoff target is recognised among the marks a fence recorded.
 #[must_use]

@@ -7,7 +7,7 @@
 //! embeds the session can read the same file and get the same options as the CLI.
 //!
 //! ```
-//! use flux_suspend::settings::{Flags, Tables, TargetTable, resolve};
+//! use handoff_app::settings::{Flags, Tables, TargetTable, resolve};
 //!
 //! let targets = [TargetTable::new("apps")];
 //! let file = Tables { targets: &targets, ..Tables::default() };
@@ -22,11 +22,11 @@ use std::time::Duration;
 use flux_fence::{AnnotationKeys, LeaseConfig, ObjectRef};
 use serde::Deserialize;
 
-use crate::io::ControllerRef;
 use crate::names::{kind_resource, parse_object, split_namespaced};
-use crate::object::kustomization_resource;
-use crate::retire::Strategy;
-use crate::session::{ParentSpec, SessionOptions, TargetSpec};
+use flux_suspend::io::ControllerRef;
+use flux_suspend::object::kustomization_resource;
+use flux_suspend::retire::Strategy;
+use flux_suspend::session::{ParentSpec, SessionOptions, TargetSpec};
 
 /// The longest duration accepted anywhere (7 days). Every wait adds its duration to the clock;
 /// a value beyond this is a typo, and one like `99999999999999h` would overflow that addition.

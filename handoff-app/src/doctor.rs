@@ -22,7 +22,9 @@ use kube::Client;
 use kube::api::{Api, ObjectMeta, PostParams};
 
 use crate::rights::{self, Ghcr, Plan, Right};
-use crate::{ControllerRef, LeaseConfig, ParentSpec, Strategy, TargetSpec};
+use flux_fence::LeaseConfig;
+use flux_suspend::io::ControllerRef;
+use flux_suspend::{ParentSpec, Strategy, TargetSpec};
 
 /// What to check: the same targets, Lease, controller and fence scope as a handoff, and the
 /// `ghcr reassert` configuration, if any.
@@ -228,7 +230,7 @@ struct Waits {
 }
 
 impl Waits {
-    fn see(&mut self, object: &crate::ObjectRef, obj: &serde_json::Value) {
+    fn see(&mut self, object: &flux_fence::ObjectRef, obj: &serde_json::Value) {
         let slot = if object.resource.kind == "HelmRelease" {
             &mut self.helm
         } else {
@@ -272,7 +274,7 @@ async fn check_targets(
     for t in &c.targets {
         push(&t.object.namespace);
         let check = format!("target {} exists", t.object);
-        let obj = match crate::object::get_json(client, &t.object).await {
+        let obj = match flux_suspend::object::get_json(client, &t.object).await {
             Ok(v) => {
                 note(Finding::ok(check));
                 waits.see(&t.object, &v);
@@ -285,15 +287,15 @@ async fn check_targets(
         };
         let parent = match &t.parent {
             ParentSpec::Explicit(p) => Some(p.clone()),
-            ParentSpec::FromLabels => crate::flux::parent_of(&obj)
-                .map(|p| crate::object::kustomization(&p.namespace, &p.name))
+            ParentSpec::FromLabels => flux_suspend::flux::parent_of(&obj)
+                .map(|p| flux_suspend::object::kustomization(&p.namespace, &p.name))
                 .filter(|p| *p != t.object),
             _ => None,
         };
         if let Some(p) = parent {
             push(&p.namespace);
             let check = format!("parent {p} exists");
-            note(match crate::object::get_json(client, &p).await {
+            note(match flux_suspend::object::get_json(client, &p).await {
                 Ok(v) => {
                     waits.see(&p, &v);
                     Finding::ok(check)
@@ -373,7 +375,7 @@ async fn check_lease_namespace(client: &Client, l: &LeaseConfig) -> Finding {
     };
     let dry = PostParams {
         dry_run: true,
-        field_manager: Some(flux_fence::FIELD_MANAGER.into()),
+        field_manager: Some(flux_fence::api::FIELD_MANAGER.into()),
     };
     match api.create(&dry, &probe).await {
         Ok(_) => Finding::ok(check),
@@ -434,7 +436,7 @@ mod tests {
 
     #[test]
     fn a_plan_covers_the_targets_explicit_parents_and_also_in_once_each() {
-        let ks = crate::object::kustomization;
+        let ks = flux_suspend::object::kustomization;
         let c = Checkup {
             namespace: "flux-system".into(),
             targets: vec![

@@ -4,13 +4,13 @@
 //! workflow-command escaping for annotations.
 //!
 //! A [`StepReport`] is plain data the caller fills from what it already knows — the session's
-//! progress lines ([`crate::Event::line`]), its holder, its proof — and never a credential. The
+//! progress lines ([`flux_suspend::Event::line`]), its holder, its proof — and never a credential. The
 //! Markdown and the outputs are pure functions of it; [`StepReport::append_to_runner_files`]
 //! only appends them to the runner's files.
 //!
 //! ```
 //! use std::time::Duration;
-//! use flux_suspend::github::StepReport;
+//! use handoff_app::github::StepReport;
 //!
 //! let mut report = StepReport::new("deploy", "succeeded", "0 (succeeded)");
 //! report.holder = Some("gh12.1-a1b2c3".into());

@@ -25,9 +25,11 @@ pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 pub const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 /// How long writing a request may stall.
 pub const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
-/// The longest single watch request (`timeoutSeconds`): well below [`READ_TIMEOUT`], so a
-/// quiet watch ends at the server's timeout and is made again, never by the read timeout.
-pub const WATCH_SLICE: std::time::Duration = std::time::Duration::from_secs(10);
+/// The longest single watch request (`timeoutSeconds`) of flux-suspend: well below
+/// [`READ_TIMEOUT`], so a quiet watch ends at the server's timeout and is made again, never by
+/// the read timeout.
+pub use flux_suspend::io::WATCH_SLICE;
+const _: () = assert!(WATCH_SLICE.as_secs() > 0 && WATCH_SLICE.as_secs() < READ_TIMEOUT.as_secs());
 
 /// The most a kubeconfig may hold (embedded certificates for many clusters fit easily).
 pub const MAX_KUBECONFIG_BYTES: u64 = 16 * 1024 * 1024;

@@ -6,7 +6,7 @@
 //! sent.
 //!
 //! ```
-//! use flux_suspend::names;
+//! use handoff_app::names;
 //!
 //! let target = names::parse_object("hr/apps/podinfo", "flux-system").unwrap();
 //! assert_eq!(target.to_string(), "HelmRelease apps/podinfo");
@@ -16,7 +16,7 @@
 use flux_fence::ObjectRef;
 use kube::api::ApiResource;
 
-use crate::object::{helmrelease_resource, kustomization_resource};
+use flux_suspend::object::{helmrelease_resource, kustomization_resource};
 
 /// A name that is not of the expected form; its Display is one line naming the text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -29,7 +29,8 @@ pub struct NameError {
     pub expected: &'static str,
 }
 
-pub use flux_fence::{is_dns_label, is_dns_subdomain};
+pub use flux_fence::keys::is_dns_label;
+pub use flux_fence::keys::is_dns_subdomain;
 
 /// Splits `namespace/name`; a bare `name` takes `default_ns` (which is checked too).
 ///
