@@ -105,6 +105,7 @@ mod class;
 mod clock;
 pub mod decide;
 pub mod discover;
+pub mod dry_run;
 mod error;
 mod events;
 mod fence;
