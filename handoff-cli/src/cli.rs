@@ -246,6 +246,12 @@ impl TargetArgs {
 pub struct PauseArgs {
     #[command(flatten)]
     pub positional: Positional,
+    /// Send every write the handoff would make first (the Lease, each parent's then each
+    /// target's fence) with the server's dryRun=All, so RBAC and admission answer for real, and
+    /// change nothing: one line per write (would pass, denied, refused). Waits for nothing and
+    /// leaves nothing to release. Exit 0 when every write would pass, 6 when one would not.
+    #[arg(long, value_enum, require_equals = true, value_name = "MODE")]
+    pub dry_run: Option<crate::cmd::dry_run::DryRunMode>,
     #[command(flatten)]
     pub targets: TargetArgs,
     #[command(flatten)]
@@ -300,6 +306,12 @@ pub struct ResumeArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub positional: Positional,
+    /// Send every write the handoff would make first (the Lease, each parent's then each
+    /// target's fence) with the server's dryRun=All, so RBAC and admission answer for real, and
+    /// change nothing: one line per write (would pass, denied, refused). Waits for nothing and
+    /// leaves nothing to release; the command is not run. Exit 0 when every write would pass, 6 when one would not.
+    #[arg(long, value_enum, require_equals = true, value_name = "MODE")]
+    pub dry_run: Option<crate::cmd::dry_run::DryRunMode>,
     #[command(flatten)]
     pub targets: TargetArgs,
     #[command(flatten)]
