@@ -243,6 +243,11 @@ impl TargetArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  flux-handoff pause --dry-run=server ks/flux-system/apps   # answered, nothing changed
+  flux-handoff pause ks/flux-system/apps                    # prints the holder
+  flux-handoff resume ks/flux-system/apps                   # waits for Ready")]
 pub struct PauseArgs {
     #[command(flatten)]
     pub positional: Positional,
@@ -303,6 +308,10 @@ pub struct ResumeArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  flux-handoff run --dry-run=server apps -- ./deploy.sh   # answered, nothing changed or run
+  flux-handoff run apps hr/web/podinfo -- ./deploy.sh     # pause, prove, run, resume")]
 pub struct RunArgs {
     #[command(flatten)]
     pub positional: Positional,

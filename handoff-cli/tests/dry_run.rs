@@ -176,3 +176,87 @@ async fn dry_run_run_does_not_run_the_command() {
     assert_eq!(states(&c).await, before, "a dry run changed an object");
     lease_absent(&c).await;
 }
+
+const USER: &str = "robot";
+const PASS: &str = "dry-run-registry-password-1";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_ghcr_reassert_leaves_the_secrets_and_never_prints_the_token() {
+    use k8s_openapi::api::core::v1::Secret;
+    testkit::install_crypto();
+    let reg = testkit::registry::LocalRegistry::start(&[(USER, PASS)])
+        .await
+        .unwrap();
+    reg.push_image(USER, PASS, "team/app", "v1").await.unwrap();
+    let c = Cluster::seeded("dry-ghcr").await;
+    let consumer = testkit::TestNs::new("dry-ghcr-c").await.unwrap();
+    // The root Secret holds a stale credential: the real run would patch it.
+    let stale = ghcr_auth::DockerConfig::from_token(
+        &reg.host,
+        USER,
+        secrecy::SecretString::from("old-token"),
+    )
+    .unwrap();
+    let root = ghcr_auth::plan::SecretTarget::new(&c.ns.name, "flux-pull");
+    ghcr_auth::reassert::Reasserter::new(c.ns.client.clone())
+        .reassert_one(&stale, &root)
+        .await
+        .unwrap();
+    let secrets = c.ns.api::<Secret>();
+    let root_before = secrets.get("flux-pull").await.unwrap();
+    let before = states(&c).await;
+    let image = format!("{}/team/app:v1", reg.host);
+    let root_flag = format!("{}/flux-pull", c.ns.name);
+    let mut args = vec![
+        "ghcr",
+        "reassert",
+        "--dry-run=server",
+        TARGET,
+        "--credential-env",
+        "REGISTRY_TOKEN",
+        "--username",
+        USER,
+        "--image",
+        image.as_str(),
+        "--insecure-http-host",
+        reg.host.as_str(),
+        "--secret-name",
+        "pull",
+        "--namespace-list",
+        consumer.name.as_str(),
+        "--root-secret",
+        root_flag.as_str(),
+    ];
+    let flags = c.handoff_flags();
+    args.extend(flags.iter().map(String::as_str));
+    let mut cmd = c.cli();
+    cmd.env("REGISTRY_TOKEN", PASS).args(&args);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(code(&out), 0, "{err}");
+    let ns = &c.ns.name;
+    for line in [
+        format!("✔ would patch Kustomization {ns}/{TARGET} (fence (target))"),
+        format!(
+            "✔ would create Secret {}/pull (secret (consumer))",
+            consumer.name
+        ),
+        format!("✔ would patch Secret {ns}/flux-pull (secret (root))"),
+        "dry run: 5 writes would pass, 0 denied or refused; nothing was changed".into(),
+    ] {
+        assert!(err.contains(&line), "missing {line:?} in:\n{err}");
+    }
+    assert!(!err.contains(PASS) && !stdout(&out).contains(PASS));
+    let root_after = secrets.get("flux-pull").await.unwrap();
+    assert_eq!(
+        root_after.metadata.resource_version,
+        root_before.metadata.resource_version
+    );
+    assert_eq!(root_after.data, root_before.data);
+    let pull = consumer.api::<Secret>().get_opt("pull").await.unwrap();
+    assert!(pull.is_none(), "a dry run created the consumer's Secret");
+    assert_eq!(states(&c).await, before, "a dry run changed an object");
+    lease_absent(&c).await;
+}
