@@ -160,9 +160,8 @@ impl Fencer {
                     &Patch::Json::<()>(plan.patch),
                 )
                 .await;
-            let err = match sent {
-                Ok(_) => return Ok(DryFence::Sent(Answer::WouldPass)),
-                Err(e) => e,
+            let Err(err) = sent else {
+                return Ok(DryFence::Sent(Answer::WouldPass));
             };
             match classify(&err) {
                 CallFailure::Conflict => {}
@@ -309,7 +308,7 @@ mod tests {
             ),
         ];
         for (result, want) in cases {
-            let got = answer(result.as_ref().map(|()| ()));
+            let got = answer(result.as_ref().copied());
             match (&got, &want) {
                 // The transport text is kube's; only the class matters.
                 (Answer::Failed { .. }, Answer::Failed { .. }) => {}

@@ -192,55 +192,20 @@ async fn sent(
                 }
             }
             Planned::Fence { object, target } => {
-                let fencer = Fencer::new(client.clone(), opts.keys.clone(), owner.clone())
-                    .with_events(false);
                 let read = reads
                     .iter()
                     .position(|(o, _)| *o == object)
                     .map(|i| reads.swap_remove(i).1);
-                let marks = fence_marks(&new_nonce(), target, &by);
-                let found = fencer
-                    .dry_acquire(
-                        &object,
-                        read,
-                        marks,
-                        opts.reason.as_deref(),
-                        Some(&lease_name),
-                    )
-                    .await
-                    .map_err(|source| {
-                        SessionError::Pause(crate::SuspendError::Fence {
-                            step: "fencing (dry run)",
-                            source,
-                        })
-                    })?;
-                let answer = match found {
-                    DryFence::Sent(a) => a,
-                    // Already exactly ours: the real run writes nothing here.
-                    DryFence::AlreadyOurs => continue,
-                    DryFence::NotFound => return Err(SessionError::NotFound(object.to_string())),
-                    DryFence::Refused(r) => {
-                        return Err(SessionError::Refused {
-                            object: object.to_string(),
-                            why: refusal(&r),
-                        });
-                    }
-                    other => {
-                        return Err(SessionError::Invalid(format!("{object}: {other:?}")));
-                    }
+                let fencer = Fencer::new(client.clone(), opts.keys.clone(), owner.clone())
+                    .with_events(false);
+                let fence = Fence {
+                    object,
+                    target,
+                    read,
                 };
-                writes.push(DryWrite {
-                    verb: "patch",
-                    kind: object.resource.kind.clone(),
-                    namespace: object.namespace.clone(),
-                    name: object.name.clone(),
-                    what: if target {
-                        "fence (target)"
-                    } else {
-                        "fence (parent)"
-                    },
-                    answer,
-                });
+                if let Some(w) = fence.send(&fencer, opts, &by, &lease_name).await? {
+                    writes.push(w);
+                }
             }
         }
     }
@@ -249,6 +214,66 @@ async fn sent(
         chains,
         writes,
     })
+}
+
+/// One member's fence, sent dry.
+struct Fence {
+    object: ObjectRef,
+    target: bool,
+    /// The preflight's read of it.
+    read: Option<serde_json::Value>,
+}
+
+impl Fence {
+    /// The write and its answer; `None` when the object already carries exactly this fence
+    /// (the real run writes nothing there).
+    async fn send(
+        self,
+        fencer: &Fencer,
+        opts: &SessionOptions,
+        by: &str,
+        lease: &str,
+    ) -> Result<Option<DryWrite>, SessionError> {
+        let Self {
+            object,
+            target,
+            read,
+        } = self;
+        let marks = fence_marks(&new_nonce(), target, by);
+        let found = fencer
+            .dry_acquire(&object, read, marks, opts.reason.as_deref(), Some(lease))
+            .await
+            .map_err(|source| {
+                SessionError::Pause(crate::SuspendError::Fence {
+                    step: "fencing (dry run)",
+                    source,
+                })
+            })?;
+        let answer = match found {
+            DryFence::Sent(a) => a,
+            DryFence::AlreadyOurs => return Ok(None),
+            DryFence::NotFound => return Err(SessionError::NotFound(object.to_string())),
+            DryFence::Refused(r) => {
+                return Err(SessionError::Refused {
+                    object: object.to_string(),
+                    why: refusal(&r),
+                });
+            }
+            other => return Err(SessionError::Invalid(format!("{object}: {other:?}"))),
+        };
+        Ok(Some(DryWrite {
+            verb: "patch",
+            kind: object.resource.kind.clone(),
+            namespace: object.namespace.clone(),
+            name: object.name.clone(),
+            what: if target {
+                "fence (target)"
+            } else {
+                "fence (parent)"
+            },
+            answer,
+        }))
+    }
 }
 
 /// The words of the real pause's refusals (`crate::handoff`).

@@ -27,26 +27,15 @@ pub async fn run(
     out: &mut Output,
 ) -> Result<u8, Failure> {
     let mut tally = Tally::default();
-    let next = match pause {
-        Some((opts, hints)) => {
-            let next = rbac_next(&hints);
-            crate::cmd::dry_run::pause_writes(
-                client.clone(),
-                opts,
-                cancel,
-                out,
-                &hints,
-                &mut tally,
-            )
+    let next = if let Some((opts, hints)) = pause {
+        crate::cmd::dry_run::pause_writes(client.clone(), opts, cancel, out, &hints, &mut tally)
             .await?;
-            next
-        }
-        None => {
-            out.stage("dry run");
-            out.cleanup_complete(true);
-            out.phase("no targets: the Secrets only, without a pause or Lease");
-            "flux-handoff rbac (with this command's Secret flags) | kubectl apply -f -".into()
-        }
+        rbac_next(&hints)
+    } else {
+        out.stage("dry run");
+        out.cleanup_complete(true);
+        out.phase("no targets: the Secrets only, without a pause or Lease");
+        "flux-handoff rbac (with this command's Secret flags) | kubectl apply -f -".into()
     };
     let report = Reasserter::new(client)
         .dry_run()
@@ -56,7 +45,7 @@ pub async fn run(
     for (role, target, outcome) in &report.results {
         let what = match role {
             TargetRole::Root => "secret (root)",
-            _ => "secret (consumer)",
+            TargetRole::Consumer => "secret (consumer)",
         };
         let name = format!("Secret {target} ({what})");
         let (line, answer) = match outcome {
