@@ -260,3 +260,146 @@ async fn dry_run_ghcr_reassert_leaves_the_secrets_and_never_prints_the_token() {
     assert_eq!(states(&c).await, before, "a dry run changed an object");
     lease_absent(&c).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_is_refused_with_exit_3_while_another_holder_has_the_lease() {
+    let c = Cluster::seeded("dry-held").await;
+    let flags = c.handoff_flags();
+    let mut args = vec!["pause", TARGET];
+    args.extend(flags.iter().map(String::as_str));
+    let first = c.run(&args).await;
+    assert_eq!(code(&first), 0, "{}", stderr(&first));
+    let held = states(&c).await;
+    let lease_rv = c.ns.api::<Lease>().get("flux-handoff").await.unwrap();
+    let mut args = vec!["pause", "--dry-run=server", TARGET];
+    args.extend(flags.iter().map(String::as_str));
+    let out = c.run(&args).await;
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(stderr(&out).contains("is held by"), "{}", stderr(&out));
+    assert_eq!(
+        states(&c).await,
+        held,
+        "the dry run changed a fenced object"
+    );
+    let lease = c.ns.api::<Lease>().get("flux-handoff").await.unwrap();
+    assert_eq!(
+        lease.metadata.resource_version,
+        lease_rv.metadata.resource_version
+    );
+    let holder = stdout(&first).trim().to_string();
+    let mut args = vec!["resume", "--holder", holder.as_str()];
+    args.extend(flags.iter().map(String::as_str));
+    assert_eq!(code(&c.run(&args).await), 0);
+}
+
+/// A `ValidatingAdmissionPolicy` (bound to the test namespace only) that refuses
+/// `spec.suspend: true` on the target: the server's admission answers the dry run.
+async fn refuse_suspending_the_target(c: &Cluster) -> String {
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+    let name = format!("dry-run-{}", c.ns.name);
+    let gvk = |kind| GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
+    let policy = ApiResource::from_gvk_with_plural(
+        &gvk("ValidatingAdmissionPolicy"),
+        "validatingadmissionpolicies",
+    );
+    let binding = ApiResource::from_gvk_with_plural(
+        &gvk("ValidatingAdmissionPolicyBinding"),
+        "validatingadmissionpolicybindings",
+    );
+    let p: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": ["kustomize.toolkit.fluxcd.io"], "apiVersions": ["*"],
+                "operations": ["UPDATE"], "resources": ["kustomizations"]}]},
+            "validations": [{
+                "expression": format!(
+                    "object.metadata.name != '{TARGET}' || !has(object.spec.suspend) || \
+                     !object.spec.suspend"),
+                "message": "policy: this target may not be suspended"}],
+        },
+    }))
+    .unwrap();
+    let b: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchLabels": {
+                "kubernetes.io/metadata.name": c.ns.name}}}},
+    }))
+    .unwrap();
+    let client = c.ns.client.clone();
+    Api::<DynamicObject>::all_with(client.clone(), &policy)
+        .create(&PostParams::default(), &p)
+        .await
+        .unwrap();
+    Api::<DynamicObject>::all_with(client.clone(), &binding)
+        .create(&PostParams::default(), &b)
+        .await
+        .unwrap();
+    // The policy reaches admission asynchronously: poll (bounded) with a dry-run patch of our
+    // own until the server refuses it.
+    let ks = flux_suspend::object::kustomization(&c.ns.name, TARGET);
+    let api: Api<DynamicObject> = Api::namespaced_with(client, &c.ns.name, &ks.resource);
+    let patch = kube::api::Patch::Merge(json!({"spec": {"suspend": true}}));
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    while api
+        .patch(TARGET, &flux_fence::dry_run::dry_patch_params(), &patch)
+        .await
+        .is_ok()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the policy never took effect"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    name
+}
+
+async fn remove_policy(c: &Cluster, name: &str) {
+    use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind};
+    for (kind, plural) in [
+        (
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+        ),
+        ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+    ] {
+        let ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
+            plural,
+        );
+        let _ = Api::<DynamicObject>::all_with(c.ns.client.clone(), &ar)
+            .delete(name, &DeleteParams::default())
+            .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_a_write_refused_by_admission_is_reported_with_the_servers_message() {
+    let c = Cluster::seeded("dry-admission").await;
+    let policy = refuse_suspending_the_target(&c).await;
+    let before = states(&c).await;
+    let flags = c.handoff_flags();
+    let mut args = vec!["pause", "--dry-run=server", TARGET];
+    args.extend(flags.iter().map(String::as_str));
+    let out = c.run(&args).await;
+    remove_policy(&c, &policy).await;
+    let err = stderr(&out);
+    assert_eq!(code(&out), 6, "{err}");
+    let ns = &c.ns.name;
+    for line in [
+        format!("✔ would patch Kustomization {ns}/{PARENT} (fence (parent))"),
+        format!("✗ patch Kustomization {ns}/{TARGET} (fence (target)) refused ("),
+        "policy: this target may not be suspended".into(),
+        "next: flux-handoff doctor".into(),
+    ] {
+        assert!(err.contains(&line), "missing {line:?} in:\n{err}");
+    }
+    assert_eq!(states(&c).await, before, "a dry run changed an object");
+    lease_absent(&c).await;
+}
