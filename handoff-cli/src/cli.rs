@@ -18,7 +18,13 @@ A handoff: acquire the Lease, fence the chain top-down (parent, then target: own
 spec.suspend=true, a requestedAt nonce, reconcile: disabled on the target, and the Flux
 Operator's suspendedBy where no one set one), retire in-flight
 reconciles (--retire ack|restart|none), prove the pause is stable, work, then release bottom-up
-and release the Lease — on every exit path, including SIGINT and SIGTERM.";
+and release the Lease — on every exit path, including SIGINT and SIGTERM.
+
+Try it first with the server's dry run: every write answered by RBAC and admission, nothing
+changed:
+
+  flux-handoff pause --dry-run=server ks/flux-system/apps
+  flux-handoff pause ks/flux-system/apps";
 
 /// `--version`: the crate version and the commit it was built from (build.rs).
 pub const VERSION: &str = concat!(

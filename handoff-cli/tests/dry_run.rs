@@ -42,6 +42,9 @@ async fn dry_run_pause_changes_nothing_on_the_server() {
     let out = c.run(&args).await;
     let err = stderr(&out);
     assert_eq!(code(&out), 0, "{err}");
+    // What the server holds first: every object as it was, and no Lease.
+    assert_eq!(states(&c).await, before, "a dry run changed an object");
+    lease_absent(&c).await;
     let ns = &c.ns.name;
     for line in [
         format!("✔ would create Lease {ns}/flux-handoff (lease)"),
@@ -52,8 +55,6 @@ async fn dry_run_pause_changes_nothing_on_the_server() {
         assert!(err.contains(&line), "missing {line:?} in:\n{err}");
     }
     assert_eq!(stdout(&out), "", "no holder is printed: nothing is paused");
-    assert_eq!(states(&c).await, before, "a dry run changed an object");
-    lease_absent(&c).await;
 
     // The same as one JSON document.
     let mut args = vec!["-o", "json", "pause", "--dry-run=server", TARGET];
