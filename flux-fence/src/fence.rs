@@ -201,18 +201,9 @@ impl Fencer {
     /// `marks` and, with a Lease, the mark naming it (`<prefix>/lease` = `namespace/name`),
     /// so whoever finds the fence judges it by the Lease it was taken under. Restored like any
     /// mark (removed on release); a changed value does not keep the fence.
-    fn with_lease_mark(&self, mut marks: Vec<Mark>) -> Vec<Mark> {
-        if let Some(lease) = &self.lease
-            && !marks
-                .iter()
-                .any(|m| m.at == MarkAt::Annotation(self.keys.lease.clone()))
-        {
-            marks.push(
-                Mark::annotation(self.keys.lease.clone(), lease.lease_name())
-                    .restore(crate::mark::Restore::IfUnchanged),
-            );
-        }
-        marks
+    fn with_lease_mark(&self, marks: Vec<Mark>) -> Vec<Mark> {
+        let name = self.lease.as_ref().map(LeaseHandle::lease_name);
+        lease_mark(&self.keys, marks, name.as_deref())
     }
 
     /// Reads `obj` and decides an acquire (no write).
@@ -631,6 +622,26 @@ impl Fencer {
     pub(crate) fn api(&self, obj: &ObjectRef) -> Api<DynamicObject> {
         Api::namespaced_with(self.client.clone(), &obj.namespace, &obj.resource)
     }
+}
+
+/// `marks` and, with a Lease named `lease` (`namespace/name`), the mark naming it (also
+/// what a dry-run fence adds: `crate::dry_run`).
+pub(crate) fn lease_mark(
+    keys: &AnnotationKeys,
+    mut marks: Vec<Mark>,
+    lease: Option<&str>,
+) -> Vec<Mark> {
+    if let Some(lease) = lease
+        && !marks
+            .iter()
+            .any(|m| m.at == MarkAt::Annotation(keys.lease.clone()))
+    {
+        marks.push(
+            Mark::annotation(keys.lease.clone(), lease.to_string())
+                .restore(crate::mark::Restore::IfUnchanged),
+        );
+    }
+    marks
 }
 
 fn refused(r: Refusal) -> AcquireOutcome {

@@ -107,6 +107,7 @@ mod class;
 mod clock;
 pub mod decide;
 pub mod discover;
+pub mod dry_run;
 mod error;
 pub mod events;
 mod fence;

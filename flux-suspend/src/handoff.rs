@@ -716,7 +716,7 @@ pub fn suspended_by(holder: &flux_fence::Holder, reason: Option<&str>) -> String
 /// target `reconcile: disabled`, and `fluxcd.controlplane.io/suspendedBy` = `by` where no one
 /// else set one (a value someone else set stays, and the release leaves it; ours is removed
 /// on release unless someone changed it since).
-fn fence_marks(nonce: &str, is_target: bool, by: &str) -> Vec<Mark> {
+pub(crate) fn fence_marks(nonce: &str, is_target: bool, by: &str) -> Vec<Mark> {
     let mut marks = vec![
         Mark::field("/spec/suspend", json!(true)).exclusive(),
         Mark::annotation(REQUESTED_AT_ANNOTATION, nonce.to_string()).restore(Restore::IfUnchanged),
@@ -731,7 +731,7 @@ fn fence_marks(nonce: &str, is_target: bool, by: &str) -> Vec<Mark> {
 }
 
 /// The distinct parents and targets of `chains`, in order; an object that is both is invalid.
-fn members(chains: &[Chain]) -> Result<(Vec<ObjectRef>, Vec<ObjectRef>), SuspendError> {
+pub(crate) fn members(chains: &[Chain]) -> Result<(Vec<ObjectRef>, Vec<ObjectRef>), SuspendError> {
     let mut parents: Vec<ObjectRef> = Vec::new();
     let mut targets: Vec<ObjectRef> = Vec::new();
     for c in chains {

@@ -231,6 +231,7 @@ pub struct Reasserter {
     gate: Box<dyn WriteGate>,
     root_check: Option<Box<dyn WriteGate>>,
     revision: Option<String>,
+    dry_run: bool,
 }
 
 impl fmt::Debug for Reasserter {
@@ -248,7 +249,17 @@ impl Reasserter {
             gate: Box::new(NoGate),
             root_check: None,
             revision: None,
+            dry_run: false,
         }
+    }
+
+    /// Sends every Secret write with the server's `dryRun=All` (`--dry-run=server`): the same
+    /// read, plan, CAS body and field manager, answered by RBAC and admission, stored nowhere.
+    /// The outcomes then say what the writes would do (`Created`: would be created).
+    #[must_use]
+    pub fn dry_run(mut self) -> Self {
+        self.dry_run = true;
+        self
     }
 
     /// Guards every write with the handoff Lease: asserts it (renew and read back) before each
@@ -509,14 +520,22 @@ impl Reasserter {
                 })?;
         }
         let result = match &write {
-            Write::Create(secret) => api.create(&flux_fence::api::post_params(), secret).await,
+            Write::Create(secret) => {
+                let params = if self.dry_run {
+                    flux_fence::dry_run::dry_post_params()
+                } else {
+                    flux_fence::api::post_params()
+                };
+                api.create(&params, secret).await
+            }
             Write::Patch(patch) => {
-                api.patch(
-                    &target.name,
-                    &flux_fence::api::patch_params(),
-                    &Patch::Json::<()>(patch.clone()),
-                )
-                .await
+                let params = if self.dry_run {
+                    flux_fence::dry_run::dry_patch_params()
+                } else {
+                    flux_fence::api::patch_params()
+                };
+                api.patch(&target.name, &params, &Patch::Json::<()>(patch.clone()))
+                    .await
             }
         };
         let verb = match write {

@@ -18,7 +18,13 @@ A handoff: acquire the Lease, fence the chain top-down (parent, then target: own
 spec.suspend=true, a requestedAt nonce, reconcile: disabled on the target, and the Flux
 Operator's suspendedBy where no one set one), retire in-flight
 reconciles (--retire ack|restart|none), prove the pause is stable, work, then release bottom-up
-and release the Lease — on every exit path, including SIGINT and SIGTERM.";
+and release the Lease — on every exit path, including SIGINT and SIGTERM.
+
+Try it first with the server's dry run: every write answered by RBAC and admission, nothing
+changed:
+
+  flux-handoff pause --dry-run=server ks/flux-system/apps
+  flux-handoff pause ks/flux-system/apps";
 
 /// `--version`: the crate version and the commit it was built from (build.rs).
 pub const VERSION: &str = concat!(
@@ -243,9 +249,20 @@ impl TargetArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  flux-handoff pause --dry-run=server ks/flux-system/apps   # answered, nothing changed
+  flux-handoff pause ks/flux-system/apps                    # prints the holder
+  flux-handoff resume ks/flux-system/apps                   # waits for Ready")]
 pub struct PauseArgs {
     #[command(flatten)]
     pub positional: Positional,
+    /// Send every write the handoff would make first (the Lease, each parent's then each
+    /// target's fence) with the server's dryRun=All, so RBAC and admission answer for real, and
+    /// change nothing: one line per write (would pass, denied, refused). Waits for nothing and
+    /// leaves nothing to release. Exit 0 when every write would pass, 6 when one would not.
+    #[arg(long, value_enum, require_equals = true, value_name = "MODE")]
+    pub dry_run: Option<crate::cmd::dry_run::DryRunMode>,
     #[command(flatten)]
     pub targets: TargetArgs,
     #[command(flatten)]
@@ -297,9 +314,19 @@ pub struct ResumeArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  flux-handoff run --dry-run=server apps -- ./deploy.sh   # answered, nothing changed or run
+  flux-handoff run apps hr/web/podinfo -- ./deploy.sh     # pause, prove, run, resume")]
 pub struct RunArgs {
     #[command(flatten)]
     pub positional: Positional,
+    /// Send every write the handoff would make first (the Lease, each parent's then each
+    /// target's fence) with the server's dryRun=All, so RBAC and admission answer for real, and
+    /// change nothing: one line per write (would pass, denied, refused). Waits for nothing and
+    /// leaves nothing to release; the command is not run. Exit 0 when every write would pass, 6 when one would not.
+    #[arg(long, value_enum, require_equals = true, value_name = "MODE")]
+    pub dry_run: Option<crate::cmd::dry_run::DryRunMode>,
     #[command(flatten)]
     pub targets: TargetArgs,
     #[command(flatten)]

@@ -14,8 +14,8 @@ pub const TIMEOUT: u8 = 4;
 /// The registry rejected the credential (401, 403, 404) or could not be reached.
 pub const REGISTRY: u8 = 5;
 /// A Kubernetes API call failed (unreachable, forbidden, missing CRD, ...), the Lease was
-/// lost while the command ran, or another holder refused us only after this run had written
-/// (what it wrote was released).
+/// lost while the command ran, another holder refused us only after this run had written
+/// (what it wrote was released), or a `--dry-run=server` write would be denied or refused.
 pub const KUBE_API: u8 = 6;
 /// The work succeeded but something held could not be released; `flux-handoff fences` lists it.
 pub const CLEANUP: u8 = 7;
@@ -55,8 +55,9 @@ Exit codes:
   5    registry rejected the credential (401/403/404) or was unreachable
   6    Kubernetes API error (unreachable, forbidden, missing CRD, ...), the Lease was lost
        while the command ran (also by the holder's own deadline when its renewals stopped
-       succeeding: the line names what may still be held), or a refusal found only after
-       this run had written (undone)
+       succeeding: the line names what may still be held), a refusal found only after
+       this run had written (undone), or a --dry-run=server write the server would deny
+       (RBAC) or refuse (admission, validation): nothing was changed
   7    cleanup failed: something is still held or unsettled (see `flux-handoff fences`)
   8    pause broken while the command ran: someone removed or changed a fence, deleted or
        recreated a paused object, or unsuspended it; the command was stopped (the line names

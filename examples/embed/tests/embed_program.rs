@@ -84,7 +84,10 @@ fn embed_the_program_fits_in_thirty_lines_and_is_the_one_the_readme_teaches() {
     let lines = program.lines().count();
     assert!(lines <= 30, "src/main.rs has {lines} lines");
     let readme = include_str!("../../../flux-suspend/README.md");
-    assert!(readme.contains(program), "flux-suspend/README.md must show src/main.rs as is");
+    assert!(
+        readme.contains(program),
+        "flux-suspend/README.md must show src/main.rs as is"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -24,6 +24,7 @@
 //!   naming the object, the change and the field manager ([`what_broke`]).
 
 mod by_object;
+pub mod dry_run;
 mod error;
 mod guard;
 mod lines;

@@ -1,6 +1,7 @@
 //! One file per subcommand; each returns its exit code or a [`crate::failure::Failure`].
 
 pub mod doctor;
+pub mod dry_run;
 pub mod fences;
 pub mod ghcr;
 pub mod pause;

@@ -24,6 +24,9 @@ pub async fn run(
     let lease = opts.lease.clone();
     let hints = Hints::of("pause", &opts);
     let client = client::client(global).await?;
+    if args.dry_run.is_some() {
+        return super::dry_run::run(client, opts, cancel, out, &hints, None).await;
+    }
     let started = session::start(client, opts, wait, cancel, out, &hints).await?;
     let members = started.members();
     let outcome = started.park(|e| session::report(out, &e, &members)).await;

@@ -35,6 +35,9 @@ pub async fn run(
     let wait = session::lease_wait(&args.holder, &file)?;
     let hints = Hints::of("run", &opts);
     let client = client::client(global).await?;
+    if args.dry_run.is_some() {
+        return super::dry_run::run(client, opts, cancel, out, &hints, Some(program)).await;
+    }
     let started = session::start(client, opts, wait, cancel, out, &hints).await?;
     let members = started.members();
     let out = RefCell::new(out);

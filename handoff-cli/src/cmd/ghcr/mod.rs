@@ -3,6 +3,7 @@
 //! ([`ghcr_auth::spec`]: the inputs, [`ghcr_auth::flow`]: the proof and the work); here are the
 //! flags and `[ghcr]` config ([`input`]), the output and the exit codes.
 
+mod dry_run;
 mod input;
 mod reassert;
 

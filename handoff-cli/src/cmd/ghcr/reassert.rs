@@ -26,6 +26,13 @@ use crate::{client, config, exit, session, settings};
 #[derive(Debug, Args)]
 #[command(after_help = LAYOUT)]
 pub struct ReassertArgs {
+    /// Prove the credential (a registry read), then send every write the handoff would make
+    /// first (the Lease, each fence, each pull Secret, consumers then the root) with the
+    /// server's dryRun=All: RBAC and admission answer, nothing is changed, no source is
+    /// proven. Exit 0 when every write would pass, 6 when one would not. The plain route only
+    /// (not with staged keys, External Secrets or --allow-incomplete-fanout).
+    #[arg(long, value_enum, require_equals = true, value_name = "MODE")]
+    pub dry_run: Option<crate::cmd::dry_run::DryRunMode>,
     #[command(flatten)]
     pub credential: CredentialArgs,
     #[command(flatten)]
@@ -44,6 +51,11 @@ pub struct ReassertArgs {
 
 /// The original tool's layout, shown by `--help` (docs/fanout.md has it as a config file).
 const LAYOUT: &str = "\
+First, a dry run: every write answered by the server (RBAC, admission), nothing changed:
+
+  flux-handoff ghcr reassert --dry-run=server ks/flux-system/apps --credential-env GHCR_TOKEN \\
+    --username flux --image ghcr.io/org/app:1.2.3 --root-secret flux-system/ghcr-auth
+
 Example, the External Secrets layout: stage the credential in a GitOps variables Secret, let a \
 PushSecret carry it to the store and an ExternalSecret pull it into every consumer namespace, \
 then write Flux's own Secret last:
@@ -141,6 +153,12 @@ pub async fn run(
         &global.namespace,
     )?;
     let bootstrap = route.allow_incomplete;
+    if args.dry_run.is_some() && (bootstrap || !route.keys.is_empty() || route.eso.is_some()) {
+        return Err(Failure::usage(
+            "--dry-run=server: only the plain route (not with staged keys, External Secrets or \
+             --allow-incomplete-fanout)",
+        ));
+    }
     let targets = args.targets.with(&args.positional);
     let has_targets = !bootstrap && (!targets.target.is_empty() || !file.targets.is_empty());
     let settings = if has_targets {
@@ -154,6 +172,17 @@ pub async fn run(
 
     // 3. The handoff.
     let client = client::client(global).await?;
+    if args.dry_run.is_some() {
+        let pause = match settings {
+            Some(settings) => {
+                let opts = session::options(settings, &args.holder, &file)?;
+                let hints = crate::next_step::Hints::of("ghcr reassert", &opts);
+                Some((opts, hints))
+            }
+            None => None,
+        };
+        return super::dry_run::run(client, &config, &route.direct, pause, cancel, out).await;
+    }
     let work = Work::new(config, route, sources, global);
     let planned = work.preflight(&client, out).await?;
     let Some(settings) = settings else {
