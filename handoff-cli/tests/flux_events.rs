@@ -40,7 +40,11 @@ async fn flux_events_the_real_notification_controller_forwards_paused_and_resume
         stderr(&out)
     );
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(doc["events"], json!({ "sent": 2, "failed": 0 }), "{doc}");
+    assert_eq!(
+        doc["facts"]["events"],
+        json!({ "sent": 2, "failed": 0 }),
+        "{doc}"
+    );
     // notification-controller dispatches each event on its own: either may come first.
     let mut got: Vec<Value> = Vec::new();
     while !(has(&got, "HandoffPaused") && has(&got, "HandoffResumed")) {
@@ -99,7 +103,11 @@ async fn flux_events_an_events_address_that_never_answers_costs_one_bounded_atte
     assert!(failed.iter().any(|l| l.contains("HandoffPaused")), "{err}");
     assert!(failed.iter().any(|l| l.contains("HandoffResumed")), "{err}");
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(doc["events"], json!({ "sent": 0, "failed": 2 }), "{doc}");
+    assert_eq!(
+        doc["facts"]["events"],
+        json!({ "sent": 0, "failed": 2 }),
+        "{doc}"
+    );
     // Every connection the run made is still queued: exactly one per event, no retry.
     silent.set_nonblocking(true).unwrap();
     let mut attempts = 0;
