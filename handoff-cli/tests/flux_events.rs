@@ -118,6 +118,91 @@ async fn flux_events_an_events_address_that_never_answers_costs_one_bounded_atte
     w.assert_released().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flux_events_a_broken_pause_and_the_fence_it_keeps_are_error_events() {
+    let w = World::new("fe-broken").await;
+    let mut receiver = Receiver::start().await;
+    w.alert_to(&receiver.url).await;
+    let nc = testkit::real_flux::events_addr().unwrap();
+    // The command runs until the pause breaks (the session stops it then).
+    let mut run = w.cli(&nc, &["sleep", "300"]);
+    let mut child = run.stderr(Stdio::piped()).spawn().unwrap();
+    let lines = lines_of(child.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &String| l.contains("running sleep")) {
+        let line = lines.recv_timeout(WAIT);
+        seen.push(line.unwrap_or_else(|_| panic!("the run never got to its command: {seen:?}")));
+    }
+    // A person's `kubectl patch` unsuspends the paused object.
+    let pp = kube::api::PatchParams {
+        field_manager: Some("kubectl-patch".into()),
+        ..kube::api::PatchParams::default()
+    };
+    let unsuspend = json!({ "spec": { "suspend": false } });
+    w.api(&kustomization_resource())
+        .patch("child", &pp, &kube::api::Patch::Merge(&unsuspend))
+        .await
+        .unwrap();
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    let rest: Vec<String> = lines.into_iter().collect();
+    assert_eq!(status.code(), Some(8), "{seen:?} {rest:?}");
+    let mut got: Vec<Value> = Vec::new();
+    while !(has(&got, "HandoffPauseBroken") && has(&got, "HandoffCleanupFailed")) {
+        let next = tokio::time::timeout(WAIT, receiver.bodies.recv()).await;
+        let event = next
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| panic!("the receiver got only {got:?}"));
+        got.push(event);
+    }
+    let broken = find(&got, "HandoffPauseBroken");
+    assert_eq!(
+        broken["message"],
+        format!(
+            "pause by {} broken: spec.suspend was set to false by field manager \"kubectl-patch\"",
+            w.holder
+        )
+        .as_str(),
+        "{broken}"
+    );
+    let kept = find(&got, "HandoffCleanupFailed");
+    let message = kept["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!("cleanup by {} failed: ", w.holder))
+            && message.ends_with("; the fence is still held"),
+        "{kept}"
+    );
+    for event in [broken, kept] {
+        assert_eq!(event["severity"], "error", "{event}");
+        assert_eq!(event["involvedObject"]["name"], "child", "{event}");
+        assert_eq!(
+            event["involvedObject"]["namespace"],
+            w.ns.as_str(),
+            "{event}"
+        );
+        assert_eq!(event["metadata"]["holder"], w.holder.as_str(), "{event}");
+    }
+}
+
+/// The lines of a child's stderr, as they come.
+fn lines_of(stderr: std::process::ChildStderr) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead as _;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
 #[test]
 fn flux_events_a_bad_events_address_is_exit_2_before_any_request() {
     // A kubeconfig that does not exist: reaching the cluster step would fail otherwise.
@@ -245,6 +330,14 @@ impl World {
 
     /// `flux-handoff run ks/<ns>/child -- true` with `--events-addr url` and `-o json`.
     async fn run(&self, url: &str) -> Output {
+        let mut c = self.cli(url, &["true"]);
+        tokio::task::spawn_blocking(move || c.output().unwrap())
+            .await
+            .unwrap()
+    }
+
+    /// `flux-handoff run ks/<ns>/child -- COMMAND` with `--events-addr url` and `-o json`.
+    fn cli(&self, url: &str, command: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_flux-handoff"));
         c.env_remove("GITHUB_ACTIONS")
             .env_remove("FLUX_HANDOFF_CONFIG")
@@ -255,11 +348,10 @@ impl World {
             .args(["--reason", REASON, "run", &format!("ks/{}/child", self.ns)])
             .args(["--parent", "none", "--holder", &self.holder])
             .args(["--lease", &format!("{}/flux-handoff", self.ns)])
-            .args(["--events-addr", url, "--", "true"])
+            .args(["--events-addr", url, "--"])
+            .args(command)
             .stdin(Stdio::null());
-        tokio::task::spawn_blocking(move || c.output().unwrap())
-            .await
-            .unwrap()
+        c
     }
 
     /// What the server holds afterwards: `child` handed back, unsuspended, unfenced.
