@@ -267,6 +267,8 @@ pub struct PauseArgs {
     pub targets: TargetArgs,
     #[command(flatten)]
     pub holder: HolderArg,
+    #[command(flatten)]
+    pub events: crate::notify::EventsArg,
 }
 
 #[derive(Debug, Args)]
@@ -311,6 +313,8 @@ pub struct ResumeArgs {
     pub targets: TargetArgs,
     #[command(flatten)]
     pub find: FindArgs,
+    #[command(flatten)]
+    pub events: crate::notify::EventsArg,
 }
 
 #[derive(Debug, Args)]
@@ -331,6 +335,8 @@ pub struct RunArgs {
     pub targets: TargetArgs,
     #[command(flatten)]
     pub holder: HolderArg,
+    #[command(flatten)]
+    pub events: crate::notify::EventsArg,
     /// How long the command's processes get between SIGTERM and SIGKILL when the run is
     /// interrupted, loses its Lease or finds its pause broken — and what the command left
     /// running when it exits. The default leaves room, inside the 7.5 s a GitHub

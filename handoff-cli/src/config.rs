@@ -2,6 +2,8 @@
 //! can be overridden by a flag; unknown keys are rejected with their name and line.
 //!
 //! ```toml
+//! events_addr = "http://notification-controller.flux-system.svc.cluster.local./"  # off by default
+//!
 //! [lease]
 //! namespace = "flux-system"      # default
 //! name = "flux-handoff"          # default
@@ -52,6 +54,8 @@ use serde::Deserialize;
 #[derive(Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
+    /// notification-controller's event server (`--events-addr`); before the first table.
+    pub events_addr: Option<String>,
     pub lease: Option<LeaseTable>,
     pub fence: Option<FenceTable>,
     pub controller: Option<ControllerTable>,

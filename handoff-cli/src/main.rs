@@ -8,6 +8,7 @@ mod config;
 mod exit;
 mod failure;
 mod next_step;
+mod notify;
 mod output;
 mod session;
 mod settings;
@@ -123,6 +124,8 @@ async fn dispatch(cli: Cli) -> u8 {
             };
         }
     };
+    // The Flux events still in flight, each within its bound, after everything was released.
+    notify::flush(&mut out).await;
     match result {
         Ok(code) => {
             out.finish(name, code, None);

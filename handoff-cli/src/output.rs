@@ -58,6 +58,8 @@ pub struct Output {
     names: Vec<String>,
     /// The flux-style progress lines and Actions groups ([`progress`]).
     progress: progress::Progress,
+    /// Where Flux-format events go (`--events-addr`; [`crate::notify`]).
+    events: Option<crate::notify::Notifier>,
 }
 
 impl Output {
@@ -76,7 +78,23 @@ impl Output {
             cleanup_complete: false,
             names: Vec::new(),
             progress: progress::Progress::new(github),
+            events: None,
         }
+    }
+
+    /// Sends Flux-format events from now on ([`crate::notify::configure`]).
+    pub fn set_events(&mut self, notifier: crate::notify::Notifier) {
+        self.events = Some(notifier);
+    }
+
+    /// The events' sender, when `--events-addr` is set.
+    pub fn events(&mut self) -> Option<&mut crate::notify::Notifier> {
+        self.events.as_mut()
+    }
+
+    /// The sender, to wait for what is still in flight ([`crate::notify::flush`]).
+    pub fn take_events(&mut self) -> Option<crate::notify::Notifier> {
+        self.events.take()
     }
 
     /// The stage the next phase lines belong to (`pause`, `work`, `resume`): one `►` line

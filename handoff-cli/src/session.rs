@@ -65,6 +65,7 @@ pub async fn start(
     hints: &Hints,
 ) -> Result<Session, Failure> {
     let lease = opts.lease.to_string();
+    let reason = opts.reason.clone();
     out.stage("pause");
     // From here something may be held until the session's cleanup says otherwise.
     out.cleanup_complete(false);
@@ -82,6 +83,7 @@ pub async fn start(
         out.fact("recovered", serde_json::json!(session.recovered()));
     }
     out.fact("holder", serde_json::json!(session.holder().to_string()));
+    crate::notify::session(out, &session.holder().to_string(), reason.as_deref());
     out.phase(&format!(
         "lease acquired: {lease} (holder {}, epoch {})",
         session.holder(),
@@ -93,6 +95,7 @@ pub async fn start(
 /// Prints an event: a finished step or release as a phase line, a wait that goes on as a note
 /// (it finishes nothing).
 pub fn report(out: &mut Output, event: &Event, members: &Members) {
+    crate::notify::on_event(out, event, members);
     let line = event.line(members);
     match event {
         Event::Waiting(w) => {

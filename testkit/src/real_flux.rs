@@ -294,6 +294,24 @@ pub fn state_dir() -> anyhow::Result<PathBuf> {
         .context("the kubeconfig lies inside <state>/envtest")
 }
 
+/// The URL of the real-Flux plane's notification-controller event server (what
+/// `flux-handoff --events-addr` takes), as `cargo xtask cluster up --flux real` recorded it.
+///
+/// # Errors
+/// The control plane could not be found or started, or it runs no notification-controller
+/// (started by an older xtask: `cargo xtask cluster down`, then up again).
+pub fn events_addr() -> anyhow::Result<String> {
+    let path = state_dir()?.join("notification-controller.events");
+    let url = fs::read_to_string(&path).with_context(|| {
+        format!(
+            "reading {} (a plane from before notification-controller? `cargo xtask cluster \
+             down` and start it again)",
+            path.display()
+        )
+    })?;
+    Ok(url.trim().to_string())
+}
+
 /// A kustomize-controller of a test's own (the plane's binary), reconciling only objects
 /// labelled [`SHARD_KEY`]`=<key>`; its JSON log is kept in a file. Killed on drop.
 #[derive(Debug)]

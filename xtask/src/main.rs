@@ -63,9 +63,10 @@ commands:
                           seeded. Prints `ready kubeconfig=<path> server=<url>`. Without
                           --detach it runs in the foreground until Ctrl-C; with --detach it
                           returns (an already running one is reused). --flux real runs the
-                          real kustomize-, source- and helm-controller (built from Go
-                          modules, cached; xtask/flux/) with upstream's CRDs, and seeds the
-                          tree from an OCI artifact in a local registry (docs/real-flux.md)
+                          real kustomize-, source-, helm- and notification-controller (built
+                          from Go modules, cached; xtask/flux/) with upstream's CRDs, and
+                          seeds the tree from an OCI artifact in a local registry
+                          (docs/real-flux.md)
   cluster down            stop the controller model, then the control plane, and delete their
                           state
   cluster check [--kubeconfig K]
@@ -101,10 +102,11 @@ commands:
                           --workspace, doc tests; stops the control plane on every exit path;
                           then the real Flux tier (below)
   ci real                 only the real Flux tier: a private control plane with the real
-                          kustomize-, source- and helm-controller (cluster up --flux real), the
-                          real_flux_ tests and the fact_ tests against the real controllers
-                          (suites/realflux/tests/real_flux.rs), everything stopped on every exit path;
-                          then the External Secrets tier (ci eso)
+                          kustomize-, source-, helm- and notification-controller (cluster up
+                          --flux real), the real_flux_ tests and the fact_ tests against the
+                          real controllers (suites/realflux/tests/real_flux.rs), the
+                          flux_events_ tests (handoff-cli/tests/flux_events.rs), everything
+                          stopped on every exit path; then the External Secrets tier (ci eso)
   ci eso                  only the External Secrets tier: the real External Secrets Operator
                           v0.16.2 (built from Go modules, cached; xtask/eso/) beside a private
                           control plane with its CRDs, the eso_fanout_ tests
@@ -319,7 +321,7 @@ fn ci() -> anyhow::Result<()> {
             "--profile",
             "ci",
             "-E",
-            "not binary(real_flux) and not binary(eso_fanout)",
+            "not binary(real_flux) and not binary(flux_events) and not binary(eso_fanout)",
         ],
         &root,
         &env,
@@ -364,7 +366,8 @@ fn ci_eso() -> anyhow::Result<()> {
 
 /// Tier 3 of `ci` (also `cargo xtask ci real` alone): the `real_flux_` tests and the `fact_`
 /// tests against the real Flux controllers (built from Go modules, cached) on a private control
-/// plane of their own.
+/// plane of their own, then the `flux_events_` tests (handoff-cli's `flux_events` binary:
+/// `--events-addr` through the real notification-controller) on the same plane.
 fn ci_real() -> anyhow::Result<()> {
     let root = paths::root();
     if !proc::succeeds("cargo", &["nextest", "--version"], &root) {
@@ -383,6 +386,21 @@ fn ci_real() -> anyhow::Result<()> {
             "ci",
             "--test",
             "real_flux",
+        ],
+        &root,
+        &env,
+    )?;
+    proc::run_env(
+        "cargo",
+        &[
+            "nextest",
+            "run",
+            "-p",
+            "handoff-cli",
+            "--profile",
+            "ci",
+            "--test",
+            "flux_events",
         ],
         &root,
         &env,

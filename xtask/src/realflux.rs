@@ -5,7 +5,8 @@
 //! `registry.{pid,stdout,log}` (the local registry holding the artifact, run by
 //! `flux-real-setup registry`), and per controller `<name>.{pid,stdout,log}` and `<name>-tmp/`
 //! (its `TMPDIR`), `<name>.bin` (the binary's path, for tests that run a shard of their own);
-//! source-controller's artifact storage is `source-storage/`.
+//! source-controller's artifact storage is `source-storage/`; `notification-controller.events`
+//! holds the URL of notification-controller's event server (what `--events-addr` takes).
 
 use std::fmt::Write as _;
 use std::fs;
@@ -27,7 +28,7 @@ use crate::flux::{self, Controller};
 pub enum Flux {
     /// `flux-model`, our controller model (the default).
     Model,
-    /// kustomize-, source- and helm-controller built from Go modules.
+    /// kustomize-, source-, helm- and notification-controller built from Go modules.
     Real,
 }
 
@@ -194,19 +195,36 @@ fn controller_spec(c: Controller, state: &Path, kubeconfig: &Path) -> anyhow::Re
             spec = spec.arg(arg);
         }
     }
+    if c == flux::NOTIFICATION {
+        // The event server on a loopback port of its own, recorded for the tests; the webhook
+        // receiver (unused here) on another.
+        let events = free_loopback_addr()?;
+        fs::write(
+            state.join(format!("{}.events", c.name)),
+            format!("http://{events}/"),
+        )?;
+        spec = spec
+            .arg(format!("--events-addr={events}"))
+            .arg(format!("--receiverAddr={}", free_loopback_addr()?));
+    }
     if c == flux::SOURCE {
         let storage = state.join("source-storage");
         fs::create_dir_all(&storage)?;
-        let addr = format!(
-            "127.0.0.1:{}",
-            TcpListener::bind("127.0.0.1:0")?.local_addr()?.port()
-        );
+        let addr = free_loopback_addr()?;
         spec = spec
             .arg(format!("--storage-path={}", storage.display()))
             .arg(format!("--storage-addr={addr}"))
             .arg(format!("--storage-adv-addr={addr}"));
     }
     Ok(spec)
+}
+
+/// `127.0.0.1:<port>` of a port free a moment ago (the controller binds it right after).
+fn free_loopback_addr() -> anyhow::Result<String> {
+    Ok(format!(
+        "127.0.0.1:{}",
+        TcpListener::bind("127.0.0.1:0")?.local_addr()?.port()
+    ))
 }
 
 /// Extra arguments for kustomize- and helm-controller, whitespace-separated, e.g.

@@ -17,6 +17,7 @@ pub async fn run(
     cancel: Cancel,
 ) -> Result<u8, Failure> {
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
+    crate::notify::configure(out, &args.events, file.events_addr.as_deref())?;
     let settings = settings::resolve(global, &args.targets.with(&args.positional), &file)
         .map_err(Failure::usage)?;
     let opts = session::options(settings, &args.holder, &file)?;
@@ -30,6 +31,7 @@ pub async fn run(
     let started = session::start(client, opts, wait, cancel, out, &hints).await?;
     let members = started.members();
     let outcome = started.park(|e| session::report(out, &e, &members)).await;
+    crate::notify::ended(out, &outcome.result, &outcome.cleanup);
     let parked = session::finish(
         outcome.result.map_err(|e| session::failure(&e, &hints)),
         outcome.cleanup,

@@ -28,6 +28,7 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
         &global.namespace,
     )?;
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
+    crate::notify::configure(out, &args.events, file.events_addr.as_deref())?;
     let mut targets = args.targets.clone();
     if targets.target.is_empty() && file.targets.is_empty() {
         // resume needs no target: it finds the holder's fences. Resolve the rest of the settings.
@@ -70,9 +71,13 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
     opts.wait_ready = wait.then(|| Timing::new(settings.interval, settings.timeout));
     out.cleanup_complete(false);
     out.stage("resume");
-    let resumed = resume_holder(&client, &opts, |e| out.phase(&e.line(&Members::default())))
-        .await
-        .map_err(|e| failure(&e, Some(&holder)))?;
+    crate::notify::session(out, &holder.to_string(), global.reason.as_deref());
+    let resumed = resume_holder(&client, &opts, |e| {
+        crate::notify::on_event(out, &e, &Members::default());
+        out.phase(&e.line(&Members::default()));
+    })
+    .await
+    .map_err(|e| failure(&e, Some(&holder)))?;
     if !resumed.lease_released {
         out.note(&format!(
             "{holder} holds neither the Lease {} nor a fence: nothing to do, nothing written",

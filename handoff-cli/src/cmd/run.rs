@@ -23,6 +23,7 @@ pub async fn run(
     cancel: Cancel,
 ) -> Result<u8, Failure> {
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
+    crate::notify::configure(out, &args.events, file.events_addr.as_deref())?;
     let settings = settings::resolve(global, &args.targets.with(&args.positional), &file)
         .map_err(Failure::usage)?;
     let (program, rest) = args
@@ -51,6 +52,7 @@ pub async fn run(
         )
         .await;
     let out = out.into_inner();
+    crate::notify::ended(out, &outcome.result, &outcome.cleanup);
     session::finish(
         session::result(outcome.result, &hints),
         outcome.cleanup,

@@ -47,6 +47,8 @@ pub struct ReassertArgs {
     pub targets: TargetArgs,
     #[command(flatten)]
     pub holder: HolderArg,
+    #[command(flatten)]
+    pub events: crate::notify::EventsArg,
 }
 
 /// The original tool's layout, shown by `--help` (docs/fanout.md has it as a config file).
@@ -145,6 +147,7 @@ pub async fn run(
 ) -> Result<u8, Failure> {
     // 1. Every input, before any I/O.
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
+    crate::notify::configure(out, &args.events, file.events_addr.as_deref())?;
     let input = input::credential(&args.credential, file.ghcr.as_ref())?;
     let (route, sources) = input::route(
         &args.secrets,
@@ -226,6 +229,7 @@ pub async fn run(
     ))
     .await;
     let out = out.into_inner();
+    crate::notify::ended(out, &outcome.result, &outcome.cleanup);
     session::finish(
         session::result(outcome.result, &hints),
         outcome.cleanup,
