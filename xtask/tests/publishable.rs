@@ -8,8 +8,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
-const LIBRARIES: [&str; 3] = ["flux-fence", "flux-suspend", "ghcr-auth"];
-const UNPUBLISHED: [&str; 8] = [
+const LIBRARIES: [&str; 4] = ["flux-fence", "flux-suspend", "handoff-app", "ghcr-auth"];
+const UNPUBLISHED: [&str; 9] = [
+    "embed",
     "testkit",
     "flux-model",
     "fault-proxy",
