@@ -84,7 +84,11 @@ function readInputs(env) {
     postWaitSeconds: positiveInteger(input(env, 'post-wait-seconds') || '60', 'post-wait-seconds'),
     recoverFinishedRuns: booleanInput(env, 'recover-finished-runs'),
     waitLease: input(env, 'wait-lease'),
+    eventsAddr: input(env, 'events-addr'),
   };
+  if (inputs.eventsAddr !== '' && !/^https?:\/\/[^\s@#]+$/.test(inputs.eventsAddr)) {
+    throw new InputError('input events-addr must be an http(s) URL without credentials (notification-controller\'s event server)');
+  }
   if (inputs.waitLease !== '' && command === 'resume') {
     throw new InputError('input wait-lease is only for command: run, pause or ghcr-reassert');
   }
@@ -170,6 +174,7 @@ function mainArgs(inputs, holder) {
   const a = [...globalArgs(inputs), ...COMMANDS[inputs.command], '--holder', holder];
   if (inputs.recoverFinishedRuns) a.push('--recover-finished-runs');
   if (inputs.waitLease) a.push('--wait-lease', inputs.waitLease);
+  if (inputs.eventsAddr) a.push('--events-addr', inputs.eventsAddr);
   a.push(...inputs.args);
   if (inputs.command === 'run') {
     // The same shell a `run:` step with `shell: bash` gets (ScriptHandlerHelpers.cs).
@@ -200,6 +205,8 @@ function postArgs(inputs, holder) {
   const a = ['resume', '--holder', holder, '--holder-exited', '--if-held'];
   if (inputs.kubeconfig) a.push('--kubeconfig', inputs.kubeconfig);
   if (inputs.config) a.push('--config', inputs.config);
+  // A release by the post step is news too: it posts its `resumed` events where the main did.
+  if (inputs.eventsAddr) a.push('--events-addr', inputs.eventsAddr);
   const args = inputs.args;
   for (let i = 0; i < args.length; i++) {
     const flag = RELEASE_FLAGS.find((f) => args[i] === f || args[i].startsWith(`${f}=`));

@@ -57,6 +57,14 @@ test('main command line: globals, subcommand, holder, args, then the run script'
   assert.deepEqual(lib.mainArgs(reassert, 'h1'), ['ghcr', 'reassert', '--holder', 'h1', '--credential-env', 'TOKEN']);
 });
 
+test('events-addr: on the main and the post command line; a URL with credentials is refused', () => {
+  const inputs = lib.readInputs(env({ command: 'run', run: 'x', 'events-addr': 'http://nc.flux-system.svc:9090/' }));
+  assert.deepEqual(lib.mainArgs(inputs, 'h1').slice(0, 5), ['run', '--holder', 'h1', '--events-addr', 'http://nc.flux-system.svc:9090/']);
+  assert.ok(lib.postArgs(inputs, 'h1').join(' ').includes('--events-addr http://nc.flux-system.svc:9090/'));
+  assert.throws(() => lib.readInputs(env({ command: 'run', run: 'x', 'events-addr': 'http://u:p@nc/' })),
+    (e) => e instanceof lib.InputError && /without credentials/.test(e.message) && !e.message.includes('u:p'));
+});
+
 test('recover-finished-runs: a flag on the command line, the token only in the environment', () => {
   const e = env({ command: 'run', run: 'x', 'recover-finished-runs': 'true', 'github-token': 'ghs_secret' });
   const inputs = lib.readInputs(e);

@@ -18,7 +18,7 @@ use testkit::fenced::{OWNER_KEY, annotation, suspended};
 const PARENT: &str = "flux-system";
 const TARGET: &str = "infrastructure";
 /// A bound on every wait of these tests, far above what they take.
-const BOUND: Duration = Duration::from_mins(2);
+const BOUND: Duration = Duration::from_secs(90);
 
 struct Tree {
     ns: TestNs,
