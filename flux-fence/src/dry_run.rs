@@ -166,22 +166,13 @@ impl Fencer {
             };
             match classify(&err) {
                 CallFailure::Conflict => {}
-                CallFailure::Invalid if self.moved(obj, &plan.read_resource_version).await? => {}
+                CallFailure::Invalid if self.moved_since(obj, &plan.read_resource_version).await? => {}
                 _ => return Ok(DryFence::Sent(answer(Err(&err)))),
             }
         }
         Ok(DryFence::Sent(Answer::Failed {
             message: format!("{obj} changed on every attempt"),
         }))
-    }
-
-    async fn moved(&self, obj: &ObjectRef, read_rv: &str) -> Result<bool, FenceError> {
-        let read = self.read(obj).await?;
-        Ok(read
-            .as_ref()
-            .and_then(|o| o.pointer("/metadata/resourceVersion"))
-            .and_then(Value::as_str)
-            != Some(read_rv))
     }
 }
 
