@@ -77,10 +77,7 @@ async fn demo(client: &Client, ns: &str) -> anyhow::Result<()> {
         .context("creating the Kustomization")?;
 
     // 1. The Lease (here in the scratch namespace, so the demo never disturbs a real one).
-    let cfg = LeaseConfig {
-        namespace: ns.into(),
-        ..LeaseConfig::default()
-    };
+    let cfg = LeaseConfig::new(ns, LeaseConfig::default().name);
     let lease = match Lease::acquire(
         client.clone(),
         cfg.clone(),

@@ -6,6 +6,12 @@ use std::time::Duration;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 /// A source of the current time. One method, so a closure-backed impl is a few lines.
+///
+/// Meant to be implemented (tests inject a [`ManualClock`]-like clock). The contract: `now`
+/// is cheap, never blocks and never fails; it need not be monotonic, but every expiry decision
+/// reads it, so a clock far from the API server's makes a live Lease look expired or an
+/// expired one live (the decisions never take a Lease on expiry alone, see
+/// [`crate::lease_decide`]). New methods, if any, come with default bodies.
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// Now.
     fn now(&self) -> Timestamp;

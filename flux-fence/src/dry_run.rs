@@ -166,7 +166,8 @@ impl Fencer {
             };
             match classify(&err) {
                 CallFailure::Conflict => {}
-                CallFailure::Invalid if self.moved_since(obj, &plan.read_resource_version).await? => {}
+                CallFailure::Invalid
+                    if self.moved_since(obj, &plan.read_resource_version).await? => {}
                 _ => return Ok(DryFence::Sent(answer(Err(&err)))),
             }
         }

@@ -610,7 +610,11 @@ impl Fencer {
 
     /// Whether `obj` is gone or has another resourceVersion than `read_rv`. After a 422 this
     /// tells a lost race (moved: re-read and decide again) from an invalid request (not moved).
-    pub(crate) async fn moved_since(&self, obj: &ObjectRef, read_rv: &str) -> Result<bool, FenceError> {
+    pub(crate) async fn moved_since(
+        &self,
+        obj: &ObjectRef,
+        read_rv: &str,
+    ) -> Result<bool, FenceError> {
         let read = self.read(obj).await?;
         Ok(read
             .as_ref()

@@ -11,7 +11,8 @@ use kube::api::ObjectMeta;
 
 use crate::{Epoch, FenceError, Holder};
 
-/// Where the Lease lives and how long it lasts.
+/// Where the Lease lives and how long it lasts. Build it with [`LeaseConfig::new`] (or
+/// [`Default`]) and set the public fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseConfig {
     /// Namespace (default `flux-system`).
@@ -51,6 +52,16 @@ impl Default for LeaseConfig {
 }
 
 impl LeaseConfig {
+    /// The Lease `namespace/name`, with the default duration, heartbeat and parked key.
+    #[must_use]
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+            ..Self::default()
+        }
+    }
+
     /// `leaseDurationSeconds` as the API wants it (rounded up, at least 1).
     #[must_use]
     pub fn duration_seconds(&self) -> i32 {

@@ -31,13 +31,10 @@ const REPO: &str = "acme/deploy";
 const TOKEN: &str = "ghs_stubTokenNeverPrinted0123456789";
 
 fn lease_cfg(ns: &TestNs, renew_every: Duration) -> LeaseConfig {
-    LeaseConfig {
-        namespace: ns.name.clone(),
-        name: "flux-handoff".into(),
-        duration: Duration::from_secs(3),
-        renew_every,
-        ..LeaseConfig::default()
-    }
+    let mut cfg = LeaseConfig::new(ns.name.clone(), "flux-handoff");
+    cfg.duration = Duration::from_secs(3);
+    cfg.renew_every = renew_every;
+    cfg
 }
 
 fn source(stub: &GithubStub, timeout: Duration) -> Arc<dyn LivenessSource> {

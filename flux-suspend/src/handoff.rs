@@ -52,7 +52,10 @@ pub enum PauseOutcome {
     /// The pause is proven; the work may start.
     Proven(Proof),
     /// Someone else holds a member of the chain; nothing of that member was changed.
-    Refused { object: String, why: String },
+    Refused {
+        object: String,
+        why: crate::session::Refusal,
+    },
 }
 
 /// What a resume released.
@@ -458,7 +461,7 @@ impl Handoff {
             }
             backoff = (backoff * 2).min(opts.timing.interval.max(CONTENDED_BACKOFF_START));
         };
-        let refused = |why: String| {
+        let refused = |why: crate::session::Refusal| {
             Ok(Some(PauseOutcome::Refused {
                 object: obj.to_string(),
                 why,
@@ -466,13 +469,16 @@ impl Handoff {
         };
         let guard = match outcome {
             AcquireOutcome::Acquired(guard) => guard,
-            AcquireOutcome::Refused { holder } => return refused(format!("fenced by {holder}")),
+            AcquireOutcome::Refused { holder } => {
+                return refused(crate::session::Refusal::FencedBy { holder });
+            }
             AcquireOutcome::AlreadyMarked { at } => {
-                return refused(format!("{at} already set by someone else"));
+                return refused(crate::session::Refusal::MarkTaken {
+                    at,
+                    field_manager: None,
+                });
             }
-            AcquireOutcome::OursDiffers => {
-                return refused("already fenced by this holder with other marks".into());
-            }
+            AcquireOutcome::OursDiffers => return refused(crate::session::Refusal::OursDiffers),
             AcquireOutcome::NotFound => {
                 return Err(SuspendError::Invalid {
                     step: "fencing",

@@ -160,7 +160,11 @@ async fn ack_refused_when_another_holder_fenced_the_parent_and_target_untouched(
     let PauseOutcome::Refused { why, .. } = out else {
         panic!("{out:?}")
     };
-    assert!(why.contains(&other.owner().to_string()), "{why}");
+    // Typed: another holder's fence, named by its owner value (not a foreign suspend).
+    let flux_suspend::session::Refusal::FencedBy { holder } = &why else {
+        panic!("{why:?}")
+    };
+    assert!(holder.contains(&other.owner().to_string()), "{why}");
     assert!(!h.holds_anything());
     let after = w.get(TARGET).await;
     assert_eq!(
@@ -189,9 +193,15 @@ async fn ack_refused_when_target_already_suspended_by_someone_else_and_parent_re
     let PauseOutcome::Refused { object, why } = out else {
         panic!("{out:?}")
     };
+    // Typed: a mark someone else set, not a holder's fence.
     assert!(
-        object.contains(TARGET) && why.contains("/spec/suspend"),
-        "{object}: {why}"
+        object.contains(TARGET)
+            && matches!(
+                &why,
+                flux_suspend::session::Refusal::MarkTaken { at, .. }
+                    if *at == flux_fence::mark::MarkAt::Field("/spec/suspend".into())
+            ),
+        "{object}: {why:?}"
     );
     // The parent was fenced before the refusal; cleanup gives it back exactly.
     assert!(h.holds_anything());

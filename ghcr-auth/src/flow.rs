@@ -29,6 +29,10 @@ use crate::spec::CredentialInput;
 pub use crate::outcome::{ErrorClass, FlowError};
 
 /// Where a step reports what it did. Nothing passed here ever holds credential material.
+///
+/// Meant to be implemented (the CLI's output is one). The contract: both methods return
+/// quickly and never fail; a sink that cannot report drops the line rather than stopping the
+/// step. Lines arrive in the order the steps finish.
 pub trait Progress {
     /// A step finished: one line for people, e.g. `credential proven for 2 image(s)`.
     fn phase(&mut self, line: &str);

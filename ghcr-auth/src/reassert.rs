@@ -37,6 +37,9 @@ pub const FANOUT_CONCURRENCY: usize = 64;
 
 /// A check run before every write, e.g. "assert the handoff Lease is still ours". One method,
 /// implemented for async closures `Fn() -> impl Future<Output = Result<(), BoxError>>`.
+///
+/// Meant to be implemented. The contract: it fails closed — `Err` whenever it cannot tell that
+/// the next write is allowed (a timeout included) — and its error text holds no secret.
 pub trait WriteGate: Send + Sync {
     /// `Ok` to allow the next write; `Err` stops the reassertion before it writes.
     fn check(&self) -> BoxFuture<'_, Result<(), BoxError>>;

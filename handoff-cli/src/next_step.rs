@@ -6,6 +6,7 @@
 
 use flux_fence::recovery::short_ref;
 use flux_suspend::handoff::SuspendError;
+use flux_suspend::session::Refusal;
 use flux_suspend::{SessionError, SessionOptions, Strategy};
 
 /// What the failed command was asked to do, for the hint.
@@ -62,7 +63,7 @@ impl Hints {
 pub fn next_step(e: &SessionError, h: &Hints) -> Option<String> {
     match e {
         SessionError::Refused { object, why }
-        | SessionError::RefusedAfterWrites { object, why } => Some(refused(object, why)),
+        | SessionError::RefusedAfterWrites { object, why } => Some(refused(object, why, h)),
         SessionError::LeaseHeld { expired: true, .. } => {
             Some(format!("flux-handoff fences recover --lease {}", h.lease))
         }
@@ -74,10 +75,20 @@ pub fn next_step(e: &SessionError, h: &Hints) -> Option<String> {
     }
 }
 
-fn refused(object: &str, why: &str) -> String {
-    if why.starts_with("fenced by ") {
+/// Chosen by the refusal's variant, never by its text.
+fn refused(object: &str, why: &Refusal, h: &Hints) -> String {
+    match why {
         // `fences` shows whether that holder is live and prints the command releasing it.
-        return "flux-handoff fences".into();
+        Refusal::FencedBy { .. } => return "flux-handoff fences".into(),
+        Refusal::RecordsHeldFences { .. } => {
+            return format!("flux-handoff fences recover --lease {}", h.lease);
+        }
+        Refusal::LeaseParked { holder, lease_flag } => {
+            return format!("flux-handoff resume --holder {holder}{lease_flag}");
+        }
+        // The Lease's holder: its liveness, age, and the command that releases it.
+        r if r.is_lease() => return format!("flux-handoff fences --lease {}", h.lease),
+        _ => {}
     }
     // A mark set by someone else (a person's `flux suspend`): who set it, by field manager.
     let name = crate::output::short_name(object);
@@ -169,7 +180,9 @@ mod tests {
     fn next_step_fenced_by_another_holder_shows_the_fences() {
         let e = SessionError::Refused {
             object: "Kustomization apps/web".into(),
-            why: "fenced by gh123.1-abc".into(),
+            why: Refusal::FencedBy {
+                holder: "gh123.1-abc".into(),
+            },
         };
         assert_eq!(
             next(&e, &hints("pause", Strategy::Ack)),
@@ -181,13 +194,49 @@ mod tests {
     fn next_step_suspend_set_by_someone_else_names_who() {
         let e = SessionError::Refused {
             object: "Kustomization apps/web".into(),
-            why: "/spec/suspend already set by someone else".into(),
+            why: Refusal::MarkTaken {
+                at: flux_fence::mark::MarkAt::Field("/spec/suspend".into()),
+                field_manager: Some("flux".into()),
+            },
         };
         assert_eq!(
             next(&e, &hints("pause", Strategy::Ack)),
             "kubectl -n apps get kustomizations.kustomize.toolkit.fluxcd.io web \
              --show-managed-fields -o yaml (names who set it; `flux resume` it if it should run)"
         );
+    }
+
+    #[test]
+    fn next_step_lease_refusals_name_lease_commands_not_kubectl() {
+        let h = hints("run", Strategy::Ack);
+        let on_lease = |why| SessionError::Refused {
+            object: "lease flux-system/flux-handoff".into(),
+            why,
+        };
+        let cases = [
+            (
+                Refusal::RecordsHeldFences {
+                    holder: "h".into(),
+                    held: vec!["ks/a/b".into()],
+                    lease: "flux-system/flux-handoff".into(),
+                },
+                "flux-handoff fences recover --lease flux-system/flux-handoff",
+            ),
+            (
+                Refusal::LeaseParked {
+                    holder: "gh1.1-x".into(),
+                    lease_flag: String::new(),
+                },
+                "flux-handoff resume --holder gh1.1-x",
+            ),
+            (
+                Refusal::LeaseContended,
+                "flux-handoff fences --lease flux-system/flux-handoff",
+            ),
+        ];
+        for (why, want) in cases {
+            assert_eq!(next(&on_lease(why), &h), want);
+        }
     }
 
     #[test]

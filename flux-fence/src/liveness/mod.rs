@@ -75,6 +75,14 @@ impl fmt::Display for Verdict {
 pub type VerdictFuture<'a> = Pin<Box<dyn Future<Output = Verdict> + Send + 'a>>;
 
 /// Asks a system outside the cluster whether a holder is provably gone.
+///
+/// Meant to be implemented (the GitHub runs source is one; an embedder adds its own CI or
+/// scheduler). The contract: `check` never fails and never panics — a failure to ask is a
+/// [`Verdict::NotProved`] — and answers [`Verdict::Finished`] only on evidence that the
+/// holder's run has ended for good (its evidence text is shown to people and recorded, so it
+/// must name the source and hold no secret). A holder it does not know is `NotProved`, never
+/// `Finished`. It may be called concurrently and more than once per holder. New methods, if
+/// any, come with default bodies.
 pub trait LivenessSource: Send + Sync + fmt::Debug {
     /// The verdict on `holder` (a holder identity as found in the Lease or an owner
     /// annotation). Never fails: a failure to ask is a [`Verdict::NotProved`].

@@ -19,8 +19,10 @@ pub use restart::{
 
 use std::time::Duration;
 
-/// How often to read and how long to keep trying. The deadline belongs to the caller.
+/// How often to read and how long to keep trying. The deadline belongs to the caller. Build it
+/// with [`Timing::new`]; it may grow fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Timing {
     /// Pause between two reads of the same thing.
     pub interval: Duration,
@@ -29,6 +31,7 @@ pub struct Timing {
 }
 
 impl Timing {
+    /// Reads every `interval`, gives up after `timeout`.
     #[must_use]
     pub fn new(interval: Duration, timeout: Duration) -> Self {
         Self { interval, timeout }

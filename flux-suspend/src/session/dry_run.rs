@@ -10,7 +10,6 @@
 //! `--retire restart`, the releases), and `--recover-finished-runs`, which a dry run never
 //! performs (the preflight then reports what it finds, as a run without recovery would).
 
-use flux_fence::decide::Refusal;
 use flux_fence::dry_run::{Answer, DryFence, DryLease, dry_acquire_lease};
 use flux_fence::{Fencer, Holder, ObjectRef, OwnerValue};
 use kube::Client;
@@ -241,6 +240,8 @@ impl Fence {
             read,
         } = self;
         let marks = fence_marks(&new_nonce(), target, by);
+        // Kept to name who set a refused mark (its managed fields).
+        let seen = read.clone();
         let found = fencer
             .dry_acquire(&object, read, marks, opts.reason.as_deref(), Some(lease))
             .await
@@ -257,7 +258,7 @@ impl Fence {
             DryFence::Refused(r) => {
                 return Err(SessionError::Refused {
                     object: object.to_string(),
-                    why: refusal(&r),
+                    why: super::Refusal::of_fence(r, seen.as_ref()),
                 });
             }
             other => return Err(SessionError::Invalid(format!("{object}: {other:?}"))),
@@ -278,15 +279,6 @@ impl Fence {
 }
 
 /// The words of the real pause's refusals (`crate::handoff`).
-fn refusal(r: &Refusal) -> String {
-    match r {
-        Refusal::Owned { holder } => format!("fenced by {holder}"),
-        Refusal::AlreadyMarked { at } => format!("{at} already set by someone else"),
-        Refusal::OursDiffers => "already fenced by this holder with other marks".into(),
-        other => format!("{other:?}"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

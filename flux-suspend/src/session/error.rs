@@ -13,9 +13,9 @@ pub enum SessionError {
     #[error("{0}")]
     Invalid(String),
     /// Another holder has a member of the chain, the Lease, or set a mark we need; nothing was
-    /// changed.
+    /// changed. `why` says who holds what ([`super::Refusal`]); its text is the `Display`.
     #[error("{object}: {why}")]
-    Refused { object: String, why: String },
+    Refused { object: String, why: super::Refusal },
     /// Another holder has the Lease; nothing was changed.
     #[error("lease {lease} is held by {holder}{}", if *expired { " (it looks expired; `fences recover` releases it once its run is provably gone)" } else { "" })]
     LeaseHeld {
@@ -26,7 +26,7 @@ pub enum SessionError {
     /// Another holder refused us only after this session had written (a fence on a parent);
     /// what it wrote was released again (see the cleanup).
     #[error("{object}: {why} (found after this run had fenced the chain above it)")]
-    RefusedAfterWrites { object: String, why: String },
+    RefusedAfterWrites { object: String, why: super::Refusal },
     /// A read before anything was taken failed; nothing was changed.
     #[error("reading {object}")]
     Read {

@@ -31,6 +31,7 @@ mod lines;
 mod options;
 mod preflight;
 mod recover;
+mod refusal;
 mod resume;
 mod settle;
 mod wait_lease;
@@ -52,6 +53,7 @@ pub use guard::WriteRefused;
 pub use lines::Members;
 pub use options::{ParentSpec, SessionOptions, TargetSpec};
 pub use recover::Recovered;
+pub use refusal::{Refusal, field_manager};
 pub use resume::{ResumeError, ResumeOptions, Resumed, resume_holder};
 pub use wait_lease::{LeaseWait, LeaseWaiting, WaitDecision, decide_wait};
 pub use watch::{BrokenPause, Change, what_broke};
@@ -270,7 +272,7 @@ impl Session {
             _ => {
                 return Err(SessionError::Refused {
                     object: format!("lease {lease_name}"),
-                    why: "another party changed it on every attempt; try again".into(),
+                    why: Refusal::LeaseContended,
                 });
             }
         };

@@ -112,22 +112,23 @@ async fn recorded_elsewhere(
     ours: &Holder,
     lease: &KubeLease,
 ) -> Result<(), SessionError> {
-    let refuse = |why: String| SessionError::Refused {
+    let refuse = |why: super::Refusal| SessionError::Refused {
         object: format!("lease {}", opts.lease),
         why,
     };
-    let record = ChainRecord::on_lease(lease, &opts.keys).map_err(|e| refuse(e.to_string()))?;
+    let unclear = |why: String| refuse(super::Refusal::RecordUnclear(why));
+    let record = ChainRecord::on_lease(lease, &opts.keys).map_err(|e| unclear(e.to_string()))?;
     let Some(record) = record else {
         return Ok(());
     };
-    let owner = record.owner_value().map_err(|e| refuse(e.to_string()))?;
+    let owner = record.owner_value().map_err(|e| unclear(e.to_string()))?;
     if owner.holder == *ours {
         return Ok(());
     }
     let kinds = [kustomization_resource(), helmrelease_resource()];
     let found = read_members(client, &opts.keys, &kinds, &record, Timestamp::now())
         .await
-        .map_err(|e| refuse(format!("its chain record could not be checked: {e}")))?;
+        .map_err(|e| unclear(format!("its chain record could not be checked: {e}")))?;
     let held: Vec<String> = found
         .found
         .iter()
@@ -140,12 +141,11 @@ async fn recorded_elsewhere(
     if held.is_empty() {
         return Ok(());
     }
-    Err(refuse(format!(
-        "it records fences of {} that are still held ({}); `flux-handoff fences recover --lease {}` releases them once that holder is provably gone",
-        owner.holder,
-        held.join(", "),
-        opts.lease
-    )))
+    Err(refuse(super::Refusal::RecordsHeldFences {
+        holder: owner.holder.to_string(),
+        held,
+        lease: opts.lease.to_string(),
+    }))
 }
 
 async fn read(client: &Client, obj: &ObjectRef) -> Result<Value, SessionError> {
@@ -172,9 +172,8 @@ fn refuse_foreign(
     let decision = decide_acquire(Some(read), keys, &owner, &marks, reason, Timestamp::now())
         .map_err(|e| SessionError::Invalid(e.to_string()))?;
     let why = match decision {
-        AcquireDecision::Refuse(Refusal::Owned { holder }) => format!("fenced by {holder}"),
-        AcquireDecision::Refuse(Refusal::AlreadyMarked { at }) => {
-            format!("{at} already set by someone else")
+        AcquireDecision::Refuse(r @ (Refusal::Owned { .. } | Refusal::AlreadyMarked { .. })) => {
+            super::Refusal::of_fence(r, Some(read))
         }
         _ => return Ok(()),
     };

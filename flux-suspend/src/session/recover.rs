@@ -69,7 +69,10 @@ pub(crate) async fn finished_runs(
         HolderEvidence::NotProved { holder, why } if holder != ours.as_str() => {
             return Err(SessionError::Refused {
                 object: format!("lease {lease_name}"),
-                why: format!("held by {holder}, not proved finished: {why}"),
+                why: super::Refusal::NotProvedFinished {
+                    holder: holder.clone(),
+                    why: why.clone(),
+                },
             });
         }
         _ => {}
@@ -151,9 +154,7 @@ fn done(
     match outcome {
         RecoverOutcome::LeaseRaceLost { gone, why } => Err(SessionError::Refused {
             object: format!("lease {lease_name}"),
-            why: format!(
-                "not taken over from {gone}: {why}; it may be live, so nothing was recovered"
-            ),
+            why: super::Refusal::TakeoverLost { gone, why },
         }),
         RecoverOutcome::Done(report) => {
             if !report.problems.is_empty() {
@@ -199,7 +200,7 @@ fn done(
         }
         _ => Err(SessionError::Refused {
             object: format!("lease {lease_name}"),
-            why: "unexpected recovery outcome; nothing more was done".into(),
+            why: super::Refusal::UnexpectedRecovery,
         }),
     }
 }

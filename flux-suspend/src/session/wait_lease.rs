@@ -214,24 +214,21 @@ impl Session {
                     };
                     return Err(SessionError::Refused {
                         object: format!("lease {lease}"),
-                        why: format!(
-                            "held by a parked pause of {holder}, which lasts until it is \
-                             resumed (not waited for); resume it with: flux-handoff resume \
-                             --holder {holder}{flag}"
-                        ),
+                        why: super::Refusal::LeaseParked {
+                            holder,
+                            lease_flag: flag,
+                        },
                     });
                 }
                 WaitDecision::GiveUp { holder, since } => {
-                    let since = since
-                        .map(|t| format!(" since {}", t.strftime("%Y-%m-%dT%H:%M:%SZ")))
-                        .unwrap_or_default();
+                    let since = since.map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
                     return Err(SessionError::Refused {
                         object: format!("lease {lease}"),
-                        why: format!(
-                            "held by {holder}{since}; still held after waiting {} \
-                             (--wait-lease)",
-                            humantime::format_duration(wait.budget)
-                        ),
+                        why: super::Refusal::LeaseStillHeld {
+                            holder,
+                            since,
+                            waited: wait.budget,
+                        },
                     });
                 }
                 WaitDecision::Wait { holder, since } => {

@@ -86,10 +86,7 @@ pub async fn seeded(admin: &Client, prefix: &str, s: &Settings) -> anyhow::Resul
 
 /// Acquires the Lease `flux-handoff` in `namespace` for a fresh holder.
 pub async fn lease(client: &Client, namespace: &str) -> anyhow::Result<LeaseGuard> {
-    let cfg = LeaseConfig {
-        namespace: namespace.to_string(),
-        ..LeaseConfig::default()
-    };
+    let cfg = LeaseConfig::new(namespace, LeaseConfig::default().name);
     match Lease::acquire(
         client.clone(),
         cfg,

@@ -120,10 +120,7 @@ impl RealWorld {
             .create(&PostParams::default(), &parent)
             .await
             .unwrap();
-        let cfg = LeaseConfig {
-            namespace: name.clone(),
-            ..LeaseConfig::default()
-        };
+        let cfg = LeaseConfig::new(name.clone(), LeaseConfig::default().name);
         let lease = match Lease::acquire(
             client.clone(),
             cfg,
