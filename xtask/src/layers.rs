@@ -4,9 +4,9 @@
 //! `crate::a::b` path written in it, outside comments and string literals, is an arrow to the
 //! file of the longest module prefix of that path (`crate::cli::Global` → `cli`,
 //! `crate::cmd::fences::evidence::Evidence` → `cmd::fences::evidence`). `use crate::{a, b::c}`
-//! groups are followed. Test modules count too: a test that reaches a module is an arrow like
-//! any other. `super::` and `self::` paths inside one directory are left out (a command's own
-//! files). The check fails naming one circle, in order, so the layers stay one-way:
+//! groups are followed. `#[cfg(test)] mod` blocks are left out: a unit test may drive the whole
+//! command line from the top (`Cli::try_parse_from`) without that being a layer's arrow.
+//! `super::` and `self::` paths are left out too (a command's own files, one directory). The check fails naming one circle, in order, so the layers stay one-way:
 //! `main` → `cli` → `cmd/*` → `args`, `session`, `settings`, `output`, … (see
 //! docs/design/architecture.md, "Layers of handoff-cli").
 
@@ -71,7 +71,7 @@ pub fn graph(files: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> {
     let mut graph = BTreeMap::new();
     for (module, source) in files {
         let mut targets = BTreeSet::new();
-        for path in crate_paths(&code_only(source)) {
+        for path in crate_paths(&without_tests(&code_only(source))) {
             let segs: Vec<&str> = path.split("::").collect();
             let target = (1..=segs.len())
                 .rev()
@@ -207,6 +207,44 @@ pub fn code_only(source: &str) -> String {
     out
 }
 
+/// `code` (already [`code_only`]) without its `#[cfg(test)] mod NAME { ... }` blocks.
+pub fn without_tests(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + "#[cfg(test)]".len()..];
+        let is_mod = after.trim_start().starts_with("mod ");
+        let open = after.find(['{', ';']);
+        match open {
+            Some(o) if is_mod && after.as_bytes()[o] == b'{' => {
+                let mut depth = 0usize;
+                let mut end = after.len();
+                for (i, c) in after[o..].char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                end = o + i + 1;
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                rest = &after[end..];
+            }
+            _ => {
+                out.push_str("#[cfg(test)]");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 fn ident_before(chars: &[char], i: usize) -> bool {
     i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_')
 }
@@ -315,6 +353,18 @@ mod tests {
                 "cmd::fences::evidence",
                 "output::Output"
             ]
+        );
+    }
+
+    #[test]
+    fn layers_test_modules_are_no_arrows() {
+        let code = code_only(
+            "use crate::exit;\n#[cfg(test)]\nmod tests {\n    fn f() { crate::cli::Cli::x(); }\n}\n\
+             #[cfg(test)]\nuse crate::output;\nfn g() -> crate::failure::Failure {}\n",
+        );
+        assert_eq!(
+            crate_paths(&without_tests(&code)),
+            ["exit", "output", "failure::Failure"]
         );
     }
 
