@@ -2,7 +2,7 @@
 
 use kube::Client;
 
-use crate::cli::Global;
+use crate::args::Global;
 use crate::exit;
 use crate::failure::Failure;
 

@@ -1,5 +1,6 @@
 //! `flux-handoff`: a thin binary over flux-fence, flux-suspend and ghcr-auth.
 
+mod args;
 mod cli;
 mod client;
 mod cmd;
@@ -18,7 +19,8 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
 
-use crate::cli::{Cli, Command, LogFormat};
+use crate::args::LogFormat;
+use crate::cli::{Cli, Command};
 use crate::output::Output;
 
 fn main() -> ExitCode {

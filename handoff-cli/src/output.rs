@@ -59,7 +59,7 @@ pub struct Output {
     /// The flux-style progress lines and Actions groups ([`progress`]).
     progress: progress::Progress,
     /// Where Flux-format events go (`--events-addr`; [`crate::notify`]).
-    events: Option<crate::notify::Notifier>,
+    events: Option<crate::notify::sender::Notifier>,
 }
 
 impl Output {
@@ -83,17 +83,17 @@ impl Output {
     }
 
     /// Sends Flux-format events from now on ([`crate::notify::configure`]).
-    pub fn set_events(&mut self, notifier: crate::notify::Notifier) {
+    pub fn set_events(&mut self, notifier: crate::notify::sender::Notifier) {
         self.events = Some(notifier);
     }
 
     /// The events' sender, when `--events-addr` is set.
-    pub fn events(&mut self) -> Option<&mut crate::notify::Notifier> {
+    pub fn events(&mut self) -> Option<&mut crate::notify::sender::Notifier> {
         self.events.as_mut()
     }
 
     /// The sender, to wait for what is still in flight ([`crate::notify::flush`]).
-    pub fn take_events(&mut self) -> Option<crate::notify::Notifier> {
+    pub fn take_events(&mut self) -> Option<crate::notify::sender::Notifier> {
         self.events.take()
     }
 

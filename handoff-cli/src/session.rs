@@ -11,7 +11,7 @@ use flux_suspend::steps::Step;
 use flux_suspend::{Cancel, Event, Session, SessionError, SessionOptions};
 use kube::Client;
 
-use crate::cli::HolderArg;
+use crate::args::HolderArg;
 use crate::cmd::fences::evidence;
 use crate::config::FileConfig;
 use crate::exit;

@@ -6,7 +6,7 @@ use flux_fence::ObjectRef;
 use flux_suspend::SessionOptions;
 use handoff_app::settings::Flags;
 
-use crate::cli::{Global, TargetArgs};
+use crate::args::{Global, TargetArgs};
 use crate::config::FileConfig;
 
 /// Resolves flags over the config file. Errors are one line, for exit code 2.

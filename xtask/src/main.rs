@@ -13,6 +13,7 @@
 //!   Flux CLI plugin manifest in `dist/`.
 //! - `cargo xtask api [--bless]` — each library's public API (rustdoc JSON) against the
 //!   committed listing `api/<crate>.txt`; `--bless` rewrites the listings.
+//! - `cargo xtask layers` — no import circle between the files of handoff-cli's `src/`.
 //! - `cargo xtask actionlint` — actionlint (built and cached) on the action and `docs/*.yml`.
 //! - `cargo xtask verify [--quick]` — the model check of the handoff protocol.
 
@@ -30,6 +31,7 @@ mod envtest;
 mod eso;
 mod flux;
 mod fluxcli;
+mod layers;
 mod paths;
 mod proc;
 mod realflux;
@@ -89,12 +91,15 @@ commands:
                           api/<crate>.txt; print `api: <crate> root_items=N items=M`; fail on
                           a difference, printing the changed lines. --bless rewrites the
                           listings instead
+  layers                  fail naming the circle when handoff-cli's src/ files import each
+                          other in a circle (the file graph of `crate::` paths); print
+                          `layers: handoff-cli files=N arrows=M`
   actionlint              build actionlint (Go modules, cached under ~/.cache/flux-handoff)
                           and lint the workflows under docs/ and, through them, action.yml
   ci                      install what the tests need when missing (cargo-nextest,
                           cargo-deny; as root docker-registry and apache2-utils, otherwise it
                           names the command and fails), fmt check, the public-API listings
-                          (api, below), cargo publish --dry-run of the libraries in
+                          (api, below), layers, cargo publish --dry-run of the libraries in
                           dependency order, clippy -D warnings, cargo
                           deny check (deny.toml; advisories only when their database on GitHub
                           can be fetched, else one line says so), actionlint, build the
@@ -191,6 +196,7 @@ fn main() -> ExitCode {
         ["ci"] => ci(),
         ["api"] => api::run(false),
         ["api", "--bless"] => api::run(true),
+        ["layers"] => layers::run(),
         ["actionlint"] => actionlint::run(),
         ["ci", "real"] => ci_real(),
         ["ci", "eso"] => ci_eso(),
@@ -274,6 +280,8 @@ fn ci() -> anyhow::Result<()> {
     // Early and cheap: a changed public item without its reviewed listing fails here; then
     // each library packages and builds alone from its package, in dependency order.
     api::run(false)?;
+    // No import circle between handoff-cli's files (pure, reads src/ only).
+    layers::run()?;
     api::publish_dry_run()?;
     run(
         "cargo",

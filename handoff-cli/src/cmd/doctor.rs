@@ -8,7 +8,7 @@ use handoff_app::doctor::{Checkup, Finding, doctor};
 use serde_json::json;
 
 use super::ghcr::{FanoutArgs, SecretArgs};
-use crate::cli::{FindArgs, Global, TargetArgs};
+use crate::args::{FindArgs, Global, TargetArgs};
 use crate::failure::Failure;
 use crate::output::Output;
 use crate::{client, config, exit, settings};

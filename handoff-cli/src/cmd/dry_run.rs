@@ -16,13 +16,6 @@ use crate::next_step::Hints;
 use crate::output::Output;
 use crate::session;
 
-/// `--dry-run`: only `server` (as `kubectl --dry-run=server`): the server answers each write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum DryRunMode {
-    /// Send every write with `dryRun=All`: admission and RBAC answer, nothing is stored.
-    Server,
-}
-
 /// The writes of a dry run so far: the `dry_run` fact, and the first that would not pass
 /// (its line and the command to run next).
 #[derive(Debug, Default)]

@@ -13,7 +13,7 @@ mod settle;
 use clap::{Args, Subcommand};
 use flux_fence::recovery::Recovery;
 
-use crate::cli::{FindArgs, Global, TargetArgs};
+use crate::args::{FindArgs, Global, TargetArgs};
 use crate::failure::Failure;
 use crate::output::Output;
 use crate::{client, config, exit, settings};

@@ -4,7 +4,7 @@
 use flux_suspend::Cancel;
 use serde_json::json;
 
-use crate::cli::{Global, PauseArgs};
+use crate::args::{Global, PauseArgs};
 use crate::failure::Failure;
 use crate::next_step::Hints;
 use crate::output::Output;

@@ -7,7 +7,7 @@ use ghcr_auth::reassert::Consumers;
 use handoff_app::rights::{self, EsoRights, Ghcr, Source, Subject};
 
 use super::ghcr::{FanoutArgs, SecretArgs, route};
-use crate::cli::{FindArgs, Global, TargetArgs};
+use crate::args::{FindArgs, Global, TargetArgs};
 use crate::config::{FileConfig, split_ref};
 use crate::exit;
 use crate::failure::Failure;

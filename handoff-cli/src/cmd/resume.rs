@@ -16,7 +16,7 @@ use flux_suspend::session::holder_of;
 use flux_suspend::{ParentSpec, ResumeError, ResumeOptions, resume_holder};
 use serde_json::json;
 
-use crate::cli::{Global, ResumeArgs};
+use crate::args::{Global, ResumeArgs};
 use crate::failure::{Failure, chain};
 use crate::output::Output;
 use crate::{client, config, exit, settings};

@@ -10,7 +10,7 @@ use flux_suspend::command::{self, Ended};
 use flux_suspend::{Cancel, Paused};
 use serde_json::json;
 
-use crate::cli::{Global, RunArgs};
+use crate::args::{Global, RunArgs};
 use crate::failure::Failure;
 use crate::next_step::Hints;
 use crate::output::Output;

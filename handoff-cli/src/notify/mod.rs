@@ -9,30 +9,26 @@
 //! - `cleanup by H failed: WHY` (error) for each object the cleanup could not release.
 //!
 //! Delivery never fails or slows a handoff: each event is one POST, sent in the background as
-//! it happens, with [`BOUND`] to connect and to finish, and no retry. A failure is one `warn`
+//! it happens, with [`sender::BOUND`] to connect and to finish, and no retry. A failure is one `warn`
 //! log line (`flux event not delivered ...`), never an error of the command. When the command
 //! ends it waits for the POSTs still in flight, each within its own bound (all at once, so at
-//! most [`BOUND`] after the last event, and only after everything was released). One HTTP
+//! most [`sender::BOUND`] after the last event, and only after everything was released). One HTTP
 //! client serves the whole run. Nothing secret reaches an event: the holder, the object, the
 //! user's `--reason`, and the one-line descriptions of what broke. The URL may not carry
 //! credentials, and a failure is logged without the URL.
 
 mod event;
-
-use std::time::{Duration, SystemTime};
+pub mod sender;
 
 use clap::Args;
 use flux_suspend::session::{CleanupError, Event, Members, SessionError};
 use flux_suspend::steps::Step;
-use tokio::task::JoinSet;
 
-pub use event::{Involved, Kind, Notice};
+pub use event::Kind;
+pub use sender::Notifier;
 
-use crate::failure::{Failure, chain};
+use crate::failure::Failure;
 use crate::output::Output;
-
-/// The bound of one POST: to connect, and to receive the answer.
-pub const BOUND: Duration = Duration::from_secs(2);
 
 /// `--events-addr` (pause, run, resume, ghcr reassert).
 #[derive(Debug, Args, Clone, Default)]
@@ -63,127 +59,6 @@ pub fn parse_addr(text: &str) -> Result<reqwest::Url, String> {
         return Err("a fragment (#...) is not sent; remove it".into());
     }
     Ok(url)
-}
-
-/// Sends the events of one run (see the module docs).
-#[derive(Debug)]
-pub struct Notifier {
-    url: reqwest::Url,
-    http: reqwest::Client,
-    holder: Option<String>,
-    reason: Option<String>,
-    pending: JoinSet<Delivery>,
-}
-
-/// How one POST ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Delivery {
-    Accepted,
-    /// `429`: notification-controller already had this object and message (its rate limit).
-    Duplicate,
-    Failed,
-}
-
-impl Notifier {
-    /// A notifier posting to `url`, with its one HTTP client.
-    pub fn new(url: reqwest::Url) -> Result<Self, String> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(BOUND)
-            .timeout(BOUND)
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("flux-handoff/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| format!("HTTP client: {}", chain(&e)))?;
-        Ok(Self {
-            url,
-            http,
-            holder: None,
-            reason: None,
-            pending: JoinSet::new(),
-        })
-    }
-
-    /// The holder and reason every later event names.
-    pub fn session(&mut self, holder: &str, reason: Option<&str>) {
-        self.holder = Some(holder.to_string());
-        self.reason = reason.map(str::to_string);
-    }
-
-    /// Sends one event about `object` (`Kind namespace/name`) in the background. Objects that
-    /// are not Flux objects, and events before the holder is known, are not sent.
-    pub fn send(&mut self, kind: Kind, object: &str, detail: Option<&str>) {
-        let (Some(holder), Some(involved)) = (self.holder.as_deref(), Involved::parse(object))
-        else {
-            tracing::debug!("flux event {} for {object} not sent", kind.reason());
-            return;
-        };
-        let notice = Notice {
-            kind,
-            object: &involved,
-            holder,
-            reason: self.reason.as_deref(),
-            detail,
-        };
-        let body = notice.to_json(SystemTime::now());
-        let what = format!("{} for {object}", kind.reason());
-        let post = self
-            .http
-            .post(self.url.clone())
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body)
-            .send();
-        self.pending
-            .spawn(async move { delivered(&what, post.await) });
-    }
-
-    /// Waits for the POSTs in flight (each within [`BOUND`]); returns (accepted, failed).
-    pub async fn flush(mut self) -> (usize, usize) {
-        let (mut accepted, mut failed) = (0, 0);
-        // Each POST ends within its bound; this outer one only guards against a stuck task.
-        let all = async {
-            while let Some(done) = self.pending.join_next().await {
-                match done {
-                    Ok(Delivery::Accepted | Delivery::Duplicate) => accepted += 1,
-                    _ => failed += 1,
-                }
-            }
-        };
-        if tokio::time::timeout(BOUND * 2, all).await.is_err() {
-            failed += self.pending.len();
-            self.pending.abort_all();
-        }
-        (accepted, failed)
-    }
-}
-
-/// Logs how a POST ended; the URL is never part of the line.
-fn delivered(what: &str, r: Result<reqwest::Response, reqwest::Error>) -> Delivery {
-    match r {
-        Ok(resp) if resp.status().is_success() => {
-            tracing::debug!("flux event {what} delivered ({})", resp.status());
-            Delivery::Accepted
-        }
-        Ok(resp) if resp.status() == reqwest::StatusCode::TOO_MANY_REQUESTS => {
-            tracing::info!("flux event {what} dropped by notification-controller as a duplicate");
-            Delivery::Duplicate
-        }
-        Ok(resp) => {
-            tracing::warn!(
-                "flux event not delivered ({what}): the events address answered {}; one \
-                 attempt, no retry",
-                resp.status()
-            );
-            Delivery::Failed
-        }
-        Err(e) => {
-            tracing::warn!(
-                "flux event not delivered ({what}): {}; one attempt within {}s, no retry",
-                chain(&e.without_url()),
-                BOUND.as_secs()
-            );
-            Delivery::Failed
-        }
-    }
 }
 
 /// `--events-addr`, else the config file's `events_addr`: `out` sends from now on. A bad URL

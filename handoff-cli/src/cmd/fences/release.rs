@@ -9,7 +9,7 @@ use flux_fence::{FenceError, Holder};
 use serde_json::json;
 
 use super::Context;
-use crate::cli::Global;
+use crate::args::Global;
 use crate::failure::Failure;
 use crate::output::Output;
 use crate::{exit, settings};

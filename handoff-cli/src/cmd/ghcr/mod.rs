@@ -11,7 +11,7 @@ use clap::{Args, Subcommand};
 use ghcr_auth::credential::DockerConfig;
 use ghcr_auth::{CredentialInput, FlowError, Progress};
 
-use crate::cli::Global;
+use crate::args::Global;
 use crate::failure::{Failure, chain};
 use crate::output::Output;
 use crate::{config, exit};

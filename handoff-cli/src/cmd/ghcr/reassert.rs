@@ -17,7 +17,7 @@ use kube::Client;
 use serde_json::json;
 
 use super::input::{self, CredentialArgs, FanoutArgs, SecretArgs};
-use crate::cli::{Global, HolderArg, Positional, TargetArgs};
+use crate::args::{Global, HolderArg, Positional, TargetArgs};
 use crate::failure::Failure;
 use crate::output::Output;
 use crate::{client, config, exit, session, settings};
@@ -32,7 +32,7 @@ pub struct ReassertArgs {
     /// proven. Exit 0 when every write would pass, 6 when one would not. The plain route only
     /// (not with staged keys, External Secrets or --allow-incomplete-fanout).
     #[arg(long, value_enum, require_equals = true, value_name = "MODE")]
-    pub dry_run: Option<crate::cmd::dry_run::DryRunMode>,
+    pub dry_run: Option<crate::args::DryRunMode>,
     #[command(flatten)]
     pub credential: CredentialArgs,
     #[command(flatten)]

@@ -1,0 +1,404 @@
+//! `cargo xtask layers`: no import circle between the files of handoff-cli's `src/`.
+//!
+//! Each file is a node (its module path: `cmd/fences/mod.rs` is `cmd::fences`); each
+//! `crate::a::b` path written in it, outside comments and string literals, is an arrow to the
+//! file of the longest module prefix of that path (`crate::cli::Global` → `cli`,
+//! `crate::cmd::fences::evidence::Evidence` → `cmd::fences::evidence`). `use crate::{a, b::c}`
+//! groups are followed. `#[cfg(test)] mod` blocks are left out: a unit test may drive the whole
+//! command line from the top (`Cli::try_parse_from`) without that being a layer's arrow.
+//! `super::` and `self::` paths are left out too (a command's own files, one directory). The check fails naming one circle, in order, so the layers stay one-way:
+//! `main` → `cli` → `cmd/*` → `args`, `session`, `settings`, `output`, … (see
+//! docs/design/architecture.md, "Layers of handoff-cli").
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// The crate whose `src/` is checked, relative to the workspace root.
+pub const CHECKED: &str = "handoff-cli/src";
+
+/// Reads every `.rs` file under `CHECKED`, prints `layers: handoff-cli files=N arrows=M`, and
+/// fails naming a circle when there is one.
+pub fn run() -> anyhow::Result<()> {
+    let src = crate::paths::root().join(CHECKED);
+    let mut files = Vec::new();
+    collect(&src, &src, &mut files)?;
+    let graph = graph(&files);
+    let arrows: usize = graph.values().map(BTreeSet::len).sum();
+    println!("layers: handoff-cli files={} arrows={arrows}", graph.len());
+    match find_cycle(&graph) {
+        None => Ok(()),
+        Some(cycle) => anyhow::bail!("layers: import circle in {CHECKED}: {}", cycle.join(" -> ")),
+    }
+}
+
+fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) -> anyhow::Result<()> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+    entries.sort_by_key(std::fs::DirEntry::path);
+    for entry in entries {
+        let path = entry.path();
+        if path.is_dir() {
+            collect(root, &path, out)?;
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let rel = path
+                .strip_prefix(root)?
+                .to_string_lossy()
+                .replace('\\', "/");
+            out.push((module_of(&rel), std::fs::read_to_string(&path)?));
+        }
+    }
+    Ok(())
+}
+
+/// The module path of a file relative to `src/`: `main.rs` → `crate`, `cli.rs` → `cli`,
+/// `cmd/fences/mod.rs` → `cmd::fences`.
+pub fn module_of(rel: &str) -> String {
+    let stem = rel.strip_suffix(".rs").unwrap_or(rel);
+    let parts: Vec<&str> = stem
+        .split('/')
+        .filter(|p| !matches!(*p, "mod" | "main" | "lib"))
+        .collect();
+    if parts.is_empty() {
+        "crate".to_string()
+    } else {
+        parts.join("::")
+    }
+}
+
+/// The file-level graph: each module to the set of modules its `crate::` paths reach
+/// (itself left out).
+pub fn graph(files: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> {
+    let known: BTreeSet<&str> = files.iter().map(|(m, _)| m.as_str()).collect();
+    let mut graph = BTreeMap::new();
+    for (module, source) in files {
+        let mut targets = BTreeSet::new();
+        for path in crate_paths(&without_tests(&code_only(source))) {
+            let segs: Vec<&str> = path.split("::").collect();
+            let target = (1..=segs.len())
+                .rev()
+                .map(|n| segs[..n].join("::"))
+                .find(|m| known.contains(m.as_str()));
+            if let Some(t) = target.filter(|t| t != module) {
+                targets.insert(t);
+            }
+        }
+        graph.insert(module.clone(), targets);
+    }
+    graph
+}
+
+/// Depth-first walk from `node`; the circle when it meets a node still on `path`.
+fn visit<'a>(
+    node: &'a str,
+    graph: &'a BTreeMap<String, BTreeSet<String>>,
+    state: &mut BTreeMap<&'a str, u8>,
+    path: &mut Vec<&'a str>,
+) -> Option<Vec<String>> {
+    state.insert(node, 1);
+    path.push(node);
+    for next in graph.get(node).into_iter().flatten() {
+        match state.get(next.as_str()).copied().unwrap_or(0) {
+            1 => {
+                let start = path.iter().position(|n| *n == next.as_str())?;
+                let mut cycle: Vec<String> =
+                    path[start..].iter().map(ToString::to_string).collect();
+                cycle.push(next.clone());
+                return Some(cycle);
+            }
+            0 => {
+                if let Some(c) = visit(next, graph, state, path) {
+                    return Some(c);
+                }
+            }
+            _ => {}
+        }
+    }
+    path.pop();
+    state.insert(node, 2);
+    None
+}
+
+/// The first circle found (depth first, in name order), as `a -> b -> ... -> a`.
+pub fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    // 0 = unseen, 1 = on the current path, 2 = done.
+    let mut state: BTreeMap<&str, u8> = BTreeMap::new();
+    let mut path: Vec<&str> = Vec::new();
+    for node in graph.keys() {
+        if state.get(node.as_str()).copied().unwrap_or(0) == 0
+            && let Some(c) = visit(node, graph, &mut state, &mut path)
+        {
+            return Some(c);
+        }
+    }
+    None
+}
+
+/// The source with comments and the insides of string literals blanked, so doc text that
+/// names ``[`crate::notify`]`` is not an arrow.
+pub fn code_only(source: &str) -> String {
+    let chars: Vec<char> = source.chars().collect();
+    let mut out = String::with_capacity(source.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            i += 2;
+            while i < chars.len() && !(chars[i] == '*' && chars.get(i + 1) == Some(&'/')) {
+                i += 1;
+            }
+            i += 2;
+            out.push(' ');
+        } else if c == 'r' && matches!(next, Some('"' | '#')) && !ident_before(&chars, i) {
+            // Raw string: r"..." or r#"..."#.
+            let mut j = i + 1;
+            let mut hashes = 0;
+            while chars.get(j) == Some(&'#') {
+                hashes += 1;
+                j += 1;
+            }
+            if chars.get(j) != Some(&'"') {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            j += 1;
+            loop {
+                if j >= chars.len() {
+                    break;
+                }
+                if chars[j] == '"' && (1..=hashes).all(|h| chars.get(j + h) == Some(&'#')) {
+                    j += 1 + hashes;
+                    break;
+                }
+                j += 1;
+            }
+            i = j;
+            out.push_str("\"\"");
+        } else if c == '"' {
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                if chars[i] == '\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if c == '\'' && matches!(next, Some('"' | '\\')) {
+            // A char literal holding a quote or an escape: '"', '\'', '\n'.
+            let mut j = i + 2;
+            if next == Some('\\') {
+                j += 1;
+            }
+            while j < chars.len() && chars[j] != '\'' {
+                j += 1;
+            }
+            i = j + 1;
+            out.push_str("' '");
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// `code` (already [`code_only`]) without its `#[cfg(test)] mod NAME { ... }` blocks.
+pub fn without_tests(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + "#[cfg(test)]".len()..];
+        let is_mod = after.trim_start().starts_with("mod ");
+        let open = after.find(['{', ';']);
+        match open {
+            Some(o) if is_mod && after.as_bytes()[o] == b'{' => {
+                let mut depth = 0usize;
+                let mut end = after.len();
+                for (i, c) in after[o..].char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                end = o + i + 1;
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                rest = &after[end..];
+            }
+            _ => {
+                out.push_str("#[cfg(test)]");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn ident_before(chars: &[char], i: usize) -> bool {
+    i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_')
+}
+
+/// Every module path written after `crate::`, groups expanded: `use crate::{a, b::{c, d}}`
+/// gives `a`, `b::c`, `b::d`.
+pub fn crate_paths(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        let before = rest[..at].chars().next_back();
+        rest = &rest[at + "crate::".len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        rest = tree(rest, String::new(), &mut found);
+    }
+    found
+}
+
+/// Reads one use tree (`a::b`, `a::{b, c::d}`) after a prefix; returns what follows it.
+fn tree<'a>(mut s: &'a str, prefix: String, found: &mut Vec<String>) -> &'a str {
+    let mut path = prefix;
+    loop {
+        s = s.trim_start();
+        if let Some(inner) = s.strip_prefix('{') {
+            s = inner;
+            loop {
+                s = s.trim_start();
+                if let Some(after) = s.strip_prefix('}') {
+                    return after;
+                }
+                if s.is_empty() {
+                    return s;
+                }
+                s = tree(s, path.clone(), found);
+                s = s.trim_start();
+                if let Some(after) = s.strip_prefix(',') {
+                    s = after;
+                }
+            }
+        }
+        let len = s
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(s.len());
+        if len == 0 {
+            if !path.is_empty() {
+                found.push(path);
+            }
+            return s;
+        }
+        let seg = &s[..len];
+        if seg != "self" {
+            if !path.is_empty() {
+                path.push_str("::");
+            }
+            path.push_str(seg);
+        }
+        s = &s[len..];
+        let Some(after) = s.strip_prefix("::") else {
+            found.push(path);
+            return s;
+        };
+        s = after;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(rel, src)| (module_of(rel), src.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn layers_module_of_files() {
+        for (rel, want) in [
+            ("main.rs", "crate"),
+            ("cli.rs", "cli"),
+            ("cmd/mod.rs", "cmd"),
+            ("cmd/fences/evidence.rs", "cmd::fences::evidence"),
+            ("output/yaml.rs", "output::yaml"),
+        ] {
+            assert_eq!(module_of(rel), want, "{rel}");
+        }
+    }
+
+    #[test]
+    fn layers_paths_follow_groups_and_skip_text() {
+        let code = code_only(
+            "use crate::{exit, failure::{Failure, chain}, cmd::fences::evidence};\n\
+             /// [`crate::notify`] in a doc\n\
+             // crate::cli in a comment\n\
+             let s = \"crate::session\"; let r = r#\"crate::settings\"#; let q = '\"';\n\
+             fn f() -> crate::output::Output { my_crate::x() }\n",
+        );
+        assert_eq!(
+            crate_paths(&code),
+            [
+                "exit",
+                "failure::Failure",
+                "failure::chain",
+                "cmd::fences::evidence",
+                "output::Output"
+            ]
+        );
+    }
+
+    #[test]
+    fn layers_test_modules_are_no_arrows() {
+        let code = code_only(
+            "use crate::exit;\n#[cfg(test)]\nmod tests {\n    fn f() { crate::cli::Cli::x(); }\n}\n\
+             #[cfg(test)]\nuse crate::output;\nfn g() -> crate::failure::Failure {}\n",
+        );
+        assert_eq!(
+            crate_paths(&without_tests(&code)),
+            ["exit", "output", "failure::Failure"]
+        );
+    }
+
+    #[test]
+    fn layers_graph_resolves_longest_module() {
+        let g = graph(&files(&[
+            ("main.rs", "use crate::cli::Cli; mod cli; mod cmd;"),
+            ("cli.rs", "Ghcr(crate::cmd::ghcr::GhcrArgs)"),
+            ("cmd/mod.rs", ""),
+            (
+                "cmd/ghcr/mod.rs",
+                "use crate::cmd::ghcr::x; use crate::args::Global;",
+            ),
+            ("args.rs", ""),
+        ]));
+        let arrows = |m: &str| g[m].iter().cloned().collect::<Vec<_>>();
+        assert_eq!(arrows("crate"), ["cli"]);
+        assert_eq!(arrows("cli"), ["cmd::ghcr"]);
+        assert_eq!(arrows("cmd::ghcr"), ["args"], "its own paths are no arrow");
+        assert_eq!(find_cycle(&g), None);
+    }
+
+    #[test]
+    fn layers_cycle_is_named_in_order() {
+        let g = graph(&files(&[
+            ("main.rs", "use crate::cli::Cli;"),
+            ("cli.rs", "crate::cmd::pause::PauseArgs"),
+            ("cmd/pause.rs", "use crate::session;"),
+            ("session.rs", "use crate::cli::HolderArg;"),
+            ("output.rs", ""),
+        ]));
+        assert_eq!(
+            find_cycle(&g).map(|c| c.join(" -> ")).as_deref(),
+            Some("cli -> cmd::pause -> session -> cli")
+        );
+    }
+}
