@@ -1,0 +1,117 @@
+//! One fence of the pause: the CAS write through the fencer, recorded as held.
+
+use super::{
+    AcquireOutcome, CONTENDED_BACKOFF_START, Handoff, HeldFence, ObjectRef, PauseOptions,
+    PauseOutcome, Step, SuspendError, fence_marks, new_nonce, suspended_by,
+};
+
+impl Handoff {
+    pub(super) async fn fence(
+        &mut self,
+        obj: &ObjectRef,
+        is_target: bool,
+        opts: &PauseOptions,
+    ) -> Result<Option<PauseOutcome>, SuspendError> {
+        let nonce = new_nonce();
+        let by = suspended_by(&self.fencer.owner().holder, opts.reason.as_deref());
+        let marks = fence_marks(&nonce, is_target, &by);
+        // A busy controller moves the resourceVersion with every status write, so a CAS can
+        // lose several rounds in a row. Contention is a value: re-read and try again, backing
+        // off, within the phase budget — never a write without the test.
+        let deadline = tokio::time::Instant::now() + opts.timing.timeout;
+        let mut backoff = CONTENDED_BACKOFF_START;
+        let mut known = self.take_read(obj);
+        let outcome = loop {
+            let outcome = self
+                .fencer
+                .acquire_on(obj, known.take(), marks.clone(), opts.reason.as_deref())
+                .await
+                .map_err(|source| SuspendError::Fence {
+                    step: "fencing",
+                    source,
+                })?;
+            if !matches!(outcome, AcquireOutcome::Contended)
+                || tokio::time::Instant::now() + backoff > deadline
+            {
+                break outcome;
+            }
+            tracing::debug!(object = %obj, ?backoff, "fence contended; retrying");
+            if self
+                .cancel
+                .unless_stopped(tokio::time::sleep(backoff))
+                .await
+                .is_none()
+            {
+                return Err(SuspendError::Cancelled {
+                    step: if is_target {
+                        Step::FenceTargets
+                    } else {
+                        Step::FenceParents
+                    },
+                });
+            }
+            backoff = (backoff * 2).min(opts.timing.interval.max(CONTENDED_BACKOFF_START));
+        };
+        let refused = |why: crate::session::Refusal| {
+            Ok(Some(PauseOutcome::Refused {
+                object: obj.to_string(),
+                why,
+            }))
+        };
+        let guard = match outcome {
+            AcquireOutcome::Acquired(guard) => guard,
+            AcquireOutcome::Refused { holder } => {
+                return refused(crate::session::Refusal::FencedBy { holder });
+            }
+            AcquireOutcome::AlreadyMarked { at } => {
+                return refused(crate::session::Refusal::MarkTaken {
+                    at,
+                    field_manager: None,
+                });
+            }
+            AcquireOutcome::OursDiffers => return refused(crate::session::Refusal::OursDiffers),
+            AcquireOutcome::NotFound => {
+                return Err(SuspendError::Invalid {
+                    step: "fencing",
+                    detail: format!("{obj} not found"),
+                });
+            }
+            AcquireOutcome::Ambiguous { guard, why } => {
+                // Keep it, so cleanup releases it with a CAS if it turns out to be ours.
+                self.push(
+                    is_target,
+                    HeldFence {
+                        guard,
+                        nonce: Some(nonce),
+                        acked: None,
+                    },
+                );
+                return Err(SuspendError::Invalid {
+                    step: "fencing",
+                    detail: format!("{obj}: response lost and the re-read is unclear ({why:?})"),
+                });
+            }
+            AcquireOutcome::Contended => {
+                return Err(SuspendError::Invalid {
+                    step: "fencing",
+                    detail: format!("{obj} changed on every attempt"),
+                });
+            }
+            other => {
+                return Err(SuspendError::Invalid {
+                    step: "fencing",
+                    detail: format!("{obj}: {other:?}"),
+                });
+            }
+        };
+        self.push(
+            is_target,
+            HeldFence {
+                guard,
+                nonce: Some(nonce),
+                acked: None,
+            },
+        );
+        Ok(None)
+    }
+}

@@ -1,0 +1,390 @@
+//! The pause and the resume of a handoff: the I/O that walks [`crate::steps::pause_steps`].
+
+use flux_fence::mark::MarkAt;
+use flux_fence::mark::Restore;
+use flux_fence::outcome::AcquireOutcome;
+use flux_fence::outcome::ReleaseOutcome;
+use flux_fence::{FenceGuard, Fencer, Mark, ObjectRef};
+use kube::Client;
+use kube::api::Patch;
+use serde_json::json;
+
+use crate::cancel::Cancel;
+pub use crate::error::SuspendError;
+
+mod fence;
+mod pause;
+mod resume;
+use crate::flux::{RECONCILE_ANNOTATION, RECONCILE_DISABLED, REQUESTED_AT_ANNOTATION};
+use crate::io::{self, ControllerRef, ProofTarget, Timing};
+use crate::judge::{Member, Proof, Role};
+use crate::object;
+use crate::readiness::{Readiness, readiness};
+use crate::retire::Strategy;
+use crate::steps::{Step, pause_steps};
+
+/// First pause after a fence acquire lost every CAS round to other writers; doubles up to the
+/// poll interval.
+const CONTENDED_BACKOFF_START: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// A target and the Flux object that applies it (`None`: a top-level object).
+#[derive(Debug, Clone)]
+pub struct Chain {
+    pub parent: Option<ObjectRef>,
+    pub target: ObjectRef,
+}
+
+/// How to pause.
+#[derive(Debug, Clone)]
+pub struct PauseOptions {
+    pub strategy: Strategy,
+    /// Wait for targets to be quiet before fencing them (implied by [`Strategy::QuietWindow`]).
+    pub quiesce: bool,
+    /// The controller Deployment [`Strategy::Restart`] restarts.
+    pub controller: ControllerRef,
+    /// The interval of every poll, and the budget of the whole pause: its waits share one
+    /// deadline (see [`Handoff::with_wait_budget`] to cap a single wait).
+    pub timing: Timing,
+    /// Why; recorded on each fenced object (annotation and Event). Never a secret.
+    pub reason: Option<String>,
+}
+
+/// The end of a pause that did not break.
+#[derive(Debug)]
+#[must_use = "an unproven pause is a value: do not work on it"]
+pub enum PauseOutcome {
+    /// The pause is proven; the work may start.
+    Proven(Proof),
+    /// Someone else holds a member of the chain; nothing of that member was changed.
+    Refused {
+        object: String,
+        why: crate::session::Refusal,
+    },
+}
+
+/// What a resume released.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[must_use = "what resume left held is in the report"]
+pub struct ResumeReport {
+    /// Objects released, in release order.
+    pub released: Vec<String>,
+    /// Objects that were no longer ours (gone, recreated, or another owner): not touched.
+    pub not_ours: Vec<String>,
+}
+
+/// A fence held by this handoff, with the nonce its acquire wrote.
+#[derive(Debug)]
+struct HeldFence {
+    guard: FenceGuard,
+    nonce: Option<String>,
+    /// The resourceVersion read when the nonce was seen acknowledged: the proof's baseline.
+    acked: Option<String>,
+}
+
+/// One handoff: the fences it holds, parents and targets, and how to release them.
+///
+/// # Guarantees
+/// - Fences are taken top-down (parents, then targets) and released bottom-up; a parent is
+///   never released while one of its targets is still held.
+/// - Everything this handoff fenced stays listed in it until released, including fences whose
+///   write had an unknown outcome — so cleanup can act on every exit path.
+pub struct Handoff {
+    client: Client,
+    fencer: Fencer,
+    parents: Vec<HeldFence>,
+    targets: Vec<HeldFence>,
+    cancel: Cancel,
+    waiting: Option<tokio::sync::mpsc::UnboundedSender<crate::steps::Waiting>>,
+    wait_budget: Option<std::time::Duration>,
+    /// Objects as a preflight read them, each used once for the first fence decision.
+    reads: Vec<(ObjectRef, serde_json::Value)>,
+}
+
+impl std::fmt::Debug for Handoff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handoff")
+            .field("fencer", &self.fencer)
+            .field("held", &self.held_objects())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Handoff {
+    /// A handoff writing with `fencer` (which should carry the Lease, so every write asserts it).
+    #[must_use]
+    pub fn new(client: Client, fencer: Fencer) -> Self {
+        Self {
+            client,
+            fencer,
+            parents: Vec::new(),
+            targets: Vec::new(),
+            cancel: Cancel::new(),
+            waiting: None,
+            wait_budget: None,
+            reads: Vec::new(),
+        }
+    }
+
+    /// Gives the pause the objects as a preflight just read them: each fence's first CAS is
+    /// decided on that read instead of reading again ([`Fencer::acquire_on`]); if the object
+    /// moved since, the CAS is refused and the fence reads afresh.
+    #[must_use]
+    pub fn with_reads(mut self, reads: Vec<(ObjectRef, serde_json::Value)>) -> Self {
+        self.reads = reads;
+        self
+    }
+
+    /// Caps each single wait of [`Handoff::pause`] at `budget`; without it a wait may use
+    /// whatever is left of the pause's whole budget ([`PauseOptions::timing`]).
+    #[must_use]
+    pub fn with_wait_budget(mut self, budget: std::time::Duration) -> Self {
+        self.wait_budget = Some(budget);
+        self
+    }
+
+    /// Sends a [`crate::steps::Waiting`] to `tx` about every
+    /// [`crate::steps::WAITING_EVERY`] of each wait of [`Handoff::pause`].
+    #[must_use]
+    pub fn with_waiting(
+        mut self,
+        tx: tokio::sync::mpsc::UnboundedSender<crate::steps::Waiting>,
+    ) -> Self {
+        self.waiting = Some(tx);
+        self
+    }
+
+    /// Makes [`Handoff::pause`] stop at its next safe point when `cancel` is stopped: a wait is
+    /// abandoned, a write in flight finishes first (so what it did is known), and no further
+    /// write starts; it then returns [`SuspendError::Cancelled`]. Release with
+    /// [`Handoff::resume`] as on any other error.
+    #[must_use]
+    pub fn with_cancel(mut self, cancel: Cancel) -> Self {
+        self.cancel = cancel;
+        self
+    }
+
+    /// Takes over fences found on the cluster (e.g. for `resume --holder`). Guards whose marks
+    /// include `reconcile: disabled` are targets (released first); the rest are parents.
+    #[must_use]
+    pub fn adopt(client: Client, fencer: Fencer, guards: Vec<FenceGuard>) -> Self {
+        let mut h = Self::new(client, fencer);
+        h.absorb(guards);
+        h
+    }
+
+    /// Adds fences found on the cluster to the ones this handoff holds (e.g. a fence whose
+    /// write landed while the run was interrupted), classified like [`Handoff::adopt`], so one
+    /// [`Handoff::resume`] releases everything in order.
+    pub fn absorb(&mut self, guards: Vec<FenceGuard>) {
+        let h = self;
+        for guard in guards {
+            let is_target = guard.held().marks.iter().any(|m| {
+                m.at == MarkAt::Annotation(RECONCILE_ANNOTATION.into())
+                    && m.value == json!(RECONCILE_DISABLED)
+            });
+            let held = HeldFence {
+                guard,
+                nonce: None,
+                acked: None,
+            };
+            if is_target {
+                h.targets.push(held);
+            } else {
+                h.parents.push(held);
+            }
+        }
+    }
+
+    /// The fencer this handoff writes with.
+    #[must_use]
+    pub fn fencer(&self) -> &Fencer {
+        &self.fencer
+    }
+
+    /// Whether this handoff holds a fence on `obj`.
+    #[must_use]
+    pub fn holds(&self, obj: &ObjectRef) -> bool {
+        self.targets
+            .iter()
+            .chain(&self.parents)
+            .any(|h| h.guard.object() == obj)
+    }
+
+    /// Deliberately leaves every fence on the cluster (a pause that outlives this process);
+    /// returns the objects left fenced, targets first. A later process adopts them with
+    /// [`flux_fence::Fencer::adopt_recorded`] and [`Handoff::adopt`].
+    #[must_use = "the returned list names what stays fenced"]
+    pub fn leave_paused(mut self) -> Vec<String> {
+        let held = self.held_objects();
+        for h in self.targets.drain(..).chain(self.parents.drain(..)) {
+            h.guard.leave_in_place();
+        }
+        held
+    }
+
+    /// Whether any fence is held.
+    #[must_use]
+    pub fn holds_anything(&self) -> bool {
+        !self.parents.is_empty() || !self.targets.is_empty()
+    }
+
+    /// The objects held, targets first (release order).
+    #[must_use]
+    pub fn held_objects(&self) -> Vec<String> {
+        self.targets
+            .iter()
+            .chain(&self.parents)
+            .map(|h| h.guard.object().to_string())
+            .collect()
+    }
+}
+
+impl Drop for Handoff {
+    fn drop(&mut self) {
+        if self.holds_anything() {
+            tracing::error!(
+                held = ?self.held_objects(),
+                "handoff dropped while holding fences: `flux-handoff fences` lists them"
+            );
+        }
+    }
+}
+
+/// The Flux Operator's annotation naming who suspended an object (its web UI shows it).
+pub const SUSPENDED_BY_ANNOTATION: &str = "fluxcd.controlplane.io/suspendedBy";
+
+/// The `suspendedBy` value: `flux-handoff HOLDER` and the reason when given (validated, never a
+/// secret: it is on the fence's reason annotation too).
+#[must_use]
+pub fn suspended_by(holder: &flux_fence::Holder, reason: Option<&str>) -> String {
+    match reason {
+        Some(r) if !r.is_empty() => format!("flux-handoff {holder}: {r}"),
+        _ => format!("flux-handoff {holder}"),
+    }
+}
+
+/// The marks of a fence: `spec.suspend=true` (exclusive), the `requestedAt` nonce, for a
+/// target `reconcile: disabled`, and `fluxcd.controlplane.io/suspendedBy` = `by` where no one
+/// else set one (a value someone else set stays, and the release leaves it; ours is removed
+/// on release unless someone changed it since).
+pub(crate) fn fence_marks(nonce: &str, is_target: bool, by: &str) -> Vec<Mark> {
+    let mut marks = vec![
+        Mark::field("/spec/suspend", json!(true)).exclusive(),
+        Mark::annotation(REQUESTED_AT_ANNOTATION, nonce.to_string()).restore(Restore::IfUnchanged),
+        Mark::annotation(SUSPENDED_BY_ANNOTATION, by)
+            .restore(Restore::IfUnchanged)
+            .if_absent(),
+    ];
+    if is_target {
+        marks.push(Mark::annotation(RECONCILE_ANNOTATION, RECONCILE_DISABLED));
+    }
+    marks
+}
+
+/// The distinct parents and targets of `chains`, in order; an object that is both is invalid.
+pub(crate) fn members(chains: &[Chain]) -> Result<(Vec<ObjectRef>, Vec<ObjectRef>), SuspendError> {
+    let mut parents: Vec<ObjectRef> = Vec::new();
+    let mut targets: Vec<ObjectRef> = Vec::new();
+    for c in chains {
+        if let Some(p) = &c.parent
+            && !parents.contains(p)
+        {
+            parents.push(p.clone());
+        }
+        if !targets.contains(&c.target) {
+            targets.push(c.target.clone());
+        }
+    }
+    if let Some(both) = targets.iter().find(|t| parents.contains(t)) {
+        return Err(SuspendError::Invalid {
+            step: "planning the pause",
+            detail: format!("{both} is both a target and a parent"),
+        });
+    }
+    Ok((parents, targets))
+}
+
+/// Budget for re-trying a release that lost every CAS round to other writers or whose response
+/// was lost without being applied.
+const RELEASE_CONTENTION_BUDGET: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Releases, re-reading and trying again (with backoff, bounded) while other writers win every
+/// CAS round, or while a release's response was lost (a 5xx, a reset connection) and the
+/// re-read showed it was not applied: every try starts with a fresh read and writes a CAS on
+/// it, so nothing is sent blindly. Any other outcome is returned as is.
+async fn release_with_retry(
+    fencer: &Fencer,
+    mut guard: FenceGuard,
+) -> Result<ReleaseOutcome, flux_fence::FenceError> {
+    let deadline = tokio::time::Instant::now() + RELEASE_CONTENTION_BUDGET;
+    let mut backoff = CONTENDED_BACKOFF_START;
+    loop {
+        match fencer.release(guard).await? {
+            ReleaseOutcome::Kept {
+                guard: g,
+                why: flux_fence::outcome::Kept::Contended | flux_fence::outcome::Kept::Unknown,
+            } if tokio::time::Instant::now() + backoff < deadline => {
+                guard = *g;
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(1));
+            }
+            other => return Ok(other),
+        }
+    }
+}
+
+fn resource_version(v: &serde_json::Value) -> Option<String> {
+    v.pointer("/metadata/resourceVersion")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_string)
+}
+
+/// A fresh `requestedAt` value: an RFC 3339 timestamp, as `flux reconcile` writes.
+#[must_use]
+pub fn new_nonce() -> String {
+    k8s_openapi::jiff::Timestamp::now().to_string()
+}
+
+/// Requests a reconcile of a released object (uid precondition) and waits until it is Ready
+/// for its current generation with that request handled.
+async fn wait_ready_after_resume(
+    client: &Client,
+    obj: &ObjectRef,
+    uid: &str,
+    timing: Timing,
+) -> Result<(), SuspendError> {
+    let nonce = new_nonce();
+    let patch =
+        json!({ "metadata": { "uid": uid, "annotations": { REQUESTED_AT_ANNOTATION: nonce } } });
+    object::api(client, obj)
+        .patch(
+            &obj.name,
+            &flux_fence::api::patch_params(),
+            &Patch::Merge(patch),
+        )
+        .await
+        .map_err(SuspendError::kube("requesting a reconcile after resume"))?;
+    let last = std::sync::Mutex::new(Readiness::Pending);
+    let ready = io::poll_soon(timing, || async {
+        let v = object::get_json(client, obj).await.ok()?;
+        let r = readiness(&v, Some(&nonce));
+        let done = r == Readiness::Ready;
+        *last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = r;
+        done.then_some(())
+    })
+    .await;
+    match ready {
+        Some(()) => Ok(()),
+        None => Err(SuspendError::Invalid {
+            step: "waiting for Ready after resume",
+            detail: format!(
+                "{obj} not Ready within {}s ({:?})",
+                timing.timeout.as_secs(),
+                last.into_inner()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+            ),
+        }),
+    }
+}
