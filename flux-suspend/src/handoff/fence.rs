@@ -114,4 +114,18 @@ impl Handoff {
         );
         Ok(None)
     }
+
+    /// The preflight's read of `obj`, once.
+    pub(super) fn take_read(&mut self, obj: &ObjectRef) -> Option<serde_json::Value> {
+        let i = self.reads.iter().position(|(o, _)| o == obj)?;
+        Some(self.reads.swap_remove(i).1)
+    }
+
+    pub(super) fn push(&mut self, is_target: bool, held: HeldFence) {
+        if is_target {
+            self.targets.push(held);
+        } else {
+            self.parents.push(held);
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! The pause: fencing top-down, retiring in-flight executions, the proof.
 
 use super::{
-    Chain, Handoff, HeldFence, MarkAt, Member, ObjectRef, PauseOptions, PauseOutcome, ProofTarget,
+    Chain, Handoff, HeldFence, MarkAt, Member, PauseOptions, PauseOutcome, ProofTarget,
     REQUESTED_AT_ANNOTATION, Role, Step, SuspendError, Timing, io, json, members, new_nonce,
     pause_steps, resource_version,
 };
@@ -185,20 +185,6 @@ impl Handoff {
             }
         }
         Ok(())
-    }
-
-    /// The preflight's read of `obj`, once.
-    pub(super) fn take_read(&mut self, obj: &ObjectRef) -> Option<serde_json::Value> {
-        let i = self.reads.iter().position(|(o, _)| o == obj)?;
-        Some(self.reads.swap_remove(i).1)
-    }
-
-    pub(super) fn push(&mut self, is_target: bool, held: HeldFence) {
-        if is_target {
-            self.targets.push(held);
-        } else {
-            self.parents.push(held);
-        }
     }
 
     /// Waits for each acknowledgement of one level, watching each object from the version
