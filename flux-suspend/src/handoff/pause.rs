@@ -11,7 +11,7 @@ impl Handoff {
     /// finished step.
     ///
     /// # Guarantees
-    /// - Every write is a CAS ([`Fencer::acquire`]); with a Lease on the fencer it is asserted
+    /// - Every write is a CAS ([`flux_fence::Fencer::acquire`]); with a Lease on the fencer it is asserted
     ///   before each write.
     /// - No target is fenced while a parent execution that began before the parent was fenced
     ///   may still run (ack: the parent's acknowledgement; restart: re-fence after the restart;
