@@ -68,17 +68,6 @@ pub fn run(bless: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `cargo publish --dry-run` of every library at once, in dependency order: cargo packages
-/// each, resolves the later ones against the packages of the earlier ones (none is on
-/// crates.io yet) and builds each from its package. Needs the crates.io index, nothing else.
-pub fn publish_dry_run() -> anyhow::Result<()> {
-    let mut args = vec!["publish", "--dry-run", "--allow-dirty"];
-    for krate in LIBRARIES {
-        args.extend(["-p", krate]);
-    }
-    crate::proc::run("cargo", &args, &paths::root())
-}
-
 /// `cargo rustdoc` writing JSON for `krate` (all features); the JSON file's path.
 fn rustdoc_json(root: &Path, krate: &str) -> anyhow::Result<PathBuf> {
     let args = [

@@ -34,6 +34,7 @@ mod fluxcli;
 mod layers;
 mod paths;
 mod proc;
+mod publish;
 mod realflux;
 mod verify;
 
@@ -94,6 +95,10 @@ commands:
   layers                  fail naming the circle when handoff-cli's src/ files import each
                           other in a circle (the file graph of `crate::` paths); print
                           `layers: handoff-cli files=N arrows=M`
+  publish                 cargo publish --dry-run of the libraries in dependency order, as ci
+                          runs it, in target/publish; first removes what cargo kept of earlier
+                          packages of them (unpacked copies, builds), which it would reuse at
+                          the same version
   actionlint              build actionlint (Go modules, cached under ~/.cache/flux-handoff)
                           and lint the workflows under docs/ and, through them, action.yml
   ci                      install what the tests need when missing (cargo-nextest,
@@ -197,6 +202,7 @@ fn main() -> ExitCode {
         ["api"] => api::run(false),
         ["api", "--bless"] => api::run(true),
         ["layers"] => layers::run(),
+        ["publish"] => publish::dry_run(),
         ["actionlint"] => actionlint::run(),
         ["ci", "real"] => ci_real(),
         ["ci", "eso"] => ci_eso(),
@@ -282,7 +288,7 @@ fn ci() -> anyhow::Result<()> {
     api::run(false)?;
     // No import circle between handoff-cli's files (pure, reads src/ only).
     layers::run()?;
-    api::publish_dry_run()?;
+    publish::dry_run()?;
     run(
         "cargo",
         &[
