@@ -13,6 +13,7 @@ pub const REASON_MAX_LEN: usize = 256;
 
 /// What a fence holds: enough to release it with a CAS, by this process or another one.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Held {
     /// The uid of the fenced object when it was fenced.
     pub uid: String,
@@ -63,6 +64,7 @@ pub enum Refusal {
 
 /// A planned acquire: the CAS patch and what it will have fenced once it applies.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct AcquirePlan {
     /// What the fence will hold.
     pub held: Held,

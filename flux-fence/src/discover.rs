@@ -24,6 +24,7 @@ use crate::{AnnotationKeys, Clock, FenceError, LeaseConfig, ObjectRef, OwnerValu
 
 /// Where to look.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Scope {
     /// Every namespace (needs cluster-wide `list`).
     All,
@@ -67,6 +68,7 @@ pub enum Listing {
 
 /// Everything discovery found.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct FenceReport {
     /// The Lease, if it exists.
     pub lease: Option<FoundLease>,
@@ -77,6 +79,7 @@ pub struct FenceReport {
 
 /// One object carrying an owner annotation.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct FoundFence {
     /// The object.
     pub object: ObjectRef,
@@ -128,6 +131,7 @@ pub enum ReleasePlan {
 
 /// The Lease as found.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct FoundLease {
     /// Namespace.
     pub namespace: String,

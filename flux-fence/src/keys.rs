@@ -7,6 +7,7 @@ pub const DEFAULT_PREFIX: &str = "flux-handoff.io";
 
 /// The keys of the owner, prior and reason annotations under one prefix.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AnnotationKeys {
     /// `<prefix>/owner`: `holder;epoch`.
     pub owner: String,

@@ -37,6 +37,7 @@ pub fn margin(duration: Duration) -> Duration {
 /// When, after the send instant of its last successful renewal, the work of a holder is
 /// stopped and when its Lease ends, by the holder's monotonic clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SelfFence {
     /// The work's `Cancel` is stopped (the command gets SIGTERM).
     pub stop_work: Duration,

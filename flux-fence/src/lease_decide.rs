@@ -12,8 +12,9 @@ use kube::api::ObjectMeta;
 use crate::{Epoch, FenceError, Holder};
 
 /// Where the Lease lives and how long it lasts. Build it with [`LeaseConfig::new`] (or
-/// [`Default`]) and set the public fields.
+/// [`Default`]) and the `with_` methods, or set the public fields; it may grow fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LeaseConfig {
     /// Namespace (default `flux-system`).
     pub namespace: String,
@@ -60,6 +61,20 @@ impl LeaseConfig {
             name: name.into(),
             ..Self::default()
         }
+    }
+
+    /// The Lease's `leaseDurationSeconds` (whole seconds, at least 1).
+    #[must_use]
+    pub fn with_duration(mut self, duration: Duration) -> Self {
+        self.duration = duration;
+        self
+    }
+
+    /// The heartbeat interval; keep it well below the duration.
+    #[must_use]
+    pub fn with_renew_every(mut self, renew_every: Duration) -> Self {
+        self.renew_every = renew_every;
+        self
     }
 
     /// `leaseDurationSeconds` as the API wants it (rounded up, at least 1).

@@ -39,6 +39,7 @@ use crate::{AnnotationKeys, FenceError, LeaseConfig, LeaseHandle, ObjectRef, Own
 /// One recorded member: enough to read it back by name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct RecordedMember {
     /// `group/version` (or `version` for the core group) as fenced.
     pub api_version: String,
@@ -99,6 +100,7 @@ impl std::fmt::Display for RecordedMember {
 /// `{"owner":"h;3","members":[{"apiVersion":"kustomize.toolkit.fluxcd.io/v1",
 /// "kind":"Kustomization","namespace":"flux-system","name":"apps"}]}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ChainRecord {
     /// The owner value (`holder;epoch`) whose fences these are.
     pub owner: String,

@@ -51,6 +51,7 @@ pub enum Restore {
 
 /// A change the fence makes and records so it can undo it.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Mark {
     /// Where it writes.
     pub at: MarkAt,
@@ -154,6 +155,7 @@ impl Mark {
 
 /// One mark as recorded in the prior annotation: what was written and what was there before.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RecordedMark {
     /// Where it wrote.
     pub at: MarkAt,
@@ -176,6 +178,7 @@ pub struct RecordedMark {
 ///
 /// `since` is the fencer's clock at acquire time; fence discovery reports ages from it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct PriorRecord {
     /// When the fence was taken.
     pub since: Timestamp,

@@ -26,13 +26,9 @@ use testkit::TestNs;
 const NEVER: Duration = Duration::from_hours(1);
 
 fn cfg(ns: &TestNs) -> LeaseConfig {
-    LeaseConfig {
-        namespace: ns.name.clone(),
-        name: "flux-handoff".into(),
-        duration: Duration::from_secs(30),
-        renew_every: NEVER,
-        ..LeaseConfig::default()
-    }
+    LeaseConfig::new(ns.name.clone(), "flux-handoff")
+        .with_duration(Duration::from_secs(30))
+        .with_renew_every(NEVER)
 }
 
 async fn take(ns: &TestNs, tag: &str) -> LeaseGuard {

@@ -32,11 +32,7 @@ async fn discovery_lists_fences_in_several_namespaces_with_age_and_a_working_rel
     );
     let t0 = Timestamp::now();
     let clock = ManualClock::new(t0);
-    let lease_cfg = LeaseConfig {
-        namespace: n1.name.clone(),
-        name: "flux-handoff".into(),
-        ..LeaseConfig::default()
-    };
+    let lease_cfg = LeaseConfig::new(n1.name.clone(), "flux-handoff");
     let LeaseAcquire::Acquired(lease) = Lease::acquire(
         n1.client.clone(),
         lease_cfg.clone(),

@@ -269,11 +269,8 @@ async fn exclusive_annotation_mark_already_set_is_refused_on_the_server() {
 async fn fencing_with_a_lease_renews_it_before_the_write() {
     let ns = TestNs::new("assert").await.unwrap();
     create_ks(&ns, "apps").await;
-    let cfg = LeaseConfig {
-        namespace: ns.name.clone(),
-        renew_every: Duration::from_hours(1),
-        ..LeaseConfig::default()
-    };
+    let cfg =
+        LeaseConfig::new(ns.name.clone(), "flux-handoff").with_renew_every(Duration::from_hours(1));
     let LeaseAcquire::Acquired(lease) = Lease::acquire(
         ns.client.clone(),
         cfg,
@@ -352,11 +349,8 @@ async fn lease_already_naming_us_after_a_lost_create_response_is_adopted_at_its_
         .create(&PostParams::default(), &lease)
         .await
         .unwrap();
-    let cfg = LeaseConfig {
-        namespace: ns.name.clone(),
-        renew_every: Duration::from_hours(1),
-        ..LeaseConfig::default()
-    };
+    let cfg =
+        LeaseConfig::new(ns.name.clone(), "flux-handoff").with_renew_every(Duration::from_hours(1));
     let LeaseAcquire::Acquired(guard) =
         Lease::acquire(ns.client.clone(), cfg, me, Arc::new(SystemClock))
             .await
@@ -383,10 +377,7 @@ async fn lease_already_naming_us_after_a_lost_create_response_is_adopted_at_its_
 async fn missing_lease_permissions_and_list_permissions_are_clear_forbidden_errors() {
     let ns = TestNs::new("lease-rbac").await.unwrap();
     let client = sa_client(&ns, "no-lease", "coordination.k8s.io", "leases", &["get"]).await;
-    let cfg = LeaseConfig {
-        namespace: ns.name.clone(),
-        ..LeaseConfig::default()
-    };
+    let cfg = LeaseConfig::new(ns.name.clone(), "flux-handoff");
     let err = Lease::acquire(
         client.clone(),
         cfg,

@@ -40,13 +40,9 @@ async fn late_write_adopting_our_own_old_lease_starts_the_clock_at_our_renewal()
         }),
     };
     api.create(&PostParams::default(), &parked).await.unwrap();
-    let cfg = LeaseConfig {
-        namespace: ns.name.clone(),
-        name: "flux-handoff".into(),
-        duration: Duration::from_secs(30),
-        renew_every: Duration::from_hours(1),
-        ..LeaseConfig::default()
-    };
+    let cfg = LeaseConfig::new(ns.name.clone(), "flux-handoff")
+        .with_duration(Duration::from_secs(30))
+        .with_renew_every(Duration::from_hours(1));
     let outcome = Lease::acquire(ns.client.clone(), cfg, holder, Arc::new(SystemClock))
         .await
         .unwrap();

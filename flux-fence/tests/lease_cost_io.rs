@@ -12,14 +12,9 @@ use serde_json::json;
 use testkit::TestNs;
 
 fn cfg(ns: &TestNs) -> LeaseConfig {
-    LeaseConfig {
-        namespace: ns.name.clone(),
-        name: "flux-handoff".into(),
-        duration: Duration::from_mins(1),
-        // No heartbeat within a test's lifetime.
-        renew_every: Duration::from_hours(1),
-        ..LeaseConfig::default()
-    }
+    LeaseConfig::new(ns.name.clone(), "flux-handoff")
+        .with_duration(Duration::from_mins(1))
+        .with_renew_every(Duration::from_hours(1))
 }
 
 async fn acquire(client: kube::Client, ns: &TestNs) -> LeaseGuard {

@@ -15,13 +15,9 @@ async fn lease_deadline_a_hung_renewal_does_not_keep_the_holder_alive() {
     let ns = TestNs::new("lease-dl").await.unwrap();
     let proxy = Proxy::start().await.unwrap();
     let duration = Duration::from_secs(3);
-    let cfg = LeaseConfig {
-        namespace: ns.name.clone(),
-        name: "flux-handoff".into(),
-        duration,
-        renew_every: Duration::from_millis(750),
-        ..LeaseConfig::default()
-    };
+    let cfg = LeaseConfig::new(ns.name.clone(), "flux-handoff")
+        .with_duration(duration)
+        .with_renew_every(Duration::from_millis(750));
     let holder = Holder::local("dl", std::process::id());
     let outcome = Lease::acquire(proxy.client().unwrap(), cfg, holder, Arc::new(SystemClock))
         .await

@@ -21,13 +21,9 @@ use kube::api::{Api, DeleteParams};
 use testkit::TestNs;
 
 fn cfg(ns: &TestNs, name: &str, duration: Duration, renew_every: Duration) -> LeaseConfig {
-    LeaseConfig {
-        namespace: ns.name.clone(),
-        name: name.into(),
-        duration,
-        renew_every,
-        ..LeaseConfig::default()
-    }
+    LeaseConfig::new(ns.name.clone(), name)
+        .with_duration(duration)
+        .with_renew_every(renew_every)
 }
 
 /// No heartbeat within a test's lifetime.

@@ -27,13 +27,9 @@ async fn a_lease_create_cut_by_a_refusal_is_re_read_and_taken_and_a_reset_releas
  {
     let ns = TestNs::new("lease-rr").await.unwrap();
     let proxy = Proxy::start().await.unwrap();
-    let cfg = LeaseConfig {
-        namespace: ns.name.clone(),
-        name: "flux-handoff".into(),
-        duration: Duration::from_mins(1),
-        renew_every: Duration::from_hours(1),
-        ..LeaseConfig::default()
-    };
+    let cfg = LeaseConfig::new(ns.name.clone(), "flux-handoff")
+        .with_duration(Duration::from_mins(1))
+        .with_renew_every(Duration::from_hours(1));
     // The create never reaches the server; connects are refused for a second after it.
     proxy.arm_on("create leases", 1, Fault::Refuse(Duration::from_secs(1)));
     let holder = Holder::local("rr", std::process::id());
@@ -80,13 +76,9 @@ async fn a_lease_create_cut_by_a_refusal_is_re_read_and_taken_and_a_reset_releas
 async fn a_release_applied_but_unanswered_is_read_back_as_released_and_not_sent_twice() {
     let ns = TestNs::new("lease-lost").await.unwrap();
     let proxy = Proxy::start().await.unwrap();
-    let cfg = LeaseConfig {
-        namespace: ns.name.clone(),
-        name: "flux-handoff".into(),
-        duration: Duration::from_mins(1),
-        renew_every: Duration::from_hours(1),
-        ..LeaseConfig::default()
-    };
+    let cfg = LeaseConfig::new(ns.name.clone(), "flux-handoff")
+        .with_duration(Duration::from_mins(1))
+        .with_renew_every(Duration::from_hours(1));
     let holder = Holder::local("lost", std::process::id());
     let LeaseAcquire::Acquired(guard) = Lease::acquire(
         proxy.client().unwrap(),

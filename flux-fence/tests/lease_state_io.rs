@@ -14,13 +14,9 @@ use flux_fence::{
 use testkit::TestNs;
 
 fn config(ns: &TestNs) -> LeaseConfig {
-    LeaseConfig {
-        namespace: ns.name.clone(),
-        name: "flux-handoff".into(),
-        duration: Duration::from_secs(3),
-        renew_every: Duration::from_millis(750),
-        ..LeaseConfig::default()
-    }
+    LeaseConfig::new(ns.name.clone(), "flux-handoff")
+        .with_duration(Duration::from_secs(3))
+        .with_renew_every(Duration::from_millis(750))
 }
 
 async fn acquire(client: kube::Client, cfg: LeaseConfig) -> LeaseGuard {

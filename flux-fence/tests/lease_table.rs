@@ -23,10 +23,7 @@ fn me() -> Holder {
 }
 
 fn cfg() -> LeaseConfig {
-    LeaseConfig {
-        duration: Duration::from_secs(30),
-        ..LeaseConfig::default()
-    }
+    LeaseConfig::new("flux-system", "flux-handoff").with_duration(Duration::from_secs(30))
 }
 
 fn lease(holder: Option<&str>, transitions: i32, renewed: Timestamp) -> Lease {

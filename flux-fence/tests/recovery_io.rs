@@ -37,13 +37,9 @@ impl Clock for AheadClock {
 }
 
 fn lease_cfg(ns: &TestNs, duration: Duration, renew_every: Duration) -> LeaseConfig {
-    LeaseConfig {
-        namespace: ns.name.clone(),
-        name: "flux-handoff".into(),
-        duration,
-        renew_every,
-        ..LeaseConfig::default()
-    }
+    LeaseConfig::new(ns.name.clone(), "flux-handoff")
+        .with_duration(duration)
+        .with_renew_every(renew_every)
 }
 
 fn recovery(ns: &TestNs, cfg: &LeaseConfig, clock: Arc<dyn Clock>) -> Recovery {

@@ -43,10 +43,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let parent = flux_suspend::flux::parent_of(&get_json(&client, &target).await?)
         .map(|p| kustomization(&p.namespace, &p.name))
         .filter(|p| *p != target);
-    let lease_cfg = LeaseConfig {
-        namespace: ns.clone(),
-        ..LeaseConfig::default()
-    };
+    let lease_cfg = LeaseConfig::new(ns.clone(), "flux-handoff");
     let LeaseAcquire::Acquired(lease) = Lease::acquire(
         client.clone(),
         lease_cfg,
@@ -60,18 +57,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fencer = Fencer::new(client.clone(), AnnotationKeys::default(), lease.owner())
         .with_lease(lease.handle());
     let mut handoff = Handoff::new(client, fencer);
-    let opts = PauseOptions {
-        strategy: Strategy::Ack,
-        quiesce: false,
-        controller: ControllerRef {
-            namespace: ns.clone(),
-            name: "kustomize-controller".into(),
-        },
-        timing: Timing::new(Duration::from_millis(500), Duration::from_mins(1)),
-        reason: Some("pause_demo example".into()),
-    };
+    let opts = PauseOptions::new(
+        Strategy::Ack,
+        Timing::new(Duration::from_millis(500), Duration::from_mins(1)),
+    )
+    .with_controller(ControllerRef {
+        namespace: ns.clone(),
+        name: "kustomize-controller".into(),
+    })
+    .with_reason("pause_demo example");
     let outcome = handoff
-        .pause(&[Chain { parent, target }], &opts, &mut |step| {
+        .pause(&[Chain::new(parent, target)], &opts, &mut |step| {
             println!("done: {step:?}");
         })
         .await;
@@ -84,6 +80,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
         Ok(PauseOutcome::Refused { object, why }) => println!("refused: {object}: {why}"),
+        Ok(other) => println!("pause ended: {other:?}"),
         Err(e) => println!("pause failed: {e}"),
     }
     let report = handoff.resume(None).await?;

@@ -17,6 +17,7 @@ pub const PARENT_NAMESPACE_LABEL: &str = "kustomize.toolkit.fluxcd.io/namespace"
 
 /// One status condition, as Flux writes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Condition {
     pub type_: String,
     pub status: String,

@@ -16,6 +16,7 @@ pub const REQUIRED_PASSES: u32 = 2;
 
 /// What the proof needs to know about one read of a fenced object — and nothing more.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Seen {
     pub uid: String,
     pub resource_version: String,
@@ -25,6 +26,42 @@ pub struct Seen {
     pub suspended: bool,
     /// `kustomize.toolkit.fluxcd.io/reconcile: disabled` is present.
     pub reconcile_disabled: bool,
+}
+
+impl Seen {
+    /// A read of the object with `uid` at `resource_version`: no owner annotation, not
+    /// suspended, no `reconcile: disabled`, until the `with_` methods say otherwise.
+    #[must_use]
+    pub fn new(uid: impl Into<String>, resource_version: impl Into<String>) -> Self {
+        Self {
+            uid: uid.into(),
+            resource_version: resource_version.into(),
+            owner: None,
+            suspended: false,
+            reconcile_disabled: false,
+        }
+    }
+
+    /// The raw owner annotation value read, if any.
+    #[must_use]
+    pub fn with_owner(mut self, owner: Option<String>) -> Self {
+        self.owner = owner;
+        self
+    }
+
+    /// Whether `spec.suspend` read `true`.
+    #[must_use]
+    pub fn with_suspended(mut self, suspended: bool) -> Self {
+        self.suspended = suspended;
+        self
+    }
+
+    /// Whether `reconcile: disabled` was present.
+    #[must_use]
+    pub fn with_reconcile_disabled(mut self, disabled: bool) -> Self {
+        self.reconcile_disabled = disabled;
+        self
+    }
 }
 
 /// One member's read in one pass.
@@ -46,6 +83,7 @@ pub enum Role {
 
 /// What "still ours" means for one member.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Member {
     pub role: Role,
     /// The uid we fenced; a different uid means deleted and recreated.
@@ -57,6 +95,23 @@ pub struct Member {
 }
 
 impl Member {
+    /// The member with `role` fenced at `uid` under `owner`, which must carry
+    /// `reconcile: disabled` when `needs_reconcile_disabled` (every member but the chain's top).
+    #[must_use]
+    pub fn new(
+        role: Role,
+        uid: impl Into<String>,
+        owner: impl Into<String>,
+        needs_reconcile_disabled: bool,
+    ) -> Self {
+        Self {
+            role,
+            uid: uid.into(),
+            owner: owner.into(),
+            needs_reconcile_disabled,
+        }
+    }
+
     fn owns(&self, seen: &Seen) -> bool {
         seen.uid == self.uid
             && seen.owner.as_deref() == Some(self.owner.as_str())

@@ -10,6 +10,7 @@ use crate::flux::{self, Condition, NamespacedName};
 
 /// Why a target is not quiet.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Blocker {
     /// The target itself reports `Reconciling=True`.
     Reconciling {

@@ -11,6 +11,7 @@ use crate::flux;
 
 /// Readiness of a resumed object.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Readiness {
     /// `Ready=True` for the current generation (and the requested reconcile was handled).
     Ready,

@@ -8,6 +8,7 @@ use std::fmt;
 
 /// One counter of the proof report. The order of the variants is the order of the line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Counter {
     /// Passes read.
     Observations,

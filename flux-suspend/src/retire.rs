@@ -19,6 +19,7 @@ use crate::flux;
 
 /// How in-flight executions are retired before the proof starts counting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Strategy {
     /// Wait for each fenced object's acknowledgement of its nonce (default).
     #[default]
@@ -53,6 +54,7 @@ pub fn acknowledged(obj: &Value, nonce: &str) -> bool {
 
 /// What the restart proof needs of one Pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PodView {
     pub uid: String,
     /// `metadata.deletionTimestamp` is set.
@@ -88,6 +90,7 @@ impl PodView {
 
 /// Progress of a controller restart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RestartProgress {
     /// Every pre-restart Pod is gone and at least `want` replacements are Ready.
     Done,

@@ -7,6 +7,7 @@ use crate::retire::Strategy;
 
 /// One step of a pause, applied to every object of its level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Step {
     /// `none`: wait until the parents read quiet *before* fencing them (status is still a
     /// clock while they are not suspended).

@@ -38,11 +38,13 @@ fn strategy_parses_the_three_names_only() {
 }
 
 fn pod(uid: &str, ready: bool, terminating: bool) -> PodView {
-    PodView {
-        uid: uid.into(),
-        ready,
-        terminating,
-    }
+    let deleted = terminating.then_some("2026-12-02T06:00:00Z");
+    let status = if ready { "True" } else { "False" };
+    PodView::from_json(&json!({
+        "metadata": {"uid": uid, "deletionTimestamp": deleted},
+        "status": {"conditions": [{"type": "Ready", "status": status}]},
+    }))
+    .expect("a Pod with a uid")
 }
 
 #[test]

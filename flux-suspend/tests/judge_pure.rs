@@ -7,37 +7,22 @@ const OWNER: &str = "gh1.1-abcdef;7";
 
 fn members() -> Vec<Member> {
     vec![
-        Member {
-            role: Role::Parent,
-            uid: "p-uid".into(),
-            owner: OWNER.into(),
-            needs_reconcile_disabled: false,
-        },
-        Member {
-            role: Role::Target,
-            uid: "c-uid".into(),
-            owner: OWNER.into(),
-            needs_reconcile_disabled: true,
-        },
+        Member::new(Role::Parent, "p-uid", OWNER, false),
+        Member::new(Role::Target, "c-uid", OWNER, true),
     ]
 }
 
 fn parent(rv: &str) -> Seen {
-    Seen {
-        uid: "p-uid".into(),
-        resource_version: rv.into(),
-        owner: Some(OWNER.into()),
-        suspended: true,
-        reconcile_disabled: false,
-    }
+    Seen::new("p-uid", rv)
+        .with_owner(Some(OWNER.into()))
+        .with_suspended(true)
 }
 
 fn child(rv: &str) -> Seen {
-    Seen {
-        uid: "c-uid".into(),
-        reconcile_disabled: true,
-        ..parent(rv)
-    }
+    Seen::new("c-uid", rv)
+        .with_owner(Some(OWNER.into()))
+        .with_suspended(true)
+        .with_reconcile_disabled(true)
 }
 
 fn pass(p: Seen, c: Seen) -> Vec<Read> {
@@ -252,12 +237,7 @@ fn wrong_number_of_reads_counts_as_unreadable() {
 
 #[test]
 fn single_member_chain_without_parent_is_proven() {
-    let mut j = Judge::new(vec![Member {
-        role: Role::Target,
-        uid: "c-uid".into(),
-        owner: OWNER.into(),
-        needs_reconcile_disabled: false,
-    }]);
+    let mut j = Judge::new(vec![Member::new(Role::Target, "c-uid", OWNER, false)]);
     let mut c = child("5");
     c.reconcile_disabled = false;
     let p = vec![Read::Seen(c)];
@@ -303,10 +283,7 @@ fn a_recheck_names_the_first_member_that_no_longer_holds_the_pause() {
         // The parent comes first in chain order; a missing read is unreadable.
         (
             vec![
-                Read::Seen(Seen {
-                    suspended: false,
-                    ..parent("1")
-                }),
+                Read::Seen(parent("1").with_suspended(false)),
                 Read::Unreadable,
             ],
             Some((0, Broken::Unsuspended)),

@@ -45,13 +45,12 @@ fn arb_seen() -> impl Strategy<Value = Read> {
             if unreadable {
                 Read::Unreadable
             } else {
-                Read::Seen(Seen {
-                    uid,
-                    resource_version: rv,
-                    owner,
-                    suspended,
-                    reconcile_disabled: rd,
-                })
+                Read::Seen(
+                    Seen::new(uid, rv)
+                        .with_owner(owner)
+                        .with_suspended(suspended)
+                        .with_reconcile_disabled(rd),
+                )
             }
         })
 }
@@ -63,8 +62,8 @@ proptest! {
         passes in proptest::collection::vec(proptest::collection::vec(arb_seen(), 0..4), 0..40),
     ) {
         let members = vec![
-            Member { role: Role::Parent, uid: "QXp".into(), owner: owner.clone(), needs_reconcile_disabled: false },
-            Member { role: Role::Target, uid: "QXc".into(), owner, needs_reconcile_disabled: true },
+            Member::new(Role::Parent, "QXp", owner.clone(), false),
+            Member::new(Role::Target, "QXc", owner, true),
         ];
         let mut j = Judge::new(members);
         for p in &passes {

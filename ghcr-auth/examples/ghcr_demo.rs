@@ -115,10 +115,9 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     mask::mask_in_github_actions(&config, &mut std::io::stdout())?;
 
     // 2. Prove against the registry before touching the cluster.
-    let prover = RegistryProver::new(ProverOptions {
-        allow_insecure_loopback: args.insecure_loopback,
-        ..ProverOptions::default()
-    })?;
+    let prover = RegistryProver::new(
+        ProverOptions::default().with_insecure_loopback(args.insecure_loopback),
+    )?;
     for (image, outcome) in prover.prove_all(&config, &args.images).await? {
         println!("registry {image}: {outcome}");
         if !outcome.is_proven() {
@@ -134,11 +133,11 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let client = kube::Client::try_from(
         kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?,
     )?;
-    let spec = TargetSpec {
-        secret_name: args.secret.clone().unwrap_or_default(),
-        consumers: Consumers::Namespaces(args.namespaces),
-        root: args.root,
-    };
+    let mut spec = TargetSpec::new(
+        args.secret.clone().unwrap_or_default(),
+        Consumers::Namespaces(args.namespaces),
+    );
+    spec.root = args.root;
     let report = Reasserter::new(client).reassert(&config, &spec).await?;
     print!("{report}");
     Ok(if report.is_complete() {

@@ -177,6 +177,7 @@ pub fn target_name(obj: &DynamicObject) -> String {
 /// The result of a force-sync request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use = "a force-sync that was not written is a value"]
+#[non_exhaustive]
 pub enum ForceOutcome {
     /// The annotation holds the nonce; `before` is the `syncedResourceVersion` read before.
     Requested {

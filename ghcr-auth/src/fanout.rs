@@ -23,6 +23,7 @@ use crate::stage::KeyTarget;
 
 /// The External Secrets part of a route.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EsoRoute {
     /// The `PushSecret` to force-sync, e.g. `flux-system/seed-ghcr`.
     pub push_secret: SecretTarget,
@@ -32,8 +33,26 @@ pub struct EsoRoute {
     pub consumers: Consumers,
 }
 
+impl EsoRoute {
+    /// Force-sync `push_secret`, then wait for the `ExternalSecret` `external_secret` in each
+    /// of `consumers`.
+    #[must_use]
+    pub fn new(
+        push_secret: SecretTarget,
+        external_secret: impl Into<String>,
+        consumers: Consumers,
+    ) -> Self {
+        Self {
+            push_secret,
+            external_secret: external_secret.into(),
+            consumers,
+        }
+    }
+}
+
 /// Everything one reassertion writes or drives.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Route {
     /// Direct consumer pull Secrets and the root Secret (the root is written last).
     pub direct: TargetSpec,
@@ -46,8 +65,45 @@ pub struct Route {
     pub allow_incomplete: bool,
 }
 
+impl Route {
+    /// The direct consumer and root Secrets of `direct` only: no staged key, no External
+    /// Secrets, an incomplete fan-out refused. Add the rest with the `with_` methods.
+    #[must_use]
+    pub fn new(direct: TargetSpec) -> Self {
+        Self {
+            direct,
+            keys: Vec::new(),
+            eso: None,
+            allow_incomplete: false,
+        }
+    }
+
+    /// The staged data keys, written after the root Secret.
+    #[must_use]
+    pub fn with_keys(mut self, keys: Vec<KeyTarget>) -> Self {
+        self.keys = keys;
+        self
+    }
+
+    /// The External Secrets route.
+    #[must_use]
+    pub fn with_eso(mut self, eso: EsoRoute) -> Self {
+        self.eso = Some(eso);
+        self
+    }
+
+    /// Bootstrap: run an incomplete fan-out (root, staging, root) instead of refusing it; the
+    /// caller runs it without a Flux pause.
+    #[must_use]
+    pub fn with_allow_incomplete(mut self, allow: bool) -> Self {
+        self.allow_incomplete = allow;
+        self
+    }
+}
+
 /// What a `PushSecret` reads, as observed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct PushView {
     /// `spec.selector.secret.name` (in the `PushSecret`'s namespace).
     pub source_secret: Option<String>,
@@ -57,6 +113,7 @@ pub struct PushView {
 
 /// One consumer's `ExternalSecret`, as observed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct ExternalView {
     /// `spec.refreshPolicy` is `CreatedOnce`: ESO never refreshes it again, so it cannot be
     /// force-synced.
@@ -65,6 +122,7 @@ pub struct ExternalView {
 
 /// What the fan-out found before any write.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct Observed {
     /// The `externalsecrets.external-secrets.io` CRD serves the version used.
     pub external_secret_crd: bool,
@@ -80,6 +138,7 @@ pub struct Observed {
 
 /// One thing that makes the fan-out incomplete.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Missing {
     /// A CRD does not serve the version used, e.g. `externalsecrets.external-secrets.io/v1`.
     Crd(&'static str),
@@ -112,6 +171,7 @@ impl fmt::Display for Missing {
 
 /// One step of a run, in the order [`decide`] returns them.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Step {
     /// Write the direct consumer Secrets.
     Direct,
@@ -263,6 +323,7 @@ pub fn decide(route: &Route, observed: &Observed) -> Decision {
 /// An ESO object's sync status, as read (`status.syncedResourceVersion`, the `Ready`
 /// condition, `metadata.generation`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct SyncStatus {
     /// `metadata.generation`.
     pub generation: i64,

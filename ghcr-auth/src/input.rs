@@ -10,6 +10,7 @@ use crate::error::GhcrError;
 /// Where the credential comes from. There is deliberately no argv variant: command lines are
 /// visible to every process on the machine and end up in shell history and CI logs.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CredentialSource {
     /// An environment variable, by name.
     Env(String),
@@ -21,6 +22,7 @@ pub enum CredentialSource {
 
 /// How the credential text is to be understood.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CredentialFormat {
     /// A whole Docker config (`{"auths": {...}}`).
     DockerConfig,

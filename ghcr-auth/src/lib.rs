@@ -29,11 +29,8 @@
 //! }
 //!
 //! // 3. Reassert it: consumer namespaces first, Flux's own Secret last, each write a CAS.
-//! let spec = TargetSpec {
-//!     secret_name: "ghcr-pull".into(),
-//!     consumers: Consumers::Selector("ghcr-pull=enabled".into()),
-//!     root: Some(SecretTarget::new("flux-system", "ghcr-auth")),
-//! };
+//! let spec = TargetSpec::new("ghcr-pull", Consumers::Selector("ghcr-pull=enabled".into()))
+//!     .with_root(SecretTarget::new("flux-system", "ghcr-auth"));
 //! let report = Reasserter::new(client.clone()).reassert(&config, &spec).await?;
 //! print!("{report}");
 //!

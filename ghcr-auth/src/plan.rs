@@ -76,6 +76,7 @@ pub fn order_targets(
 
 /// Why an existing Secret differs from the desired credential.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Drift {
     /// The Secret has no `.dockerconfigjson` key.
     MissingKey,
@@ -87,6 +88,7 @@ pub enum Drift {
 
 /// Why a Secret is not written at all.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Refusal {
     /// The Secret exists with another `type` (immutable in Kubernetes; replacing it would mean
     /// deleting someone else's object).
@@ -100,6 +102,7 @@ pub enum Refusal {
 
 /// The one write a target needs. Debug never shows the Secret's data.
 #[derive(Clone)]
+#[non_exhaustive]
 pub enum SecretPlan {
     /// The Secret is absent: create it (a create is a CAS on absence: 409 if someone was first).
     Create(Box<Secret>),

@@ -75,6 +75,7 @@ impl WriteGate for NoGate {
 
 /// Which consumer namespaces get the Secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Consumers {
     /// These namespaces, in this order.
     Namespaces(Vec<String>),
@@ -83,7 +84,9 @@ pub enum Consumers {
 }
 
 /// What to reassert: the consumer Secrets (all named `secret_name`) and the root Secret.
+/// Build it with [`TargetSpec::new`] and [`TargetSpec::with_root`]; it may grow fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TargetSpec {
     /// The Secret's name in every consumer namespace.
     pub secret_name: String,
@@ -93,8 +96,28 @@ pub struct TargetSpec {
     pub root: Option<SecretTarget>,
 }
 
+impl TargetSpec {
+    /// The Secret `secret_name` in each of `consumers`, and no root Secret.
+    #[must_use]
+    pub fn new(secret_name: impl Into<String>, consumers: Consumers) -> Self {
+        Self {
+            secret_name: secret_name.into(),
+            consumers,
+            root: None,
+        }
+    }
+
+    /// The Secret Flux itself pulls with, written after every consumer.
+    #[must_use]
+    pub fn with_root(mut self, root: SecretTarget) -> Self {
+        self.root = Some(root);
+        self
+    }
+}
+
 /// What happened to one Secret. Every variant but the first four means "not done".
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SecretOutcome {
     /// Created; the server's answer to the write holds the credential.
     Created {
@@ -174,6 +197,7 @@ impl SecretOutcome {
 /// The result of one reassertion, in write order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use = "a failed or moved Secret is in the report"]
+#[non_exhaustive]
 pub struct ReassertReport {
     /// Each target with its role and outcome.
     pub results: Vec<(TargetRole, SecretTarget, SecretOutcome)>,

@@ -21,6 +21,7 @@ pub const MAX_REQUEST_ATTEMPTS: usize = 5;
 
 /// A Flux source object.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct SourceRef {
     /// Its API resource.
     pub resource: ApiResource,
@@ -64,6 +65,7 @@ impl SourceRef {
 
 /// What a source's status says about one nonce (pure judgement).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SourceVerdict {
     /// The nonce is not acknowledged yet, or Ready is not final for this generation.
     Pending,
@@ -176,6 +178,7 @@ pub(crate) fn annotation_patch(obj: &DynamicObject, key: &str, value: &str) -> j
 /// The result of asking for a reconcile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use = "a reconcile request that was not made is a value"]
+#[non_exhaustive]
 pub enum RequestOutcome {
     /// The annotation holds the nonce.
     Requested {
@@ -193,6 +196,7 @@ pub enum RequestOutcome {
 /// How waiting for a source ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use = "a source that did not pull is a value: check it"]
+#[non_exhaustive]
 pub enum SourceProof {
     /// Flux pulled with the credential.
     Ready {

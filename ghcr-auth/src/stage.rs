@@ -28,6 +28,7 @@ use crate::reassert::WriteGate;
 
 /// One data key of one Secret.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub struct KeyTarget {
     /// The Secret.
     pub secret: SecretTarget,
@@ -62,6 +63,7 @@ impl fmt::Display for KeyTarget {
 
 /// The one write a staged key needs. Debug never shows a value.
 #[derive(Clone)]
+#[non_exhaustive]
 pub enum KeyPlan {
     /// The key already holds the credential (normalised comparison): write nothing.
     Unchanged,
@@ -157,6 +159,7 @@ pub fn plan_key(target: &KeyTarget, desired: &DockerConfig, observed: Option<&Se
 /// What happened to one staged key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use = "a staged key that was not written is a value"]
+#[non_exhaustive]
 pub enum KeyOutcome {
     /// Patched; the server's answer holds the credential in the key.
     Updated {

@@ -194,23 +194,18 @@ impl Layout {
 
     fn route(&self) -> Route {
         let flux = self.ns("flux");
-        Route {
-            direct: TargetSpec {
-                secret_name: String::new(),
-                consumers: Consumers::Namespaces(Vec::new()),
-                root: Some(SecretTarget::new(&flux, "ghcr-auth")),
-            },
-            keys: vec![
-                KeyTarget::parse(&format!("{flux}/variables-base:{}", eso::STAGED_KEY), "x")
-                    .unwrap(),
-            ],
-            eso: Some(EsoRoute {
-                push_secret: SecretTarget::new(&flux, "seed-ghcr"),
-                external_secret: "ghcr-auth".into(),
-                consumers: Consumers::Namespaces(vec![self.ns("apps"), self.ns("web")]),
-            }),
-            allow_incomplete: false,
-        }
+        Route::new(
+            TargetSpec::new(String::new(), Consumers::Namespaces(Vec::new()))
+                .with_root(SecretTarget::new(&flux, "ghcr-auth")),
+        )
+        .with_keys(vec![
+            KeyTarget::parse(&format!("{flux}/variables-base:{}", eso::STAGED_KEY), "x").unwrap(),
+        ])
+        .with_eso(EsoRoute::new(
+            SecretTarget::new(&flux, "seed-ghcr"),
+            "ghcr-auth",
+            Consumers::Namespaces(vec![self.ns("apps"), self.ns("web")]),
+        ))
     }
 
     async fn secret(&self, part: &str, name: &str) -> Option<Secret> {

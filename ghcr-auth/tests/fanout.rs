@@ -107,11 +107,8 @@ async fn many_consumers_are_written_concurrently_and_the_root_after_all_of_them(
     let names = consumers(&ns, many).await;
     let root = SecretTarget::new(&ns.name, "flux-ghcr");
     let cfg = config("token-fan");
-    let spec = TargetSpec {
-        secret_name: "pull".into(),
-        consumers: Consumers::Namespaces(names.clone()),
-        root: Some(root.clone()),
-    };
+    let spec =
+        TargetSpec::new("pull", Consumers::Namespaces(names.clone())).with_root(root.clone());
     let report = Reasserter::new(ns.client.clone())
         .reassert(&cfg, &spec)
         .await
@@ -152,11 +149,8 @@ async fn a_forbidden_namespace_mid_batch_stops_new_writes_and_the_root_is_never_
     }
     let root = SecretTarget::new(&ns.name, "flux-ghcr");
     let cfg = config("token-403");
-    let spec = TargetSpec {
-        secret_name: "pull".into(),
-        consumers: Consumers::Namespaces(names.clone()),
-        root: Some(root.clone()),
-    };
+    let spec =
+        TargetSpec::new("pull", Consumers::Namespaces(names.clone())).with_root(root.clone());
     let report = Reasserter::new(client).reassert(&cfg, &spec).await.unwrap();
 
     assert!(!report.is_complete());

@@ -66,26 +66,23 @@ async fn seed(ns: &TestNs, stale: &DockerConfig) -> (Secret, Secret) {
 }
 
 fn route(ns: &TestNs, allow_incomplete: bool) -> Route {
-    Route {
-        direct: TargetSpec {
-            secret_name: String::new(),
-            consumers: Consumers::Namespaces(Vec::new()),
-            root: Some(SecretTarget::new(&ns.name, "ghcr-auth")),
-        },
-        keys: vec![
-            KeyTarget::parse(
-                &format!("{}/variables-base:ghcr_dockerconfigjson", ns.name),
-                "x",
-            )
-            .unwrap(),
-        ],
-        eso: Some(EsoRoute {
-            push_secret: SecretTarget::new(&ns.name, "seed-ghcr"),
-            external_secret: "ghcr-auth".into(),
-            consumers: Consumers::Namespaces(vec![ns.name.clone()]),
-        }),
-        allow_incomplete,
-    }
+    Route::new(
+        TargetSpec::new(String::new(), Consumers::Namespaces(Vec::new()))
+            .with_root(SecretTarget::new(&ns.name, "ghcr-auth")),
+    )
+    .with_keys(vec![
+        KeyTarget::parse(
+            &format!("{}/variables-base:ghcr_dockerconfigjson", ns.name),
+            "x",
+        )
+        .unwrap(),
+    ])
+    .with_eso(EsoRoute::new(
+        SecretTarget::new(&ns.name, "seed-ghcr"),
+        "ghcr-auth",
+        Consumers::Namespaces(vec![ns.name.clone()]),
+    ))
+    .with_allow_incomplete(allow_incomplete)
 }
 
 fn run(cfg: &DockerConfig, route: Route) -> FanoutRun {

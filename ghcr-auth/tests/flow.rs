@@ -115,11 +115,7 @@ async fn flow_check_of_a_wrong_password_is_a_registry_refusal_naming_the_image_o
 
 fn work(token: &str, consumers: Vec<String>) -> Reassertion {
     let config = DockerConfig::from_token("ghcr.io", USER, SecretString::from(token)).unwrap();
-    let spec = TargetSpec {
-        secret_name: "pull".into(),
-        consumers: Consumers::Namespaces(consumers),
-        root: None,
-    };
+    let spec = TargetSpec::new("pull", Consumers::Namespaces(consumers));
     Reassertion::new(
         config,
         spec,
@@ -176,10 +172,7 @@ async fn flow_reassertion_reports_counts_and_refuses_an_incomplete_run_after_the
 #[tokio::test]
 async fn flow_reassertion_under_a_lost_lease_is_refused_and_writes_nothing() {
     let ns = TestNs::new("flow-lease").await.unwrap();
-    let cfg = LeaseConfig {
-        namespace: ns.name.clone(),
-        ..LeaseConfig::default()
-    };
+    let cfg = LeaseConfig::new(ns.name.clone(), "flux-handoff");
     let acquired = Lease::acquire(
         ns.client.clone(),
         cfg,

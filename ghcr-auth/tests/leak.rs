@@ -82,11 +82,8 @@ async fn no_form_of_any_credential_reaches_logs_outputs_errors_or_the_cluster() 
     let image: ImageRef = format!("{}/team/app:v1", reg.host).parse().unwrap();
     let good = DockerConfig::from_token(&reg.host, USER, SecretString::from(GOOD)).unwrap();
     let bad = DockerConfig::from_token(&reg.host, USER, SecretString::from(BAD)).unwrap();
-    let prover = RegistryProver::new(ProverOptions {
-        allow_insecure_loopback: true,
-        ..Default::default()
-    })
-    .unwrap();
+    let prover =
+        RegistryProver::new(ProverOptions::default().with_insecure_loopback(true)).unwrap();
     for cfg in [&good, &bad] {
         let o = prover.prove(cfg, &image).await.unwrap();
         shown.push(format!("{o} {o:?}"));
@@ -98,11 +95,8 @@ async fn no_form_of_any_credential_reaches_logs_outputs_errors_or_the_cluster() 
 
     // Reassertion: create, unchanged, update, a racing writer, a forbidden identity, a gate error.
     let ns = TestNs::new("leak").await.unwrap();
-    let spec = TargetSpec {
-        secret_name: "pull".into(),
-        consumers: Consumers::Namespaces(vec![ns.name.clone()]),
-        root: Some(SecretTarget::new(&ns.name, "root")),
-    };
+    let spec = TargetSpec::new("pull", Consumers::Namespaces(vec![ns.name.clone()]))
+        .with_root(SecretTarget::new(&ns.name, "root"));
     let reasserter = Reasserter::new(ns.client.clone());
     for cfg in [&bad, &bad, &good] {
         let r = reasserter.reassert(cfg, &spec).await.unwrap();

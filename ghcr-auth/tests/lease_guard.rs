@@ -27,10 +27,7 @@ fn config(token: &str) -> DockerConfig {
 }
 
 async fn lease(ns: &TestNs) -> LeaseGuard {
-    let cfg = LeaseConfig {
-        namespace: ns.name.clone(),
-        ..LeaseConfig::default()
-    };
+    let cfg = LeaseConfig::new(ns.name.clone(), "flux-handoff");
     match Lease::acquire(
         ns.client.clone(),
         cfg,
@@ -53,11 +50,7 @@ async fn delete_lease(ns: &TestNs) {
 }
 
 fn spec(ns: &TestNs, name: &str) -> TargetSpec {
-    TargetSpec {
-        secret_name: name.into(),
-        consumers: Consumers::Namespaces(vec![ns.name.clone()]),
-        root: None,
-    }
+    TargetSpec::new(name, Consumers::Namespaces(vec![ns.name.clone()]))
 }
 
 /// The managers of the `managedFields` entries whose fields mention `fragment`.

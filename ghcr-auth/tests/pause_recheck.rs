@@ -87,11 +87,8 @@ async fn pause_recheck_stops_the_root_secret_after_a_person_unsuspends_the_targe
     let (session, model) = paused_session(&ns).await;
 
     let config = DockerConfig::from_token("ghcr.io", "robot", SecretString::from("t0k3n")).unwrap();
-    let spec = TargetSpec {
-        secret_name: "pull".into(),
-        consumers: Consumers::Namespaces(vec![ns.name.clone()]),
-        root: Some(SecretTarget::new(&ns.name, "root-pull")),
-    };
+    let spec = TargetSpec::new("pull", Consumers::Namespaces(vec![ns.name.clone()]))
+        .with_root(SecretTarget::new(&ns.name, "root-pull"));
     let work = Reassertion::new(
         config,
         spec,

@@ -62,11 +62,9 @@ async fn get(ns: &TestNs, namespace: &str, name: &str) -> Option<Secret> {
 }
 
 fn spec(secret: &str, consumers: Vec<String>, root: Option<SecretTarget>) -> TargetSpec {
-    TargetSpec {
-        secret_name: secret.into(),
-        consumers: Consumers::Namespaces(consumers),
-        root,
-    }
+    let mut spec = TargetSpec::new(secret, Consumers::Namespaces(consumers));
+    spec.root = root;
+    spec
 }
 
 #[tokio::test]
@@ -319,11 +317,10 @@ async fn consumers_by_label_selector_are_sorted_and_written() {
     let z = create_ns(&ns, "z", Some(label)).await;
     let m = create_ns(&ns, "m", Some(label)).await;
     create_ns(&ns, "unlabelled", None).await;
-    let spec = TargetSpec {
-        secret_name: "ghcr-auth".into(),
-        consumers: Consumers::Selector(format!("ghcr-auth-test={}", ns.name)),
-        root: None,
-    };
+    let spec = TargetSpec::new(
+        "ghcr-auth",
+        Consumers::Selector(format!("ghcr-auth-test={}", ns.name)),
+    );
     let cfg = config("token-sel");
     let report = Reasserter::new(ns.client.clone())
         .reassert(&cfg, &spec)

@@ -15,11 +15,7 @@ const PASS: &str = "registry-pass-0123456789";
 
 fn prover() -> RegistryProver {
     support::crypto();
-    RegistryProver::new(ProverOptions {
-        allow_insecure_loopback: true,
-        ..ProverOptions::default()
-    })
-    .unwrap()
+    RegistryProver::new(ProverOptions::default().with_insecure_loopback(true)).unwrap()
 }
 
 fn cfg(host: &str, user: &str, pass: &str) -> DockerConfig {

@@ -68,6 +68,7 @@ impl Feature {
 
 /// One right: a verb on a resource, in a namespace or cluster-wide, on one object or all.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Right {
     /// `get`, `list`, `watch`, `create`, `update`, `patch`.
     pub verb: &'static str,

@@ -502,13 +502,9 @@ async fn recover_keeps_a_live_session_whose_renew_times_lag_the_recovering_clock
     // A live session renewing every 500 ms within a 3 s duration, on a machine whose clock
     // runs 50 s behind the recovering one (the same as the recovering clock 50 s ahead): by
     // the recovering wall clock its Lease expired long ago.
-    let cfg = LeaseConfig {
-        namespace: c.ns.name.clone(),
-        name: "flux-handoff".into(),
-        duration: Duration::from_secs(3),
-        renew_every: Duration::from_millis(500),
-        ..LeaseConfig::default()
-    };
+    let cfg = LeaseConfig::new(c.ns.name.clone(), "flux-handoff")
+        .with_duration(Duration::from_secs(3))
+        .with_renew_every(Duration::from_millis(500));
     let clock = Arc::new(SkewedClock(k8s_openapi::jiff::SignedDuration::from_secs(
         -50,
     )));

@@ -239,12 +239,8 @@ impl Handoff {
     /// `reconcile: disabled`), owned by run `r`.
     fn members(&self, s: &State, r: usize) -> Vec<Member> {
         let owner = self.owner(Actor::Run(r), s.runs[r].epoch).to_string();
-        let member = |role, uid: &str, disabled| Member {
-            role,
-            uid: uid.to_string(),
-            owner: owner.clone(),
-            needs_reconcile_disabled: disabled,
-        };
+        let member =
+            |role, uid: &str, disabled| Member::new(role, uid.to_string(), owner.clone(), disabled);
         vec![
             member(Role::Parent, s.objs[P].uid, false),
             member(Role::Target, s.objs[T].uid, true),
@@ -253,13 +249,12 @@ impl Handoff {
 
     /// One read of object `o` as production's `read_for_proof` reduces it.
     fn read(obj: &Obj, owner_key: &str) -> Read {
-        Read::Seen(Seen {
-            uid: obj.uid.to_string(),
-            resource_version: obj.rv.to_string(),
-            owner: obj.get(owner_key).map(str::to_string),
-            suspended: obj.suspend == Some(true),
-            reconcile_disabled: obj.get(RECONCILE_ANNOTATION) == Some(RECONCILE_DISABLED),
-        })
+        Read::Seen(
+            Seen::new(obj.uid.to_string(), obj.rv.to_string())
+                .with_owner(obj.get(owner_key).map(str::to_string))
+                .with_suspended(obj.suspend == Some(true))
+                .with_reconcile_disabled(obj.get(RECONCILE_ANNOTATION) == Some(RECONCILE_DISABLED)),
+        )
     }
 
     /// `PauseCheck::still_holds` right before the protected write: one read of the chain,
@@ -290,13 +285,12 @@ impl Handoff {
             [P, T]
                 .iter()
                 .map(|&o| {
-                    Read::Seen(Seen {
-                        uid: s.objs[o].uid.to_string(),
-                        resource_version: pass[o].rv.to_string(),
-                        owner: pass[o].owner.map(|x| text(x).to_string()),
-                        suspended: pass[o].suspended,
-                        reconcile_disabled: pass[o].disabled,
-                    })
+                    Read::Seen(
+                        Seen::new(s.objs[o].uid.to_string(), pass[o].rv.to_string())
+                            .with_owner(pass[o].owner.map(|x| text(x).to_string()))
+                            .with_suspended(pass[o].suspended)
+                            .with_reconcile_disabled(pass[o].disabled),
+                    )
                 })
                 .collect()
         };

@@ -13,6 +13,7 @@ use super::Verdict;
 
 /// The CI run and attempt a holder identity names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CiRun {
     /// `GITHUB_RUN_ID` of the holder.
     pub run_id: u64,

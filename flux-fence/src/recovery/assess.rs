@@ -54,6 +54,7 @@ impl ChildMark {
 
 /// The Lease as read: discovery's view, its duration and the exact version read.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct LeaseView {
     /// As discovered (`expired` there is judged by the reader's wall clock: a hint for
     /// listing, never recovery evidence).
@@ -249,6 +250,7 @@ pub enum Withhold {
 
 /// One fence, judged.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Row {
     /// The object.
     pub object: ObjectRef,

@@ -117,6 +117,7 @@ pub enum KeepReason {
 
 /// One fence to release.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct PlannedRelease {
     /// The object.
     pub object: ObjectRef,

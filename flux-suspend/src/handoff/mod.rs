@@ -29,13 +29,24 @@ const CONTENDED_BACKOFF_START: std::time::Duration = std::time::Duration::from_m
 
 /// A target and the Flux object that applies it (`None`: a top-level object).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Chain {
     pub parent: Option<ObjectRef>,
     pub target: ObjectRef,
 }
 
-/// How to pause.
+impl Chain {
+    /// `target`, under `parent` when a parent Kustomization applies it.
+    #[must_use]
+    pub fn new(parent: Option<ObjectRef>, target: ObjectRef) -> Self {
+        Self { parent, target }
+    }
+}
+
+/// How to pause. Build it with [`PauseOptions::new`] and the `with_` methods; it may grow
+/// fields.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct PauseOptions {
     pub strategy: Strategy,
     /// Wait for targets to be quiet before fencing them (implied by [`Strategy::QuietWindow`]).
@@ -49,9 +60,47 @@ pub struct PauseOptions {
     pub reason: Option<String>,
 }
 
+impl PauseOptions {
+    /// Pause with `strategy`, polling and bounded by `timing`; no quiet wait before fencing
+    /// unless the strategy implies it, the default controller (`flux-system/
+    /// kustomize-controller`), no reason.
+    #[must_use]
+    pub fn new(strategy: Strategy, timing: Timing) -> Self {
+        Self {
+            strategy,
+            quiesce: false,
+            controller: ControllerRef::default(),
+            timing,
+            reason: None,
+        }
+    }
+
+    /// The controller Deployment that [`Strategy::Restart`] restarts.
+    #[must_use]
+    pub fn with_controller(mut self, controller: ControllerRef) -> Self {
+        self.controller = controller;
+        self
+    }
+
+    /// Wait for the targets to be quiet before fencing them.
+    #[must_use]
+    pub fn with_quiesce(mut self, quiesce: bool) -> Self {
+        self.quiesce = quiesce;
+        self
+    }
+
+    /// Why; recorded on each fenced object. Never a secret.
+    #[must_use]
+    pub fn with_reason(mut self, reason: impl Into<String>) -> Self {
+        self.reason = Some(reason.into());
+        self
+    }
+}
+
 /// The end of a pause that did not break.
 #[derive(Debug)]
 #[must_use = "an unproven pause is a value: do not work on it"]
+#[non_exhaustive]
 pub enum PauseOutcome {
     /// The pause is proven; the work may start.
     Proven(Proof),
@@ -65,6 +114,7 @@ pub enum PauseOutcome {
 /// What a resume released.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 #[must_use = "what resume left held is in the report"]
+#[non_exhaustive]
 pub struct ResumeReport {
     /// Objects released, in release order.
     pub released: Vec<String>,

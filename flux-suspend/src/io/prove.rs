@@ -8,6 +8,7 @@ use flux_fence::ObjectRef;
 
 /// One fenced object to prove, with what "still ours" means for it.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ProofTarget {
     pub object: ObjectRef,
     pub member: Member,

@@ -13,6 +13,7 @@ use super::ResumeError;
 
 /// What one named object's fence says, as read.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ObjectFence {
     /// The object does not exist.
     Missing,

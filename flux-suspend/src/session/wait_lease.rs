@@ -24,6 +24,7 @@ use flux_fence::Holder;
 
 /// How long to wait for the Lease and how often to say so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LeaseWait {
     /// The whole wait; zero refuses at once (no wait).
     pub budget: Duration,
@@ -44,6 +45,7 @@ impl LeaseWait {
 
 /// A wait that goes on: who holds the Lease, since when, and how long we waited.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LeaseWaiting {
     /// The Lease, `namespace/name`.
     pub lease: String,
@@ -78,6 +80,7 @@ impl LeaseWaiting {
 
 /// What to do with the Lease as read.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WaitDecision {
     /// Absent, free, ours, or held by a holder that looks gone (expired): start the session,
     /// which takes it or refuses as without a wait.

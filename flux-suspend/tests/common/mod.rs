@@ -46,10 +46,7 @@ impl World {
         for name in [PARENT, TARGET, "apps"] {
             model.wait_settled(name, 0).await.unwrap();
         }
-        let cfg = LeaseConfig {
-            namespace: ns.name.clone(),
-            ..LeaseConfig::default()
-        };
+        let cfg = LeaseConfig::new(ns.name.clone(), "flux-handoff");
         let lease = match Lease::acquire(
             ns.client.clone(),
             cfg,
@@ -85,23 +82,19 @@ impl World {
     }
 
     pub fn chain(&self) -> Vec<Chain> {
-        vec![Chain {
-            parent: Some(self.parent()),
-            target: self.target(),
-        }]
+        vec![Chain::new(Some(self.parent()), self.target())]
     }
 
     pub fn opts(&self, strategy: Strategy) -> PauseOptions {
-        PauseOptions {
+        PauseOptions::new(
             strategy,
-            quiesce: false,
-            controller: ControllerRef {
-                namespace: self.ns.name.clone(),
-                name: "kustomize-controller".into(),
-            },
-            timing: Timing::new(Duration::from_millis(100), Duration::from_secs(30)),
-            reason: Some("tier-2 test".into()),
-        }
+            Timing::new(Duration::from_millis(100), Duration::from_secs(30)),
+        )
+        .with_controller(ControllerRef {
+            namespace: self.ns.name.clone(),
+            name: "kustomize-controller".into(),
+        })
+        .with_reason("tier-2 test")
     }
 
     pub async fn get(&self, name: &str) -> Value {

@@ -2,6 +2,7 @@
 
 /// What a registry asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Challenge {
     /// HTTP Basic with the Docker config's username and password.
     Basic,

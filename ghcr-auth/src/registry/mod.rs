@@ -38,6 +38,7 @@ application/vnd.docker.distribution.manifest.v2+json";
 
 /// Which request of the proof an outcome belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ProofStep {
     /// The first, anonymous manifest request that should draw a challenge.
     Challenge,
@@ -60,6 +61,7 @@ impl fmt::Display for ProofStep {
 /// What the registry said about the credential. Only [`ProofOutcome::Proven`] proves it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use = "a refused credential is a value: check is_proven"]
+#[non_exhaustive]
 pub enum ProofOutcome {
     /// The authenticated manifest fetch returned 200.
     Proven {
@@ -154,8 +156,10 @@ pub fn is_loopback_host(host_port: &str) -> bool {
     host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// Options of a [`RegistryProver`].
+/// Options of a [`RegistryProver`]: [`ProverOptions::default`] and the `with_` methods; it
+/// may grow fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ProverOptions {
     /// Per-request timeout.
     pub request_timeout: Duration,
@@ -170,6 +174,23 @@ impl Default for ProverOptions {
             request_timeout: REQUEST_TIMEOUT,
             allow_insecure_loopback: false,
         }
+    }
+}
+
+impl ProverOptions {
+    /// The timeout of each request to a registry or token realm.
+    #[must_use]
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Plain HTTP for loopback registries and realms (local test registries); never for any
+    /// other host.
+    #[must_use]
+    pub fn with_insecure_loopback(mut self, allow: bool) -> Self {
+        self.allow_insecure_loopback = allow;
+        self
     }
 }
 

@@ -32,6 +32,7 @@ pub const GATE: &str = "CancelHealthCheckOnNewRevision";
 
 /// What the arguments say about the gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GateState {
     /// `CancelHealthCheckOnNewRevision=true`.
     On,

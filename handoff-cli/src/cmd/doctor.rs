@@ -78,7 +78,8 @@ pub(crate) fn checkup(
     };
     let also_in = match named_in.scope(&[]).map_err(Failure::usage)? {
         Scope::Namespaces(n) => n,
-        Scope::All => Vec::new(),
+        // Every namespace, or a scope this CLI does not build: no named namespace to add.
+        _ => Vec::new(),
     };
     Ok(Checkup {
         targets: if named { s.targets } else { Vec::new() },

@@ -98,7 +98,9 @@ pub(crate) fn ghcr_plan(
     let spec = route.direct;
     let namespaces = |c: Consumers| match c {
         Consumers::Namespaces(l) => (l, false),
-        Consumers::Selector(_) => (Vec::new(), true),
+        // A selector, or a way to name consumers this CLI does not know yet: the rights to
+        // list namespaces, the broader grant.
+        _ => (Vec::new(), true),
     };
     let (consumers, mut selector) = namespaces(spec.consumers);
     let eso = match route.eso {

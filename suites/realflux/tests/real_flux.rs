@@ -135,10 +135,7 @@ async fn real_flux_parent_apply_skips_a_target_fenced_with_reconcile_disabled() 
     // Only the target is fenced: the parent stays free to apply, as an in-flight parent
     // reconcile that lost the race with the handoff would.
     let mut h = w.handoff();
-    let chain = vec![flux_suspend::handoff::Chain {
-        parent: None,
-        target: w.target(),
-    }];
+    let chain = vec![flux_suspend::handoff::Chain::new(None, w.target())];
     let out = h
         .pause(&chain, &opts(Strategy::Ack), &mut |_| {})
         .await

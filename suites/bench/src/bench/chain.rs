@@ -101,27 +101,21 @@ async fn handoff(client: &Client, ns: &str, names: &[String], s: &Settings) -> a
     let mut handoff = Handoff::new(client.clone(), fencer);
     let chains: Vec<Chain> = names
         .iter()
-        .map(|t| Chain {
-            parent: Some(kustomization(ns, PARENT)),
-            target: kustomization(ns, t),
-        })
+        .map(|t| Chain::new(Some(kustomization(ns, PARENT)), kustomization(ns, t)))
         .collect();
-    let opts = PauseOptions {
-        strategy: Strategy::Ack,
-        quiesce: false,
-        controller: ControllerRef {
+    let opts = PauseOptions::new(Strategy::Ack, Timing::new(s.interval, BUDGET))
+        .with_controller(ControllerRef {
             namespace: ns.to_string(),
             name: "kustomize-controller".into(),
-        },
-        timing: Timing::new(s.interval, BUDGET),
-        reason: Some("flux-bench chain".into()),
-    };
+        })
+        .with_reason("flux-bench chain");
     let paused = handoff.pause(&chains, &opts, &mut |_| {}).await;
     let resumed = handoff.resume(None).await;
     let released = lease.release().await;
     match paused? {
         PauseOutcome::Proven(_) => {}
         PauseOutcome::Refused { object, why } => bail!("refused: {object}: {why}"),
+        other => bail!("the pause was not proven: {other:?}"),
     }
     let _ = resumed.context("resuming")?;
     let _ = released.context("releasing the Lease")?;

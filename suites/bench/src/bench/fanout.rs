@@ -34,11 +34,10 @@ pub async fn run_once(admin: &kube::Client, n: usize) -> anyhow::Result<Run> {
     let client = proxy.client()?;
     let lease = setup::lease(&client, &lease_ns).await?;
     let before = proxy.counts();
-    let spec = TargetSpec {
-        secret_name: SECRET.into(),
-        consumers: Consumers::Selector(format!("bench-fanout={selector_value}")),
-        root: None,
-    };
+    let spec = TargetSpec::new(
+        SECRET,
+        Consumers::Selector(format!("bench-fanout={selector_value}")),
+    );
     let start = Instant::now();
     let report = gated(&client, lease.handle())
         .reassert(&config, &spec)

@@ -117,20 +117,13 @@ pub async fn handoff(
     let fencer = Fencer::new(client.clone(), AnnotationKeys::default(), lease.owner())
         .with_lease(lease.handle());
     let mut handoff = Handoff::new(client.clone(), fencer);
-    let chain = Chain {
-        parent: Some(kustomization(ns, PARENT)),
-        target: kustomization(ns, target()),
-    };
-    let opts = PauseOptions {
-        strategy: Strategy::Ack,
-        quiesce: false,
-        controller: ControllerRef {
+    let chain = Chain::new(Some(kustomization(ns, PARENT)), kustomization(ns, target()));
+    let opts = PauseOptions::new(Strategy::Ack, Timing::new(interval, BUDGET))
+        .with_controller(ControllerRef {
             namespace: ns.to_string(),
             name: "kustomize-controller".into(),
-        },
-        timing: Timing::new(interval, BUDGET),
-        reason: Some("flux-bench".into()),
-    };
+        })
+        .with_reason("flux-bench");
     let paused = handoff.pause(&[chain], &opts, &mut |_| {}).await;
     let worked = match paused {
         Ok(PauseOutcome::Proven(_)) => match work {
@@ -142,6 +135,7 @@ pub async fn handoff(
         Ok(PauseOutcome::Refused { object, why }) => {
             Err(anyhow::anyhow!("refused: {object}: {why}"))
         }
+        Ok(other) => Err(anyhow::anyhow!("the pause was not proven: {other:?}")),
         Err(e) => Err(anyhow::Error::new(e).context("pausing")),
     };
     let resumed = handoff.resume(None).await;
@@ -160,11 +154,8 @@ pub async fn reassert(
     consumers: &[String],
     config: &DockerConfig,
 ) -> anyhow::Result<()> {
-    let spec = TargetSpec {
-        secret_name: SECRET.into(),
-        consumers: Consumers::Namespaces(consumers.to_vec()),
-        root: Some(SecretTarget::new(ns, ROOT_SECRET)),
-    };
+    let spec = TargetSpec::new(SECRET, Consumers::Namespaces(consumers.to_vec()))
+        .with_root(SecretTarget::new(ns, ROOT_SECRET));
     let report = gated(client, lease).reassert(config, &spec).await?;
     if !report.is_complete() {
         bail!("the reassertion did not complete:\n{report}");

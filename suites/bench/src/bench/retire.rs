@@ -57,20 +57,16 @@ pub async fn run_once(
     let fencer = Fencer::new(client.clone(), AnnotationKeys::default(), lease.owner())
         .with_lease(lease.handle());
     let mut handoff = Handoff::new(client.clone(), fencer);
-    let chain = Chain {
-        parent: Some(kustomization(&tree.ns, PARENT)),
-        target: kustomization(&tree.ns, target()),
-    };
-    let opts = PauseOptions {
-        strategy,
-        quiesce: false,
-        controller: ControllerRef {
+    let chain = Chain::new(
+        Some(kustomization(&tree.ns, PARENT)),
+        kustomization(&tree.ns, target()),
+    );
+    let opts = PauseOptions::new(strategy, Timing::new(s.interval, BUDGET))
+        .with_controller(ControllerRef {
             namespace: tree.ns.clone(),
             name: "kustomize-controller".into(),
-        },
-        timing: Timing::new(s.interval, BUDGET),
-        reason: Some("flux-bench retire".into()),
-    };
+        })
+        .with_reason("flux-bench retire");
     // The parent is mid-reconcile when the pause begins, as in the incident.
     let mark = tree.model.mark();
     let _ = tree.model.bump_source_revision(PARENT);
@@ -108,6 +104,7 @@ pub async fn run_once(
     match outcome? {
         PauseOutcome::Proven(_) => {}
         PauseOutcome::Refused { object, why } => bail!("refused: {object}: {why}"),
+        other => bail!("the pause was not proven: {other:?}"),
     }
     let _ = resumed?;
     let _ = released?;

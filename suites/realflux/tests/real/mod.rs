@@ -160,10 +160,7 @@ impl RealWorld {
     }
 
     pub fn chain(&self) -> Vec<Chain> {
-        vec![Chain {
-            parent: Some(self.parent()),
-            target: self.target(),
-        }]
+        vec![Chain::new(Some(self.parent()), self.target())]
     }
 
     pub async fn get(&self, name: &str) -> Value {
@@ -233,16 +230,12 @@ impl RealWorld {
 
 /// Pause options of these tests: `strategy`, the bounds of [`timing`].
 pub fn opts(strategy: Strategy) -> PauseOptions {
-    PauseOptions {
-        strategy,
-        quiesce: false,
-        controller: ControllerRef {
+    PauseOptions::new(strategy, timing())
+        .with_controller(ControllerRef {
             namespace: FLUX_NS.into(),
             name: "kustomize-controller".into(),
-        },
-        timing: timing(),
-        reason: Some("real_flux test".into()),
-    }
+        })
+        .with_reason("real_flux test")
 }
 
 /// The bounds of the handoff's waits in these tests.

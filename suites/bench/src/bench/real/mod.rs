@@ -254,20 +254,16 @@ async fn handoff_case(
         let fencer = Fencer::new(client.clone(), AnnotationKeys::default(), lease.owner())
             .with_lease(lease.handle());
         let mut handoff = Handoff::new(client.clone(), fencer);
-        let chains = [Chain {
-            parent: Some(kustomization(&ns, PARENT)),
-            target: c.story.target(&ns),
-        }];
-        let opts = PauseOptions {
-            strategy,
-            quiesce: false,
-            controller: ControllerRef {
+        let chains = [Chain::new(
+            Some(kustomization(&ns, PARENT)),
+            c.story.target(&ns),
+        )];
+        let opts = PauseOptions::new(strategy, Timing::new(INTERVAL, BUDGET))
+            .with_controller(ControllerRef {
                 namespace: ns.clone(),
                 name: c.story.stuck_controller().into(),
-            },
-            timing: Timing::new(INTERVAL, BUDGET),
-            reason: Some("flux-bench real".into()),
-        };
+            })
+            .with_reason("flux-bench real");
         let mut marks: Vec<(Step, Instant)> = Vec::new();
         let before = proxy.total();
         let start = Instant::now();
@@ -281,6 +277,7 @@ async fn handoff_case(
         match outcome.context("pausing")? {
             PauseOutcome::Proven(_) => {}
             PauseOutcome::Refused { object, why } => bail!("refused: {object}: {why}"),
+            other => bail!("the pause was not proven: {other:?}"),
         }
         let _ = resumed.context("resuming")?;
         let _ = released.context("releasing the Lease")?;
