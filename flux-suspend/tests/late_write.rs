@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{OWNER_KEY, PARENT, TARGET, annotation, suspended};
 use fault_proxy::Proxy;
-use flux_model::model::{FluxModel, seed_tree};
+use flux_model::model::start_seeded;
 use flux_suspend::object::{get_json, kustomization};
 use flux_suspend::{Cancel, Session, SessionError, SessionOptions, TargetSpec};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -18,11 +18,7 @@ use testkit::TestNs;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_write_an_abandoned_fence_write_forwarded_after_cleanup_does_not_land() {
     let ns = TestNs::new("late-session").await.unwrap();
-    let tree = seed_tree(&ns.client, &ns.name).await.unwrap();
-    let model = FluxModel::start(ns.client.clone(), tree.model_config());
-    for name in [PARENT, TARGET, "apps"] {
-        model.wait_settled(name, 0).await.unwrap();
-    }
+    let _model = start_seeded(&ns.client, &ns.name, |c| c).await.unwrap();
     let mut opts = SessionOptions::new(vec![TargetSpec::new(kustomization(&ns.name, TARGET))]);
     opts.lease.namespace.clone_from(&ns.name);
     opts.interval = Duration::from_millis(100);

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{OWNER_KEY, PARENT, TARGET, annotation, suspended};
-use flux_model::model::{FluxModel, ModelHandle, Phase, Touch, seed_tree};
+use flux_model::model::{ModelHandle, Phase, Touch, start_seeded};
 use flux_suspend::object::{get_json, kustomization};
 use flux_suspend::steps::Step;
 use flux_suspend::{
@@ -25,11 +25,7 @@ struct Tree {
 impl Tree {
     async fn new(prefix: &str) -> Self {
         let ns = TestNs::new(prefix).await.unwrap();
-        let tree = seed_tree(&ns.client, &ns.name).await.unwrap();
-        let model = FluxModel::start(ns.client.clone(), tree.model_config());
-        for name in [PARENT, TARGET, "apps"] {
-            model.wait_settled(name, 0).await.unwrap();
-        }
+        let model = start_seeded(&ns.client, &ns.name, |c| c).await.unwrap();
         Self { ns, model }
     }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{OWNER_KEY, PARENT, TARGET, annotation, suspended};
 use flux_fence::mark::MarkAt;
-use flux_model::model::{FluxModel, ModelHandle, seed_tree};
+use flux_model::model::{ModelHandle, start_seeded};
 use flux_suspend::object::{api, get_json, kustomization};
 use flux_suspend::session::Refusal;
 use flux_suspend::{Cancel, Session, SessionError, SessionOptions, TargetSpec};
@@ -25,11 +25,7 @@ struct Tree {
 impl Tree {
     async fn new(prefix: &str) -> Self {
         let ns = TestNs::new(prefix).await.unwrap();
-        let tree = seed_tree(&ns.client, &ns.name).await.unwrap();
-        let model = FluxModel::start(ns.client.clone(), tree.model_config());
-        for name in [PARENT, TARGET, "apps"] {
-            model.wait_settled(name, 0).await.unwrap();
-        }
+        let model = start_seeded(&ns.client, &ns.name, |c| c).await.unwrap();
         Self { ns, _model: model }
     }
 

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use flux_model::model::{FluxModel, seed_tree};
+use flux_model::model::start_seeded;
 use flux_suspend::object::kustomization;
 use flux_suspend::{Cancel, Session, SessionOptions, TargetSpec};
 use testkit::TestNs;
@@ -16,7 +16,6 @@ use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
-const PARENT: &str = "flux-system";
 const TARGET: &str = "infrastructure";
 
 /// A span as seen: its name, its parent's name, its fields as `name=value ` text.
@@ -65,11 +64,7 @@ impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Spans {
 #[tokio::test]
 async fn session_spans_one_per_session_with_a_child_per_phase() {
     let ns = TestNs::new("session-spans").await.unwrap();
-    let tree = seed_tree(&ns.client, &ns.name).await.unwrap();
-    let model = FluxModel::start(ns.client.clone(), tree.model_config());
-    for name in [PARENT, TARGET, "apps"] {
-        model.wait_settled(name, 0).await.unwrap();
-    }
+    let _model = start_seeded(&ns.client, &ns.name, |c| c).await.unwrap();
     let mut opts = SessionOptions::new(vec![TargetSpec::new(kustomization(&ns.name, TARGET))]);
     opts.lease.namespace.clone_from(&ns.name);
     opts.interval = Duration::from_millis(100);

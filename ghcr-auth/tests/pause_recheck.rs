@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use flux_fence::{LeaseHandle, ObjectRef};
-use flux_model::model::{FluxModel, seed_tree};
+use flux_model::model::start_seeded;
 use flux_suspend::object::{api, get_json, kustomization};
 use flux_suspend::{Cancel, Session, SessionOptions, TargetSpec as PauseTarget};
 use ghcr_auth::credential::DockerConfig;
@@ -24,7 +24,6 @@ use secrecy::SecretString;
 use serde_json::{Value, json};
 use testkit::TestNs;
 
-const PARENT: &str = "flux-system";
 const TARGET: &str = "infrastructure";
 const OWNER_KEY: &str = "flux-handoff.io/owner";
 
@@ -37,11 +36,7 @@ impl Progress for Quiet {
 
 /// A session started on the seeded tree's target (not yet paused), and the controller model.
 async fn paused_session(ns: &TestNs) -> (Session, flux_model::model::ModelHandle) {
-    let tree = seed_tree(&ns.client, &ns.name).await.unwrap();
-    let model = FluxModel::start(ns.client.clone(), tree.model_config());
-    for name in [PARENT, TARGET, "apps"] {
-        model.wait_settled(name, 0).await.unwrap();
-    }
+    let model = start_seeded(&ns.client, &ns.name, |c| c).await.unwrap();
     let mut opts = SessionOptions::new(vec![PauseTarget::new(kustomization(&ns.name, TARGET))]);
     opts.lease.namespace.clone_from(&ns.name);
     opts.interval = Duration::from_millis(100);

@@ -5,7 +5,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use flux_model::model::{FluxModel, ModelHandle, seed_tree};
+use flux_model::model::{ModelHandle, start_seeded};
 use flux_suspend::object::{get_json, kustomization};
 use futures::TryStreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -28,11 +28,7 @@ struct Tree {
 impl Tree {
     async fn new(prefix: &str) -> Self {
         let ns = TestNs::new(prefix).await.unwrap();
-        let tree = seed_tree(&ns.client, &ns.name).await.unwrap();
-        let model = FluxModel::start(ns.client.clone(), tree.model_config());
-        for name in [PARENT, TARGET] {
-            model.wait_settled(name, 0).await.unwrap();
-        }
+        let model = start_seeded(&ns.client, &ns.name, |c| c).await.unwrap();
         Self { ns, _model: model }
     }
 

@@ -77,7 +77,7 @@ pub use deployment::DeploymentConfig;
 pub use events::{ModelEvent, Outcome};
 pub use handle::ModelHandle;
 pub use knobs::{BUMP_ANNOTATION, COMPETING_WRITER, Touch};
-pub use seed::{SeededTree, seed_tree};
+pub use seed::{SeededTree, seed_tree, start_seeded};
 
 use events::EventLog;
 use knobs::Knobs;

@@ -8,7 +8,9 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use super::deployment::{DeploymentConfig, ensure_deployment};
-use super::{FIELD_MANAGER, ModelConfig, PARENT_NAME_LABEL, PARENT_NAMESPACE_LABEL};
+use super::{
+    FIELD_MANAGER, FluxModel, ModelConfig, ModelHandle, PARENT_NAME_LABEL, PARENT_NAMESPACE_LABEL,
+};
 use testkit::fixtures::kustomization_resource;
 
 /// Name of the seeded parent Kustomization.
@@ -39,6 +41,25 @@ impl SeededTree {
                 ..DeploymentConfig::in_namespace(&self.namespace)
             })
     }
+}
+
+/// Seeds the tree in `ns` ([`seed_tree`]), starts the model over it with its configuration as
+/// `tweak` changes it, and waits until the parent and every child have settled once: the
+/// start of most tests.
+///
+/// # Errors
+/// Seeding failed, or an object did not settle.
+pub async fn start_seeded(
+    client: &Client,
+    ns: &str,
+    tweak: impl FnOnce(ModelConfig) -> ModelConfig,
+) -> anyhow::Result<ModelHandle> {
+    let tree = seed_tree(client, ns).await?;
+    let model = FluxModel::start(client.clone(), tweak(tree.model_config()));
+    for name in std::iter::once(PARENT).chain(CHILDREN) {
+        model.wait_settled(name, 0).await?;
+    }
+    Ok(model)
 }
 
 /// The Git manifest of child `name` of the seeded tree, targeting `target_namespace`.

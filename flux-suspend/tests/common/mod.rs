@@ -10,7 +10,7 @@ use flux_fence::{
     AnnotationKeys, Fencer, Holder, Lease, LeaseAcquire, LeaseConfig, LeaseGuard, ObjectRef,
     SystemClock,
 };
-use flux_model::model::{FluxModel, ModelConfig, ModelHandle, seed_tree};
+use flux_model::model::{ModelConfig, ModelHandle, start_seeded};
 use flux_suspend::handoff::Chain;
 use flux_suspend::handoff::Handoff;
 use flux_suspend::handoff::PauseOptions;
@@ -41,11 +41,7 @@ impl World {
     /// A seeded tree with every Kustomization settled, and our Lease held.
     pub async fn with_config(prefix: &str, tweak: impl FnOnce(ModelConfig) -> ModelConfig) -> Self {
         let ns = TestNs::new(prefix).await.unwrap();
-        let tree = seed_tree(&ns.client, &ns.name).await.unwrap();
-        let model = FluxModel::start(ns.client.clone(), tweak(tree.model_config()));
-        for name in [PARENT, TARGET, "apps"] {
-            model.wait_settled(name, 0).await.unwrap();
-        }
+        let model = start_seeded(&ns.client, &ns.name, tweak).await.unwrap();
         let cfg = LeaseConfig::new(ns.name.clone(), "flux-handoff");
         let lease = match Lease::acquire(
             ns.client.clone(),

@@ -10,7 +10,7 @@ pub mod runner_checks;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-use flux_model::model::{FluxModel, ModelHandle, seed_tree};
+use flux_model::model::{ModelHandle, start_seeded};
 use flux_suspend::object::{get_json, kustomization};
 use serde_json::Value;
 use testkit::TestNs;
@@ -31,11 +31,7 @@ impl Cluster {
     /// A seeded tree in a fresh namespace, settled.
     pub async fn seeded(prefix: &str) -> Self {
         let ns = TestNs::new(prefix).await.unwrap();
-        let tree = seed_tree(&ns.client, &ns.name).await.unwrap();
-        let model = FluxModel::start(ns.client.clone(), tree.model_config());
-        for name in [PARENT, TARGET, "apps"] {
-            model.wait_settled(name, 0).await.unwrap();
-        }
+        let model = start_seeded(&ns.client, &ns.name, |c| c).await.unwrap();
         let kubeconfig = testkit::plane::kubeconfig().unwrap();
         Self {
             ns,
