@@ -193,13 +193,14 @@ async fn ack_refused_when_target_already_suspended_by_someone_else_and_parent_re
     let PauseOutcome::Refused { object, why } = out else {
         panic!("{out:?}")
     };
-    // Typed: a mark someone else set, not a holder's fence.
+    // Typed: a mark someone else set, not a holder's fence, naming who set it.
     assert!(
         object.contains(TARGET)
             && matches!(
                 &why,
-                flux_suspend::session::Refusal::MarkTaken { at, .. }
+                flux_suspend::session::Refusal::MarkTaken { at, field_manager }
                     if *at == flux_fence::mark::MarkAt::Field("/spec/suspend".into())
+                        && field_manager.as_deref() == Some(flux_model::model::COMPETING_WRITER)
             ),
         "{object}: {why:?}"
     );

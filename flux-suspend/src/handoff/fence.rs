@@ -64,10 +64,13 @@ impl Handoff {
                 return refused(crate::session::Refusal::FencedBy { holder });
             }
             AcquireOutcome::AlreadyMarked { at } => {
-                return refused(crate::session::Refusal::MarkTaken {
-                    at,
-                    field_manager: None,
-                });
+                // Someone set it (e.g. `flux suspend`): who, from the managed fields of one
+                // more read, on this refusal only; an unreadable object names no one.
+                let read = crate::object::get_json(&self.client, obj).await.ok();
+                return refused(crate::session::Refusal::of_fence(
+                    flux_fence::decide::Refusal::AlreadyMarked { at },
+                    read.as_ref(),
+                ));
             }
             AcquireOutcome::OursDiffers => return refused(crate::session::Refusal::OursDiffers),
             AcquireOutcome::NotFound => {
@@ -78,14 +81,7 @@ impl Handoff {
             }
             AcquireOutcome::Ambiguous { guard, why } => {
                 // Keep it, so cleanup releases it with a CAS if it turns out to be ours.
-                self.push(
-                    is_target,
-                    HeldFence {
-                        guard,
-                        nonce: Some(nonce),
-                        acked: None,
-                    },
-                );
+                self.push(is_target, HeldFence::new(guard, Some(nonce)));
                 return Err(SuspendError::Invalid {
                     step: "fencing",
                     detail: format!("{obj}: response lost and the re-read is unclear ({why:?})"),
@@ -104,14 +100,7 @@ impl Handoff {
                 });
             }
         };
-        self.push(
-            is_target,
-            HeldFence {
-                guard,
-                nonce: Some(nonce),
-                acked: None,
-            },
-        );
+        self.push(is_target, HeldFence::new(guard, Some(nonce)));
         Ok(None)
     }
 

@@ -131,6 +131,17 @@ struct HeldFence {
     acked: Option<String>,
 }
 
+impl HeldFence {
+    /// A fence just taken (or adopted, without a nonce): not acknowledged yet.
+    fn new(guard: FenceGuard, nonce: Option<String>) -> Self {
+        Self {
+            guard,
+            nonce,
+            acked: None,
+        }
+    }
+}
+
 /// One handoff: the fences it holds, parents and targets, and how to release them.
 ///
 /// # Guarantees
@@ -232,11 +243,7 @@ impl Handoff {
                 m.at == MarkAt::Annotation(RECONCILE_ANNOTATION.into())
                     && m.value == json!(RECONCILE_DISABLED)
             });
-            let held = HeldFence {
-                guard,
-                nonce: None,
-                acked: None,
-            };
+            let held = HeldFence::new(guard, None);
             if is_target {
                 h.targets.push(held);
             } else {

@@ -41,11 +41,7 @@ impl Handoff {
                         } else {
                             &mut self.parents
                         };
-                        list.push(HeldFence {
-                            guard: *guard,
-                            nonce: held.nonce,
-                            acked: None,
-                        });
+                        list.push(HeldFence::new(*guard, held.nonce));
                         let detail = match &why {
                             // Words the CLI's next step reads (`release of OBJ withheld`).
                             flux_fence::outcome::Kept::MarkMoved { at } => format!(
