@@ -21,6 +21,10 @@ pub enum ErrorClass {
     KubeApi,
     /// Something held could not be given back (or may still be held): list the fences.
     Cleanup,
+    /// Someone broke the pause while the work ran (a fence removed or changed, a paused
+    /// object deleted or recreated, `spec.suspend` set back to false): the work was stopped,
+    /// nothing more was written, what is not ours any more was left as it is.
+    PauseBroken,
     /// Stopped by the caller's cancellation, after releasing what was held.
     Cancelled,
     /// Something that should not fail did.

@@ -118,9 +118,9 @@ impl FlowError {
             Self::Reassert(GhcrError::Gate { .. }) | Self::FanoutIncomplete(_) => {
                 ErrorClass::Refused
             }
-            // Something changed under the pause after writes: the release keeps that fence
-            // and the fence report names it.
-            Self::Reassert(GhcrError::PauseBroken { .. }) => ErrorClass::Cleanup,
+            // Something changed under the pause after writes: as when the session's watch
+            // sees it first; the release keeps that fence and the fence report names it.
+            Self::Reassert(GhcrError::PauseBroken { .. }) => ErrorClass::PauseBroken,
             Self::Reassert(_) | Self::Source(_) => ErrorClass::KubeApi,
             Self::Staging { outcome, .. } => match outcome {
                 KeyOutcome::Moved | KeyOutcome::Immutable | KeyOutcome::ReadBackDiffers => {
@@ -349,7 +349,7 @@ mod tests {
             name: "ghcr-auth".into(),
             source: "the pause no longer holds".into(),
         };
-        assert_eq!(FlowError::Reassert(broken).class(), ErrorClass::Cleanup);
+        assert_eq!(FlowError::Reassert(broken).class(), ErrorClass::PauseBroken);
         let e = FlowError::Reassert(GhcrError::InvalidSelector("bad".into()));
         assert_eq!(e.class(), ErrorClass::KubeApi);
     }

@@ -1,9 +1,9 @@
 //! Tier 2: the root Secret under a pause that a person breaks after the proof. A person sets
 //! `spec.suspend=false` on the fenced target after the proof and before the root Secret write
 //! (the write gate is the hook: it acts on its call for the root, no sleeps); the recheck right
-//! before the root write refuses it (class `Cleanup`, exit 7) — or the session's watch of the
-//! pause sees it first and stops the work (`SessionError::PauseBroken`) —, nothing more is
-//! written, and the session's fence report names the target (issue 18).
+//! before the root write refuses it — or the session's watch of the pause sees it first and
+//! stops the work (`SessionError::PauseBroken`) —, either way class `PauseBroken` (exit 8),
+//! nothing more is written, and the session's fence report names the target (issue 18).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -118,7 +118,7 @@ async fn pause_recheck_stops_the_root_secret_after_a_person_unsuspends_the_targe
                 matches!(flow, FlowError::Reassert(GhcrError::PauseBroken { .. })),
                 "{flow:?}"
             );
-            assert_eq!(flow.class(), ErrorClass::Cleanup);
+            assert_eq!(flow.class(), ErrorClass::PauseBroken);
             let chain = format!(
                 "{flow}: {}",
                 std::error::Error::source(flow)
@@ -129,6 +129,7 @@ async fn pause_recheck_stops_the_root_secret_after_a_person_unsuspends_the_targe
             chain
         }
         Err(e @ flux_suspend::SessionError::PauseBroken(_)) => {
+            assert_eq!(e.class(), ErrorClass::PauseBroken);
             let line = e.to_string();
             assert!(line.contains("spec.suspend was set to false"), "{line}");
             line

@@ -37,6 +37,7 @@ pub fn code(class: flux_fence::ErrorClass) -> u8 {
         C::Timeout => TIMEOUT,
         C::KubeApi => KUBE_API,
         C::Cleanup => CLEANUP,
+        C::PauseBroken => PAUSE_BROKEN,
         C::Cancelled => INTERRUPTED,
         _ => INTERNAL,
     }

@@ -44,14 +44,14 @@ pub struct PauseBroken {
 }
 
 impl PauseBroken {
-    /// [`ErrorClass::Cleanup`]: something changed under the pause after writes, so a fence
-    /// will be kept and listed (exit code 7 in the CLI); an unreadable member is
-    /// [`ErrorClass::KubeApi`].
+    /// [`ErrorClass::PauseBroken`]: something changed under the pause after writes, so a
+    /// fence will be kept and listed (exit code 8 in the CLI, as when the session's watch sees
+    /// it first); an unreadable member is [`ErrorClass::KubeApi`].
     #[must_use]
     pub fn class(&self) -> ErrorClass {
         match self.why {
             Broken::Unreadable => ErrorClass::KubeApi,
-            _ => ErrorClass::Cleanup,
+            _ => ErrorClass::PauseBroken,
         }
     }
 }

@@ -105,9 +105,8 @@ impl SessionError {
     pub fn class(&self) -> ErrorClass {
         match self {
             Self::Invalid(_) => ErrorClass::BadInput,
-            Self::Refused { .. } | Self::LeaseHeld { .. } | Self::PauseBroken(_) => {
-                ErrorClass::Refused
-            }
+            Self::Refused { .. } | Self::LeaseHeld { .. } => ErrorClass::Refused,
+            Self::PauseBroken(_) => ErrorClass::PauseBroken,
             Self::Lease(f) => f.class(),
             Self::Pause(p) => p.class(),
             Self::Cancelled { .. } => ErrorClass::Cancelled,
