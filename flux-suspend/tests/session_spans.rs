@@ -1,5 +1,6 @@
 //! Issue 26: a session's `tracing` spans. One `handoff_session` span carries the holder, the
-//! Lease and the targets; each phase (`start`, `pause`, `work`, `cleanup`) is its child.
+//! Lease and the targets; each phase (`start`, `pause`, `work`, `cleanup`) is its child, and
+//! each member's step (`fence`, `ack`, `release`) a `member` span under its phase.
 //! Recorded by a subscriber layer of the test's own, around a real session (API server and
 //! controller model).
 
@@ -16,6 +17,7 @@ use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
+const PARENT: &str = "flux-system";
 const TARGET: &str = "infrastructure";
 
 /// A span as seen: its name, its parent's name, its fields as `name=value ` text.
@@ -62,7 +64,7 @@ impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Spans {
 }
 
 #[tokio::test]
-async fn session_spans_one_per_session_with_a_child_per_phase() {
+async fn session_spans_one_per_session_a_child_per_phase_and_one_per_member_step() {
     let ns = TestNs::new("session-spans").await.unwrap();
     let _model = start_seeded(&ns.client, &ns.name, |c| c).await.unwrap();
     let mut opts = SessionOptions::new(vec![TargetSpec::new(kustomization(&ns.name, TARGET))]);
@@ -105,5 +107,19 @@ async fn session_spans_one_per_session_with_a_child_per_phase() {
                 .any(|s| s.name == phase && s.parent.as_deref() == Some("handoff_session")),
             "no `{phase}` span under the session: {seen:#?}"
         );
+    }
+    // One span per member and step, under its phase, naming the object and its role.
+    for (object, role) in [(PARENT, "parent"), (TARGET, "target")] {
+        let object = format!("object=Kustomization {}/{object} ", ns.name);
+        for (step, phase) in [("fence", "pause"), ("ack", "pause"), ("release", "cleanup")] {
+            assert!(
+                seen.iter().any(|s| s.name == "member"
+                    && s.parent.as_deref() == Some(phase)
+                    && s.fields.contains(&format!("step=\"{step}\" "))
+                    && s.fields.contains(&object)
+                    && s.fields.contains(&format!("role=\"{role}\""))),
+                "no `{step}` span of the {role} under `{phase}`: {seen:#?}"
+            );
+        }
     }
 }

@@ -41,7 +41,8 @@ impl Hints {
 
     /// `flux-handoff COMMAND TARGETS FLAGS` (with `-- …` for run's command).
     fn again(&self, flags: &str) -> String {
-        let lease = if self.lease == "flux-system/flux-handoff" {
+        // The default Lease needs no flag (it is the same whatever `-n` says).
+        let lease = if self.lease == flux_fence::LeaseConfig::default().to_string() {
             String::new()
         } else {
             format!(" --lease {}", self.lease)

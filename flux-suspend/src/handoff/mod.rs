@@ -122,6 +122,13 @@ pub struct ResumeReport {
     pub not_ours: Vec<String>,
 }
 
+/// The span of one member's step (`fence`, `ack`, `release`) under the phase's span, as
+/// kube-runtime gives each object its reconcile's span: the object and its role as fields.
+fn member_span(step: &'static str, object: &ObjectRef, target: bool) -> tracing::Span {
+    let role = if target { "target" } else { "parent" };
+    tracing::info_span!("member", step, object = %object, role)
+}
+
 /// A fence held by this handoff, with the nonce its acquire wrote.
 #[derive(Debug)]
 struct HeldFence {

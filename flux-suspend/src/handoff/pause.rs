@@ -1,9 +1,11 @@
 //! The pause: fencing top-down, retiring in-flight executions, the proof.
 
+use tracing::Instrument;
+
 use super::{
     Chain, Handoff, HeldFence, MarkAt, Member, PauseOptions, PauseOutcome, ProofTarget,
-    REQUESTED_AT_ANNOTATION, Role, Step, SuspendError, Timing, io, json, members, new_nonce,
-    pause_steps, resource_version,
+    REQUESTED_AT_ANNOTATION, Role, Step, SuspendError, Timing, io, json, member_span, members,
+    new_nonce, pause_steps, resource_version,
 };
 
 impl Handoff {
@@ -52,7 +54,8 @@ impl Handoff {
                 }
                 Step::FenceParents => {
                     for p in &parents {
-                        if let Some(refused) = self.fence(p, false, opts).await? {
+                        let span = member_span("fence", p, false);
+                        if let Some(refused) = self.fence(p, false, opts).instrument(span).await? {
                             return Ok(refused);
                         }
                     }
@@ -75,7 +78,8 @@ impl Handoff {
                 }
                 Step::FenceTargets => {
                     for t in &targets {
-                        if let Some(refused) = self.fence(t, true, opts).await? {
+                        let span = member_span("fence", t, true);
+                        if let Some(refused) = self.fence(t, true, opts).instrument(span).await? {
                             return Ok(refused);
                         }
                     }
@@ -210,6 +214,7 @@ impl Handoff {
                     h.guard.resource_version(),
                     timing,
                 )
+                .instrument(member_span("ack", h.guard.object(), targets))
                 .await?;
                 acked = resource_version(&seen);
             }

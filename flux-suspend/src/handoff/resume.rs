@@ -1,5 +1,7 @@
 //! The resume: releasing bottom-up, then optionally waiting for Ready.
 
+use tracing::Instrument;
+
 use super::{
     Handoff, HeldFence, ReleaseOutcome, ResumeReport, SuspendError, Timing, release_with_retry,
     wait_ready_after_resume,
@@ -30,7 +32,11 @@ impl Handoff {
                 let name = held.guard.object().to_string();
                 let object = held.guard.object().clone();
                 let uid = held.guard.uid().to_string();
-                match release_with_retry(&self.fencer, held.guard).await {
+                let span = super::member_span("release", &object, level);
+                match release_with_retry(&self.fencer, held.guard)
+                    .instrument(span)
+                    .await
+                {
                     Ok(ReleaseOutcome::Released { .. }) => {
                         report.released.push(name);
                         released.push((object, uid));
