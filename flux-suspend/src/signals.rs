@@ -95,12 +95,34 @@ pub fn decide(n: u32, hangup: bool) -> Received {
 /// Installs the handlers; they drive `cancel` for the rest of the process. Returns what each
 /// signal did, for the program's own lines. Must be called inside a Tokio runtime.
 ///
+/// A line printed from the receiver may come after the lines the stopped session makes its
+/// program print; to print the signal's line first, use [`install_with`].
+///
 /// # Errors
 /// A handler could not be registered.
 pub fn install(
     cancel: &Cancel,
     opts: SignalOptions,
 ) -> std::io::Result<mpsc::UnboundedReceiver<Received>> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    install_with(cancel, opts, move |what| {
+        let _ = tx.send(what);
+    })?;
+    Ok(rx)
+}
+
+/// [`install`] with `notice` called for each signal *before* `cancel` is driven: whatever
+/// `notice` prints comes before anything the stopped session leads to (its error, its
+/// release lines). `notice` runs on the handlers' task; keep it short (a line, or an exit on
+/// [`Received::Again`]). Must be called inside a Tokio runtime.
+///
+/// # Errors
+/// A handler could not be registered.
+pub fn install_with(
+    cancel: &Cancel,
+    opts: SignalOptions,
+    mut notice: impl FnMut(Received) + Send + 'static,
+) -> std::io::Result<()> {
     let mut int = signal(SignalKind::interrupt())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut hup = if opts.parent_death || opts.hangup {
@@ -111,7 +133,6 @@ pub fn install(
     if opts.parent_death {
         die_with_parent();
     }
-    let (tx, rx) = mpsc::unbounded_channel();
     let cancel = cancel.clone();
     tokio::spawn(async move {
         let mut n = 0u32;
@@ -123,16 +144,16 @@ pub fn install(
             };
             n += 1;
             let what = decide(n, hangup);
+            tracing::info!(signal = n, "{what}");
+            notice(what);
             match what {
                 Received::Stopped => cancel.stop(),
                 Received::Hurried | Received::ParentGone => cancel.hurry(),
                 Received::Again(_) => {}
             }
-            tracing::info!(signal = n, "{what}");
-            let _ = tx.send(what);
         }
     });
-    Ok(rx)
+    Ok(())
 }
 
 /// A new [`Cancel`] driven by SIGINT and SIGTERM ([`install`] with the default options), for a

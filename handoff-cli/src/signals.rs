@@ -18,34 +18,29 @@ pub fn install(cancel: &Cancel, parent_death: bool) -> std::io::Result<()> {
     let opts = SignalOptions::default()
         .with_hangup(true)
         .with_parent_death(parent_death);
-    let mut seen = flux_suspend::signals::install(cancel, opts)?;
-    tokio::spawn(async move {
-        while let Some(what) = seen.recv().await {
-            eprintln!(
-                "{}",
-                match what {
-                    Received::Stopped => {
-                        "interrupted: stopping and releasing what this run holds (a second \
-                         signal skips every wait but still releases)"
-                    }
-                    Received::ParentGone => {
-                        "the process that started flux-handoff is gone: stopping the command \
-                         and releasing what this run holds"
-                    }
-                    Received::Hurried => {
-                        "second signal: killing the command and skipping every wait; still \
-                         releasing (a third signal exits at once)"
-                    }
-                    _ => {
-                        eprintln!(
-                            "third signal: exiting now; `flux-handoff fences` lists what is \
-                             still held"
-                        );
-                        std::process::exit(i32::from(exit::INTERRUPTED));
-                    }
-                }
-            );
-        }
-    });
-    Ok(())
+    // The line is printed before the session is stopped, so it comes before the error or the
+    // release lines the stop leads to: the last line a run prints is its outcome.
+    flux_suspend::signals::install_with(cancel, opts, |what| {
+        let line = match what {
+            Received::Stopped => {
+                "interrupted: stopping and releasing what this run holds (a second signal skips \
+                 every wait but still releases)"
+            }
+            Received::ParentGone => {
+                "the process that started flux-handoff is gone: stopping the command and \
+                 releasing what this run holds"
+            }
+            Received::Hurried => {
+                "second signal: killing the command and skipping every wait; still releasing \
+                 (a third signal exits at once)"
+            }
+            _ => {
+                eprintln!(
+                    "third signal: exiting now; `flux-handoff fences` lists what is still held"
+                );
+                std::process::exit(i32::from(exit::INTERRUPTED));
+            }
+        };
+        eprintln!("{line}");
+    })
 }
