@@ -42,7 +42,7 @@ async fn sigterm_while_the_lease_create_is_unanswered_exits_7_naming_the_holder_
     let out = term_and_wait(child).await;
     let err = stderr(&out);
     assert_eq!(code(&out), 7, "{err}");
-    let last = err.lines().last().unwrap_or_default();
+    let last = outcome_after_the_signal_line(&err);
     assert!(
         last.contains(&holder) && last.contains("flux-handoff fences"),
         "the last line names the holder to look for and the command that shows it: {err}"
@@ -86,10 +86,7 @@ async fn sigterm_while_the_first_target_read_is_unanswered_exits_130_with_nothin
     let err = stderr(&out);
     assert_eq!(code(&out), 130, "{err}");
     assert!(
-        err.lines()
-            .last()
-            .unwrap_or_default()
-            .contains("nothing was changed"),
+        outcome_after_the_signal_line(&err).contains("nothing was changed"),
         "{err}"
     );
     // Nothing was written: no Lease, both objects exactly as before (same resourceVersion).
@@ -138,4 +135,20 @@ async fn term_and_wait(child: std::process::Child) -> std::process::Output {
     .await
     .expect("the signalled run kept waiting for the held answer")
     .unwrap()
+}
+
+/// The last line of `err`, after checking that the line about the signal was printed before
+/// it: the person who pressed Ctrl-C reads that it was seen, and the outcome comes last.
+fn outcome_after_the_signal_line(err: &str) -> &str {
+    let lines: Vec<&str> = err.lines().collect();
+    let Some((last, before)) = lines.split_last() else {
+        panic!("the signalled run printed nothing")
+    };
+    assert!(
+        before
+            .iter()
+            .any(|l| l.starts_with("interrupted: stopping")),
+        "the signal's line must come before the outcome: {err}"
+    );
+    last
 }
