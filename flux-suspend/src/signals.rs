@@ -114,7 +114,9 @@ pub fn install(
 /// [`install`] with `notice` called for each signal *before* `cancel` is driven: whatever
 /// `notice` prints comes before anything the stopped session leads to (its error, its
 /// release lines). `notice` runs on the handlers' task; keep it short (a line, or an exit on
-/// [`Received::Again`]). Must be called inside a Tokio runtime.
+/// [`Received::Again`]). A `notice` that panics (say, `eprintln!` on a closed pipe) still
+/// lets its signal, and every later one, drive `cancel`. Must be called inside a Tokio
+/// runtime.
 ///
 /// # Errors
 /// A handler could not be registered.
@@ -145,7 +147,11 @@ pub fn install_with(
             n += 1;
             let what = decide(n, hangup);
             tracing::info!(signal = n, "{what}");
-            notice(what);
+            // The signal must reach the session whatever the notice does.
+            let noticed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| notice(what)));
+            if noticed.is_err() {
+                tracing::warn!(signal = n, "the signal's notice panicked");
+            }
             match what {
                 Received::Stopped => cancel.stop(),
                 Received::Hurried | Received::ParentGone => cancel.hurry(),

@@ -35,12 +35,16 @@ pub fn install(cancel: &Cancel, parent_death: bool) -> std::io::Result<()> {
                  (a third signal exits at once)"
             }
             _ => {
-                eprintln!(
-                    "third signal: exiting now; `flux-handoff fences` lists what is still held"
-                );
+                say("third signal: exiting now; `flux-handoff fences` lists what is still held");
                 std::process::exit(i32::from(exit::INTERRUPTED));
             }
         };
-        eprintln!("{line}");
+        say(line);
     })
+}
+
+/// One line on stderr; a closed stderr (a cancelled CI step's pipe) is no reason to fail.
+fn say(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
