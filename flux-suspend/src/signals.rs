@@ -115,8 +115,8 @@ pub fn install(
 /// `notice` prints comes before anything the stopped session leads to (its error, its
 /// release lines). `notice` runs on the handlers' task; keep it short (a line, or an exit on
 /// [`Received::Again`]). A `notice` that panics (say, `eprintln!` on a closed pipe) still
-/// lets its signal, and every later one, drive `cancel`. Must be called inside a Tokio
-/// runtime.
+/// lets its signal, and every later one, drive `cancel`, unless the program is built with
+/// `panic = "abort"` (then the process ends there). Must be called inside a Tokio runtime.
 ///
 /// # Errors
 /// A handler could not be registered.
