@@ -396,6 +396,14 @@ impl LeaseHandle {
         }
     }
 
+    /// The send instant of the last successful renewal, as a [`tokio::sync::watch::Receiver`]:
+    /// it changes with each renewal, so [`Self::deadline`] moves then. A process that keeps
+    /// the holder's deadline elsewhere (the command's keeper) follows it from here.
+    #[must_use]
+    pub fn renewals(&self) -> tokio::sync::watch::Receiver<tokio::time::Instant> {
+        self.0.renewed.subscribe()
+    }
+
     /// Sets how long the work needs between SIGTERM and SIGKILL, so
     /// [`LeaseHandle::wait_lost`] resolves early enough for the SIGKILL to land before the
     /// holder's deadline (default zero: it resolves at the kill time).

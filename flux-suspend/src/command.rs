@@ -1,28 +1,40 @@
 //! Running a program while the chain is paused, as a deploy step does (`helm upgrade`,
-//! `kubectl apply`): in its own process group, with the pause in its environment, and stopped
-//! when the session is cancelled, loses its Lease or finds its pause broken — and nothing it
-//! started outlives it: when it exits or is stopped, every process it left behind (in the
-//! background, in another group or session) is ended and reaped before this returns, so
-//! before the session releases anything.
+//! `kubectl apply`): under a *keeper*, with the pause in its environment, and stopped when the
+//! session is cancelled, loses its Lease or finds its pause broken — and nothing it started
+//! outlives it, nor its holder: when it exits or is stopped, every process it left behind (in
+//! the background, in another group or session) is ended before this returns, so before the
+//! session releases anything; and when the holder itself is killed, stopped or suspended past
+//! its deadline, the keeper ends them without it.
 //!
-//! # The process becomes a child subreaper (Linux)
-//! The first call makes the whole process a child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`),
-//! for the rest of its life: an orphan of any of its descendants is re-parented to it instead
-//! of init. Each call ends and reaps only its own command's processes (see the `contain`
-//! module: found by parent links and a per-run mark in the environment), so several commands
-//! may run at once; but an orphan of another subprocess of an embedder (not started here) now
-//! becomes the embedder's zombie until the embedder reaps it. Off Linux there is no subreaper:
-//! only the command's process group is signalled, and a process that left it may outlive it.
+//! # The keeper (Linux)
+//! The process spawned is a small keeper forked from this one (the `keeper` module); it forks
+//! the command, is its child subreaper, puts it in a cgroup v2 of its own where it can, and
+//! ends the whole tree — SIGTERM, then SIGKILL after the grace — when the holder stops or
+//! hurries it, when this process's end of a pipe closes (any death of the holder, SIGKILL
+//! included), when the holder's deadline on `CLOCK_BOOTTIME` passes without a renewal moving
+//! it, or when `resume --holder-exited` on this machine asks ([`end_holders_work`]). The
+//! keeper exits with the command's status once all of it is gone.
+//!
+//! What each platform guarantees: with a writable cgroup v2 (root; a delegated systemd scope)
+//! no process of the tree escapes (`cgroup.kill`). Without one, the keeper walks the process
+//! table for its descendants: complete while it lives (every orphan of the tree is
+//! re-parented to it), but a pid may be reused between the walk and the signal. A keeper that
+//! is itself killed (SIGKILL) takes the command with it (`PR_SET_PDEATHSIG`); the command's orphans
+//! then come to this process, which is a child subreaper too and ends what it finds of them
+//! (by their cgroup, or by a mark in their environment). Off Linux nothing of this exists.
 
 use std::process::ExitStatus;
 use std::time::Duration;
 
 use tokio::process::Command;
 
-use crate::cancel::Cancel;
 use crate::session::Paused;
 
 mod contain;
+mod jobs;
+mod keeper;
+
+pub use keeper::{WorkStillRunning, end_holders_work};
 
 pub use contain::RUN_ENV;
 
@@ -47,12 +59,43 @@ pub enum Ended {
     Stopped,
 }
 
-/// Runs `cmd` while `paused` holds: in its own process group, with [`HOLDER_ENV`],
-/// [`PROOF_ENV`], [`TARGETS_ENV`] and [`RUN_ENV`] set. When `paused.cancel` stops, the group
-/// and every process the program started get SIGTERM, then SIGKILL once `grace` passed or the
-/// session is hurried. When the program exits by itself, whatever it left running gets the
-/// same. Returns only once all of it is gone and reaped (see the module docs: the process
-/// becomes a child subreaper).
+/// How [`run_with`] runs the program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunOptions {
+    /// Between SIGTERM and SIGKILL when the program is stopped.
+    pub grace: Duration,
+    /// Job control as a shell does it: SIGTSTP to this process (Ctrl-Z) stops the program's
+    /// process group too, then this process; SIGCONT continues both. Installing it replaces
+    /// the process's default SIGTSTP action for the rest of its life, so it is off by default
+    /// (a CLI turns it on). The holder's deadline still holds while stopped: stopped past it,
+    /// the keeper ends the program.
+    pub job_control: bool,
+}
+
+impl RunOptions {
+    /// `grace` between SIGTERM and SIGKILL, no job control.
+    #[must_use]
+    pub fn new(grace: Duration) -> Self {
+        Self {
+            grace,
+            job_control: false,
+        }
+    }
+
+    /// With `on`, job control (see the field).
+    #[must_use]
+    pub fn with_job_control(mut self, on: bool) -> Self {
+        self.job_control = on;
+        self
+    }
+}
+
+/// Runs `cmd` while `paused` holds: under a keeper (see the module docs), in its own process
+/// group, with [`HOLDER_ENV`], [`PROOF_ENV`], [`TARGETS_ENV`] and [`RUN_ENV`] set. When
+/// `paused.cancel` stops, the program and everything it started get SIGTERM, then SIGKILL once
+/// `grace` passed or the session is hurried. When the program exits by itself, whatever it
+/// left running gets the same. Returns only once all of it is gone.
 ///
 /// # Errors
 ///
@@ -60,8 +103,21 @@ pub enum Ended {
 /// still ended).
 pub async fn run_while_paused(
     paused: &Paused,
-    mut cmd: Command,
+    cmd: Command,
     grace: Duration,
+) -> std::io::Result<Ended> {
+    run_with(paused, cmd, RunOptions::new(grace)).await
+}
+
+/// [`run_while_paused`] with [`RunOptions`].
+///
+/// # Errors
+///
+/// As [`run_while_paused`].
+pub async fn run_with(
+    paused: &Paused,
+    mut cmd: Command,
+    opts: RunOptions,
 ) -> std::io::Result<Ended> {
     let proof = format!(
         "passes={} {}",
@@ -73,38 +129,76 @@ pub async fn run_while_paused(
         .env(PROOF_ENV, proof)
         .env(TARGETS_ENV, paused.targets.join(","))
         .env(RUN_ENV, tree.token())
-        .process_group(0)
-        .kill_on_drop(true);
-    let mut child = cmd.spawn()?;
-    tree.set_leader(child.id());
-    let cancel = &paused.cancel;
-    // SIGKILL for what is left once this passed: one grace from the first SIGTERM.
-    let mut kill_at = None;
-    let ended = loop {
-        tokio::select! {
-            s = child.wait() => break s.map(Ended::Exited),
-            () = cancel.stopped() => {
-                let at = tokio::time::Instant::now() + grace;
-                kill_at = Some(at);
-                stop_group(&mut child, &mut tree, at, cancel).await;
-                break Ok(Ended::Stopped);
-            }
-            () = tokio::time::sleep(contain::TRACK_EVERY) => {
-                tree.walk();
-            }
+        .process_group(0);
+    let deadline = |d: flux_fence::lease::Deadline| {
+        (keeper::boot_ns(d.stop_work), keeper::boot_ns(d.kill_work))
+    };
+    let mut renewals = paused.lease.renewals();
+    let keeper = keeper::Keeper::prepare(
+        &mut cmd,
+        &paused.holder,
+        opts.grace,
+        Some(deadline(paused.lease.deadline())),
+    )?;
+    let spawned = cmd.spawn();
+    // The keeper's ends of its pipes live in `cmd`'s hook: closed here, in this process.
+    drop(cmd);
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            keeper.cleanup();
+            return Err(e);
         }
     };
-    let kill_at = kill_at.unwrap_or_else(|| tokio::time::Instant::now() + grace);
+    tree.set_leader(child.id());
+    let group = child
+        .id()
+        .and_then(|id| rustix::process::Pid::from_raw(i32::try_from(id).ok()?));
+    let mut jobs = if opts.job_control {
+        Some(jobs::JobControl::install()?)
+    } else {
+        None
+    };
+    let cancel = &paused.cancel;
+    let (mut stopped, mut hurried) = (false, false);
+    let status = loop {
+        tokio::select! {
+            s = child.wait() => break s,
+            () = cancel.stopped(), if !stopped => {
+                stopped = true;
+                let kill_at = tokio::time::Instant::now() + opts.grace;
+                keeper.tell(keeper::Event::Stop { kill_at: keeper::boot_ns(kill_at) });
+            }
+            () = cancel.hurried(), if !hurried => {
+                hurried = true;
+                keeper.tell(keeper::Event::Hurry);
+            }
+            changed = renewals.changed() => {
+                if changed.is_ok() {
+                    let (term_at, kill_at) = deadline(paused.lease.deadline());
+                    keeper.tell(keeper::Event::Deadline { term_at, kill_at });
+                }
+            }
+            () = jobs::next(jobs.as_mut(), group) => {}
+        }
+    };
+    // A keeper that was itself killed leaves the command's orphans to this process.
+    keeper.cleanup();
+    let kill_at = tokio::time::Instant::now() + opts.grace;
     let left = tree
         .end(kill_at, cancel.is_hurried(), cancel.hurried())
         .await;
     if left > 0 {
         tracing::warn!(
             processes = left,
-            "the command left processes running; they were ended before the release"
+            "the command's keeper left processes running; they were ended before the release"
         );
     }
-    ended
+    if stopped {
+        let _ = status?;
+        return Ok(Ended::Stopped);
+    }
+    status.map(Ended::Exited)
 }
 
 /// The exit code of a finished program: its own, or 128+N when signal N ended it (as a shell
@@ -117,36 +211,6 @@ pub fn exit_code(status: ExitStatus) -> Option<u8> {
         (None, Some(sig)) => u8::try_from(128 + sig).ok(),
         (None, None) => None,
     }
-}
-
-/// SIGTERM to the program's group and to everything it started, then SIGKILL at `kill_at`
-/// or the session is hurried (at once when it already is); waits until the program
-/// is gone (what it left is ended by [`contain::Tree::end`] next).
-async fn stop_group(
-    child: &mut tokio::process::Child,
-    tree: &mut contain::Tree,
-    kill_at: tokio::time::Instant,
-    cancel: &Cancel,
-) {
-    use rustix::process::{Pid, Signal, kill_process_group};
-    let Some(group) = child
-        .id()
-        .and_then(|id| Pid::from_raw(i32::try_from(id).ok()?))
-    else {
-        return;
-    };
-    if !cancel.is_hurried() {
-        let _ = kill_process_group(group, Signal::TERM);
-        contain::signal(&tree.walk(), Signal::TERM);
-        tokio::select! {
-            _ = child.wait() => return,
-            () = tokio::time::sleep_until(kill_at) => {}
-            () = cancel.hurried() => {}
-        }
-    }
-    let _ = kill_process_group(group, Signal::KILL);
-    contain::signal(&tree.walk(), Signal::KILL);
-    let _ = child.wait().await;
 }
 
 #[cfg(test)]

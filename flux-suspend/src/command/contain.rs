@@ -1,14 +1,14 @@
-//! Everything a command started ends with it: the process becomes a child subreaper (Linux
-//! `prctl(PR_SET_CHILD_SUBREAPER)`), so a process that left the command's group or session
-//! (`setsid`, GNU `timeout`, a daemonizing `&`) is re-parented to us rather than to init
-//! when its parent exits, and stays a descendant this module can find, end and reap.
+//! The holder's second line behind the keeper (`super::keeper`): the keeper ends the command's
+//! tree; should the keeper itself be killed, the command dies with it (its parent-death
+//! signal) and the command's orphans come here, because this process is a child subreaper
+//! too (Linux `prctl(PR_SET_CHILD_SUBREAPER)`). This module finds them, ends and reaps them
+//! once the keeper has exited.
 //!
 //! # Which processes are the command's
 //! The run's *tree*: the leader and its descendants, found by walking `/proc/*/stat` parent
 //! links from this process. A process re-parented to us has lost its link to the leader, so a
 //! direct child of ours is part of the tree only when it was seen in the tree before (by pid
-//! and start time, checked about every [`TRACK_EVERY`] while the command runs) or carries this
-//! run's [`RUN_ENV`] value in its environment (inherited from the leader; a process that was
+//! and start time) or carries this run's [`RUN_ENV`] value in its environment (inherited from the leader; a process that was
 //! forked and orphaned between two checks is found this way). So an embedder's other children,
 //! and other commands' trees, are never touched.
 //!
@@ -30,13 +30,11 @@ use std::time::Duration;
 /// The environment variable that marks every process of one run's tree.
 pub const RUN_ENV: &str = "FLUX_HANDOFF_RUN";
 
-/// How often the tree is walked while the command runs (recording its members, reaping its
-/// orphans).
-pub const TRACK_EVERY: Duration = Duration::from_millis(100);
-
 /// How long processes that got SIGKILL may take to be gone before the sweep gives up on them
-/// (one that runs as another user cannot be signalled; one in uninterruptible sleep dies late).
-const KILL_WAIT: Duration = Duration::from_secs(10);
+/// (one that runs as another user cannot be signalled; one in uninterruptible sleep dies
+/// late). With the keeper's own wait this stays inside the session's stop grace
+/// ([`crate::session::STOP_GRACE`]).
+const KILL_WAIT: Duration = Duration::from_secs(2);
 
 /// How often the tree is walked while it is being ended.
 const SWEEP_EVERY: Duration = Duration::from_millis(10);
@@ -205,7 +203,7 @@ impl Tree {
     }
 }
 
-pub(super) fn signal(procs: &[Stat], sig: rustix::process::Signal) {
+fn signal(procs: &[Stat], sig: rustix::process::Signal) {
     for p in procs {
         if let Some(pid) = rustix::process::Pid::from_raw(p.pid) {
             let _ = rustix::process::kill_process(pid, sig);
