@@ -34,7 +34,7 @@ mod contain;
 mod jobs;
 mod keeper;
 
-pub use keeper::{WorkStillRunning, end_holders_work};
+pub use keeper::{KILL_WAIT, WorkStillRunning, end_holders_work};
 
 pub use contain::RUN_ENV;
 

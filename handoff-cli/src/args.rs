@@ -225,6 +225,9 @@ pub struct ResumeArgs {
     /// Attest that the holder's process has exited (e.g. a CI post step after its job's main
     /// step ended), so a Lease it holds without having parked it may be adopted and released.
     /// Without it, such a Lease looks live and resume refuses (exit 3, nothing changed).
+    /// The holder's command may outlive its process: if a keeper of that holder runs on this
+    /// machine, it is asked to end the command's processes first and waited for (at most one
+    /// Lease duration and 3 s); if they are still there, resume refuses (exit 3).
     #[arg(long)]
     pub holder_exited: bool,
     /// Act only if the holder still holds the Lease (what the GitHub Action's post step
@@ -255,7 +258,14 @@ pub struct ResumeArgs {
 #[command(after_help = "\
 Examples:
   flux-handoff run --dry-run=server apps -- ./deploy.sh   # answered, nothing changed or run
-  flux-handoff run apps hr/web/podinfo -- ./deploy.sh     # pause, prove, run, resume")]
+  flux-handoff run apps hr/web/podinfo -- ./deploy.sh     # pause, prove, run, resume
+
+The command's parent is a keeper process: if flux-handoff is killed, or stopped or suspended \
+past its Lease deadline, the keeper ends the command and everything it started (SIGTERM, \
+SIGKILL after --grace) before anyone can take the Lease over. With a writable cgroup v2 (root, \
+a delegated systemd scope) nothing the command starts escapes; without one, the keeper finds \
+its processes in the process table. Ctrl-Z stops the command with the run; from a terminal \
+the command gets /dev/null as standard input, as it does not own the terminal.")]
 pub struct RunArgs {
     #[command(flatten)]
     pub positional: Positional,

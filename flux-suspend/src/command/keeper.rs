@@ -42,7 +42,7 @@ pub(crate) use decide::Event;
 const SLOTS: usize = 8;
 
 /// How long processes that got SIGKILL may take to vanish before the keeper exits anyway.
-pub(crate) const KILL_WAIT: Duration = Duration::from_secs(2);
+pub const KILL_WAIT: Duration = Duration::from_secs(2);
 
 /// The holder's end of a keeper: the pipe's write end and the command's cgroup.
 #[derive(Debug)]

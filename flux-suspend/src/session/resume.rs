@@ -35,7 +35,9 @@ pub struct ResumeOptions {
     /// How fences are found (by the fenced label, or by reading every object).
     pub listing: Listing,
     /// The caller attests the holder's process has exited (a CI post step after its main step
-    /// ended): a Lease it holds without having parked it may then be taken.
+    /// ended): a Lease it holds without having parked it may then be taken. A keeper of the
+    /// holder's command on this machine is asked to end the command's tree first
+    /// ([`crate::command::end_holders_work`]); one that cannot is a refusal.
     pub holder_exited: bool,
     /// Wait until each released object is Ready for its generation.
     pub wait_ready: Option<Timing>,
@@ -150,6 +152,12 @@ pub enum ResumeError {
         /// The objects it fences.
         fences: Vec<String>,
     },
+    /// With [`ResumeOptions::holder_exited`]: a keeper of the holder's on this machine still
+    /// had its command's processes after the bound (the holder's process may have exited, its
+    /// work has not). Nothing was written.
+    #[cfg(unix)]
+    #[error("{0}; nothing was changed")]
+    WorkStillRunning(#[from] crate::command::WorkStillRunning),
 }
 
 impl ResumeError {
@@ -337,12 +345,37 @@ async fn holds_lease(client: &Client, opts: &ResumeOptions) -> Result<bool, Resu
     })
 }
 
+/// The attestation that the holder's process exited says nothing of its command: a keeper of
+/// the holder's on this machine (a killed `run`, the Action's main step its post step killed)
+/// is asked to end the command's tree first, and waited for. Its holder's kill time bounds
+/// it: within one Lease duration after the last renewal, plus the keeper's SIGKILL wait.
+#[cfg(unix)]
+async fn end_work_here(opts: &ResumeOptions) -> Result<(), ResumeError> {
+    let holder = opts.holder.clone();
+    let bound = opts.lease.duration + crate::command::KILL_WAIT + std::time::Duration::from_secs(1);
+    let ended = tokio::task::spawn_blocking(move || crate::command::end_holders_work(&holder, bound))
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
+    for pid in ended {
+        tracing::info!(holder = %opts.holder, keeper = pid, "the holder's command was still running here; its keeper ended it");
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+async fn end_work_here(_opts: &ResumeOptions) -> Result<(), ResumeError> {
+    Ok(())
+}
+
 /// Takes `opts.holder`'s Lease for the resume ([`adopt_holder`]), or says why not.
 async fn adopt(
     client: &Client,
     opts: &ResumeOptions,
 ) -> Result<flux_fence::LeaseGuard, ResumeError> {
     let lease_name = opts.lease.to_string();
+    if opts.holder_exited {
+        end_work_here(opts).await?;
+    }
     let process = if opts.holder_exited {
         HolderProcess::Exited
     } else {

@@ -1,9 +1,12 @@
 //! `flux-handoff run -- COMMAND`: pause, prove, run the command with the proof in its
 //! environment, resume — whatever the command's outcome. Nothing the command started outlives
-//! the pause (the process is their subreaper). Exits with the command's status when the
-//! handoff itself succeeded.
+//! the pause nor its holder (a keeper process is its parent: see
+//! [`flux_suspend::command`]). Ctrl-Z stops the command with the run; a command run from a
+//! terminal gets no terminal (its standard input is /dev/null), and says so. Exits with the
+//! command's status when the handoff itself succeeded.
 
 use std::cell::RefCell;
+use std::io::IsTerminal as _;
 use std::time::Duration;
 
 use flux_suspend::command::{self, Ended};
@@ -80,7 +83,18 @@ async fn command(
     cmd.args(rest);
     out.borrow_mut().stage("work");
     out.borrow_mut().phase(&format!("running {program}"));
-    let ended = command::run_while_paused(&paused, cmd, grace)
+    if std::io::stdin().is_terminal() {
+        // The command runs in a process group of its own, not the terminal's foreground one:
+        // reading the terminal would stop it (SIGTTIN) until the run's budget ran out. It
+        // reads end-of-file instead, and a question it asks fails at once.
+        cmd.stdin(std::process::Stdio::null());
+        out.borrow_mut().phase(&format!(
+            "{program} gets no terminal: its standard input is /dev/null (answer its questions \
+             with flags, e.g. -auto-approve, or pipe them in)"
+        ));
+    }
+    let opts = command::RunOptions::new(grace).with_job_control(true);
+    let ended = command::run_with(&paused, cmd, opts)
         .await
         .map_err(|e| Failure::usage(format!("run: cannot start {program:?}: {e}")))?;
     let Ended::Exited(status) = ended else {
