@@ -68,7 +68,7 @@
 //! inside the pause.
 
 mod cancel;
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 pub mod command;
 mod error;
 pub mod flux;

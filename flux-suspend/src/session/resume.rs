@@ -155,7 +155,7 @@ pub enum ResumeError {
     /// With [`ResumeOptions::holder_exited`]: a keeper of the holder's on this machine still
     /// had its command's processes after the bound (the holder's process may have exited, its
     /// work has not). Nothing was written.
-    #[cfg(unix)]
+    #[cfg(target_os = "linux")]
     #[error("{0}; nothing was changed")]
     WorkStillRunning(#[from] crate::command::WorkStillRunning),
 }
@@ -349,20 +349,21 @@ async fn holds_lease(client: &Client, opts: &ResumeOptions) -> Result<bool, Resu
 /// the holder's on this machine (a killed `run`, the Action's main step its post step killed)
 /// is asked to end the command's tree first, and waited for. Its holder's kill time bounds
 /// it: within one Lease duration after the last renewal, plus the keeper's SIGKILL wait.
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 async fn end_work_here(opts: &ResumeOptions) -> Result<(), ResumeError> {
     let holder = opts.holder.clone();
     let bound = opts.lease.duration + crate::command::KILL_WAIT + std::time::Duration::from_secs(1);
-    let ended = tokio::task::spawn_blocking(move || crate::command::end_holders_work(&holder, bound))
-        .await
-        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
+    let ended =
+        tokio::task::spawn_blocking(move || crate::command::end_holders_work(&holder, bound))
+            .await
+            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
     for pid in ended {
         tracing::info!(holder = %opts.holder, keeper = pid, "the holder's command was still running here; its keeper ended it");
     }
     Ok(())
 }
 
-#[cfg(not(unix))]
+#[cfg(not(target_os = "linux"))]
 async fn end_work_here(_opts: &ResumeOptions) -> Result<(), ResumeError> {
     Ok(())
 }

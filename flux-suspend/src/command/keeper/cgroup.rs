@@ -100,7 +100,10 @@ mod tests {
             std::path::Path::new("/sys/fs/cgroup/user.slice/run-1.scope")
         );
         // No v2 hierarchy, or none of ours: no cgroup.
-        assert_eq!(parent_dir("30 25 0:26 / /x rw - cgroup cgroup rw\n", "0::/\n"), None);
+        assert_eq!(
+            parent_dir("30 25 0:26 / /x rw - cgroup cgroup rw\n", "0::/\n"),
+            None
+        );
         assert_eq!(parent_dir(unified, "1:name=systemd:/\n"), None);
         assert_eq!(parent_dir(unified, "0::/../other\n"), None);
     }

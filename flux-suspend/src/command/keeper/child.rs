@@ -61,8 +61,7 @@ pub(crate) unsafe fn enter(s: &mut Setup) -> std::io::Result<()> {
                 if n == 1 {
                     return Ok(());
                 }
-                if n == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR)
-                {
+                if n == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
                     libc::_exit(127);
                 }
             }
@@ -102,7 +101,6 @@ unsafe fn start(s: &Setup, command: i32) {
             s.cgroup.as_ref().map_or(-1, |c| c.0[2]),
         ];
         close_others(&mut keep_fds);
-
     }
 }
 
@@ -114,10 +112,8 @@ unsafe fn keep(s: &mut Setup, command: i32) -> ! {
         libc::sigaddset(&raw mut set, libc::SIGCHLD);
         libc::sigprocmask(libc::SIG_BLOCK, &raw const set, std::ptr::null_mut());
         let sigfd = libc::signalfd(-1, &raw const set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
-        let timer = libc::timerfd_create(
-            libc::CLOCK_BOOTTIME,
-            libc::TFD_CLOEXEC | libc::TFD_NONBLOCK,
-        );
+        let timer =
+            libc::timerfd_create(libc::CLOCK_BOOTTIME, libc::TFD_CLOEXEC | libc::TFD_NONBLOCK);
         let listener = listen(&s.sockets);
         let mut askers = [-1i32; 8];
 
@@ -404,7 +400,8 @@ unsafe fn walk(s: &mut Setup) -> usize {
             if got <= 0 {
                 break;
             }
-            let buf = std::slice::from_raw_parts(s.dirents.as_ptr(), usize::try_from(got).unwrap_or(0));
+            let buf =
+                std::slice::from_raw_parts(s.dirents.as_ptr(), usize::try_from(got).unwrap_or(0));
             let mut at = 0;
             while at + 19 < buf.len() {
                 let reclen = usize::from(u16::from_ne_bytes([buf[at + 16], buf[at + 17]]));
@@ -460,7 +457,11 @@ unsafe fn stat(proc_dir: RawFd, name: &[u8]) -> Option<(i32, i32, u8)> {
     path[..name.len()].copy_from_slice(name);
     path[name.len()..name.len() + tail.len()].copy_from_slice(tail);
     unsafe {
-        let fd = libc::openat(proc_dir, path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+        let fd = libc::openat(
+            proc_dir,
+            path.as_ptr().cast(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
         if fd < 0 {
             return None;
         }
@@ -480,7 +481,9 @@ pub(crate) fn parse_stat(line: &[u8]) -> Option<(i32, i32, u8)> {
     let close = line.iter().rposition(|b| *b == b')')?;
     let open = line.iter().position(|b| *b == b' ')?;
     let pid = number(&line[..open])?;
-    let mut rest = line[close + 1..].split(|b| *b == b' ').filter(|f| !f.is_empty());
+    let mut rest = line[close + 1..]
+        .split(|b| *b == b' ')
+        .filter(|f| !f.is_empty());
     let state = *rest.next()?.first()?;
     let parent = number(rest.next()?)?;
     Some((pid, parent, state))
