@@ -184,14 +184,16 @@ pub(crate) fn boot_ns(at: tokio::time::Instant) -> u64 {
 /// A keeper of the holder's that did not end its command's tree in time.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "the work of {holder} still runs on this machine: its keeper (pid {pid}) did not end it within {waited:?}"
+    "the work of {holder} may still run on this machine: its keeper ({}) did not say it ended within {waited:?}",
+    pid.map_or_else(|| "which refused to answer".to_string(), |p| format!("pid {p}"))
 )]
 #[non_exhaustive]
 pub struct WorkStillRunning {
     /// The holder.
     pub holder: Holder,
-    /// The keeper's pid.
-    pub pid: u32,
+    /// The keeper's pid; `None` when it refused to answer (asked by another user, or by more
+    /// askers at once than it serves).
+    pub pid: Option<u32>,
     /// How long it was waited for.
     pub waited: Duration,
 }
@@ -226,8 +228,12 @@ pub fn end_holders_work(holder: &Holder, bound: Duration) -> Result<Vec<u32>, Wo
         let mut reader = &conn;
         let mut pid = [0u8; 4];
         if reader.read_exact(&mut pid).is_err() {
-            // Refused (another user's keeper) or full: it said nothing, so nothing is known.
-            continue;
+            // A keeper is there but refused (another user's) or is full: its work may run.
+            return Err(WorkStillRunning {
+                holder: holder.clone(),
+                pid: None,
+                waited: bound,
+            });
         }
         let pid = u32::from_le_bytes(pid);
         let mut done = [0u8; 1];
@@ -236,7 +242,7 @@ pub fn end_holders_work(holder: &Holder, bound: Duration) -> Result<Vec<u32>, Wo
             _ => {
                 return Err(WorkStillRunning {
                     holder: holder.clone(),
-                    pid,
+                    pid: Some(pid),
                     waited: bound,
                 });
             }

@@ -88,6 +88,10 @@ unsafe fn start(s: &Setup, command: i32) {
         ] {
             libc::signal(sig, libc::SIG_IGN);
         }
+        // The holder's own handlers (Tokio's) write to descriptors closed below.
+        for sig in [libc::SIGCONT, libc::SIGWINCH, libc::SIGALRM] {
+            libc::signal(sig, libc::SIG_DFL);
+        }
         if let Some(([procs, _, _], _)) = &s.cgroup {
             let mut digits = [0u8; 12];
             let d = decimal(command, &mut digits);
