@@ -26,6 +26,7 @@
 mod by_object;
 pub mod dry_run;
 mod error;
+mod fence_lease;
 mod guard;
 mod lines;
 mod options;

@@ -152,6 +152,18 @@ pub enum ResumeError {
         /// The objects it fences.
         fences: Vec<String>,
     },
+    /// The holder's fences name different Leases (or a Lease that is no `namespace/name`):
+    /// none can be adopted for all of them. Nothing was written.
+    #[error(
+        "{holder}'s fences were taken under different leases ({}): resume each lease's fences with --lease; nothing was changed",
+        leases.join(", ")
+    )]
+    Leases {
+        /// The holder.
+        holder: Holder,
+        /// The Leases its fences name.
+        leases: Vec<String>,
+    },
     /// With [`ResumeOptions::holder_exited`]: a keeper of the holder's on this machine still
     /// had its command's processes after the bound (the holder's process may have exited, its
     /// work has not). Nothing was written.
@@ -227,6 +239,7 @@ pub async fn resume_holder(
     opts: &ResumeOptions,
     mut progress: impl FnMut(Event),
 ) -> Result<Resumed, ResumeError> {
+    let opts = &under_fences_lease(client, opts).await?;
     if opts.if_held && !holds_lease(client, opts).await? {
         return Ok(Resumed::default());
     }
@@ -305,6 +318,44 @@ pub async fn resume_holder(
         released,
         lease_released: true,
     })
+}
+
+/// `opts` with the Lease the holder's fences name ([`super::fence_lease::lease_named`]): the
+/// holder's fences are read first (one list per kind, no write), so a resume never takes a
+/// free Lease while the holder works under another.
+async fn under_fences_lease(
+    client: &Client,
+    opts: &ResumeOptions,
+) -> Result<ResumeOptions, ResumeError> {
+    let kinds = [kustomization_resource(), helmrelease_resource()];
+    let found = discover::discover_listed(
+        client,
+        &opts.keys,
+        &kinds,
+        &opts.scope,
+        None,
+        &flux_fence::SystemClock,
+        opts.listing,
+    )
+    .await?;
+    let named = found.fences.iter().filter_map(|f| match &f.state {
+        FoundState::Fence { owner, lease, .. } if owner.holder == opts.holder => {
+            Some(lease.as_deref())
+        }
+        _ => None,
+    });
+    let lease = super::fence_lease::lease_named(&opts.lease, named).map_err(|leases| {
+        ResumeError::Leases {
+            holder: opts.holder.clone(),
+            leases,
+        }
+    })?;
+    if lease != opts.lease {
+        tracing::info!(holder = %opts.holder, lease = %lease, "the holder's fences were taken under this lease: resuming under it");
+    }
+    let mut opts = opts.clone();
+    opts.lease = lease;
+    Ok(opts)
 }
 
 /// With [`ResumeOptions::if_held`]: reads the Lease and the holder's fences (no write) and

@@ -1,0 +1,80 @@
+//! End to end: a resume adopts the Lease the holder's fences were taken under, never a free
+//! default Lease. While `run --lease NS/other` works, `resume --holder H` and `resume OBJECT`
+//! under the default Lease are refused (exit 3) and the server holds exactly what it held.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::coordination::v1::Lease;
+use serde_json::Value;
+
+/// Each member's resourceVersion and owner annotation, and the default Lease as found.
+async fn held(c: &Cluster) -> Vec<Value> {
+    let mut v = Vec::new();
+    for name in [PARENT, TARGET] {
+        let o = c.get(name).await;
+        v.push(o["metadata"]["resourceVersion"].clone());
+        v.push(Value::from(annotation(&o, OWNER_KEY)));
+    }
+    let default = c.ns.api::<Lease>().get_opt("flux-handoff").await.unwrap();
+    v.push(Value::from(
+        default.and_then(|l| l.metadata.resource_version),
+    ));
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_engine_resume_of_a_run_under_another_lease_is_refused_and_changes_nothing() {
+    let c = Cluster::seeded("engine-lease").await;
+    let ns = c.ns.name.clone();
+    let marker = std::env::temp_dir().join(format!("fh-engine-{}", testkit::random_suffix(6)));
+    let m = marker.display();
+    let script = format!("touch {m} && while [ -e {m} ]; do sleep 0.1; done");
+    let holder = format!("engine-{}", testkit::random_suffix(6));
+    let other = format!("{ns}/other");
+    let controller = format!("{ns}/kustomize-controller");
+    let mut cmd = c.cli();
+    cmd.args(["run", "--holder", &holder, "--target", TARGET])
+        .args(["--lease", &other, "--controller", &controller])
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let run = cmd.spawn().unwrap();
+    let give_up = tokio::time::Instant::now() + Duration::from_mins(1);
+    while !marker.exists() {
+        assert!(
+            tokio::time::Instant::now() < give_up,
+            "the command never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let before = held(&c).await;
+    let flags = c.handoff_flags();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+
+    let by_holder = [&["resume", "--holder", &holder][..], &flags].concat();
+    let target = format!("ks/{ns}/{TARGET}");
+    let by_object = [&["resume", &target][..], &flags].concat();
+    for args in [by_holder, by_object] {
+        let out = c.run(&args).await;
+        let err = stderr(&out);
+        assert_eq!(code(&out), 3, "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("lease {other} is held by {holder}")),
+            "{err}"
+        );
+        assert_eq!(held(&c).await, before, "{args:?} changed the server: {err}");
+    }
+
+    std::fs::remove_file(&marker).unwrap();
+    let out = tokio::task::spawn_blocking(move || run.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    for name in [PARENT, TARGET] {
+        assert_eq!(annotation(&c.get(name).await, OWNER_KEY), None, "{name}");
+    }
+}
