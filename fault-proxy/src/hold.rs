@@ -17,6 +17,8 @@ pub(crate) struct HoldSlot {
     pub(crate) arrived: tokio::sync::watch::Sender<bool>,
     pub(crate) go: tokio::sync::watch::Sender<bool>,
     pub(crate) status: tokio::sync::watch::Sender<Option<u16>>,
+    /// Answer the client at once with this status ([`crate::Proxy::hold_answering`]).
+    pub(crate) answer: Option<u16>,
 }
 
 impl Held {
@@ -59,6 +61,7 @@ pub(crate) async fn hold(
     (method, path, query): (String, String, String),
 ) -> Response<Body> {
     held.0.arrived.send_replace(true);
+    let answer = held.0.answer;
     let (tx, rx) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
         let mut go = held.0.go.subscribe();
@@ -70,5 +73,10 @@ pub(crate) async fn hold(
         held.0.status.send_replace(Some(resp.status().as_u16()));
         let _ = tx.send(resp);
     });
-    rx.await.unwrap_or_else(|_| bad_gateway())
+    match answer {
+        // The client is told now (a gateway's 504: "may still be processing"); the request
+        // goes on later, from the task above, when the test says so.
+        Some(code) => crate::status_response(code, None),
+        None => rx.await.unwrap_or_else(|_| bad_gateway()),
+    }
 }

@@ -189,10 +189,23 @@ impl Proxy {
     /// until [`Held::forward`]; then it is sent on even if its client gave up on it.
     #[must_use]
     pub fn hold_on(&self, key: &str, nth: u64) -> Held {
+        self.hold_slot(key, nth, None)
+    }
+
+    /// As [`Proxy::hold_on`], but the client is answered at once with `code` (a 504 from a
+    /// gateway: the write "may still be processing"); the request itself is sent on only at
+    /// [`Held::forward`] — an unknown outcome that commits late.
+    #[must_use]
+    pub fn hold_answering(&self, key: &str, nth: u64, code: u16) -> Held {
+        self.hold_slot(key, nth, Some(code))
+    }
+
+    fn hold_slot(&self, key: &str, nth: u64, answer: Option<u16>) -> Held {
         let held = Held(Arc::new(HoldSlot {
             arrived: tokio::sync::watch::Sender::new(false),
             go: tokio::sync::watch::Sender::new(false),
             status: tokio::sync::watch::Sender::new(None),
+            answer,
         }));
         lock(&self.state.holds).insert((key.to_string(), nth), held.clone());
         held
@@ -248,6 +261,15 @@ impl Proxy {
     pub fn client(&self) -> anyhow::Result<kube::Client> {
         let mut config = kube::Config::new(self.url().parse()?);
         config.auth_info.token = Some(self.token.clone().into());
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// A client through the proxy without kube's retry layer, as the CLI builds its own
+    /// (`handoff_app::kubeconfig::bound`): a 5xx reaches the caller at once.
+    pub fn client_without_retry(&self) -> anyhow::Result<kube::Client> {
+        let mut config = kube::Config::new(self.url().parse()?);
+        config.auth_info.token = Some(self.token.clone().into());
+        config.default_retry = false;
         Ok(kube::Client::try_from(config)?)
     }
 
@@ -452,18 +474,7 @@ async fn handle(
     };
     let fault = fault.or_else(|| lock(&st.armed_on).remove(&(key, nth_of_key)));
     if let Some(Fault::Status { code, retry_after }) = &fault {
-        let mut resp = Response::builder()
-            .status(*code)
-            .header("content-type", "application/json");
-        if let Some(s) = retry_after {
-            resp = resp.header("retry-after", s.to_string());
-        }
-        let body = format!(
-            r#"{{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected by the test proxy","code":{code}}}"#
-        );
-        return Ok(resp
-            .body(full(Bytes::from(body)))
-            .unwrap_or_else(|_| bad_gateway()));
+        return Ok(status_response(*code, *retry_after));
     }
     match &fault {
         Some(Fault::Reset) => {
@@ -568,6 +579,21 @@ async fn forward(
         return bad_gateway();
     };
     b.body(full(bytes)).unwrap_or_else(|_| bad_gateway())
+}
+
+/// An injected answer: `code` with a Kubernetes `Status` body (and `Retry-After` seconds).
+pub(crate) fn status_response(code: u16, retry_after: Option<u32>) -> Response<Body> {
+    let mut resp = Response::builder()
+        .status(code)
+        .header("content-type", "application/json");
+    if let Some(s) = retry_after {
+        resp = resp.header("retry-after", s.to_string());
+    }
+    let body = format!(
+        r#"{{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected by the test proxy","code":{code}}}"#
+    );
+    resp.body(full(Bytes::from(body)))
+        .unwrap_or_else(|_| bad_gateway())
 }
 
 fn bad_gateway() -> Response<Body> {

@@ -301,7 +301,9 @@ impl Fencer {
     }
 
     /// Resolves an acquire write whose response was lost: re-reads `obj` and adopts only if it
-    /// shows exactly the post-state of `plan`.
+    /// shows exactly the post-state of `plan`. An object that shows the write not applied is
+    /// first moved on by a CAS of ours ([`Fencer::settle_unheld`]), so the lost request cannot
+    /// commit later: only then is it judged not applied.
     ///
     /// # Errors
     /// A failed re-read.
@@ -324,7 +326,16 @@ impl Fencer {
                     true,
                 ))
             }
-            LostWrite::NotApplied => LostAcquire::NotApplied,
+            // Unchanged on one read is "not applied *yet*": the request may still commit (a
+            // gateway's 504 while the server works on). Move the object on with a CAS of our
+            // own first, so its precondition fails whenever it arrives; then decide.
+            LostWrite::NotApplied => match self.settle_unheld(obj).await? {
+                Some(guard) => {
+                    tracing::info!(object = %obj, owner = %self.owner, "adopted fence after lost response");
+                    LostAcquire::Landed(guard)
+                }
+                None => LostAcquire::NotApplied,
+            },
             LostWrite::Unclear(why) => {
                 tracing::error!(object = %obj, owner = %self.owner, ?why, "fence outcome unknown; keeping it for cleanup");
                 LostAcquire::Unresolved {

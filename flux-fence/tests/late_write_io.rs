@@ -120,3 +120,58 @@ async fn late_write_a_held_fence_patch_forwarded_after_settling_does_not_land() 
     assert_eq!(after.metadata.annotations, before.metadata.annotations);
     assert_eq!(after.data, before.data);
 }
+
+/// A fence patch answered 504 by a gateway while the server still works on it: the acquire's
+/// one re-read shows the object unchanged. Judged "not applied" from that read alone, the
+/// write later commits and leaves a fence nobody holds. The acquire first moves the object on
+/// with a CAS of its own, so the late write's precondition fails.
+#[tokio::test]
+async fn unknown_outcome_a_fence_patch_answered_504_and_applied_later_never_lands() {
+    let ns = TestNs::new("unknown-fence").await.unwrap();
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = ns.api();
+    let cm = serde_json::from_value(json!({
+        "metadata": { "name": "target", "annotations": { "keep": "me" } },
+        "data": { "k": "v" },
+    }))
+    .unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let obj = ObjectRef::new(
+        kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+        &ns.name,
+        "target",
+    );
+    let owner = OwnerValue::new(Holder::local("unknown", std::process::id()), Epoch(3));
+    let proxy = Proxy::start().await.unwrap();
+    let held = proxy.hold_answering("patch configmaps", 1, 504);
+    let through = Fencer::new(
+        proxy.client_without_retry().unwrap(),
+        AnnotationKeys::default(),
+        owner,
+    );
+    let marks = vec![flux_fence::Mark::annotation("fenced-mark", "on")];
+    let flux_fence::decide::AcquireDecision::Patch(plan) =
+        through.plan_acquire(&obj, &marks, None).await.unwrap()
+    else {
+        panic!("an unfenced object is acquirable")
+    };
+    let applied = through.apply_acquire(&obj, plan, None).await.unwrap();
+    assert!(held.has_arrived());
+    assert!(
+        matches!(applied, flux_fence::outcome::Applied::Moved),
+        "the 504'd write is not ours: {applied:?}"
+    );
+    let before = cms.get("target").await.unwrap();
+
+    held.forward();
+    let status = held.answered().await;
+    let after: Value = serde_json::to_value(cms.get("target").await.unwrap()).unwrap();
+    assert_eq!(
+        after.pointer("/metadata/annotations/flux-handoff.io~1owner"),
+        None,
+        "the 504'd fence write committed after it was judged not applied: {after}"
+    );
+    assert_ne!(status, 200, "{after}");
+    let after = cms.get("target").await.unwrap();
+    assert_eq!(after.metadata.annotations, before.metadata.annotations);
+    assert_eq!(after.data, before.data);
+}

@@ -86,6 +86,11 @@ pub fn bound(config: &mut Config) {
     // The read timeout counts from each request's write, not from when a pooled connection
     // went idle.
     config.reset_reader_on_write = true;
+    // kube's own retry layer sends a request again on 429, 503 and 504 up to 15 times, its
+    // backoff doubling towards 1000 s: a loop inside one call that no `--timeout`, signal or
+    // Lease deadline can bound. Reads are retried by the libraries within their budget; a
+    // write answered 5xx is an unknown outcome, settled by a CAS of ours, never re-sent blind.
+    config.default_retry = false;
 }
 
 /// Reads `path` as UTF-8, failing once it passed `limit` bytes.
