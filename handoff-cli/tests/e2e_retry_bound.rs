@@ -1,0 +1,80 @@
+//! End to end: every retry is bounded. An API server (or a gateway in front of it) that
+//! answers every fence write with 504 must not hold `run` past its `--timeout`: before, kube's
+//! own retry layer sent each write again 15 times with a backoff doubling towards 1000 s,
+//! minutes per write, out of reach of `--timeout` and signals.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use fault_proxy::{Fault, Proxy};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadline_a_fence_write_answered_504_every_time_ends_within_the_timeout() {
+    let c = Cluster::seeded("deadline-504").await;
+    let proxy = Proxy::start().await.unwrap();
+    let dir = std::env::temp_dir().join(format!("fh-504-{}", testkit::random_suffix(6)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kc = dir.join("kubeconfig");
+    proxy.write_kubeconfig(&kc).unwrap();
+    for n in 1..=1000 {
+        proxy.arm_on(
+            "patch kustomizations",
+            n,
+            Fault::Status {
+                code: 504,
+                retry_after: None,
+            },
+        );
+    }
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_flux-handoff"));
+    cmd.env_remove("GITHUB_ACTIONS")
+        .env_remove("FLUX_HANDOFF_CONFIG")
+        .env_remove("FLUX_HANDOFF_HOLDER")
+        .arg("--kubeconfig")
+        .arg(&kc)
+        .args([
+            "--namespace",
+            &c.ns.name,
+            "--interval",
+            "200ms",
+            "--timeout",
+            "6s",
+        ])
+        .args(["run", "--target", TARGET])
+        .args(c.handoff_flags())
+        .args(["--", "true"])
+        .stdin(Stdio::null());
+    let started = Instant::now();
+    let out = tokio::time::timeout(
+        Duration::from_mins(3),
+        tokio::task::spawn_blocking(move || cmd.output().unwrap()),
+    )
+    .await
+    .expect("the run was still retrying its fence write 3 minutes after a 6 s --timeout")
+    .unwrap();
+    let took = started.elapsed();
+    let err = stderr(&out);
+    assert_ne!(code(&out), 0, "{err}");
+    let patches = proxy
+        .counts()
+        .get("patch kustomizations")
+        .copied()
+        .unwrap_or(0);
+    println!(
+        "deadline: exit={} after {took:?}, fence patches sent={patches}",
+        code(&out)
+    );
+    // Nothing was forwarded, so the server holds no fence; the run says what it could not
+    // release, or that nothing is held.
+    for name in [PARENT, TARGET] {
+        assert_eq!(
+            annotation(&c.get(name).await, OWNER_KEY),
+            None,
+            "{name}: {err}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
