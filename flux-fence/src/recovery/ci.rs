@@ -1,6 +1,9 @@
 //! Evidence from the CI system: ask a [`LivenessSource`] about the Lease holder, and count
 //! its "finished" only when the Lease kept the version read before the question (no renewal
-//! since). While the source says the run is still going, ask again until `wait` is spent.
+//! since) and then stays unwritten for a full duration, as without evidence: CI evidence tells
+//! "gone" from "slow", it never shortens the wait (GitHub reports an attempt completed when its
+//! runner lost GitHub but not the cluster, and the holder may still renew). While the source
+//! says the run is still going, ask again until `wait` is spent.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +12,7 @@ use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use kube::Api;
 
 use super::plan::HolderEvidence;
-use super::watch::WatchProgress;
+use super::watch::{WatchProgress, WatchTiming, watch_lease};
 use crate::FenceError;
 use crate::api::{error, get_retrying};
 use crate::liveness::{LivenessSource, Verdict};
@@ -24,8 +27,47 @@ pub(crate) struct CiAsk<'a> {
     pub poll_every: Duration,
 }
 
-/// Asks about `holder`, whose Lease was read at `resource_version`.
+/// Asks about `holder`, whose Lease was read at `resource_version`; a "finished" answer is
+/// [`HolderEvidence::Reported`] only once the Lease then stayed unwritten for `duration`.
 pub(crate) async fn ask_ci(
+    ask: &CiAsk<'_>,
+    watched: (String, String),
+    duration: Duration,
+    timing: WatchTiming,
+    progress: &mut (dyn FnMut(&WatchProgress) + Send),
+) -> Result<HolderEvidence, FenceError> {
+    let answer = ask_once(ask, watched, progress).await?;
+    let HolderEvidence::Reported {
+        holder,
+        resource_version,
+        evidence,
+    } = answer
+    else {
+        return Ok(answer);
+    };
+    let watched = (holder, resource_version);
+    Ok(
+        match watch_lease(
+            ask.api, ask.name, ask.target, watched, duration, timing, progress,
+        )
+        .await?
+        {
+            HolderEvidence::Unchanged {
+                holder,
+                resource_version,
+                ..
+            } => HolderEvidence::Reported {
+                holder,
+                resource_version,
+                evidence,
+            },
+            other => other,
+        },
+    )
+}
+
+/// Asks until the source answers for good (or `ask.wait` is spent).
+async fn ask_once(
     ask: &CiAsk<'_>,
     (holder, resource_version): (String, String),
     progress: &mut (dyn FnMut(&WatchProgress) + Send),

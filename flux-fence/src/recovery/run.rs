@@ -286,40 +286,7 @@ impl Recovery {
                 wait: wait.unwrap_or(duration),
                 poll_every: self.timing.poll_every,
             };
-            // CI evidence tells "gone" from "slow"; it never shortens the wait. GitHub reports
-            // a run completed when its runner lost GitHub but not the cluster: the holder may
-            // still renew. So a takeover still needs the Lease unwritten for a full duration.
-            let evidence = ask_ci(&ask, watched, progress).await?;
-            let HolderEvidence::Reported {
-                holder,
-                resource_version,
-                evidence,
-            } = evidence
-            else {
-                return Ok(evidence);
-            };
-            let watched = watch_lease(
-                &self.api(),
-                &self.lease.name,
-                &self.target(),
-                (holder, resource_version),
-                duration,
-                self.timing,
-                progress,
-            )
-            .await?;
-            return Ok(match watched {
-                HolderEvidence::Unchanged {
-                    holder,
-                    resource_version,
-                    ..
-                } => HolderEvidence::Reported {
-                    holder,
-                    resource_version,
-                    evidence,
-                },
-                other => other,
-            });
+            return ask_ci(&ask, watched, duration, self.timing, progress).await;
         }
         watch_lease(
             &self.api(),
