@@ -6,7 +6,6 @@
 mod common;
 
 use std::process::Stdio;
-use std::time::Duration;
 
 use common::*;
 use testkit::github_stub::{Answer, GithubStub};
@@ -38,14 +37,7 @@ async fn ci_takeover_a_completed_report_while_the_holder_renews_takes_nothing_ov
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let mut run = cmd.spawn().unwrap();
-    let give_up = tokio::time::Instant::now() + Duration::from_mins(1);
-    while !marker.exists() {
-        assert!(
-            tokio::time::Instant::now() < give_up,
-            "the command never started"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_file(&marker, "the command to start").await;
     let holder = annotation(&c.get(TARGET).await, OWNER_KEY)
         .unwrap()
         .to_string();

@@ -5,7 +5,6 @@
 mod common;
 
 use std::process::Stdio;
-use std::time::Duration;
 
 use common::*;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -43,14 +42,7 @@ async fn release_engine_resume_of_a_run_under_another_lease_is_refused_and_chang
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let run = cmd.spawn().unwrap();
-    let give_up = tokio::time::Instant::now() + Duration::from_mins(1);
-    while !marker.exists() {
-        assert!(
-            tokio::time::Instant::now() < give_up,
-            "the command never started"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_file(&marker, "the command to start").await;
     let before = held(&c).await;
     let flags = c.handoff_flags();
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();

@@ -98,3 +98,16 @@ pub fn stderr(out: &Output) -> String {
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Waits until `marker` exists (a test command's first act); a minute without it fails the
+/// test with `what`.
+pub async fn wait_for_file(marker: &std::path::Path, what: &str) {
+    let give_up = tokio::time::Instant::now() + std::time::Duration::from_mins(1);
+    while !marker.exists() {
+        assert!(
+            tokio::time::Instant::now() < give_up,
+            "waited a minute for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
