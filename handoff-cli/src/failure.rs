@@ -11,6 +11,11 @@ use crate::exit;
 pub struct Failure {
     pub code: u8,
     pub message: String,
+    /// The command to run next, printed as a `next: COMMAND` line of its own, for a message
+    /// that must stay exactly as it is: a proof timeout's line is fixed counter names and
+    /// counts only. Every other failure carries its next step in the message
+    /// (`; next: COMMAND`, [`crate::next_step::with_next`]) and leaves this `None`.
+    pub next: Option<String>,
 }
 
 impl Failure {
@@ -18,6 +23,7 @@ impl Failure {
         Self {
             code,
             message: message.into(),
+            next: None,
         }
     }
 

@@ -89,7 +89,7 @@ async fn dispatch(cli: Cli) -> u8 {
             "-o name: `{}` lists no objects; use -o json or -o yaml",
             command_name(&cli.command)
         );
-        out.finish(command_name(&cli.command), exit::USAGE, Some(&line));
+        out.finish(command_name(&cli.command), exit::USAGE, Some(&line), None);
         return exit::USAGE;
     }
     let (name, result) = match &cli.command {
@@ -130,11 +130,11 @@ async fn dispatch(cli: Cli) -> u8 {
     notify::flush(&mut out).await;
     match result {
         Ok(code) => {
-            out.finish(name, code, None);
+            out.finish(name, code, None, None);
             code
         }
         Err(f) => {
-            out.finish(name, f.code, Some(&f.message));
+            out.finish(name, f.code, Some(&f.message), f.next.as_deref());
             f.code
         }
     }

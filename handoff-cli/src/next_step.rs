@@ -1,6 +1,7 @@
 //! The one command to run next after a failed handoff: a pure mapping from the typed error
 //! (and what the command was asked to do) to a command, appended to the failure line as
-//! `; next: COMMAND` and shown as the step summary's next step. Only names go into it (objects,
+//! `; next: COMMAND` (a proof timeout's, whose line is its counters only, printed as a
+//! `next: COMMAND` line of its own) and shown as the step summary's next step. Only names go into it (objects,
 //! the Lease, the controller, flags): never a value from the command's own argv, which may hold
 //! anything.
 
@@ -325,10 +326,15 @@ mod tests {
             n.as_deref(),
             Some("flux-handoff pause ks/apps/web --lease team/handoff --retire restart")
         );
+        // A proof timeout's next step is a line of its own (`session::failure`); any other
+        // failure's line ends with it.
         assert_eq!(
-            with_next("stable pause not proven within 60s".into(), n.as_deref()),
-            "stable pause not proven within 60s; next: flux-handoff pause ks/apps/web \
-             --lease team/handoff --retire restart"
+            with_next(
+                "Kustomization apps/web did not acknowledge the suspend within 60s".into(),
+                n.as_deref()
+            ),
+            "Kustomization apps/web did not acknowledge the suspend within 60s; next: \
+             flux-handoff pause ks/apps/web --lease team/handoff --retire restart"
         );
         assert_eq!(with_next("x".into(), None), "x");
     }

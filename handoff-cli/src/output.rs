@@ -200,14 +200,19 @@ impl Output {
         self.cleanup_complete = complete;
     }
 
-    /// Prints the end of the run: the error line (as a GitHub annotation in Actions), and with
-    /// `--output json` the one final document on stdout. In Actions, a handoff command also
+    /// Prints the end of the run: the error line (as a GitHub annotation in Actions), last,
+    /// after `next` as a `next: COMMAND` line of its own when the error line carries no next
+    /// step ([`crate::failure::Failure::next`]), and with `--output json` the one final
+    /// document on stdout (with `next` as its own key then). In Actions, a handoff command also
     /// appends its step summary and outputs ([`actions`]); a file that cannot be written is
     /// reported on stderr and changes nothing else.
-    pub fn finish(&mut self, command: &str, code: u8, error: Option<&str>) {
+    pub fn finish(&mut self, command: &str, code: u8, error: Option<&str>, next: Option<&str>) {
         let end = self.progress.end(code != 0);
         if !self.quiet {
             self.print(&end);
+        }
+        if let (Some(_), Some(next)) = (error, next) {
+            eprintln!("{}", next_line(next));
         }
         if let Some(msg) = error {
             if self.github {
@@ -221,6 +226,7 @@ impl Output {
                 command,
                 code,
                 error,
+                next,
                 phases: &self.phases,
                 facts: &self.facts,
                 paused: &self.paused,
@@ -239,7 +245,7 @@ impl Output {
             }
         }
         if self.format != Format::Text {
-            let doc = json!({
+            let mut doc = json!({
                 "command": command,
                 "result": if code == 0 { "ok" } else { "error" },
                 "exit_code": code,
@@ -248,6 +254,9 @@ impl Output {
                 "phases": self.phases.iter().map(|p| json!({ "name": p.name, "ms": p.millis })).collect::<Vec<_>>(),
                 "facts": self.facts,
             });
+            if let (Some(_), Some(next)) = (error, next) {
+                doc["next"] = json!(next);
+            }
             match self.format {
                 Format::Yaml => print!("{}", yaml::document(&doc)),
                 Format::Name => self.names.iter().for_each(|n| println!("{n}")),
@@ -269,6 +278,12 @@ pub fn short_name(display: &str) -> String {
         other => other.to_lowercase(),
     };
     format!("{kind}/{rest}")
+}
+
+/// The line of a next step kept out of the error line: `next: COMMAND`. It never starts with
+/// `::`, so in Actions it is plain output, not a workflow command.
+fn next_line(next: &str) -> String {
+    format!("next: {next}")
 }
 
 /// Which commands list objects (`-o name` is refused, exit 2, elsewhere).

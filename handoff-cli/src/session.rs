@@ -5,6 +5,7 @@
 use std::str::FromStr;
 
 use flux_fence::Holder;
+use flux_suspend::handoff::SuspendError;
 use flux_suspend::session::LeaseWait;
 use flux_suspend::session::Members;
 use flux_suspend::steps::Step;
@@ -145,16 +146,27 @@ pub fn finish<T>(
                 format!("{}; {}", f.message, cleanup_line(&c, out.holder())),
             ))
         }
-        (Err(mut f), Err(c)) => {
+        (Err(f), Err(c)) => {
             out.note(&cleanup_line(&c, out.holder()));
             // A release withheld after a person's `flux resume`: its restore is what to do next.
-            if let Some(next) = crate::next_step::withheld(&c.why, out.holder()) {
-                let line = f.message.split("; next: ").next().unwrap_or_default();
-                f.message = with_next(line.to_string(), Some(&next));
+            match crate::next_step::withheld(&c.why, out.holder()) {
+                Some(next) => Err(replace_next(f, next)),
+                None => Err(f),
             }
-            Err(f)
         }
     }
+}
+
+/// `f` with `next` as its next step: on its own line when it has one there (a proof
+/// timeout's line stays its counters), else ending its line in place of the one it had.
+fn replace_next(mut f: Failure, next: String) -> Failure {
+    if f.next.is_some() {
+        f.next = Some(next);
+    } else {
+        let line = f.message.split("; next: ").next().unwrap_or_default();
+        f.message = with_next(line.to_string(), Some(&next));
+    }
+    f
 }
 
 /// The work's result of an outcome as a [`Failure`].
@@ -169,8 +181,15 @@ fn cleanup_line(c: &flux_suspend::CleanupError, holder: Option<&str>) -> String 
 }
 
 /// The exit code and one line of a session error, ending with the command to run next
-/// ([`crate::next_step`]) when there is one.
+/// ([`crate::next_step`]) when there is one. A proof timeout's line is its fixed counter names
+/// and counts only (what a log scraper or the chaos suite may match); its next step is a line
+/// of its own ([`Failure::next`]).
 pub fn failure(e: &SessionError, h: &Hints) -> Failure {
+    if let SessionError::Pause(p @ SuspendError::ProofTimeout { .. }) = e {
+        let mut f = Failure::from_suspend(p);
+        f.next = next_step(e, h);
+        return f;
+    }
     if let SessionError::PauseBroken(_) = e {
         let line = with_next(chain(e), Some("flux-handoff fences (what is still held)"));
         return Failure::new(exit::PAUSE_BROKEN, line);
@@ -210,6 +229,68 @@ mod tests {
         };
         let file = crate::config::parse(config).unwrap();
         lease_wait(&p.holder, &file).map(|w| w.budget)
+    }
+
+    fn hints() -> Hints {
+        Hints {
+            command: "run",
+            targets: vec!["ks/apps/web".into()],
+            retire: flux_suspend::Strategy::Ack,
+            controller: ("flux-system".into(), "kustomize-controller".into()),
+            lease: "flux-system/flux-handoff".into(),
+        }
+    }
+
+    #[test]
+    fn a_proof_timeout_line_is_its_counters_only_and_its_next_step_a_line_of_its_own() {
+        let mut counters = flux_suspend::report::Counters::default();
+        counters.incr(flux_suspend::report::Counter::Observations);
+        counters.incr(flux_suspend::report::Counter::VersionChanges);
+        let e = SessionError::Pause(SuspendError::ProofTimeout {
+            waited: Duration::from_secs(5),
+            counters,
+        });
+        let f = failure(&e, &hints());
+        assert_eq!(f.code, exit::TIMEOUT);
+        assert_eq!(
+            f.message,
+            "stable pause not proven within 5s: observations=1 unreadable=0 child_not_owned=0 \
+             parent_not_owned=0 parent_changed=0 version_changes=1"
+        );
+        assert!(!f.message.contains("next:"), "{}", f.message);
+        assert_eq!(
+            f.next.as_deref(),
+            Some("flux-handoff run ks/apps/web --retire restart -- …")
+        );
+        // A release withheld afterwards: its restore becomes the next step, the line stays.
+        let g = replace_next(f.clone(), "flux-handoff fences release x".into());
+        assert_eq!(g.message, f.message);
+        assert_eq!(g.next.as_deref(), Some("flux-handoff fences release x"));
+    }
+
+    #[test]
+    fn other_failures_keep_their_next_step_at_the_end_of_their_line() {
+        let e = SessionError::Pause(SuspendError::AckTimeout {
+            object: "Kustomization apps/web".into(),
+            waited: Duration::from_secs(5),
+        });
+        let f = failure(&e, &hints());
+        assert_eq!(f.code, exit::TIMEOUT);
+        assert_eq!(f.next, None);
+        assert!(
+            f.message.starts_with(
+                "Kustomization apps/web did not acknowledge the suspend within 5s; next: kubectl"
+            ),
+            "{}",
+            f.message
+        );
+        let g = replace_next(f, "flux-handoff fences release x".into());
+        assert_eq!(
+            g.message,
+            "Kustomization apps/web did not acknowledge the suspend within 5s; next: \
+             flux-handoff fences release x"
+        );
+        assert_eq!(g.next, None);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! lost responses, concurrent runs, proxy faults, API server restarts, signals, a competing
 //! writer and hostile input, through the fault-injecting proxy.
 //!
-//! 1. Build `flux-chaos` (suites/chaos) and `flux-handoff` (handoff-cli) in release mode.
+//! 1. Build `flux-chaos` (suites/chaos) and `flux-handoff` (handoff-cli) in release mode
+//!    (`--dev`: the dev profile the tests build, which skips a cold release build).
 //! 2. Start a control plane of its own in `target/flux-handoff/chaos-cluster-<pid>` (never the
 //!    shared one of `cluster up` that tests use, and one per invocation, so two runs never
 //!    share one); `flux-chaos` plays the controller model in-process, one seeded namespace per
@@ -27,16 +28,20 @@ use crate::{cluster, envtest, paths, proc};
 pub struct Flags {
     quick: bool,
     only: Option<String>,
+    /// `--dev`: the dev-profile binaries (the ones the tests build) instead of release ones,
+    /// to skip a cold release build of the whole dependency tree.
+    dev: bool,
 }
 
 impl Flags {
-    /// `[--quick] [--only S,S]`, in any order.
+    /// `[--quick] [--dev] [--only S,S]`, in any order.
     pub fn parse(args: &[&str]) -> anyhow::Result<Self> {
         let mut f = Self::default();
         let mut it = args.iter();
         while let Some(a) = it.next() {
             match *a {
                 "--quick" if !f.quick => f.quick = true,
+                "--dev" if !f.dev => f.dev = true,
                 "--only" if f.only.is_none() => {
                     f.only = Some(
                         it.next()
@@ -55,11 +60,13 @@ impl Flags {
 pub fn run(flags: &Flags) -> anyhow::Result<()> {
     let root = paths::root();
     // One invocation: features unify once, so neither build invalidates the other.
+    let profile = if flags.dev { "dev" } else { "release" };
     proc::run(
         "cargo",
         &[
             "build",
-            "--release",
+            "--profile",
+            profile,
             "-p",
             "flux-chaos",
             "--bin",
@@ -78,13 +85,13 @@ pub fn run(flags: &Flags) -> anyhow::Result<()> {
         &paths::scratch().join(format!("chaos-cluster-{id}")),
     )?;
     let out = paths::scratch().join(format!("chaos-{id}"));
-    let mut cmd = Command::new(release_bin("flux-chaos"));
+    let mut cmd = Command::new(bin(flags, "flux-chaos"));
     cmd.current_dir(&root)
         .env("FLUX_HANDOFF_KUBECONFIG", &plane.kubeconfig)
         .arg("--out")
         .arg(&out)
         .arg("--handoff-bin")
-        .arg(release_bin("flux-handoff"))
+        .arg(bin(flags, "flux-handoff"))
         .arg("--launcher")
         .arg(&launcher)
         .arg("--crds")
@@ -106,11 +113,12 @@ pub fn run(flags: &Flags) -> anyhow::Result<()> {
     stopped
 }
 
-fn release_bin(name: &str) -> PathBuf {
+fn bin(flags: &Flags, name: &str) -> PathBuf {
+    let dir = if flags.dev { "debug" } else { "release" };
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .filter(|d| !d.is_empty())
         .map_or_else(|| paths::root().join("target"), |d| paths::root().join(d));
-    target.join("release").join(name)
+    target.join(dir).join(name)
 }
 
 #[cfg(test)]
@@ -125,6 +133,9 @@ mod tests {
         assert_eq!(f.only.as_deref(), Some("crash,lost"));
         assert!(Flags::parse(&["--only"]).is_err());
         assert!(Flags::parse(&["--quick", "--quick"]).is_err());
+        let f = Flags::parse(&["--dev", "--quick"]).unwrap();
+        assert!(f.dev && f.quick && f.only.is_none());
+        assert!(Flags::parse(&["--dev", "--dev"]).is_err());
         assert!(Flags::parse(&["--fast"]).is_err());
     }
 }

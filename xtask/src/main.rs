@@ -137,8 +137,9 @@ commands:
                           while a reconcile is stuck in a 35 s health check, per retirement and
                           feature gate, beside `flux suspend` + `flux resume`; one
                           `bench: real_<case>` line each (docs/bench.md)
-  chaos [--quick] [--only S,S]
-                          release-build flux-chaos and flux-handoff, start a control plane of
+  chaos [--quick] [--dev] [--only S,S]
+                          release-build flux-chaos and flux-handoff (--dev: the dev profile
+                          the tests build, no cold release build), start a control plane of
                           its own (target/flux-handoff/chaos-cluster-<pid>), drive the real
                           CLI through the fault-injecting proxy (crash and lost response at
                           every mutation point, concurrent pauses, proxy faults, API server

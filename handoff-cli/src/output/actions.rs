@@ -25,6 +25,8 @@ pub struct Report<'a> {
     pub command: &'a str,
     pub code: u8,
     pub error: Option<&'a str>,
+    /// The next step kept out of the error line (a proof timeout's), when there is one.
+    pub next: Option<&'a str>,
     pub phases: &'a [Phase],
     pub facts: &'a Map<String, Value>,
     /// The objects this run fenced, parents first.
@@ -55,12 +57,16 @@ impl Report<'_> {
         }
     }
 
-    /// The one command to run next after a failure: the one the error line ends with
+    /// The one command to run next after a failure: the one printed on its own line (a proof
+    /// timeout's, whose error line is its counters only), or the one the error line ends with
     /// (`; next: COMMAND`, [`crate::next_step`]), else by exit code. A timeout without its own
     /// next step gets none: `doctor` checks permissions, not a proof.
     pub fn next_command(&self) -> Option<String> {
         if self.code == 0 || self.outcome() == "command-failed" {
             return None;
+        }
+        if let Some(next) = self.next {
+            return Some(next.to_string());
         }
         if let Some((_, next)) = self.error.and_then(|e| e.rsplit_once("; next: ")) {
             return Some(next.to_string());
@@ -148,6 +154,7 @@ mod tests {
             command,
             code,
             error,
+            next: None,
             phases,
             facts,
             paused: &[],
@@ -196,14 +203,27 @@ mod tests {
     }
 
     #[test]
-    fn next_step_summary_after_a_proof_timeout_is_the_lines_command_never_doctor() {
+    fn next_step_summary_after_a_proof_timeout_is_its_next_line_never_doctor() {
         let facts = Map::new();
-        let line = "stable pause not proven within 300s: observations=3; next: flux-handoff \
-                    pause ks/a/b --retire restart";
-        let r = report("pause", 4, Some(line), &[], &facts);
+        // The proof timeout's line is its counters only; its next step comes on its own.
+        let line = "stable pause not proven within 300s: observations=3";
+        let mut r = report("pause", 4, Some(line), &[], &facts);
+        r.next = Some("flux-handoff pause ks/a/b --retire restart");
         assert_eq!(
             r.next_command().as_deref(),
             Some("flux-handoff pause ks/a/b --retire restart")
+        );
+        assert_eq!(
+            r.step_report().next.as_deref(),
+            Some("flux-handoff pause ks/a/b --retire restart")
+        );
+        // Any other failure's line ends with its next step.
+        let line = "Kustomization a/b did not acknowledge the suspend within 300s; next: \
+                    kubectl -n flux-system logs deploy/kustomize-controller --since 10m";
+        let r = report("pause", 4, Some(line), &[], &facts);
+        assert_eq!(
+            r.next_command().as_deref(),
+            Some("kubectl -n flux-system logs deploy/kustomize-controller --since 10m")
         );
         let r = report(
             "pause",

@@ -13,9 +13,9 @@
 //!      seen at, and no proof read of the target came before the write landed — so the first
 //!      pass sees the change and the reset is certain, not a race.
 //! 3. Forever: the proof can never hold, so the run must exit 4 with the redacted counter line
-//!    of the proof as its last stderr line, and the counters must show resets
-//!    (`version_changes` > 0). Once: the run must exit 0 with a proof whose counters show the
-//!    reset it survived.
+//!    of the proof as its last stderr line (its next step, `--retire restart`, on the line
+//!    before), and the counters must show resets (`version_changes` > 0). Once: the run must
+//!    exit 0 with a proof whose counters show the reset it survived.
 //! 4. Both: afterwards no fence, the Lease free (state compared with the pre-run snapshot,
 //!    plus the writer's last value), and that value is still on the target (read back from
 //!    the server): never overwritten by the release.
@@ -427,9 +427,11 @@ async fn one(
         ));
         -1
     });
-    let last_line = err.lines().last().unwrap_or_default().to_string();
+    let mut tail = err.lines().rev();
+    let last_line = tail.next().unwrap_or_default().to_string();
+    let next_line = tail.next().unwrap_or_default();
     match how {
-        How::Forever => problems.extend(timed_out_findings(code, &last_line)),
+        How::Forever => problems.extend(timed_out_findings(code, &last_line, next_line)),
         How::Once => problems.extend(completed_findings(code, &out, &last_line)),
     }
     problems.extend(afterwards(&cell, base, &before, who, last.as_deref(), code).await?);
@@ -499,8 +501,9 @@ fn counters(line: &str) -> Option<Vec<u64>> {
         })
 }
 
-/// A writer that never stops: exit 4, the counter line last, resets counted.
-fn timed_out_findings(code: i32, last: &str) -> Vec<Finding> {
+/// A writer that never stops: exit 4, the counter line last, resets counted, and the next
+/// step on the line before it (`next`), never on the counter line.
+fn timed_out_findings(code: i32, last: &str, next: &str) -> Vec<Finding> {
     let mut f = Vec::new();
     if code != TIMED_OUT {
         f.push(Finding::new(
@@ -524,6 +527,12 @@ fn timed_out_findings(code: i32, last: &str) -> Vec<Finding> {
             format!("the counters show no reset by the writer: {last}"),
         )),
         Some(_) => {}
+    }
+    if !(next.starts_with("next: flux-handoff run ") && next.contains(" --retire restart")) {
+        f.push(Finding::new(
+            Kind::Other,
+            format!("the line before the counter line is not its next step: {next}"),
+        ));
     }
     f
 }
@@ -577,19 +586,29 @@ mod tests {
     fn a_timeout_without_the_counter_line_last_is_a_finding() {
         let ok = "error: stable pause not proven within 5s: observations=9 unreadable=0 \
                   child_not_owned=0 parent_not_owned=0 parent_changed=0 version_changes=7";
-        assert!(timed_out_findings(4, ok).is_empty());
+        let next = "next: flux-handoff run ks/n/infrastructure --retire restart -- …";
+        assert!(timed_out_findings(4, ok, next).is_empty());
         // The proof gets what is left of the whole pause's budget.
-        assert!(timed_out_findings(4, &ok.replace("within 5s", "within 4s")).is_empty());
+        assert!(timed_out_findings(4, &ok.replace("within 5s", "within 4s"), next).is_empty());
         assert_eq!(
-            timed_out_findings(4, &ok.replace("within 5s", "within 9s")).len(),
+            timed_out_findings(4, &ok.replace("within 5s", "within 9s"), next).len(),
             1
         );
-        assert_eq!(timed_out_findings(7, ok).len(), 1);
-        assert_eq!(timed_out_findings(4, "lease released").len(), 1);
+        assert_eq!(timed_out_findings(7, ok, next).len(), 1);
+        assert_eq!(timed_out_findings(4, "lease released", next).len(), 1);
         assert_eq!(
-            timed_out_findings(4, &ok.replace("version_changes=7", "version_changes=0")).len(),
+            timed_out_findings(
+                4,
+                &ok.replace("version_changes=7", "version_changes=0"),
+                next
+            )
+            .len(),
             1
         );
+        // The next step belongs on a line of its own, never on the counter line.
+        let suffixed = format!("{ok}; next: flux-handoff run ks/n/infrastructure --retire restart");
+        assert_eq!(timed_out_findings(4, &suffixed, "✗ pause failed").len(), 2);
+        assert_eq!(timed_out_findings(4, ok, "✗ pause failed").len(), 1);
     }
 
     fn get(path: &str) -> Entry {
