@@ -264,8 +264,8 @@ impl Proxy {
         Ok(kube::Client::try_from(config)?)
     }
 
-    /// A client through the proxy without kube's retry layer, as the CLI builds its own
-    /// (`handoff_app::kubeconfig::bound`): a 5xx reaches the caller at once.
+    /// A client through the proxy without kube's retry layer: a 5xx reaches the caller at
+    /// once (the library's own handling of an unknown outcome, seen without retries).
     pub fn client_without_retry(&self) -> anyhow::Result<kube::Client> {
         let mut config = kube::Config::new(self.url().parse()?);
         config.auth_info.token = Some(self.token.clone().into());

@@ -75,8 +75,28 @@ pub async fn client(path: Option<&Path>, context: Option<&str>) -> Result<Client
         })?,
     };
     bound(&mut config);
-    Client::try_from(config).map_err(|e| err(format!("Kubernetes client: {}", first_line(&e))))
+    let retry =
+        kube::client::retry::RetryPolicy::new(RETRY_MIN_DELAY, RETRY_MAX_DELAY, RETRIES, false)
+            .map_err(|e| err(format!("Kubernetes client: {e}")))?;
+    Ok(kube::client::ClientBuilder::try_from(config)
+        .map_err(|e| err(format!("Kubernetes client: {}", first_line(&e))))?
+        // The retry clones the service it wraps; kube's stack is boxed, so a buffer (one
+        // worker task on this runtime) makes it cloneable first.
+        .with_layer(&tower::buffer::BufferLayer::new(64))
+        .with_layer(&tower::retry::RetryLayer::new(retry))
+        .build())
 }
+
+/// kube's retry of a request answered 429, 503 or 504, bounded: at most [`RETRIES`] more
+/// sends, [`RETRY_MIN_DELAY`] doubling to [`RETRY_MAX_DELAY`] apart (about 1.5 s in all), the
+/// server's `Retry-After` not followed. An API server that restarts answers 429 for a moment
+/// ("storage is (re)initializing"), and a list in that moment should not fail the command; a
+/// retried write is still a CAS, so a copy that already applied fails its own test.
+pub const RETRIES: u32 = 4;
+/// See [`RETRIES`].
+pub const RETRY_MIN_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
+/// See [`RETRIES`].
+pub const RETRY_MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Sets the client's request timeouts (see the module docs).
 pub fn bound(config: &mut Config) {
@@ -86,10 +106,10 @@ pub fn bound(config: &mut Config) {
     // The read timeout counts from each request's write, not from when a pooled connection
     // went idle.
     config.reset_reader_on_write = true;
-    // kube's own retry layer sends a request again on 429, 503 and 504 up to 15 times, its
-    // backoff doubling towards 1000 s: a loop inside one call that no `--timeout`, signal or
-    // Lease deadline can bound. Reads are retried by the libraries within their budget; a
-    // write answered 5xx is an unknown outcome, settled by a CAS of ours, never re-sent blind.
+    // kube's default retry layer sends a request again on 429, 503 and 504 up to 15 times, its
+    // backoff doubling towards 1000 s and following the server's Retry-After: a loop inside
+    // one call that no `--timeout`, signal or Lease deadline can bound. [`client`] puts a
+    // bounded one in its place ([`RETRIES`]).
     config.default_retry = false;
 }
 

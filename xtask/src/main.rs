@@ -146,7 +146,7 @@ commands:
                           restarts, signals, a competing writer, hostile input, security
                           checks); prints one `chaos:` line per scenario and the summary
                           line last; fails on any violation (docs/chaos.md). --only runs the
-                          named scenarios. Never part of ci
+                          named scenarios. ci runs --quick --dev
 
 environment:
   FLUX_HANDOFF_CLUSTER_DIR  state directory of `cluster up|down|check` (default
@@ -343,6 +343,9 @@ fn ci() -> anyhow::Result<()> {
     )?;
     proc::run_env("cargo", &["test", "--doc", "--workspace"], &root, &env)?;
     plane.stop()?;
+    // The chaos suite's sample, on the dev binaries just built (a release build would compile
+    // the whole tree again): no scenario rots unseen (it went red on main once, unnoticed).
+    chaos::run(&chaos::Flags::parse(&["--quick", "--dev"])?)?;
     ci_real()?;
     ci_eso()
 }
