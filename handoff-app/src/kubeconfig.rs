@@ -92,11 +92,11 @@ pub async fn client(path: Option<&Path>, context: Option<&str>) -> Result<Client
 /// server's `Retry-After` not followed. An API server that restarts answers 429 for a moment
 /// ("storage is (re)initializing"), and a list in that moment should not fail the command; a
 /// retried write is still a CAS, so a copy that already applied fails its own test.
-pub const RETRIES: u32 = 4;
+const RETRIES: u32 = 4;
 /// See [`RETRIES`].
-pub const RETRY_MIN_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
+const RETRY_MIN_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
 /// See [`RETRIES`].
-pub const RETRY_MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
+const RETRY_MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Sets the client's request timeouts (see the module docs).
 pub fn bound(config: &mut Config) {
