@@ -157,10 +157,12 @@ pub struct HolderArg {
     /// `GITHUB_TOKEN`.
     #[arg(long, value_name = "PATH")]
     pub github_token_file: Option<std::path::PathBuf>,
-    /// While another live run holds the Lease, wait up to this long for it, e.g. 2m (default
-    /// 0: refuse at once, exit 3). Says who holds it and since when about every 10 s and takes
-    /// it the moment it is free; a held Lease is never taken over, and a parked pause is not
-    /// waited for (refused at once with its resume command). Config: `[lease] wait = "2m"`.
+    /// While another run holds the Lease, wait up to this long for it, e.g. 2m (default 0:
+    /// refuse at once, exit 3). Says who holds it and since when about every 10 s and takes it
+    /// the moment it is free; a start that loses a race to another waiter waits again. A held
+    /// Lease is never taken over: one left unwritten for its holder's whole duration while
+    /// watched is refused (exit 3, naming `fences recover`), and a parked pause is not waited
+    /// for (refused at once with its resume command). Config: `[lease] wait = "2m"`.
     #[arg(long, value_parser = handoff_app::settings::parse_duration, value_name = "DURATION")]
     pub wait_lease: Option<std::time::Duration>,
 }

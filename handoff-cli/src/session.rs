@@ -70,7 +70,11 @@ pub async fn start(
     out.stage("pause");
     // From here something may be held until the session's cleanup says otherwise.
     out.cleanup_complete(false);
-    let started = Session::start_waiting(client, opts, cancel, wait, |w| out.note(&w.line())).await;
+    // Boxed: the wait keeps a session's start inside it.
+    let started = Box::pin(Session::start_waiting(client, opts, cancel, wait, |w| {
+        out.note(&w.line());
+    }))
+    .await;
     let session = started.map_err(|e| {
         // A start that wrote nothing holds nothing (a refusal, a read, an early cancel).
         let nothing = e.changed_nothing() || matches!(e, SessionError::LeaseHeld { .. });

@@ -513,43 +513,84 @@ fn capture_json(cmd: &mut Command, what: &str) -> anyhow::Result<serde_json::Val
     doc.with_context(|| format!("{what} printed no JSON document"))
 }
 
+/// Tools the local registry needs (the demo's and the tests').
+const REGISTRY_TOOLS: &[Need] = &[
+    Need::Program("docker-registry", "docker-registry"),
+    Need::Program("htpasswd", "apache2-utils"),
+    Need::Program("sha256sum", "coreutils"),
+];
+
+/// Where Debian's `libfaketime` puts the library the clock-skew tests preload.
+pub(crate) const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// One thing a command needs from Debian: a program on `PATH` or a file, and its package.
+#[derive(Clone, Copy)]
+pub(crate) enum Need {
+    Program(&'static str, &'static str),
+    File(&'static str, &'static str),
+}
+
+impl Need {
+    fn present(self) -> bool {
+        match self {
+            Need::Program(p, _) => on_path(p),
+            Need::File(f, _) => std::path::Path::new(f).is_file(),
+        }
+    }
+
+    fn package(self) -> &'static str {
+        match self {
+            Need::Program(_, p) | Need::File(_, p) => p,
+        }
+    }
+}
+
 /// Tools the local registry needs (the demo's and the tests'); installed with apt-get when
 /// missing and we are root, otherwise the one command to run is named and `who` fails.
 pub(crate) fn require_tools(who: &str) -> anyhow::Result<()> {
-    const INSTALL: &str = "apt-get install -y docker-registry apache2-utils";
-    let missing: Vec<&str> = ["docker-registry", "htpasswd", "sha256sum"]
-        .into_iter()
-        .filter(|t| !on_path(t))
+    require(who, REGISTRY_TOOLS)
+}
+
+/// `needs` installed with apt-get when missing and we are root; otherwise the one command to
+/// run is named and `who` fails.
+pub(crate) fn require(who: &str, needs: &[Need]) -> anyhow::Result<()> {
+    let mut packages: Vec<&str> = needs
+        .iter()
+        .filter(|n| !n.present())
+        .map(|n| n.package())
         .collect();
-    if missing.is_empty() {
+    packages.dedup();
+    if packages.is_empty() {
         return Ok(());
     }
+    let install = format!("apt-get install -y {}", packages.join(" "));
     let root = Command::new("id")
         .arg("-u")
         .output()
         .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
     if !root || !on_path("apt-get") {
         bail!(
-            "{who} needs {} (a local registry): install it with `sudo {INSTALL}`",
-            missing.join(", ")
+            "{who} needs {}: install it with `sudo {install}`",
+            packages.join(", ")
         );
     }
-    eprintln!("xtask: $ {INSTALL}");
-    let install = || {
+    eprintln!("xtask: $ {install}");
+    let run = || {
         Command::new("apt-get")
-            .args(["install", "-y", "docker-registry", "apache2-utils"])
+            .args(["install", "-y"])
+            .args(&packages)
             .env("DEBIAN_FRONTEND", "noninteractive")
             .status()
             .is_ok_and(|s| s.success())
     };
-    if !install() {
+    if !run() {
         eprintln!("xtask: $ apt-get update");
         let updated = Command::new("apt-get")
             .arg("update")
             .status()
             .is_ok_and(|s| s.success());
-        if !updated || !install() {
-            bail!("`{INSTALL}` failed");
+        if !updated || !run() {
+            bail!("`{install}` failed");
         }
     }
     Ok(())

@@ -102,8 +102,8 @@ commands:
   actionlint              build actionlint (Go modules, cached under ~/.cache/flux-handoff)
                           and lint the workflows under docs/ and, through them, action.yml
   ci                      install what the tests need when missing (cargo-nextest,
-                          cargo-deny; as root docker-registry and apache2-utils, otherwise it
-                          names the command and fails), fmt check, the public-API listings
+                          cargo-deny; as root docker-registry, apache2-utils and libfaketime,
+                          otherwise it names the command and fails), fmt check, the public-API listings
                           (api, below), layers, cargo publish --dry-run of the libraries in
                           dependency order, clippy -D warnings, cargo
                           deny check (deny.toml; advisories only when their database on GitHub
@@ -280,6 +280,11 @@ fn ci() -> anyhow::Result<()> {
     let root = paths::root();
     // What the tests need on a fresh machine, before minutes of fmt and clippy.
     demo::require_tools("cargo xtask ci")?;
+    // libfaketime: the `queue_` tests run one `flux-handoff` with its clock two minutes ahead.
+    demo::require(
+        "cargo xtask ci",
+        &[demo::Need::File(demo::FAKETIME_LIB, "libfaketime")],
+    )?;
     if !proc::succeeds("cargo", &["nextest", "--version"], &root) {
         run("cargo", &["install", "--locked", "cargo-nextest"], &root)?;
     }

@@ -82,10 +82,9 @@ impl LeaseWaiting {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WaitDecision {
-    /// Absent, free, ours, or held by a holder that looks gone (expired): start the session,
-    /// which takes it or refuses as without a wait.
+    /// Absent, free or ours: start the session, which takes it or refuses as without a wait.
     Start,
-    /// A live holder has it and the budget is not spent: wait.
+    /// Another holder has it and the budget is not spent: wait.
     Wait {
         /// The holder.
         holder: String,
@@ -97,7 +96,13 @@ pub enum WaitDecision {
         /// The holder that parked it.
         holder: String,
     },
-    /// A live holder still has it and the budget is spent.
+    /// Its holder left it unwritten for a full duration of its own while this run watched:
+    /// it looks gone, and only `fences recover` may take it over. Refuse.
+    Gone {
+        /// The holder.
+        holder: String,
+    },
+    /// Another holder still has it and the budget is spent.
     GiveUp {
         /// The holder.
         holder: String,
@@ -107,13 +112,20 @@ pub enum WaitDecision {
 }
 
 /// The decision on one read of the Lease: `me` is this run's holder, `parked_key` the
-/// annotation a parked pause carries, `spent` whether the wait's budget is used up.
+/// annotation a parked pause carries, `unchanged_for` how long this run has seen the Lease at
+/// the version just read (from the return of the first read of that version to the sending
+/// of this one, on its own monotonic clock), `spent` whether the wait's budget is used up.
+///
+/// No wall clock is read: a holder's `renewTime` compared with a clock that runs ahead would
+/// make a live holder look gone, and the session would then refuse (or a race end) at once.
+/// A holder is judged gone only when its Lease stays unwritten for a full duration of its
+/// own ([`holder_duration`]) while watched, as `fences recover` judges it.
 #[must_use]
 pub fn decide_wait(
     read: Option<&KubeLease>,
     me: &Holder,
     parked_key: &str,
-    now: Timestamp,
+    unchanged_for: Duration,
     spent: bool,
 ) -> WaitDecision {
     let Some(lease) = read else {
@@ -135,10 +147,8 @@ pub fn decide_wait(
     if parked {
         return WaitDecision::Parked { holder };
     }
-    if flux_fence::lease_decide::is_expired(spec, now) {
-        // Not a live holder: the session refuses it as before (`fences recover` proves it
-        // gone); waiting would only delay that answer.
-        return WaitDecision::Start;
+    if unchanged_for >= holder_duration(lease) {
+        return WaitDecision::Gone { holder };
     }
     let since = spec.acquire_time.as_ref().map(|t| t.0);
     if spent {
@@ -148,16 +158,33 @@ pub fn decide_wait(
     }
 }
 
+/// The holder's own Lease duration: how long its Lease must stay unwritten before it looks
+/// gone. A Lease without one counts as zero (gone once seen unchanged).
+fn holder_duration(lease: &KubeLease) -> Duration {
+    let secs = lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.lease_duration_seconds)
+        .unwrap_or(0);
+    Duration::from_secs(u64::try_from(secs).unwrap_or(0))
+}
+
 impl Session {
-    /// [`Session::start`], waiting up to `wait.budget` while a live holder has the Lease
+    /// [`Session::start`], waiting up to `wait.budget` while another holder has the Lease
     /// (see the module). `waiting` gets a report about every `wait.every`. With a zero budget
     /// this is `Session::start`.
+    ///
+    /// A start that loses a race while the budget lasts — the Lease taken first by another
+    /// waiter, or a target found fenced by the holder waited for or by the one that now has
+    /// the Lease — is not a refusal: the run waits again.
     ///
     /// # Errors
     ///
     /// As [`Session::start`]; a parked pause is [`SessionError::Refused`] at once (with the
     /// resume command), a holder that keeps the Lease past the budget is
-    /// [`SessionError::Refused`] naming it. Nothing was changed in either case.
+    /// [`SessionError::Refused`] naming it, and a holder that left it unwritten for a full
+    /// duration of its own is [`SessionError::LeaseHeld`] (`expired`: `fences recover`
+    /// releases it). Nothing was changed in any of these cases.
     pub async fn start_waiting(
         client: Client,
         mut opts: SessionOptions,
@@ -176,11 +203,16 @@ impl Session {
         let lease = opts.lease.to_string();
         let started = Instant::now();
         let mut said: Option<Instant> = None;
+        // The version last seen, and when the first read of it returned.
+        let mut seen: Option<(String, Instant)> = None;
+        // Every holder this run waited for: a fence of theirs met at start is a race.
+        let mut waited_for: Vec<String> = Vec::new();
         let stopped = || SessionError::Cancelled {
             during: "while waiting for the lease: nothing was changed".into(),
             changed: false,
         };
         loop {
+            let asked = Instant::now();
             let read = cancel
                 .unless_stopped(api.get_opt(&opts.lease.name))
                 .await
@@ -189,52 +221,59 @@ impl Session {
             let Ok(read) = read else {
                 return Self::start(client, opts, cancel).await;
             };
+            let version = read
+                .as_ref()
+                .and_then(|l| l.metadata.resource_version.clone())
+                .unwrap_or_default();
+            let unchanged_for = match &seen {
+                Some((v, since)) if *v == version => asked.saturating_duration_since(*since),
+                _ => {
+                    seen = Some((version.clone(), Instant::now()));
+                    Duration::ZERO
+                }
+            };
             let spent = started.elapsed() >= wait.budget;
-            let decision = decide_wait(
-                read.as_ref(),
-                &me,
-                &opts.keys.parked,
-                Timestamp::now(),
-                spent,
-            );
+            let decision = decide_wait(read.as_ref(), &me, &opts.keys.parked, unchanged_for, spent);
+            let slice = wait
+                .budget
+                .saturating_sub(started.elapsed())
+                .min(wait.every)
+                .max(Duration::from_secs(1));
             match decision {
                 WaitDecision::Start => {
-                    match Self::start(client.clone(), opts.clone(), cancel.clone()).await {
-                        // Another waiter took it first: nothing was changed, wait again.
-                        Err(SessionError::LeaseHeld { expired: false, .. })
-                            if started.elapsed() < wait.budget => {}
-                        r => return r,
-                    }
-                }
-                WaitDecision::Parked { holder } => {
-                    let default = flux_fence::LeaseConfig::default();
-                    let flag = if opts.lease.namespace == default.namespace
-                        && opts.lease.name == default.name
-                    {
-                        String::new()
-                    } else {
-                        format!(" --lease {lease}")
+                    // Boxed: a session's start is a large future, and this one waits around it.
+                    let r =
+                        Box::pin(Self::start(client.clone(), opts.clone(), cancel.clone())).await;
+                    let again = match &r {
+                        Err(e) if started.elapsed() < wait.budget => {
+                            lost_a_race(e, &waited_for, &api, &opts.lease.name).await
+                        }
+                        _ => false,
                     };
-                    return Err(SessionError::Refused {
-                        object: format!("lease {lease}"),
-                        why: super::Refusal::LeaseParked {
-                            holder,
-                            lease_flag: flag,
-                        },
+                    if !again {
+                        return r;
+                    }
+                    // Nothing was changed: wait for the Lease to move, then read it again.
+                    cancel
+                        .unless_stopped(changed(&api, &opts.lease.name, &version, slice))
+                        .await
+                        .ok_or_else(stopped)?;
+                }
+                WaitDecision::Parked { holder } => return Err(parked(&opts.lease, holder)),
+                WaitDecision::Gone { holder } => {
+                    return Err(SessionError::LeaseHeld {
+                        lease,
+                        holder,
+                        expired: true,
                     });
                 }
                 WaitDecision::GiveUp { holder, since } => {
-                    let since = since.map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
-                    return Err(SessionError::Refused {
-                        object: format!("lease {lease}"),
-                        why: super::Refusal::LeaseStillHeld {
-                            holder,
-                            since,
-                            waited: wait.budget,
-                        },
-                    });
+                    return Err(still_held(&lease, holder, since, wait.budget));
                 }
                 WaitDecision::Wait { holder, since } => {
+                    if !waited_for.contains(&holder) {
+                        waited_for.push(holder.clone());
+                    }
                     if said.is_none_or(|t| t.elapsed() >= wait.every) {
                         said = Some(Instant::now());
                         waiting(&LeaseWaiting {
@@ -245,11 +284,6 @@ impl Session {
                             budget: wait.budget,
                         });
                     }
-                    let left = wait.budget.saturating_sub(started.elapsed());
-                    let slice = left.min(wait.every).max(Duration::from_secs(1));
-                    let version = read
-                        .and_then(|l| l.metadata.resource_version)
-                        .unwrap_or_default();
                     cancel
                         .unless_stopped(changed(&api, &opts.lease.name, &version, slice))
                         .await
@@ -257,6 +291,92 @@ impl Session {
                 }
             }
         }
+    }
+}
+
+/// The refusal of a parked pause: it lasts until resumed, so it is never waited for.
+fn parked(lease: &flux_fence::LeaseConfig, holder: String) -> SessionError {
+    let default = flux_fence::LeaseConfig::default();
+    let lease_flag = if lease.namespace == default.namespace && lease.name == default.name {
+        String::new()
+    } else {
+        format!(" --lease {lease}")
+    };
+    SessionError::Refused {
+        object: format!("lease {lease}"),
+        why: super::Refusal::LeaseParked { holder, lease_flag },
+    }
+}
+
+/// The refusal of a holder that kept the Lease past the budget.
+fn still_held(
+    lease: &str,
+    holder: String,
+    since: Option<Timestamp>,
+    waited: Duration,
+) -> SessionError {
+    SessionError::Refused {
+        object: format!("lease {lease}"),
+        why: super::Refusal::LeaseStillHeld {
+            holder,
+            since: since.map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
+            waited,
+        },
+    }
+}
+
+/// Whether a start that failed with `e` lost a race a waiting run must wait out; for a
+/// fence's refusal the Lease's holder is read once more ([`waits_again`] decides).
+async fn lost_a_race(
+    e: &SessionError,
+    waited_for: &[String],
+    api: &Api<KubeLease>,
+    name: &str,
+) -> bool {
+    let holder_now = match e {
+        SessionError::Refused { why, .. } if fence_holder(why).is_some() => api
+            .get_opt(name)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity),
+        _ => None,
+    };
+    waits_again(e, waited_for, holder_now.as_deref())
+}
+
+/// Whether a start that failed with `e` lost a race: the Lease was taken first (by another
+/// waiter; or still held, as the session judged it on its own; or written between the
+/// session's read and its write), or a target was fenced by a
+/// holder this run waited for or by `holder_now`, the Lease's holder read after the refusal.
+/// Any other refusal or error stands.
+pub(super) fn waits_again(
+    e: &SessionError,
+    waited_for: &[String],
+    holder_now: Option<&str>,
+) -> bool {
+    match e {
+        SessionError::LeaseHeld { .. }
+        | SessionError::Refused {
+            why: super::Refusal::LeaseContended,
+            ..
+        } => true,
+        SessionError::Refused { why, .. } => fence_holder(why)
+            .is_some_and(|by| waited_for.contains(&by) || holder_now.is_some_and(|h| h == by)),
+        _ => false,
+    }
+}
+
+/// The holder of the fence a refusal names, if it is a fence of another holder.
+fn fence_holder(why: &super::Refusal) -> Option<String> {
+    match why {
+        super::Refusal::FencedBy { holder } => Some(
+            holder
+                .parse::<flux_fence::OwnerValue>()
+                .map_or_else(|_| holder.clone(), |o| o.holder.to_string()),
+        ),
+        _ => None,
     }
 }
 
@@ -285,123 +405,4 @@ async fn changed(api: &Api<KubeLease>, name: &str, version: &str, slice: Duratio
 }
 
 #[cfg(test)]
-mod tests {
-    use k8s_openapi::api::coordination::v1::LeaseSpec;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-    use kube::api::ObjectMeta;
-
-    use super::*;
-
-    const PARKED: &str = "flux-handoff.io/parked";
-
-    fn lease(holder: Option<&str>, parked: Option<&str>, renewed_ago: i64) -> KubeLease {
-        let now = Timestamp::now();
-        let renewed = now - k8s_openapi::jiff::SignedDuration::from_secs(renewed_ago);
-        KubeLease {
-            metadata: ObjectMeta {
-                annotations: parked.map(|p| [(PARKED.to_string(), p.to_string())].into()),
-                ..ObjectMeta::default()
-            },
-            spec: Some(LeaseSpec {
-                holder_identity: holder.map(str::to_string),
-                lease_duration_seconds: Some(60),
-                acquire_time: Some(MicroTime(renewed)),
-                renew_time: Some(MicroTime(renewed)),
-                ..LeaseSpec::default()
-            }),
-        }
-    }
-
-    #[test]
-    fn each_read_of_the_lease_decides_the_wait() {
-        let me: Holder = "gh1.1-aaaaaa".parse().unwrap();
-        let other = "gh2.1-bbbbbb";
-        let now = Timestamp::now();
-        let since = |l: &KubeLease| l.spec.as_ref().unwrap().acquire_time.as_ref().map(|t| t.0);
-        let live = lease(Some(other), None, 5);
-        let table: Vec<(Option<KubeLease>, bool, WaitDecision)> = vec![
-            (None, false, WaitDecision::Start),
-            (Some(lease(None, None, 5)), false, WaitDecision::Start),
-            (Some(lease(Some(""), None, 5)), true, WaitDecision::Start),
-            (
-                Some(lease(Some(me.as_str()), None, 5)),
-                false,
-                WaitDecision::Start,
-            ),
-            (
-                Some(live.clone()),
-                false,
-                WaitDecision::Wait {
-                    holder: other.into(),
-                    since: since(&live),
-                },
-            ),
-            (
-                Some(live.clone()),
-                true,
-                WaitDecision::GiveUp {
-                    holder: other.into(),
-                    since: since(&live),
-                },
-            ),
-            // Expired: not a live holder; the session refuses it as before.
-            (
-                Some(lease(Some(other), None, 600)),
-                false,
-                WaitDecision::Start,
-            ),
-            // Parked by its holder: never waited for, even with budget left.
-            (
-                Some(lease(Some(other), Some(other), 5)),
-                false,
-                WaitDecision::Parked {
-                    holder: other.into(),
-                },
-            ),
-            (
-                Some(lease(Some(other), Some(other), 600)),
-                false,
-                WaitDecision::Parked {
-                    holder: other.into(),
-                },
-            ),
-            // A stale parked mark of someone else is not a parked pause of this holder.
-            (
-                Some(lease(Some(other), Some("gh3.1-cccccc"), 5)),
-                false,
-                WaitDecision::Wait {
-                    holder: other.into(),
-                    since: since(&live),
-                },
-            ),
-        ];
-        for (i, (read, spent, want)) in table.into_iter().enumerate() {
-            let got = decide_wait(read.as_ref(), &me, PARKED, now, spent);
-            // acquireTime differs per built lease: compare holder and kind.
-            match (&got, &want) {
-                (WaitDecision::Wait { holder: a, .. }, WaitDecision::Wait { holder: b, .. })
-                | (
-                    WaitDecision::GiveUp { holder: a, .. },
-                    WaitDecision::GiveUp { holder: b, .. },
-                ) => assert_eq!(a, b, "row {i}"),
-                _ => assert_eq!(got, want, "row {i}"),
-            }
-        }
-    }
-
-    #[test]
-    fn the_waiting_line_names_holder_since_and_budget() {
-        let w = LeaseWaiting {
-            lease: "flux-system/flux-handoff".into(),
-            holder: "gh2.1-bbbbbb".into(),
-            since: Some("2026-12-01T20:00:00Z".parse().unwrap()),
-            waited: Duration::from_millis(10_400),
-            budget: Duration::from_mins(2),
-        };
-        assert_eq!(
-            w.line(),
-            "waiting for lease flux-system/flux-handoff: held by gh2.1-bbbbbb since \
-             2026-12-01T20:00:00Z (waited 10s of 2m)"
-        );
-    }
-}
+mod tests;
