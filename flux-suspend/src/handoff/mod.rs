@@ -6,7 +6,6 @@ use flux_fence::outcome::AcquireOutcome;
 use flux_fence::outcome::ReleaseOutcome;
 use flux_fence::{FenceGuard, Fencer, Mark, ObjectRef};
 use kube::Client;
-use kube::api::Patch;
 use serde_json::json;
 
 use crate::cancel::Cancel;
@@ -14,12 +13,11 @@ pub use crate::error::SuspendError;
 
 mod fence;
 mod pause;
+mod ready;
 mod resume;
 use crate::flux::{RECONCILE_ANNOTATION, RECONCILE_DISABLED, REQUESTED_AT_ANNOTATION};
 use crate::io::{self, ControllerRef, ProofTarget, Timing};
 use crate::judge::{Member, Proof, Role};
-use crate::object;
-use crate::readiness::{Readiness, readiness};
 use crate::retire::Strategy;
 use crate::steps::{Step, pause_steps};
 
@@ -407,48 +405,4 @@ fn resource_version(v: &serde_json::Value) -> Option<String> {
 #[must_use]
 pub fn new_nonce() -> String {
     k8s_openapi::jiff::Timestamp::now().to_string()
-}
-
-/// Requests a reconcile of a released object (uid precondition) and waits until it is Ready
-/// for its current generation with that request handled.
-async fn wait_ready_after_resume(
-    client: &Client,
-    obj: &ObjectRef,
-    uid: &str,
-    timing: Timing,
-) -> Result<(), SuspendError> {
-    let nonce = new_nonce();
-    let patch =
-        json!({ "metadata": { "uid": uid, "annotations": { REQUESTED_AT_ANNOTATION: nonce } } });
-    object::api(client, obj)
-        .patch(
-            &obj.name,
-            &flux_fence::api::patch_params(),
-            &Patch::Merge(patch),
-        )
-        .await
-        .map_err(SuspendError::kube("requesting a reconcile after resume"))?;
-    let last = std::sync::Mutex::new(Readiness::Pending);
-    let ready = io::poll_soon(timing, || async {
-        let v = object::get_json(client, obj).await.ok()?;
-        let r = readiness(&v, Some(&nonce));
-        let done = r == Readiness::Ready;
-        *last
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = r;
-        done.then_some(())
-    })
-    .await;
-    match ready {
-        Some(()) => Ok(()),
-        None => Err(SuspendError::Invalid {
-            step: "waiting for Ready after resume",
-            detail: format!(
-                "{obj} not Ready within {}s ({:?})",
-                timing.timeout.as_secs(),
-                last.into_inner()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-            ),
-        }),
-    }
 }

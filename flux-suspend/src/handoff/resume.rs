@@ -2,9 +2,9 @@
 
 use tracing::Instrument;
 
+use super::ready::wait_ready_after_resume;
 use super::{
     Handoff, HeldFence, ReleaseOutcome, ResumeReport, SuspendError, Timing, release_with_retry,
-    wait_ready_after_resume,
 };
 
 impl Handoff {
@@ -73,7 +73,8 @@ impl Handoff {
         }
         if let Some(timing) = wait_ready {
             for (obj, uid) in &released {
-                wait_ready_after_resume(&self.client, obj, uid, timing).await?;
+                wait_ready_after_resume(&self.client, obj, uid, &self.fencer.keys().owner, timing)
+                    .await?;
             }
         }
         Ok(report)
