@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use common::*;
 use fault_proxy::{Fault, Proxy};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deadline_a_fence_write_answered_504_every_time_ends_within_the_timeout() {
-    let c = Cluster::seeded("deadline-504").await;
+/// A proxy that answers every fence write with 504 (nothing reaches the server), and the
+/// command line of a `run` through it with `--timeout timeout`.
+async fn answering_504(c: &Cluster, timeout: &str) -> (Proxy, std::path::PathBuf, Command) {
     let proxy = Proxy::start().await.unwrap();
     let dir = std::env::temp_dir().join(format!("fh-504-{}", testkit::random_suffix(6)));
     std::fs::create_dir_all(&dir).unwrap();
@@ -41,12 +41,27 @@ async fn deadline_a_fence_write_answered_504_every_time_ends_within_the_timeout(
             "--interval",
             "200ms",
             "--timeout",
-            "6s",
+            timeout,
         ])
         .args(["run", "--target", TARGET])
         .args(c.handoff_flags())
         .args(["--", "true"])
         .stdin(Stdio::null());
+    (proxy, dir, cmd)
+}
+
+fn patches(proxy: &Proxy) -> u64 {
+    proxy
+        .counts()
+        .get("patch kustomizations")
+        .copied()
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadline_a_fence_write_answered_504_every_time_ends_within_the_timeout() {
+    let c = Cluster::seeded("deadline-504").await;
+    let (proxy, dir, mut cmd) = answering_504(&c, "6s").await;
     let started = Instant::now();
     let out = tokio::time::timeout(
         Duration::from_mins(3),
@@ -58,17 +73,68 @@ async fn deadline_a_fence_write_answered_504_every_time_ends_within_the_timeout(
     let took = started.elapsed();
     let err = stderr(&out);
     assert_ne!(code(&out), 0, "{err}");
-    let patches = proxy
-        .counts()
-        .get("patch kustomizations")
-        .copied()
-        .unwrap_or(0);
+    let patches = patches(&proxy);
     println!(
         "deadline: exit={} after {took:?}, fence patches sent={patches}",
         code(&out)
     );
     // Nothing was forwarded, so the server holds no fence; the run says what it could not
     // release, or that nothing is held.
+    for name in [PARENT, TARGET] {
+        assert_eq!(
+            annotation(&c.get(name).await, OWNER_KEY),
+            None,
+            "{name}: {err}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadline_sigterm_during_a_504_loop_ends_the_run_with_its_stop() {
+    let c = Cluster::seeded("deadline-term").await;
+    // A --timeout far away: only the signal can end the run early.
+    let (proxy, dir, mut cmd) = answering_504(&c, "30m").await;
+    let child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // The run is in the loop: its fence write was answered 504 three times.
+    for _ in 0..1200 {
+        if patches(&proxy) >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(patches(&proxy) >= 3, "the run never sent its fence write");
+    let sent = testkit::signal::to_process(pid, "TERM");
+    assert!(sent.is_ok(), "SIGTERM to {pid}: {sent:?}");
+    let (at_signal, signalled) = (patches(&proxy), Instant::now());
+    let out = tokio::time::timeout(
+        Duration::from_mins(3),
+        tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()),
+    )
+    .await
+    .expect("the run was still retrying its fence write 3 minutes after one SIGTERM")
+    .unwrap();
+    let err = stderr(&out);
+    println!(
+        "deadline: SIGTERM at {at_signal} patches; exit={} {:?} after it, {} patches in all",
+        code(&out),
+        signalled.elapsed(),
+        patches(&proxy)
+    );
+    // Interrupted (130); or, as here every settling write is answered 504 too, interrupted
+    // with what it could not settle named (7) — never a run that goes on retrying.
+    let last = err.lines().last().unwrap_or_default();
+    assert!(last.starts_with("error: interrupted"), "{err}");
+    match code(&out) {
+        130 => {}
+        7 => assert!(last.contains("still held or unsettled"), "{err}"),
+        other => panic!("exit {other}: {err}"),
+    }
     for name in [PARENT, TARGET] {
         assert_eq!(
             annotation(&c.get(name).await, OWNER_KEY),
