@@ -55,6 +55,67 @@ function baseUrl(inputs, version, repository) {
   return base.replace(/\/+$/, '');
 }
 
+/**
+ * Why `url` may not be downloaded from, or null: https only, plain http only to this machine
+ * (a test server on loopback), nothing that is not a URL.
+ */
+function urlProblem(url) {
+  let u;
+  try {
+    u = new URL(url);
+  } catch {
+    return 'is not a URL';
+  }
+  if (u.protocol === 'https:') return null;
+  const loopback = ['localhost', '127.0.0.1', '[::1]'].includes(u.hostname) || /^127\.\d+\.\d+\.\d+$/.test(u.hostname);
+  if (u.protocol === 'http:' && loopback) return null;
+  return u.protocol === 'http:' ? 'must be https (plain http only to loopback)' : 'must be an https URL';
+}
+
+/** `url` as it may be printed: user and password, query and fragment replaced by `***`. */
+function shown(url) {
+  let u;
+  try {
+    u = new URL(url);
+  } catch {
+    return '<not a URL>';
+  }
+  const auth = u.username || u.password ? '***@' : '';
+  const query = u.search ? '?***' : '';
+  const hash = u.hash ? '#***' : '';
+  return `${u.protocol}//${auth}${u.host}${u.pathname}${query}${hash}`;
+}
+
+/** A version as the release names it: semver, no path separators, no `..`. */
+function isVersion(v) {
+  return /^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$/.test(v);
+}
+
+/** The `binary sha256:<hex>` recorded in a cache entry's marker, or null. */
+function recordedBinary(marker) {
+  const m = /^binary sha256:([0-9a-f]{64})$/m.exec(marker);
+  return m ? m[1] : null;
+}
+
+/** Writes `data` to a new file at `p` (never through an existing file or symlink). */
+function writeNew(p, data, mode) {
+  let fd;
+  try {
+    fd = fs.openSync(p, 'wx', mode);
+  } catch (e) {
+    if (e.code !== 'EEXIST') throw e;
+    // A leftover of a killed install of the same name: remove it (a symlink itself, not what
+    // it points to), then create afresh, exclusively.
+    fs.unlinkSync(p);
+    fd = fs.openSync(p, 'wx', mode);
+  }
+  try {
+    fs.writeSync(fd, data);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 /** `<sha256>  <name>` lines (sha256sum's format, `*` for binary mode allowed) into a map. */
 function parseChecksums(text) {
   const sums = new Map();
@@ -101,9 +162,12 @@ async function download(url, fetchImpl) {
   try {
     res = await fetchImpl(url, { redirect: 'follow', signal: AbortSignal.timeout(120_000) });
   } catch (e) {
-    throw new InstallError(`cannot download ${url}: ${e.cause ? e.cause.message || e.cause : e.message}; nothing was run`);
+    throw new InstallError(`cannot download ${shown(url)}: ${e.cause ? e.cause.message || e.cause : e.message}; nothing was run`);
   }
-  if (!res.ok) throw new InstallError(`cannot download ${url}: HTTP ${res.status}; nothing was run`);
+  // A redirect may not leave https (a release host sends the archive on to its storage).
+  const problem = res.url ? urlProblem(res.url) : null;
+  if (problem) throw new InstallError(`cannot download ${shown(url)}: redirected to ${shown(res.url)}, which ${problem}; nothing was run`);
+  if (!res.ok) throw new InstallError(`cannot download ${shown(url)}: HTTP ${res.status}; nothing was run`);
   return Buffer.from(await res.arrayBuffer());
 }
 
@@ -114,30 +178,40 @@ async function download(url, fetchImpl) {
 async function install({ env, inputs, log = console.log, fetchImpl = globalThis.fetch }) {
   const { os, arch } = platform(env);
   const version = inputs.version || ownVersion();
-  if (!/^[0-9A-Za-z.+-]+$/.test(version)) throw new InstallError(`input version ${JSON.stringify(version)} is not a version`);
+  if (!isVersion(version)) throw new InstallError(`input version ${JSON.stringify(version)} is not a version (e.g. 0.4.1)`);
   const cacheRoot = env.RUNNER_TOOL_CACHE || path.join(env.RUNNER_TEMP || require('node:os').tmpdir(), 'tool-cache');
   const dir = path.join(cacheRoot, TOOL, version, arch);
   const marker = `${dir}.complete`;
   const bin = path.join(dir, TOOL);
   const name = `${TOOL}_${version}_${os}_${arch}.tar.gz`;
   if (fs.existsSync(marker) && fs.existsSync(bin)) {
-    log(`flux-handoff ${version} (${os}/${arch}) from the tool cache: ${bin}`);
-    return { bin, how: 'cached', version };
+    const want = recordedBinary(fs.readFileSync(marker, 'utf8'));
+    if (want) {
+      const got = sha256(fs.readFileSync(bin));
+      if (got !== want) {
+        throw new InstallError(`the tool cache's ${bin} is not the binary installed there (sha256 ${got}, recorded ${want}); nothing was run: remove ${dir} and ${marker} to install it again`);
+      }
+      log(`flux-handoff ${version} (${os}/${arch}) from the tool cache, sha256 ${want} verified: ${bin}`);
+      return { bin, how: 'cached', version };
+    }
+    // An entry without a record of its binary (an older action wrote it): install afresh.
   }
   const repository = env.GITHUB_ACTION_REPOSITORY || ownRepository();
   if (!repository && !inputs.downloadUrl) {
     throw new InstallError('cannot tell which repository\'s releases to download from: set the download-url input');
   }
   const base = baseUrl(inputs, version, repository);
+  const problem = urlProblem(base);
+  if (problem) throw new InstallError(`download-url ${shown(base)} ${problem}; nothing was downloaded or run`);
   const sums = parseChecksums((await download(`${base}/checksums.txt`, fetchImpl)).toString('utf8'));
   const want = sums.get(name);
   if (!want) {
-    throw new InstallError(`${base}/checksums.txt lists no ${name}: no flux-handoff ${version} release archive for ${os}/${arch}; nothing was run`);
+    throw new InstallError(`${shown(`${base}/checksums.txt`)} lists no ${name}: no flux-handoff ${version} release archive for ${os}/${arch}; nothing was run`);
   }
   const archive = await download(`${base}/${name}`, fetchImpl);
   const got = sha256(archive);
   if (got !== want) {
-    throw new InstallError(`checksum mismatch for ${base}/${name}: checksums.txt says sha256 ${want}, the download is ${got}; nothing was extracted or run`);
+    throw new InstallError(`checksum mismatch for ${shown(`${base}/${name}`)}: checksums.txt says sha256 ${want}, the download is ${got}; nothing was extracted or run`);
   }
   let tar;
   try {
@@ -148,12 +222,15 @@ async function install({ env, inputs, log = console.log, fetchImpl = globalThis.
   const data = tarEntry(tar, TOOL);
   if (!data) throw new InstallError(`${name} holds no ${TOOL} at its root; nothing was run`);
   fs.mkdirSync(dir, { recursive: true });
-  const tmp = path.join(dir, `.${TOOL}.${process.pid}`);
-  fs.writeFileSync(tmp, data, { mode: 0o755 });
+  const nonce = crypto.randomBytes(6).toString('hex');
+  const tmp = path.join(dir, `.${TOOL}.${process.pid}.${nonce}`);
+  writeNew(tmp, data, 0o755);
   fs.renameSync(tmp, bin);
-  fs.writeFileSync(marker, `${name} sha256:${want}\n`);
-  log(`flux-handoff ${version} (${os}/${arch}) downloaded from ${base}/${name}, sha256 ${want} verified: ${bin}`);
+  const record = `${marker}.${process.pid}.${nonce}`;
+  writeNew(record, `${name} sha256:${want}\nbinary sha256:${sha256(data)}\n`, 0o644);
+  fs.renameSync(record, marker);
+  log(`flux-handoff ${version} (${os}/${arch}) downloaded from ${shown(`${base}/${name}`)}, sha256 ${want} verified: ${bin}`);
   return { bin, how: 'downloaded', version };
 }
 
-module.exports = { InstallError, baseUrl, install, ownRepository, ownVersion, parseChecksums, platform, sha256, tarEntry };
+module.exports = { InstallError, baseUrl, install, isVersion, ownRepository, ownVersion, parseChecksums, platform, sha256, shown, tarEntry, urlProblem };

@@ -62,8 +62,8 @@ test('install: verified before extraction, cached afterwards, a mismatch install
   const archive = zlib.gzipSync(tar([['flux-handoff', Buffer.from('#!/bin/sh\necho hi\n')]]));
   const name = 'flux-handoff_9.9.9_linux_amd64.tar.gz';
   const served = new Map([
-    ['http://m/checksums.txt', Buffer.from(`${inst.sha256(archive)}  ${name}\n`)],
-    [`http://m/${name}`, archive],
+    ['https://m/checksums.txt', Buffer.from(`${inst.sha256(archive)}  ${name}\n`)],
+    [`https://m/${name}`, archive],
   ]);
   let fetched = [];
   const fetchImpl = async (url) => {
@@ -71,17 +71,17 @@ test('install: verified before extraction, cached afterwards, a mismatch install
     const body = served.get(url);
     return { ok: body !== undefined, status: body ? 200 : 404, arrayBuffer: async () => body };
   };
-  const inputs = { version: '9.9.9', downloadUrl: 'http://m' };
+  const inputs = { version: '9.9.9', downloadUrl: 'https://m' };
   const log = () => {};
 
   // Tampered: one byte differs from what checksums.txt says.
   const bad = Buffer.from(archive);
   bad[bad.length - 1] ^= 1;
-  served.set(`http://m/${name}`, bad);
+  served.set(`https://m/${name}`, bad);
   await assert.rejects(inst.install({ env, inputs, log, fetchImpl }), /checksum mismatch .* nothing was extracted or run/);
   assert.equal(fs.existsSync(path.join(dir, 'flux-handoff')), false);
 
-  served.set(`http://m/${name}`, archive);
+  served.set(`https://m/${name}`, archive);
   const first = await inst.install({ env, inputs, log, fetchImpl });
   assert.equal(first.how, 'downloaded');
   assert.equal(fs.readFileSync(first.bin, 'utf8'), '#!/bin/sh\necho hi\n');
@@ -99,7 +99,127 @@ test('install: verified before extraction, cached afterwards, a mismatch install
   const down = async () => { throw new TypeError('fetch failed', { cause: new Error('connect ECONNREFUSED 127.0.0.1:9') }); };
   await assert.rejects(
     inst.install({ env: { ...env, RUNNER_TOOL_CACHE: path.join(dir, 'other') }, inputs, log, fetchImpl: down }),
-    /cannot download http:\/\/m\/checksums\.txt: connect ECONNREFUSED/,
+    /cannot download https:\/\/m\/checksums\.txt: connect ECONNREFUSED/,
   );
+  fs.rmSync(dir, { recursive: true });
+});
+
+/** A served release of `flux-handoff` 9.9.9 for linux/amd64 and a fetch over it. */
+function release(base) {
+  const archive = zlib.gzipSync(tar([['flux-handoff', Buffer.from('#!/bin/sh\necho hi\n')]]));
+  const name = 'flux-handoff_9.9.9_linux_amd64.tar.gz';
+  const served = new Map([
+    [`${base}/checksums.txt`, Buffer.from(`${inst.sha256(archive)}  ${name}\n`)],
+    [`${base}/${name}`, archive],
+  ]);
+  const fetched = [];
+  const fetchImpl = async (url) => {
+    fetched.push(url);
+    const body = served.get(url);
+    return { ok: body !== undefined, status: body ? 200 : 404, url, arrayBuffer: async () => body };
+  };
+  return { fetchImpl, fetched, name };
+}
+
+function cache() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fh-trust-'));
+  return { dir, env: { RUNNER_OS: 'Linux', RUNNER_ARCH: 'X64', RUNNER_TOOL_CACHE: dir } };
+}
+
+test('action_trust: download-url is https; plain http only to loopback', async () => {
+  assert.equal(inst.urlProblem('https://releases.example/v1'), null);
+  assert.equal(inst.urlProblem('http://127.0.0.1:8080/r'), null);
+  assert.equal(inst.urlProblem('http://localhost/r'), null);
+  assert.equal(inst.urlProblem('http://[::1]:9/r'), null);
+  assert.match(inst.urlProblem('http://releases.example/v1'), /must be https/);
+  assert.match(inst.urlProblem('file:///etc/passwd'), /must be an https URL/);
+  assert.match(inst.urlProblem('not a url'), /is not a URL/);
+  const { dir, env } = cache();
+  const { fetchImpl, fetched } = release('http://releases.example');
+  await assert.rejects(
+    inst.install({ env, inputs: { version: '9.9.9', downloadUrl: 'http://releases.example' }, log: () => {}, fetchImpl }),
+    /must be https .*nothing was downloaded or run/,
+  );
+  assert.deepEqual(fetched, []);
+  // A redirect that leaves https is refused too.
+  const downgrade = async (url) => ({ ok: true, status: 200, url: url.replace('https://', 'http://'), arrayBuffer: async () => Buffer.alloc(0) });
+  await assert.rejects(
+    inst.install({ env, inputs: { version: '9.9.9', downloadUrl: 'https://r.example' }, log: () => {}, fetchImpl: downgrade }),
+    /redirected to http:\/\/r\.example\/checksums\.txt, which must be https/,
+  );
+  fs.rmSync(dir, { recursive: true });
+});
+
+test('action_trust: a tool-cache hit runs only the binary whose sha256 was recorded', async () => {
+  const { dir, env } = cache();
+  const { fetchImpl, fetched } = release('https://m');
+  const inputs = { version: '9.9.9', downloadUrl: 'https://m' };
+  const first = await inst.install({ env, inputs, log: () => {}, fetchImpl });
+  assert.equal(first.how, 'downloaded');
+  // Someone swaps the cached binary: the next job must not run it.
+  fs.writeFileSync(first.bin, '#!/bin/sh\necho evil\n');
+  fetched.length = 0;
+  await assert.rejects(
+    inst.install({ env, inputs, log: () => {}, fetchImpl }),
+    /is not the binary installed there .*nothing was run/,
+  );
+  assert.deepEqual(fetched, []);
+  fs.rmSync(dir, { recursive: true });
+});
+
+test('action_trust: a version is a version; nothing escapes the tool cache', async () => {
+  for (const v of ['1.2.3', '0.4.1-rc.1', '1.0.0+build.5']) assert.ok(inst.isVersion(v), v);
+  for (const v of ['..', '1.2.3/../../x', '../1.2.3', '1..2.3', '1.2', 'v1.2.3', '1.2.3-', '']) {
+    assert.ok(!inst.isVersion(v), v);
+  }
+  const { dir, env } = cache();
+  const { fetchImpl, fetched } = release('https://m');
+  await assert.rejects(
+    inst.install({ env, inputs: { version: '1.2.3/../..', downloadUrl: 'https://m' }, log: () => {}, fetchImpl }),
+    /is not a version/,
+  );
+  assert.deepEqual(fetched, []);
+  fs.rmSync(dir, { recursive: true });
+});
+
+test('action_trust: the temporary file is created exclusively, never through a symlink', async () => {
+  const { dir, env } = cache();
+  const { fetchImpl } = release('https://m');
+  const target = path.join(dir, 'victim');
+  fs.writeFileSync(target, 'untouched');
+  // Every name the installer could pick for its temporary file, as a symlink to the victim.
+  const tool = path.join(dir, 'flux-handoff', '9.9.9', 'amd64');
+  fs.mkdirSync(tool, { recursive: true });
+  const realRandom = require('node:crypto').randomBytes;
+  require('node:crypto').randomBytes = (n) => Buffer.alloc(n, 0xab);
+  try {
+    for (const name of [`.flux-handoff.${process.pid}`, `.flux-handoff.${process.pid}.${'ab'.repeat(6)}`]) {
+      fs.symlinkSync(target, path.join(tool, name));
+    }
+    const got = await inst.install({ env, inputs: { version: '9.9.9', downloadUrl: 'https://m' }, log: () => {}, fetchImpl });
+    assert.equal(got.how, 'downloaded');
+  } finally {
+    require('node:crypto').randomBytes = realRandom;
+  }
+  assert.equal(fs.readFileSync(target, 'utf8'), 'untouched');
+  fs.rmSync(dir, { recursive: true });
+});
+
+test('action_trust: a URL with credentials is never printed', async () => {
+  assert.equal(inst.shown('https://user:s3cr3t@r.example/base?token=abc#x'), 'https://***@r.example/base?***#***');
+  const { dir, env } = cache();
+  const base = 'https://user:s3cr3t@r.example/base';
+  const lines = [];
+  const { fetchImpl } = release(base);
+  await inst.install({ env, inputs: { version: '9.9.9', downloadUrl: base }, log: (l) => lines.push(l), fetchImpl });
+  const failing = async () => { throw new TypeError('fetch failed', { cause: new Error('getaddrinfo ENOTFOUND r.example') }); };
+  const err = await inst
+    .install({ env: { ...env, RUNNER_TOOL_CACHE: path.join(dir, 'other') }, inputs: { version: '9.9.9', downloadUrl: base }, log: (l) => lines.push(l), fetchImpl: failing })
+    .catch((e) => e);
+  assert.ok(err instanceof inst.InstallError);
+  for (const text of [...lines, err.message]) {
+    assert.ok(!text.includes('s3cr3t') && !text.includes('user:'), text);
+  }
+  assert.match(err.message, /cannot download https:\/\/\*\*\*@r\.example\/base\/checksums\.txt/);
   fs.rmSync(dir, { recursive: true });
 });

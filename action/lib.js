@@ -15,6 +15,7 @@
 
 const crypto = require('node:crypto');
 const fs = require('node:fs');
+const { urlProblem } = require('./install');
 
 /** The subcommands the action runs, by the `command` input. */
 const COMMANDS = {
@@ -95,8 +96,8 @@ function readInputs(env) {
   if (inputs.waitLease !== '' && !/^[0-9][0-9a-z ]*$/.test(inputs.waitLease)) {
     throw new InputError(`input wait-lease must be a duration such as 90s or 5m, not ${JSON.stringify(inputs.waitLease)}`);
   }
-  if (inputs.downloadUrl !== '' && !/^https?:\/\/[^\s]+$/.test(inputs.downloadUrl)) {
-    throw new InputError('input download-url must be an http(s) URL (the release\'s base: <url>/checksums.txt)');
+  if (inputs.downloadUrl !== '' && (/\s/.test(inputs.downloadUrl) || urlProblem(inputs.downloadUrl))) {
+    throw new InputError(`input download-url ${/\s/.test(inputs.downloadUrl) ? 'is not a URL' : urlProblem(inputs.downloadUrl)} (the release's base: <url>/checksums.txt)`);
   }
   if (inputs.recoverFinishedRuns && command === 'resume') {
     throw new InputError('input recover-finished-runs is only for command: run, pause or ghcr-reassert');
