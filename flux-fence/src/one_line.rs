@@ -98,3 +98,38 @@ mod tests {
         assert!(!line.contains("Status {"), "{line}");
     }
 }
+
+/// A value someone else wrote (a Lease holder, an annotation) as it may be shown in a line:
+/// control characters as escapes (`\n`, `\r`, `\t`, `\u{1b}`), so it cannot end the line or
+/// start another.
+pub(crate) fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                let _ =
+                    std::fmt::Write::write_fmt(&mut out, format_args!("\\u{{{:x}}}", u32::from(c)));
+            }
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod printable_tests {
+    #[test]
+    fn log_injection_a_foreign_value_stays_on_its_line() {
+        assert_eq!(super::printable("gh1.1-abc"), "gh1.1-abc");
+        assert_eq!(
+            super::printable("evil\n::error::x\r\u{1b}"),
+            "evil\\n::error::x\\r\\u{1b}"
+        );
+    }
+}

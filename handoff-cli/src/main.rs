@@ -120,7 +120,7 @@ async fn dispatch(cli: Cli) -> u8 {
                 // `flux-handoff man | head` closes the pipe early: not an error.
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::SUCCESS,
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    eprintln!("error: {}", output::plain::line(&e.to_string()));
                     exit::INTERNAL
                 }
             };

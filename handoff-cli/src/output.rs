@@ -11,6 +11,7 @@
 //! Nothing here ever receives a credential: callers pass phase names, counts and object names.
 
 mod actions;
+pub mod plain;
 mod progress;
 mod yaml;
 
@@ -117,10 +118,10 @@ impl Output {
             // Only the group title is a workflow command's data; the lines are plain output.
             match l.strip_prefix("::group::") {
                 Some(title) if self.github => {
-                    let _ = writeln!(err, "::group::{}", escape_data(title));
+                    let _ = writeln!(err, "::group::{}", escape_data(&plain::line(title)));
                 }
                 _ => {
-                    let _ = writeln!(err, "{l}");
+                    let _ = writeln!(err, "{}", plain::line(l));
                 }
             }
         }
@@ -163,14 +164,14 @@ impl Output {
     /// nothing (the line was already printed as a note).
     pub fn warning(&self, line: &str) {
         if self.github && !self.quiet {
-            eprintln!("::warning::{}", escape_data(line));
+            eprintln!("::warning::{}", escape_data(&plain::line(line)));
         }
     }
 
     /// Prints an informational line for people (not a phase).
     pub fn note(&self, line: &str) {
         if !self.quiet {
-            eprintln!("{line}");
+            eprintln!("{}", plain::line(line));
         }
     }
 
@@ -212,13 +213,13 @@ impl Output {
             self.print(&end);
         }
         if let (Some(_), Some(next)) = (error, next) {
-            eprintln!("{}", next_line(next));
+            eprintln!("{}", plain::line(&next_line(next)));
         }
         if let Some(msg) = error {
             if self.github {
-                eprintln!("::error::{}", escape_data(msg));
+                eprintln!("::error::{}", escape_data(&plain::line(msg)));
             } else {
-                eprintln!("error: {msg}");
+                eprintln!("error: {}", plain::line(msg));
             }
         }
         if self.github && actions::reports(command) {
@@ -233,14 +234,14 @@ impl Output {
                 proven_after_ms: self.proven_after,
             };
             if let Err(e) = report.step_report().append_to_runner_files() {
-                eprintln!("::warning::{}", escape_data(&e));
+                eprintln!("::warning::{}", escape_data(&plain::line(&e)));
             }
             if self.cleanup_complete
                 && let Err(e) = append_output("cleanup", "complete")
             {
                 eprintln!(
                     "::warning::cannot append the step outputs: {}",
-                    escape_data(&e.to_string())
+                    escape_data(&plain::line(&e.to_string()))
                 );
             }
         }
@@ -258,9 +259,12 @@ impl Output {
                 doc["next"] = json!(next);
             }
             match self.format {
-                Format::Yaml => print!("{}", yaml::document(&doc)),
-                Format::Name => self.names.iter().for_each(|n| println!("{n}")),
-                _ => println!("{doc}"),
+                Format::Yaml => print!("{}", plain::document(&yaml::document(&doc))),
+                Format::Name => self
+                    .names
+                    .iter()
+                    .for_each(|n| println!("{}", plain::line(n))),
+                _ => println!("{}", plain::document(&doc.to_string())),
             }
         }
     }

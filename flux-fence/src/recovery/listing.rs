@@ -101,7 +101,9 @@ impl FenceListing {
         } else {
             " --holder-exited"
         };
-        l.found.holder.as_ref().map(|h| {
+        // Only a holder `resume --holder` takes: a name someone else wrote is never a command.
+        let valid = |h: &&String| h.parse::<crate::Holder>().is_ok();
+        l.found.holder.as_ref().filter(valid).map(|h| {
             format!(
                 "flux-handoff resume --holder {h}{exited} --lease {}{}",
                 self.lease_name, self.suffix
@@ -132,7 +134,8 @@ impl FenceListing {
         let epoch = l.found.epoch;
         writeln!(
             f,
-            "LEASE {name}: held by {h} (epoch {epoch}), {renewed}, {state}"
+            "LEASE {name}: held by {} (epoch {epoch}), {renewed}, {state}",
+            crate::one_line::printable(h)
         )?;
         self.record_line(f)?;
         if let Some(cmd) = self.release_lease_command(l) {
@@ -163,7 +166,10 @@ fn cells(r: &Row) -> [String; 6] {
     [
         short_ref(&r.object),
         if r.child { "target" } else { "parent" }.into(),
-        r.holder.clone().unwrap_or_else(|| "?".into()),
+        r.holder.as_deref().map_or_else(
+            || "?".into(),
+            |h| crate::one_line::printable(h).into_owned(),
+        ),
         r.epoch.map_or_else(|| "?".into(), |e| e.to_string()),
         r.age.map_or_else(|| "?".into(), age),
         r.liveness

@@ -65,7 +65,7 @@ pub async fn run(global: &Global, args: &FencesArgs, out: &mut Output) -> Result
                 out.fact(key, value);
             }
             if !out.is_json() {
-                print!("{listing}");
+                print!("{}", crate::output::plain::plain(&listing.to_string()));
             }
             Ok(exit::SUCCESS)
         }
