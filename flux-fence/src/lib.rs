@@ -125,6 +125,7 @@ mod one_line;
 pub mod outcome;
 pub mod pointer;
 pub mod recovery;
+pub mod release;
 mod remark;
 pub mod settle;
 

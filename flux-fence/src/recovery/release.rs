@@ -274,7 +274,9 @@ impl Recovery {
             return refuse(ReleaseRefusal::ChangedHands);
         };
         match fencer.release(guard).await? {
-            ReleaseOutcome::Released { resource_version } => Ok(Ok(resource_version)),
+            ReleaseOutcome::Released {
+                resource_version, ..
+            } => Ok(Ok(resource_version)),
             ReleaseOutcome::Gone | ReleaseOutcome::Recreated => refuse(ReleaseRefusal::Gone),
             ReleaseOutcome::NotOurs { holder } => refuse(ReleaseRefusal::NowFencedBy(holder)),
             ReleaseOutcome::Kept { guard, why } => {
