@@ -113,6 +113,7 @@ pub mod events;
 mod fence;
 mod guard;
 mod holder;
+pub mod keep_moved;
 pub mod keys;
 pub mod lease;
 pub mod lease_deadline;

@@ -68,6 +68,10 @@ pub enum ReleaseRefusal {
     NowFencedBy(Option<String>),
     /// The release kept the fence, with why (in words).
     Kept(String),
+    /// `--keep-moved`, but no mark moved: a plain release is the right one.
+    NothingMoved,
+    /// The object changed since it was read (a tested value moved again).
+    MovedSinceRead,
 }
 
 /// A refused release of `object`, in words: `ks/ns/name ...; nothing changed`.
@@ -110,6 +114,14 @@ impl fmt::Display for Refused {
                 h.as_deref().unwrap_or("nobody")
             ),
             ReleaseRefusal::Kept(why) => write!(f, "{name} kept: {why}; nothing changed"),
+            ReleaseRefusal::NothingMoved => write!(
+                f,
+                "{name}: no mark moved: `fences release` without --keep-moved releases it; \
+                 nothing changed"
+            ),
+            ReleaseRefusal::MovedSinceRead => {
+                write!(f, "{name} changed since it was read; nothing changed")
+            }
         }
     }
 }
