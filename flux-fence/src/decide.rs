@@ -5,7 +5,7 @@
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
-use crate::mark::{MarkAt, PriorRecord, RecordedMark, Restore};
+use crate::mark::{MarkAt, PriorRecord, RecordedMark};
 use crate::{AnnotationKeys, FenceError, Mark, OwnerValue, pointer};
 
 /// Longest reason text accepted (it is stored in an annotation and an Event message).
@@ -118,7 +118,7 @@ pub enum ReleaseDecision {
         /// The owner annotation value found, if any.
         holder: Option<String>,
     },
-    /// A [`Restore::Exact`] mark no longer holds the marked value: another writer changed it.
+    /// A [`crate::mark::Restore::Exact`] mark no longer holds the marked value: another writer changed it.
     MarkMoved {
         /// The mark.
         at: MarkAt,
@@ -288,7 +288,10 @@ pub fn lost_write(read: Option<&Value>, keys: &AnnotationKeys, plan: &AcquirePla
 ///
 /// # Guarantees
 /// The patch tests the uid and our owner value, so it never applies to an object that is not
-/// ours; each restored mark is tested to still hold the marked value.
+/// ours; each restored mark is tested to still hold the marked value. A moved
+/// [`crate::mark::Restore::Exact`] mark keeps the fence ([`ReleaseDecision::MarkMoved`]) unless it is the
+/// only one and it is the pause set back to `false` (a person's `flux resume`): then the patch
+/// keeps that value, tested, and releases ([`crate::release::decide_release_marks`] says so).
 ///
 /// # Errors
 /// [`FenceError::Json`] only if the patch cannot be encoded.
@@ -297,52 +300,8 @@ pub fn decide_release(
     keys: &AnnotationKeys,
     held: &Held,
 ) -> Result<ReleaseDecision, FenceError> {
-    let Some(obj) = read else {
-        return Ok(ReleaseDecision::Gone);
-    };
-    if obj.pointer("/metadata/uid").and_then(Value::as_str) != Some(held.uid.as_str()) {
-        return Ok(ReleaseDecision::Recreated);
-    }
-    let owner = held.owner.to_string();
-    match annotation(obj, &keys.owner) {
-        Some(found) if found == owner => {}
-        found => {
-            return Ok(ReleaseDecision::NotOurs {
-                holder: found.map(str::to_string),
-            });
-        }
-    }
-    let mut ops = vec![
-        json!({ "op": "test", "path": "/metadata/uid", "value": held.uid }),
-        json!({ "op": "test", "path": pointer::annotation(&keys.owner), "value": owner }),
-    ];
-    // Undo in reverse order of application.
-    for m in held.marks.iter().rev() {
-        let p = m.at.pointer();
-        if obj.pointer(&p) == Some(&m.value) {
-            ops.push(json!({ "op": "test", "path": p, "value": m.value }));
-            ops.push(match &m.prior {
-                None => json!({ "op": "remove", "path": p }),
-                Some(v) => json!({ "op": "replace", "path": p, "value": v }),
-            });
-        } else if m.restore == Restore::Exact {
-            return Ok(ReleaseDecision::MarkMoved { at: m.at.clone() });
-        }
-    }
-    if let Some(prior) = annotation(obj, &keys.prior) {
-        let p = pointer::annotation(&keys.prior);
-        ops.push(json!({ "op": "test", "path": p, "value": prior }));
-        ops.push(json!({ "op": "remove", "path": p }));
-    }
-    if annotation(obj, &keys.reason).is_some() {
-        ops.push(json!({ "op": "remove", "path": pointer::annotation(&keys.reason) }));
-    }
-    ops.push(json!({ "op": "remove", "path": pointer::annotation(&keys.owner) }));
-    // A fence written by an older version carries no label: nothing to remove then.
-    if label(obj, &keys.fenced_label).is_some() {
-        ops.push(json!({ "op": "remove", "path": pointer::label(&keys.fenced_label) }));
-    }
-    Ok(ReleaseDecision::Patch(to_patch(ops)?))
+    crate::release::decide_release_marks(read, keys, held, crate::release::Moved::Withhold)
+        .map(|d| d.decision)
 }
 
 /// Reconstructs what a fence holds from the annotations alone (for fence discovery and

@@ -16,6 +16,7 @@ use crate::guard::{FenceGuard, ObjectRef};
 use crate::lease::LeaseHandle;
 use crate::mark::MarkAt;
 use crate::outcome::{AcquireOutcome, Applied, Kept, LostAcquire, ReleaseOutcome};
+use crate::release::{Moved, decide_release_marks};
 use crate::remark::{RemarkDecision, decide_remark};
 use crate::{AnnotationKeys, Clock, FenceError, Mark, OwnerValue, SystemClock};
 
@@ -354,7 +355,9 @@ impl Fencer {
     ///   it never writes an object that is not ours, nor a recreated one.
     /// - [`crate::mark::Restore::IfUnchanged`] marks changed by another writer keep that writer's
     ///   value; a changed [`crate::mark::Restore::Exact`] mark keeps the whole fence
-    ///   ([`ReleaseOutcome::Kept`]).
+    ///   ([`ReleaseOutcome::Kept`]) — unless it is the only one and it is the pause set back
+    ///   to `false` (a person's `flux resume`): their value is kept, tested, and the fence
+    ///   released (`Released { kept_resume: Some(..) }`; [`crate::release`]).
     /// - Does not assert the Lease: cleanup after a lost Lease still releases what is
     ///   provably ours.
     ///
@@ -371,7 +374,10 @@ impl Fencer {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string();
-            let patch = match decide_release(read.as_ref(), &self.keys, &guard.held)? {
+            let decided =
+                decide_release_marks(read.as_ref(), &self.keys, &guard.held, Moved::Withhold)?;
+            let kept_resume = decided.marks.resumed;
+            let patch = match decided.decision {
                 ReleaseDecision::Patch(p) => p,
                 ReleaseDecision::Gone => return Ok(done(guard, ReleaseOutcome::Gone)),
                 ReleaseDecision::Recreated => return Ok(done(guard, ReleaseOutcome::Recreated)),
@@ -395,7 +401,11 @@ impl Fencer {
                 .await
             {
                 Ok(written) => {
-                    tracing::info!(object = %obj, owner = %self.owner, "fence released");
+                    if let Some(at) = &kept_resume {
+                        tracing::info!(object = %obj, owner = %self.owner, %at, "fence released, keeping another writer's resume");
+                    } else {
+                        tracing::info!(object = %obj, owner = %self.owner, "fence released");
+                    }
                     if self.events {
                         let mut msg = events::message(
                             "released by",
@@ -426,6 +436,7 @@ impl Fencer {
                         guard,
                         ReleaseOutcome::Released {
                             resource_version: rv,
+                            kept_resume,
                         },
                     ));
                 }
@@ -438,7 +449,7 @@ impl Fencer {
                     }
                     CallFailure::Unknown => {
                         tracing::warn!(object = %obj, error = %e, "release response lost; re-reading");
-                        return self.resolve_lost_release(guard).await;
+                        return self.resolve_lost_release(guard, kept_resume).await;
                     }
                     CallFailure::Forbidden | CallFailure::Other => {
                         return Err(error("patch", obj.resource_name(), obj.target(), e));
@@ -596,7 +607,11 @@ impl Fencer {
 
     /// A release whose response was lost: re-read and judge. No owner annotation any more
     /// counts as released (ours was the only write testing our owner); still ours is kept.
-    async fn resolve_lost_release(&self, guard: FenceGuard) -> Result<ReleaseOutcome, FenceError> {
+    async fn resolve_lost_release(
+        &self,
+        guard: FenceGuard,
+        kept_resume: Option<MarkAt>,
+    ) -> Result<ReleaseOutcome, FenceError> {
         let read = self.read(&guard.object).await?;
         Ok(
             match decide_release(read.as_ref(), &self.keys, &guard.held)? {
@@ -606,6 +621,7 @@ impl Fencer {
                     guard,
                     ReleaseOutcome::Released {
                         resource_version: None,
+                        kept_resume,
                     },
                 ),
                 ReleaseDecision::NotOurs { holder } => {

@@ -70,7 +70,10 @@
 //!    and owner, `test` each mark still holds its value, restore priors (replace or remove),
 //!    remove the fence annotations ([`decide::decide_release`]). Any process can release a fence left
 //!    behind, from the annotations alone ([`Fencer::adopt_recorded`]). The acquire and release
-//!    patches also add and remove the label `<prefix>/fenced=true`.
+//!    patches also add and remove the label `<prefix>/fenced=true`. A moved exact mark keeps
+//!    the fence, except a person's `flux resume` alone (`spec.suspend` set to false): kept as
+//!    they set it, the rest restored ([`release`]). An operator settles any other moved mark
+//!    with [`keep_moved`].
 //! 7. **Discover.** [`discover::discover_listed`] lists the Lease and every fenced object with
 //!    holder, epoch, age and the exact CAS release patch, selecting the fenced label
 //!    server-side (or scanning every object, for fences an older version wrote).
@@ -113,6 +116,7 @@ pub mod events;
 mod fence;
 mod guard;
 mod holder;
+pub mod keep_moved;
 pub mod keys;
 pub mod lease;
 pub mod lease_deadline;
@@ -125,6 +129,7 @@ mod one_line;
 pub mod outcome;
 pub mod pointer;
 pub mod recovery;
+pub mod release;
 mod remark;
 pub mod settle;
 

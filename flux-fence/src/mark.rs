@@ -172,6 +172,22 @@ pub struct RecordedMark {
     pub restore: Restore,
 }
 
+/// The pause of a Flux object: the field a fence sets to `true` and `flux resume` sets back to
+/// `false`.
+pub const PAUSE_FIELD: &str = "/spec/suspend";
+
+impl RecordedMark {
+    /// Whether `found`, the value at this mark as read, is another writer's resume of the
+    /// pause this mark set: the mark set [`PAUSE_FIELD`] to `true` and it now holds `false`
+    /// (what `flux resume` writes). Any other value there is not a resume.
+    #[must_use]
+    pub fn resumed_by(&self, found: Option<&Value>) -> bool {
+        self.at == MarkAt::Field(PAUSE_FIELD.into())
+            && self.value == Value::Bool(true)
+            && found == Some(&Value::Bool(false))
+    }
+}
+
 /// The content of the prior annotation (`<prefix>/prior`), compact JSON:
 /// `{"since":"2026-11-30T12:00:00Z","marks":[{"at":{"field":"/spec/suspend"},"value":true,
 /// "prior":false,"restore":"exact"}]}`.

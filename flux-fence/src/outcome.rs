@@ -83,6 +83,10 @@ pub enum ReleaseOutcome {
     Released {
         /// The resourceVersion after the release (`None` if adopted after a lost response).
         resource_version: Option<String>,
+        /// `Some(pause)`: another writer had set the pause back to `false` (a person's `flux
+        /// resume`), the only exact mark that moved; the release kept their value, restored
+        /// the other marks and removed the fence ([`crate::release::ReleaseMarks::resumed`]).
+        kept_resume: Option<MarkAt>,
     },
     /// The object is gone.
     Gone,

@@ -330,13 +330,27 @@ fn release_refuses_when_an_exact_mark_was_changed_by_another_writer() {
     let before = object(false, None);
     let plan = plan(&before, &flux_marks());
     let mut after = applied(&before, &plan);
-    after["spec"]["suspend"] = json!(false);
+    // Removed is not `flux resume`'s `false`: withheld.
+    after["spec"].as_object_mut().unwrap().remove("suspend");
     assert_eq!(
         decide_release(Some(&after), &keys(), &plan.held).unwrap(),
         ReleaseDecision::MarkMoved {
             at: MarkAt::Field("/spec/suspend".into())
         }
     );
+}
+
+#[test]
+fn release_engine_keeps_a_persons_flux_resume_when_it_is_the_only_moved_mark() {
+    let before = object(false, None);
+    let plan = plan(&before, &flux_marks());
+    let mut after = applied(&before, &plan);
+    after["spec"]["suspend"] = json!(false);
+    let patch = release_patch(&after, &plan.held);
+    json_patch::patch(&mut after, &patch).unwrap();
+    assert_eq!(after["spec"]["suspend"], json!(false));
+    // The fence and the nonce are gone: nothing of ours is left.
+    assert_eq!(after["metadata"]["annotations"], json!({}), "{after}");
 }
 
 #[test]

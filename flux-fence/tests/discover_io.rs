@@ -192,10 +192,11 @@ async fn discovery_over_all_namespaces_finds_our_fence_and_withholds_a_release_a
         panic!("acquire");
     };
     drop(g);
+    // More than a resume (which alone is released keeping it): `reconcile` changed too.
     merge(
         &ks_api(&ns),
         "apps",
-        json!({ "spec": { "suspend": false } }),
+        json!({ "spec": { "suspend": false }, "metadata": { "annotations": { RECONCILE: "enabled" } } }),
     )
     .await;
 

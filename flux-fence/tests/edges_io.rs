@@ -115,15 +115,44 @@ async fn release_of_a_deleted_object_is_gone() {
     assert!(ks_api(&ns).get_opt("apps").await.unwrap().is_none());
 }
 
+/// A person's `flux resume` (spec.suspend false) is the only moved mark: the release keeps
+/// their value, restores the rest and removes the fence (issue 35; the old code kept the fence).
 #[tokio::test]
-async fn release_keeps_the_fence_when_another_writer_resumed_the_object() {
+async fn release_engine_keeps_a_persons_resume_and_removes_the_fence() {
     let ns = TestNs::new("resumed").await.unwrap();
+    let f = fencer(&ns, &owner(1));
+    let guard = fenced(&ns, &f, "apps").await;
+    merge(
+        &ks_api(&ns),
+        "apps",
+        json!({ "spec": { "suspend": false } }),
+    )
+    .await;
+    let outcome = f.release(guard).await.unwrap();
+    let ReleaseOutcome::Released { kept_resume, .. } = outcome else {
+        panic!("expected Released keeping the resume, got {outcome:?}")
+    };
+    assert_eq!(kept_resume, Some(MarkAt::Field("/spec/suspend".into())));
+    let after = get_json(&ks_api(&ns), "apps").await;
+    assert_eq!(after["spec"]["suspend"], json!(false), "{after}");
+    assert_eq!(
+        after["metadata"]["annotations"]["flux-handoff.io/owner"],
+        serde_json::Value::Null,
+        "{after}"
+    );
+}
+
+/// A resume together with another moved mark (`reconcile` changed by hand) keeps the fence,
+/// as any moved mark but the resume alone does.
+#[tokio::test]
+async fn release_keeps_the_fence_when_another_writer_resumed_and_moved_another_mark() {
+    let ns = TestNs::new("resumed-more").await.unwrap();
     let f = fencer(&ns, &owner(1));
     let guard = fenced(&ns, &f, "apps").await;
     let resumed = merge(
         &ks_api(&ns),
         "apps",
-        json!({ "spec": { "suspend": false } }),
+        json!({ "spec": { "suspend": false }, "metadata": { "annotations": { RECONCILE: "enabled" } } }),
     )
     .await;
     let ReleaseOutcome::Kept { guard, why } = f.release(guard).await.unwrap() else {
@@ -132,7 +161,7 @@ async fn release_keeps_the_fence_when_another_writer_resumed_the_object() {
     assert_eq!(
         why,
         Kept::MarkMoved {
-            at: MarkAt::Field("/spec/suspend".into())
+            at: MarkAt::Annotation(RECONCILE.into())
         }
     );
     assert_eq!(get_json(&ks_api(&ns), "apps").await, resumed);

@@ -110,7 +110,8 @@ async fn lost_acquire_response_is_adopted_only_on_exactly_the_post_state() {
         ReleaseOutcome::Released { .. }
     ));
 
-    // Sent, then another writer un-suspends before our re-read: fail closed, keep the guard.
+    // Sent, then another writer un-suspends (and re-enables reconciling) before our re-read:
+    // fail closed, keep the guard.
     let p = plan(f.clone(), obj.clone()).await;
     api.patch(
         "apps",
@@ -119,7 +120,11 @@ async fn lost_acquire_response_is_adopted_only_on_exactly_the_post_state() {
     )
     .await
     .unwrap();
-    merge(&api, "apps", json!({ "spec": { "suspend": false } })).await;
+    let by_hand = json!({
+        "spec": { "suspend": false },
+        "metadata": { "annotations": { RECONCILE: "enabled" } }
+    });
+    merge(&api, "apps", by_hand).await;
     let LostAcquire::Unresolved { guard, why } =
         f.resolve_lost_acquire(&obj, p, None).await.unwrap()
     else {
@@ -127,7 +132,8 @@ async fn lost_acquire_response_is_adopted_only_on_exactly_the_post_state() {
     };
     assert_eq!(why, Unclear::Differs);
     assert!(!guard.is_confirmed());
-    // Cleanup with that guard is still a CAS: the exact suspend mark moved, so it is kept.
+    // Cleanup with that guard is still a CAS: exact marks other than the resume alone moved,
+    // so it is kept.
     let before = get_json(&api, "apps").await;
     let ReleaseOutcome::Kept { guard, why } = f.release(guard).await.unwrap() else {
         panic!("expected Kept")
@@ -135,7 +141,7 @@ async fn lost_acquire_response_is_adopted_only_on_exactly_the_post_state() {
     assert_eq!(
         why,
         Kept::MarkMoved {
-            at: MarkAt::Field("/spec/suspend".into())
+            at: MarkAt::Annotation(RECONCILE.into())
         }
     );
     assert_eq!(get_json(&api, "apps").await, before);

@@ -56,11 +56,16 @@ async fn acquire_writes_one_fence_and_release_restores_the_exact_prior_state() {
     assert_eq!(guard.resource_version(), Some(rv(&held).as_str()));
     assert!(fencer.prove(&guard).await.unwrap());
 
-    let ReleaseOutcome::Released { resource_version } = fencer.release(guard).await.unwrap() else {
+    let ReleaseOutcome::Released {
+        resource_version,
+        kept_resume,
+    } = fencer.release(guard).await.unwrap()
+    else {
         panic!("expected Released");
     };
     let after = get_json(&api, "apps").await;
     assert_eq!(resource_version, Some(rv(&after)));
+    assert_eq!(kept_resume, None, "nothing moved: every mark restored");
     assert_eq!(annotations(&after), annotations(&before));
     assert_eq!(after["spec"], before["spec"]);
     assert_eq!(after["metadata"]["uid"], before["metadata"]["uid"]);

@@ -149,18 +149,13 @@ async fn pause_recheck_stops_the_root_secret_after_a_person_unsuspends_the_targe
         secrets.get_opt("root-pull").await.unwrap().is_none(),
         "the root Secret is not written once the pause is broken"
     );
-    // The release finds the mark moved: the fence stays and the fence report names it.
-    let cleanup = outcome.cleanup.as_ref().unwrap_err();
-    assert!(
-        cleanup
-            .held
-            .iter()
-            .any(|h| h.ends_with(&format!("{}/{TARGET}", ns.name))),
-        "{cleanup:?}"
-    );
+    // The release finds the person's resume, the only moved mark: it keeps their value and
+    // removes the fence (issue 35), and the cleanup releases the rest.
+    assert!(outcome.cleanup.is_ok(), "{:?}", outcome.cleanup);
     let t = get_json(&ns.client, &kustomization(&ns.name, TARGET))
         .await
         .unwrap();
-    assert!(t["metadata"]["annotations"][OWNER_KEY].is_string(), "{t}");
+    assert!(t["metadata"]["annotations"][OWNER_KEY].is_null(), "{t}");
+    assert_eq!(t["spec"]["suspend"], json!(false), "{t}");
     drop(model);
 }

@@ -131,20 +131,21 @@ fn pause(p: &SuspendError, h: &Hints) -> Option<String> {
     }
 }
 
-/// After a cleanup whose release was withheld because another writer moved a mark (a
-/// person's `flux resume` mid-pause: `release of ks/ns/name withheld: field /spec/suspend was
-/// changed by another writer`): the command that restores that object, saying what it writes,
-/// then the one that releases the rest of `holder`'s pause.
+/// After a cleanup whose release was withheld because another writer moved a mark other than
+/// the pause alone (a person's `flux resume` by itself is kept by the release: this is e.g.
+/// `reconcile: disabled` changed by hand too, `release of ks/ns/name withheld: annotation
+/// kustomize.toolkit.fluxcd.io/reconcile was changed by another writer`): the command that
+/// settles that object, saying what it writes, then the one that releases the rest of
+/// `holder`'s pause.
 pub fn withheld(why: &str, holder: Option<&str>) -> Option<String> {
     let (_, rest) = why.split_once("release of ")?;
     let (object, rest) = rest.split_once(" withheld: ")?;
     let at = rest.split(" was changed").next().unwrap_or(rest);
     let holder = holder.unwrap_or("H");
     Some(format!(
-        "flux-handoff fences release {object} --holder {holder} --keep-moved (keeps {at} as \
-         that writer set it, restores the other marks such as \
-         kustomize.toolkit.fluxcd.io/reconcile, removes the fence), then flux-handoff resume \
-         --holder {holder} --holder-exited"
+        "flux-handoff fences release {object} --holder {holder} --keep-moved (keeps {at} and \
+         any other value another writer moved as they set it, restores the other marks, \
+         removes the fence), then flux-handoff resume --holder {holder} --holder-exited"
     ))
 }
 
@@ -296,15 +297,15 @@ mod tests {
 
     #[test]
     fn next_step_withheld_release_names_the_command_that_restores_it_and_what_it_writes() {
-        let why = "releasing: release of ks/apps/web withheld: field /spec/suspend was changed \
-                   by another writer";
+        let why = "releasing: release of ks/apps/web withheld: annotation \
+                   kustomize.toolkit.fluxcd.io/reconcile was changed by another writer";
         assert_eq!(
             withheld(why, Some("gh1.1-x")).as_deref(),
             Some(
                 "flux-handoff fences release ks/apps/web --holder gh1.1-x --keep-moved (keeps \
-                 field /spec/suspend as that writer set it, restores the other marks such as \
-                 kustomize.toolkit.fluxcd.io/reconcile, removes the fence), then flux-handoff \
-                 resume --holder gh1.1-x --holder-exited"
+                 annotation kustomize.toolkit.fluxcd.io/reconcile and any other value another \
+                 writer moved as they set it, restores the other marks, removes the fence), then \
+                 flux-handoff resume --holder gh1.1-x --holder-exited"
             )
         );
         assert_eq!(

@@ -114,7 +114,7 @@ pub fn report(out: &mut Output, event: &Event, members: &Members) {
             }
         }
         // A parked Lease ends the pause stage; releasing is the resume stage.
-        Event::Released(_) | Event::LeaseReleased => {
+        Event::Released(_) | Event::ReleasedKeepingResume(_) | Event::LeaseReleased => {
             out.stage("resume");
             out.phase(&line);
         }

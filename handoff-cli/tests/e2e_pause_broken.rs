@@ -207,22 +207,21 @@ async fn pause_broken_suspend_flipped_by_a_person_stops_the_run_and_names_the_fi
     );
     assert!(err.contains(&line), "{err}");
     assert!(gone(pid), "the command still runs: {err}");
-    // Still our fence, but a mark moved: kept and listed, and so the parent and the Lease,
-    // which keep others out while a fence of ours may be held.
+    // The person's resume is the only moved mark: the release keeps it and removes our fence
+    // (was: kept, issue 35), and the parent and the Lease follow (tests/e2e_flux_resume.rs).
     let target = c.get(TARGET).await;
-    assert_eq!(annotation(&target, OWNER_KEY), Some(owner.as_str()));
+    assert_ne!(annotation(&target, OWNER_KEY), Some(owner.as_str()));
     assert!(!suspended(&target));
-    let parent = c.get(PARENT).await;
-    assert!(annotation(&parent, OWNER_KEY).is_some() && suspended(&parent));
-    assert!(!lease_holder(&c).await.is_empty());
-    assert!(err.contains("still held or unsettled"), "{err}");
+    assert_parent_and_lease_released(&c).await;
 }
 
-/// After a person's `flux resume` mid-run, the error line ends with the command that restores
-/// the target; running it (and the resume it names) leaves the target as the person wanted it
-/// (spec.suspend false, no `reconcile: disabled`, no fence) and the parent and Lease released.
+/// After a person's resume by hand mid-run — `flux resume` and `reconcile: disabled` removed
+/// too, so more than the pause moved and the release is withheld — the error line ends with
+/// the command that settles the target; running it (and the resume it names) leaves the
+/// target as the person wanted it (spec.suspend false, no `reconcile: disabled`, no fence) and
+/// the parent and Lease released.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn next_step_withheld_release_after_flux_resume_names_the_restore_and_it_works() {
+async fn next_step_withheld_release_after_a_resume_by_hand_names_the_restore_and_it_works() {
     let c = Cluster::seeded("next-withheld").await;
     let before = c.get(TARGET).await;
     let m = marker(&c);
@@ -235,7 +234,10 @@ async fn next_step_withheld_release_after_flux_resume_names_the_restore_and_it_w
     patch_as(
         &c,
         "flux-client-side-apply",
-        json!({"spec": {"suspend": false}}),
+        json!({
+            "spec": {"suspend": false},
+            "metadata": {"annotations": {"kustomize.toolkit.fluxcd.io/reconcile": null}}
+        }),
     )
     .await;
     let (ended_with, err) = ended(child).await;
@@ -248,7 +250,10 @@ async fn next_step_withheld_release_after_flux_resume_names_the_restore_and_it_w
         .unwrap_or_default();
     let restore = format!("flux-handoff fences release {target} --holder {holder} --keep-moved");
     assert!(
-        error.contains(&format!("; next: {restore} (keeps field /spec/suspend")),
+        error.contains(&format!(
+            "; next: {restore} (keeps annotation kustomize.toolkit.fluxcd.io/reconcile and any \
+             other value"
+        )),
         "{err}"
     );
     assert!(

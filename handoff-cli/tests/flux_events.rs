@@ -133,12 +133,16 @@ async fn flux_events_a_broken_pause_and_the_fence_it_keeps_are_error_events() {
         let line = lines.recv_timeout(WAIT);
         seen.push(line.unwrap_or_else(|_| panic!("the run never got to its command: {seen:?}")));
     }
-    // A person's `kubectl patch` unsuspends the paused object.
+    // A person's `kubectl patch` unsuspends the paused object and re-enables reconciling: more
+    // than a `flux resume` alone (which the release would keep, issue 35), so the fence stays.
     let pp = kube::api::PatchParams {
         field_manager: Some("kubectl-patch".into()),
         ..kube::api::PatchParams::default()
     };
-    let unsuspend = json!({ "spec": { "suspend": false } });
+    let unsuspend = json!({
+        "spec": { "suspend": false },
+        "metadata": { "annotations": { "kustomize.toolkit.fluxcd.io/reconcile": "enabled" } }
+    });
     w.api(&kustomization_resource())
         .patch("child", &pp, &kube::api::Patch::Merge(&unsuspend))
         .await

@@ -46,6 +46,7 @@
 mod adopt;
 mod assess;
 mod ci;
+mod keep;
 mod listing;
 mod plan;
 mod release;

@@ -17,8 +17,9 @@ use super::words::{age, short_ref};
 use crate::api::error;
 use crate::discover::{self, FoundState, ReleasePlan};
 use crate::lease_record::{merge_found, read_members, read_record};
-use crate::mark::RecordedMark;
+use crate::mark::{MarkAt, RecordedMark};
 use crate::outcome::ReleaseOutcome;
+use crate::release::{Moved, decide_release_marks};
 use crate::{FenceError, Fencer, Holder, LeaseConfig, ObjectRef, OwnerValue};
 
 /// A fence checked and ready to release: what was observed, and the CAS patch to send.
@@ -39,6 +40,9 @@ pub struct ReadyRelease {
     pub patch: String,
     /// The Lease's holder when it could be read (evidence for notes only).
     pub lease_holder: Option<String>,
+    /// `Some(pause)`: another writer set the pause back to false (a person's `flux resume`),
+    /// the only moved mark; the patch keeps their value ([`crate::release::ReleaseMarks`]).
+    pub kept_resume: Option<MarkAt>,
 }
 
 /// Why a fence is not released. Nothing was changed.
@@ -68,6 +72,10 @@ pub enum ReleaseRefusal {
     NowFencedBy(Option<String>),
     /// The release kept the fence, with why (in words).
     Kept(String),
+    /// `--keep-moved`, but no mark moved: a plain release is the right one.
+    NothingMoved,
+    /// The object changed since it was read (a tested value moved again).
+    MovedSinceRead,
 }
 
 /// A refused release of `object`, in words: `ks/ns/name ...; nothing changed`.
@@ -110,6 +118,14 @@ impl fmt::Display for Refused {
                 h.as_deref().unwrap_or("nobody")
             ),
             ReleaseRefusal::Kept(why) => write!(f, "{name} kept: {why}; nothing changed"),
+            ReleaseRefusal::NothingMoved => write!(
+                f,
+                "{name}: no mark moved: `fences release` without --keep-moved releases it; \
+                 nothing changed"
+            ),
+            ReleaseRefusal::MovedSinceRead => {
+                write!(f, "{name} changed since it was read; nothing changed")
+            }
         }
     }
 }
@@ -129,6 +145,12 @@ impl ReadyRelease {
             let prior = prior.map_or_else(|| "absent".to_string(), ToString::to_string);
             lines.push(format!("  mark {}: {} (prior {prior})", m.at, m.value));
         }
+        if let Some(at) = &self.kept_resume {
+            lines.push(format!(
+                "  keeping {at} as another writer set it (a `flux resume` while paused); the \
+                 other marks are restored"
+            ));
+        }
         let holder = &owner.holder;
         if self.lease_holder.as_deref() == Some(holder.as_str()) {
             lines.push(format!(
@@ -139,16 +161,21 @@ impl ReadyRelease {
         lines
     }
 
-    /// The same as JSON facts: `object`, `owner`, `observed_resource_version`, `patch`.
+    /// The same as JSON facts: `object`, `owner`, `observed_resource_version`, `patch`, and
+    /// `kept_resume` (the pointer) when the patch keeps a person's resume.
     #[must_use]
     pub fn facts(&self) -> Vec<(&'static str, Value)> {
         let patch = serde_json::from_str(&self.patch).unwrap_or_else(|_| json!(self.patch));
-        vec![
+        let mut facts = vec![
             ("object", json!(short_ref(&self.object))),
             ("owner", json!(self.owner.to_string())),
             ("observed_resource_version", json!(self.resource_version)),
             ("patch", patch),
-        ]
+        ];
+        if let Some(at) = &self.kept_resume {
+            facts.push(("kept_resume", json!(at.pointer())));
+        }
+        facts
     }
 }
 
@@ -241,6 +268,13 @@ impl Recovery {
         let rv = read
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str);
+        // What the patch does with a person's resume, from the same read it was decided on.
+        let kept_resume = crate::decide::held_from_annotations(&read, &self.keys)
+            .ok()
+            .and_then(|(held, _)| {
+                decide_release_marks(Some(&read), &self.keys, &held, Moved::Withhold).ok()
+            })
+            .and_then(|d| d.marks.resumed);
         Ok(Ok(ReadyRelease {
             object: obj.clone(),
             owner: owner.clone(),
@@ -249,6 +283,7 @@ impl Recovery {
             resource_version: rv.unwrap_or_default().to_string(),
             patch,
             lease_holder: self.lease_holder().await,
+            kept_resume,
         }))
     }
 
@@ -274,7 +309,9 @@ impl Recovery {
             return refuse(ReleaseRefusal::ChangedHands);
         };
         match fencer.release(guard).await? {
-            ReleaseOutcome::Released { resource_version } => Ok(Ok(resource_version)),
+            ReleaseOutcome::Released {
+                resource_version, ..
+            } => Ok(Ok(resource_version)),
             ReleaseOutcome::Gone | ReleaseOutcome::Recreated => refuse(ReleaseRefusal::Gone),
             ReleaseOutcome::NotOurs { holder } => refuse(ReleaseRefusal::NowFencedBy(holder)),
             ReleaseOutcome::Kept { guard, why } => {
@@ -311,7 +348,6 @@ mod tests {
     use kube::api::{ApiResource, GroupVersionKind};
 
     use super::*;
-    use crate::mark::MarkAt;
 
     fn ks(name: &str) -> ObjectRef {
         let gvk = GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization");
@@ -372,5 +408,36 @@ mod tests {
             };
             assert_eq!(refused.to_string(), want);
         }
+    }
+
+    #[test]
+    fn release_engine_a_kept_resume_is_said_in_the_lines_and_the_facts() {
+        let ready = |kept_resume| ReadyRelease {
+            object: ks("a"),
+            owner: "h;1".parse().unwrap(),
+            age: Duration::from_secs(3),
+            marks: Vec::new(),
+            resource_version: "9".into(),
+            patch: "[]".into(),
+            lease_holder: None,
+            kept_resume,
+        };
+        let plain = ready(None);
+        assert!(!plain.lines("ns/l").iter().any(|l| l.contains("keeping")));
+        assert!(!plain.facts().iter().any(|(k, _)| *k == "kept_resume"));
+        let kept = ready(Some(MarkAt::Field("/spec/suspend".into())));
+        assert!(
+            kept.lines("ns/l").contains(
+                &"  keeping field /spec/suspend as another writer set it (a `flux resume` while \
+                  paused); the other marks are restored"
+                    .to_string()
+            ),
+            "{:?}",
+            kept.lines("ns/l")
+        );
+        assert!(
+            kept.facts()
+                .contains(&("kept_resume", json!("/spec/suspend")))
+        );
     }
 }

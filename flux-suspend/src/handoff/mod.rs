@@ -118,6 +118,10 @@ pub struct ResumeReport {
     pub released: Vec<String>,
     /// Objects that were no longer ours (gone, recreated, or another owner): not touched.
     pub not_ours: Vec<String>,
+    /// Those of `released` whose `spec.suspend` another writer had set back to false (a
+    /// person's `flux resume`): their value was kept, the other marks restored, the fence
+    /// removed ([`flux_fence::outcome::ReleaseOutcome::Released`]'s `kept_resume`).
+    pub kept_resume: Vec<String>,
 }
 
 /// The span of one member's step (`fence`, `ack`, `release`) under the phase's span, as

@@ -37,7 +37,10 @@ impl Handoff {
                     .instrument(span)
                     .await
                 {
-                    Ok(ReleaseOutcome::Released { .. }) => {
+                    Ok(ReleaseOutcome::Released { kept_resume, .. }) => {
+                        if kept_resume.is_some() {
+                            report.kept_resume.push(name.clone());
+                        }
                         report.released.push(name);
                         released.push((object, uid));
                     }

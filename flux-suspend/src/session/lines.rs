@@ -37,6 +37,10 @@ impl Event {
         match self {
             Event::Step(step) => step_line(*step, members),
             Event::Released(o) => format!("released: {o}"),
+            Event::ReleasedKeepingResume(o) => format!(
+                "released: {o}, keeping spec.suspend=false as another writer set it (a `flux \
+                 resume` while paused)"
+            ),
             Event::LeaseReleased => "lease released".into(),
             Event::LeaseParked => "lease parked".into(),
             Event::Waiting(w) => w.to_string(),
@@ -82,6 +86,11 @@ mod tests {
             (
                 Event::Released("Kustomization a/t1".into()),
                 "released: Kustomization a/t1",
+            ),
+            (
+                Event::ReleasedKeepingResume("Kustomization a/t1".into()),
+                "released: Kustomization a/t1, keeping spec.suspend=false as another writer set \
+                 it (a `flux resume` while paused)",
             ),
             (Event::LeaseReleased, "lease released"),
             (Event::LeaseParked, "lease parked"),

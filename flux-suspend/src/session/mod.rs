@@ -78,6 +78,10 @@ pub enum Event {
     Step(Step),
     /// An object was released (targets first).
     Released(String),
+    /// An object was released keeping the `spec.suspend: false` another writer set while it
+    /// was paused (a person's `flux resume`): they asked for Flux back, so the release kept
+    /// their value, restored the other marks and went on with the chain.
+    ReleasedKeepingResume(String),
     /// The Lease was released.
     LeaseReleased,
     /// The Lease was parked (a pause left in place).

@@ -287,8 +287,8 @@ pub async fn resume_holder(
         }
     }
     let mut handoff = Handoff::adopt(client.clone(), fencer, guards);
-    let released = match handoff.resume(opts.wait_ready).await {
-        Ok(r) => r.released,
+    let (released, kept_resume) = match handoff.resume(opts.wait_ready).await {
+        Ok(r) => (r.released, r.kept_resume),
         Err(e) => {
             // Keep what is still held listed, and the Lease with it.
             let _ = handoff.leave_paused();
@@ -297,7 +297,7 @@ pub async fn resume_holder(
         }
     };
     for o in &released {
-        progress(Event::Released(o.clone()));
+        progress(super::settle::released_event(o, &kept_resume));
     }
     if let Some(r) = &record {
         if !r.unknown.is_empty() {

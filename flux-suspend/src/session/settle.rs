@@ -47,7 +47,7 @@ pub(super) async fn release_fences(
     match h.resume(None).await {
         Ok(r) => {
             for o in r.released {
-                progress(Event::Released(o.clone()));
+                progress(released_event(&o, &r.kept_resume));
                 released.push(o);
             }
         }
@@ -57,6 +57,16 @@ pub(super) async fn release_fences(
         held.splice(0..0, h.leave_paused());
     }
     (released, problems, held)
+}
+
+/// The progress event of `o`'s release: it kept another writer's resume when it is in
+/// `kept_resume` (their `flux resume`, [`Event::ReleasedKeepingResume`]).
+pub(super) fn released_event(o: &str, kept_resume: &[String]) -> Event {
+    if kept_resume.iter().any(|k| k == o) {
+        Event::ReleasedKeepingResume(o.to_string())
+    } else {
+        Event::Released(o.to_string())
+    }
 }
 
 /// What a release cut short after `budget` may have left: every member of the chain, targets

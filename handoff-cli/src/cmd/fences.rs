@@ -8,7 +8,6 @@
 pub(crate) mod evidence;
 mod recover;
 mod release;
-mod settle;
 
 use clap::{Args, Subcommand};
 use flux_fence::recovery::Recovery;
@@ -84,10 +83,6 @@ struct Context {
     suffix: String,
     /// `[recovery]` of the configuration file.
     recovery_file: config::RecoveryConfig,
-    /// The client (`fences release --keep-moved` reads and patches with it).
-    client: kube::Client,
-    /// The fence annotation keys.
-    keys: flux_fence::AnnotationKeys,
 }
 
 impl Context {
@@ -112,8 +107,6 @@ impl Context {
         let client = client::client(global).await?;
         Ok(Self {
             lease: format!("{}/{}", s.lease.namespace, s.lease.name),
-            client: client.clone(),
-            keys: s.keys.clone(),
             recovery: handoff_app::fences::recovery(client, s.keys, s.lease)
                 .scope(scope)
                 .listing(listing),

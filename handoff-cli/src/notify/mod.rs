@@ -90,7 +90,7 @@ pub fn on_event(out: &mut Output, event: &Event, members: &Members) {
                 n.send(Kind::Paused, t, None);
             }
         }
-        Event::Released(o) => n.send(Kind::Resumed, o, None),
+        Event::Released(o) | Event::ReleasedKeepingResume(o) => n.send(Kind::Resumed, o, None),
         _ => {}
     }
 }

@@ -4,7 +4,7 @@
 use std::str::FromStr;
 
 use clap::Args;
-use flux_fence::recovery::short_ref;
+use flux_fence::recovery::{Refused, ReleaseRefusal, Withhold, short_ref};
 use flux_fence::{FenceError, Holder};
 use serde_json::json;
 
@@ -25,10 +25,11 @@ pub struct ReleaseArgs {
     /// fence is only released for the holder named here.
     #[arg(long, value_name = "HOLDER")]
     pub holder: String,
-    /// When the release is withheld because another writer changed a mark (a person's `flux
-    /// resume` set spec.suspend to false mid-pause): keep that writer's value as found,
-    /// restore every other mark (e.g. `kustomize.toolkit.fluxcd.io/reconcile`), and remove the
-    /// fence — one CAS patch, printed before it is sent.
+    /// When the release is withheld because another writer changed a mark (e.g. removed
+    /// `kustomize.toolkit.fluxcd.io/reconcile: disabled` by hand): keep every value other
+    /// writers moved as found, restore every other mark, and remove the fence — one CAS patch,
+    /// printed before it is sent. A person's `flux resume` alone (spec.suspend set to false)
+    /// needs no flag: every release keeps it and releases.
     #[arg(long)]
     pub keep_moved: bool,
 }
@@ -45,7 +46,11 @@ pub(super) async fn run(
     let name = short_ref(&obj);
     let ready = match ctx.recovery.prepare_release(&obj, &holder).await {
         Ok(Ok(ready)) => ready,
-        Ok(Err(_)) if args.keep_moved => return keep_moved(ctx, &obj, &holder, out).await,
+        // Only a moved mark is settled this way: any other refusal stands.
+        Ok(Err(Refused {
+            reason: ReleaseRefusal::Withheld(Withhold::MarkMoved(_)),
+            ..
+        })) if args.keep_moved => return keep_moved(ctx, &obj, &holder, out).await,
         Ok(Err(refused)) => return Err(Failure::new(exit::REFUSED, refused.to_string())),
         // The object could not be read: `verb resource target: cause`, 403 as "forbidden to".
         Err(
@@ -87,67 +92,48 @@ pub(super) async fn run(
     }
 }
 
-/// `--keep-moved`: reads the object, prints what the settling patch keeps and restores, and
-/// sends it ([`super::settle`]); a patch whose tests fail (the object moved again) is a
-/// refusal, nothing changed.
+/// `--keep-moved`: the library reads the object and decides the settling patch
+/// ([`flux_fence::keep_moved`]); this prints what it keeps and restores and the patch, then has
+/// it sent as decided. A patch whose tests fail (the object moved again) is a refusal, nothing
+/// changed.
 async fn keep_moved(
     ctx: &Context,
     obj: &flux_fence::ObjectRef,
     holder: &Holder,
     out: &mut Output,
 ) -> Result<u8, Failure> {
-    use kube::api::{Api, DynamicObject, Patch};
     let name = short_ref(obj);
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), &obj.namespace, &obj.resource);
-    let read = api.get(&obj.name).await.map_err(|e| {
-        Failure::new(
-            exit::KUBE_API,
-            format!("get {name}: {}", crate::failure::chain(&e)),
-        )
-    })?;
-    let value =
-        serde_json::to_value(&read).map_err(|e| Failure::new(exit::INTERNAL, e.to_string()))?;
-    let settle = super::settle::settle(&value, &ctx.keys, holder)
-        .map_err(|why| Failure::new(exit::REFUSED, format!("{name}: {why}; nothing changed")))?;
+    let plan = match ctx.recovery.prepare_keep_moved(obj, holder).await? {
+        Ok(plan) => plan,
+        Err(refused) => return Err(Failure::new(exit::REFUSED, refused.to_string())),
+    };
+    let pointers = |marks: &[flux_fence::mark::MarkAt]| {
+        marks
+            .iter()
+            .map(flux_fence::mark::MarkAt::pointer)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let restored = match pointers(&plan.marks.restored) {
+        none if none.is_empty() => "nothing".to_string(),
+        some => some,
+    };
     out.note(&format!(
-        "{name}: keeping {} as another writer set it; restoring {}; removing the fence",
-        settle.kept.join(", "),
-        if settle.restored.is_empty() {
-            "nothing".into()
-        } else {
-            settle.restored.join(", ")
-        }
+        "{name}: keeping {} as another writer set it; restoring {restored}; removing the fence",
+        pointers(&plan.marks.kept),
     ));
-    out.note(&format!("patch: {}", settle.patch));
-    out.fact("patch", settle.patch.clone());
-    let patch: json_patch::Patch = serde_json::from_value(settle.patch)
+    let patch = serde_json::to_value(&plan.patch)
         .map_err(|e| Failure::new(exit::INTERNAL, e.to_string()))?;
-    match api
-        .patch(
-            &obj.name,
-            &flux_fence::api::patch_params(),
-            &Patch::<()>::Json(patch),
-        )
-        .await
-    {
-        Ok(o) => {
-            let rv = o.metadata.resource_version.unwrap_or_default();
+    out.note(&format!("patch: {patch}"));
+    out.fact("patch", patch);
+    match ctx.recovery.release_keeping_moved(obj, &plan).await? {
+        Ok(rv) => {
             out.fact("resource_version", json!(rv));
+            let rv = rv.as_deref().unwrap_or("unknown");
             out.phase(&format!("settled: {name} (resourceVersion {rv})"));
             out.list(std::slice::from_ref(&name));
             Ok(exit::SUCCESS)
         }
-        Err(kube::Error::Api(s)) if matches!(s.code, 409 | 422) => Err(Failure::new(
-            exit::REFUSED,
-            format!(
-                "{name} changed since it was read ({}); nothing changed",
-                s.message
-            ),
-        )),
-        Err(e) => Err(Failure::new(
-            exit::KUBE_API,
-            format!("patch {name}: {}", crate::failure::chain(&e)),
-        )),
+        Err(refused) => Err(Failure::new(exit::REFUSED, refused.to_string())),
     }
 }

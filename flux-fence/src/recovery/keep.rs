@@ -1,0 +1,69 @@
+//! `fences release --keep-moved` on an operator's word: read and decide
+//! ([`crate::keep_moved::decide_keep_moved`]), then send the decided patch
+//! ([`Fencer::release_keeping_moved`]). Every refusal is a [`Refused`]; nothing changed.
+
+use std::sync::Arc;
+
+use super::release::{Refused, ReleaseRefusal};
+use super::run::Recovery;
+use crate::keep_moved::{KeepMoved, KeepMovedOutcome, KeepMovedRefusal};
+use crate::{FenceError, Fencer, Holder, ObjectRef, OwnerValue};
+
+impl Recovery {
+    /// Reads `obj` and decides the settling patch of `holder`'s fence: every value other
+    /// writers moved kept as found, every other mark restored, the fence removed. Read-only.
+    ///
+    /// # Errors
+    /// A failed read.
+    pub async fn prepare_keep_moved(
+        &self,
+        obj: &ObjectRef,
+        holder: &Holder,
+    ) -> Result<Result<KeepMoved, Refused>, FenceError> {
+        let fencer = self.fencer(OwnerValue::new(holder.clone(), crate::Epoch(0)));
+        let reason = match fencer.plan_keeping_moved(obj, holder).await? {
+            Ok(plan) => return Ok(Ok(plan)),
+            Err(KeepMovedRefusal::NotFound) => ReleaseRefusal::NotFound,
+            Err(KeepMovedRefusal::NotFenced) => ReleaseRefusal::NoFence,
+            Err(KeepMovedRefusal::OtherHolder { found }) => ReleaseRefusal::OtherHolder {
+                found: found.to_string(),
+                named: holder.to_string(),
+            },
+            Err(KeepMovedRefusal::NothingMoved) => ReleaseRefusal::NothingMoved,
+            Err(_) => ReleaseRefusal::Malformed,
+        };
+        Ok(Err(Refused {
+            object: obj.clone(),
+            reason,
+        }))
+    }
+
+    /// Sends the patch [`Recovery::prepare_keep_moved`] decided, as decided. Returns the
+    /// `resourceVersion` after it, when known.
+    ///
+    /// # Errors
+    /// API failures.
+    pub async fn release_keeping_moved(
+        &self,
+        obj: &ObjectRef,
+        plan: &KeepMoved,
+    ) -> Result<Result<Option<String>, Refused>, FenceError> {
+        let fencer = self.fencer(plan.held.owner.clone());
+        let reason = match fencer.release_keeping_moved(obj, plan).await? {
+            KeepMovedOutcome::Released { resource_version } => return Ok(Ok(resource_version)),
+            KeepMovedOutcome::Moved => ReleaseRefusal::MovedSinceRead,
+            KeepMovedOutcome::Gone => ReleaseRefusal::Gone,
+            KeepMovedOutcome::NotOurs { holder } => ReleaseRefusal::NowFencedBy(Some(holder)),
+            _ => ReleaseRefusal::Kept("the answer was lost and the fence is still on it".into()),
+        };
+        Ok(Err(Refused {
+            object: obj.clone(),
+            reason,
+        }))
+    }
+
+    fn fencer(&self, owner: OwnerValue) -> Fencer {
+        Fencer::new(self.client.clone(), self.keys.clone(), owner)
+            .with_clock(Arc::clone(&self.clock))
+    }
+}

@@ -1,0 +1,130 @@
+//! End to end, issue 35: a person's `flux resume` of the paused child while `run`'s command
+//! works. They asked for Flux back, so the cleanup keeps their `spec.suspend: false`, restores
+//! the child's other marks, removes its fence and goes on with the chain: the parent is
+//! resumed and the Lease let go in the same run. The run still ends with exit 8 (the pause
+//! broke under the command, which was stopped), with nothing left held.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+
+use common::*;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use serde_json::json;
+
+/// The command: records its pid, then sleeps. Bounded, so on code that does not watch the
+/// pause the run ends by itself and the test fails on what the server holds, not on a clock.
+const WORKS: &str = "exec >/dev/null 2>&1; echo $$ > \"$MARKER\"; exec sleep 20";
+
+const RECONCILE: &str = "kustomize.toolkit.fluxcd.io/reconcile";
+const FENCED_LABEL: &str = "flux-handoff.io/fenced";
+
+fn start_run(c: &Cluster, marker: &Path) -> Child {
+    let mut cmd = c.cli();
+    cmd.args(["run", "--target", TARGET])
+        .args(c.handoff_flags())
+        .args(["--", "sh", "-c", WORKS])
+        .env("MARKER", marker)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd.spawn().unwrap()
+}
+
+fn marker(c: &Cluster) -> PathBuf {
+    std::env::temp_dir().join(format!("flux-handoff-{}.resume", c.ns.name))
+}
+
+/// Waits for the run to end and returns its exit code and stderr.
+async fn ended(mut child: Child) -> (i32, String) {
+    tokio::task::spawn_blocking(move || {
+        let status = child.wait().unwrap();
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut err);
+        }
+        (status.code().unwrap_or(-1), err)
+    })
+    .await
+    .unwrap()
+}
+
+fn ks(c: &Cluster) -> kube::Api<DynamicObject> {
+    kube::Api::namespaced_with(
+        c.ns.client.clone(),
+        &c.ns.name,
+        &testkit::fixtures::kustomization_resource(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_engine_a_persons_flux_resume_of_the_child_is_kept_and_the_chain_resumes() {
+    let c = Cluster::seeded("flux-resume").await;
+    let (target_before, parent_before) = (c.get(TARGET).await, c.get(PARENT).await);
+    let m = marker(&c);
+    let child = start_run(&c, &m);
+    wait_for_file(&m, "the run's command (the pause proven)").await;
+    // The person's `flux resume`: spec.suspend false under their own field manager.
+    let pp = PatchParams {
+        field_manager: Some("flux-client-side-apply".into()),
+        ..PatchParams::default()
+    };
+    ks(&c)
+        .patch(
+            TARGET,
+            &pp,
+            &Patch::Merge(json!({"spec": {"suspend": false}})),
+        )
+        .await
+        .unwrap();
+    let (code, err) = ended(child).await;
+    let _ = std::fs::remove_file(&m);
+
+    // No fence on any member: the child released keeping the person's value, the parent too.
+    let fenced = ks(&c)
+        .list(&ListParams::default().labels(FENCED_LABEL))
+        .await
+        .unwrap();
+    let names: Vec<_> = fenced
+        .items
+        .iter()
+        .map(|o| o.metadata.name.clone())
+        .collect();
+    assert!(names.is_empty(), "still fenced: {names:?}\n{err}");
+    let target = c.get(TARGET).await;
+    assert_eq!(annotation(&target, OWNER_KEY), None, "{target}\n{err}");
+    assert_eq!(
+        target["spec"]["suspend"],
+        json!(false),
+        "the person's resume stays: {target}"
+    );
+    assert_eq!(
+        annotation(&target, RECONCILE),
+        annotation(&target_before, RECONCILE),
+        "the child's other marks restored: {target}"
+    );
+    let parent = c.get(PARENT).await;
+    assert_eq!(annotation(&parent, OWNER_KEY), None, "{parent}\n{err}");
+    assert_eq!(
+        parent["spec"].get("suspend"),
+        parent_before["spec"].get("suspend"),
+        "the parent resumed to its prior value: {parent}"
+    );
+    assert!(!suspended(&parent), "{parent}");
+    let lease = c.ns.api::<Lease>().get("flux-handoff").await.unwrap();
+    let holder = lease
+        .spec
+        .and_then(|s| s.holder_identity)
+        .unwrap_or_default();
+    assert!(holder.is_empty(), "Lease still held by {holder}\n{err}");
+
+    // Exit 8: the pause broke under the command, which was stopped; nothing is left held.
+    assert_eq!(code, 8, "{err}");
+    assert!(
+        err.contains("keeping spec.suspend=false as another writer set it"),
+        "{err}"
+    );
+    assert!(!err.contains("still held or unsettled"), "{err}");
+    assert!(!err.contains("--keep-moved"), "{err}");
+}
