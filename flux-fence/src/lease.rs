@@ -15,6 +15,7 @@ use crate::lease_deadline::{SelfFence, self_fence};
 use crate::lease_decide::{
     LeaseDecision, LeaseReleaseDecision, RecoverRefusal, RenewDecision, decide_lease_acquire,
     decide_lease_park, decide_lease_release, decide_renew, is_stale, release_landed, transitions,
+    with_holder_duration,
 };
 use crate::{Clock, Epoch, FenceError, Holder, LeaseConfig, LossReason, OwnerValue};
 
@@ -298,7 +299,8 @@ impl LeaseHandle {
             };
             let mut lease = match decide_renew(read.as_ref(), &s.holder, s.epoch, now) {
                 RenewDecision::Lost(reason) => return Err(self.mark_lost(reason)),
-                RenewDecision::Renew(lease) => lease,
+                // Our own duration, over any edit of `leaseDurationSeconds` since.
+                RenewDecision::Renew(lease) => Box::new(with_holder_duration(*lease, &s.cfg)),
             };
             s.record.stamp(&mut lease, &self.owner(), &target)?;
             let params = crate::api::post_params();
