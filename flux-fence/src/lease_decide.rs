@@ -14,7 +14,7 @@ use crate::{Epoch, FenceError, Holder};
 mod duration;
 mod settle;
 pub use duration::{holder_duration, with_holder_duration};
-pub use settle::{LeaseSettle, decide_lease_settle};
+pub use settle::{LeaseSettle, decide_lease_settle, decide_recover_settle};
 
 /// Where the Lease lives and how long it lasts. Build it with [`LeaseConfig::new`] (or
 /// [`Default`]) and the `with_` methods, or set the public fields; it may grow fields.

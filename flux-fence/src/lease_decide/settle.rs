@@ -94,6 +94,40 @@ pub fn decide_lease_settle(
     )
 }
 
+/// Decides the next step of settling a lost take-over by [`crate::Lease::recover`], on the
+/// Lease as read. Such a write lands only while the Lease is still at the version the evidence
+/// was judged on (`gone.resource_version`): at that version, move it on with a CAS of ours
+/// that writes only `renewTime` ([`LeaseSettle::MoveOn`]; the gone holder keeps its name and
+/// epoch, and only looks renewed, which can only lengthen another recovery's wait). At any
+/// other version, the lost write can no longer land: [`LeaseSettle::Ours`] if it landed,
+/// otherwise `None` (decide the recovery again on the read).
+///
+/// # Errors
+/// [`FenceError::Malformed`] for a negative `leaseTransitions`.
+pub fn decide_recover_settle(
+    read: Option<&KubeLease>,
+    holder: &Holder,
+    gone: &super::GoneHolder,
+    now: Timestamp,
+) -> Result<Option<LeaseSettle>, FenceError> {
+    let Some(lease) = read else {
+        return Ok(None);
+    };
+    let spec = lease.spec.clone().unwrap_or_default();
+    let epoch = transitions(&spec)?;
+    if spec.holder_identity.as_deref() == Some(holder.as_str()) {
+        return Ok(Some(LeaseSettle::Ours {
+            epoch: Epoch(epoch),
+        }));
+    }
+    if lease.metadata.resource_version.as_deref() != Some(gone.resource_version.as_str()) {
+        return Ok(None);
+    }
+    let mut next = lease.clone();
+    next.spec.get_or_insert_with(LeaseSpec::default).renew_time = Some(MicroTime(now));
+    Ok(Some(LeaseSettle::MoveOn(Box::new(next))))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,5 +191,29 @@ mod tests {
             decide(Some(&theirs), false),
             LeaseSettle::Held { holder, .. } if holder == "other"
         ));
+    }
+
+    #[test]
+    fn a_lost_take_over_is_settled_only_while_the_evidence_version_stands() {
+        let me = Holder::local("me", 1);
+        let now = Timestamp::now();
+        let gone = super::super::GoneHolder::new("gone", "7", "watched");
+        let decide =
+            |read: Option<&KubeLease>| decide_recover_settle(read, &me, &gone, now).unwrap();
+        let LeaseSettle::MoveOn(next) = decide(Some(&lease(Some("gone"), "7"))).unwrap() else {
+            panic!("at the evidence version")
+        };
+        let spec = next.spec.as_ref().unwrap();
+        assert_eq!(spec.holder_identity.as_deref(), Some("gone"));
+        assert_eq!(spec.lease_transitions, Some(3));
+        assert_eq!(spec.renew_time, Some(MicroTime(now)));
+        assert_eq!(next.metadata.resource_version.as_deref(), Some("7"));
+        assert_eq!(
+            decide(Some(&lease(Some(me.as_str()), "8"))),
+            Some(LeaseSettle::Ours { epoch: Epoch(3) })
+        );
+        assert_eq!(decide(Some(&lease(Some("gone"), "8"))), None);
+        assert_eq!(decide(Some(&lease(None, "8"))), None);
+        assert_eq!(decide(None), None);
     }
 }
