@@ -102,3 +102,60 @@ async fn unknown_outcome_every_lease_take_answered_504_and_applied_later_holds_n
         before.spec.unwrap().lease_transitions
     );
 }
+
+/// `fences recover`'s take-over of a gone holder's Lease, every answer lost: a late one must
+/// not make the recovering process the holder after it said it took nothing.
+#[tokio::test]
+async fn unknown_outcome_every_lease_recover_answered_504_and_applied_later_holds_nothing() {
+    let ns = TestNs::new("unknown-lease-recover").await.unwrap();
+    let api: Api<KubeLease> = ns.api();
+    let gone = "gone-holder-1";
+    let held_by_gone = KubeLease {
+        metadata: kube::api::ObjectMeta {
+            name: Some("flux-handoff".into()),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(gone.into()),
+            lease_duration_seconds: Some(30),
+            lease_transitions: Some(5),
+            ..Default::default()
+        }),
+    };
+    let before = api
+        .create(&PostParams::default(), &held_by_gone)
+        .await
+        .unwrap();
+    let rv = before.metadata.resource_version.clone().unwrap();
+    let proxy = Proxy::start().await.unwrap();
+    let held: Vec<_> = (1..=ROUNDS)
+        .map(|n| proxy.hold_answering("update leases", n, 504))
+        .collect();
+    let outcome = Lease::recover(
+        proxy.client_without_retry().unwrap(),
+        cfg(&ns),
+        Holder::local("recoverer", std::process::id()),
+        Arc::new(SystemClock),
+        flux_fence::lease_decide::GoneHolder::new(gone, rv, "watched in a test"),
+    )
+    .await;
+    assert!(held.iter().all(fault_proxy::Held::has_arrived));
+    let said = format!("{outcome:?}");
+    if let Ok(flux_fence::lease::LeaseRecover::Recovered(guard)) = outcome {
+        let _ = guard.release().await;
+    }
+    let mut answers = Vec::new();
+    for h in &held {
+        h.forward();
+        answers.push(h.answered().await);
+    }
+    let lease = api.get_opt("flux-handoff").await.unwrap();
+    assert_eq!(
+        holder_of(lease.as_ref()).as_deref(),
+        Some(gone),
+        "a take-over answered 504 committed after recover said {said}; answers {answers:?}"
+    );
+    assert!(said.starts_with("Ok(Refused(Moved"), "{said}");
+    assert!(answers.iter().all(|&a| a == 409), "{answers:?}");
+    assert_eq!(lease.unwrap().spec.unwrap().lease_transitions, Some(5));
+}
