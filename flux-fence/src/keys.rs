@@ -18,6 +18,12 @@ pub struct AnnotationKeys {
     /// `<prefix>/parked` on the Lease: the holder that deliberately left it held (a pause
     /// meant to outlive its process), so recovery does not mistake it for a crashed run.
     pub parked: String,
+    /// `<prefix>/duration` on the Lease: the holder's own lease duration in whole seconds,
+    /// written by the holder with its `leaseDurationSeconds` on every acquire, take-over,
+    /// recovery and renewal. Readers that judge the holder's liveness wait for the longer of
+    /// the two ([`crate::lease_decide::holder_duration`]), so an edited
+    /// `leaseDurationSeconds` can only lengthen a wait, never shorten it.
+    pub duration: String,
     /// `<prefix>/fenced`: a label (value [`FENCED_LABEL_VALUE`]) written and removed in the
     /// same CAS patch as the owner annotation, so fences are listed with a server-side label
     /// selector instead of reading every object.
@@ -42,6 +48,7 @@ impl AnnotationKeys {
             prior: format!("{prefix}/prior"),
             reason: format!("{prefix}/reason"),
             parked: format!("{prefix}/parked"),
+            duration: format!("{prefix}/duration"),
             fenced_label: format!("{prefix}/fenced"),
             lease: format!("{prefix}/lease"),
             chain: format!("{prefix}/chain"),

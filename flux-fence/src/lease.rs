@@ -15,7 +15,9 @@ use crate::lease_deadline::{SelfFence, self_fence};
 use crate::lease_decide::{
     LeaseDecision, LeaseReleaseDecision, RecoverRefusal, RenewDecision, decide_lease_acquire,
     decide_lease_park, decide_lease_release, decide_renew, is_stale, release_landed, transitions,
+    with_holder_duration,
 };
+use crate::lease_settle::{Settled, adopt, settle_lost_write};
 use crate::{Clock, Epoch, FenceError, Holder, LeaseConfig, LossReason, OwnerValue};
 
 /// How many read-decide-write rounds a Lease call makes before it reports contention.
@@ -52,7 +54,8 @@ pub enum LeaseAcquire {
         /// Whether it looks expired by our clock.
         expired: bool,
     },
-    /// Another party moved it on every attempt.
+    /// Another party moved it on every attempt, or every answer was lost; in both cases no
+    /// write of ours can land any more (a lost one was settled first).
     Contended,
 }
 
@@ -125,12 +128,16 @@ impl Lease {
     ) -> Result<LeaseAcquire, FenceError> {
         let api: Api<KubeLease> = Api::namespaced(client.clone(), &cfg.namespace);
         let target = format!("{}/{}", cfg.namespace, cfg.name);
+        // A write of ours whose answer was lost, and no write answered since: it may still
+        // be applied, after any read (lease_settle).
+        let mut pending = false;
         for _ in 0..LEASE_ATTEMPTS {
             let read = read_lease(&api, &cfg.name, &target, crate::api::READ_RETRY_BUDGET).await?;
             let now = clock.now();
             let sent = tokio::time::Instant::now();
             let written = match decide_lease_acquire(read.as_ref(), &cfg, &holder, now)? {
                 LeaseDecision::Held { holder, expired } => {
+                    // Held by another: it moved past any lost write of ours.
                     return Ok(LeaseAcquire::Held { holder, expired });
                 }
                 LeaseDecision::Ours { epoch } => {
@@ -138,26 +145,10 @@ impl Lease {
                     // create whose answer was lost): the server's `renewTime` may be minutes
                     // old, and nothing proves when it was sent. Renew first (a CAS on the
                     // read), so our clock starts at the send instant of our own renewal.
-                    let guard = LeaseGuard::start(
-                        client.clone(),
-                        cfg.clone(),
-                        holder.clone(),
-                        epoch,
-                        clock.clone(),
-                        sent,
-                    )
-                    .knowing(read);
-                    match guard.assert().await {
-                        Ok(()) => return Ok(LeaseAcquire::Acquired(guard)),
+                    match adopt(&client, &cfg, &holder, epoch, &clock, read).await? {
+                        Some(guard) => return Ok(LeaseAcquire::Acquired(guard)),
                         // Taken or moved meanwhile: read and decide again.
-                        Err(FenceError::LeaseLost { .. }) => {
-                            guard.discard();
-                            continue;
-                        }
-                        Err(e) => {
-                            guard.discard();
-                            return Err(e);
-                        }
+                        None => continue,
                     }
                 }
                 LeaseDecision::Create(lease) => (
@@ -180,13 +171,29 @@ impl Lease {
                     ));
                 }
                 (Err(e), verb) => match classify(&e) {
-                    // Lost the race, or the response was lost: re-read and decide again.
-                    CallFailure::Conflict | CallFailure::Unknown | CallFailure::NotFound => {}
+                    // Lost the race: re-read and decide again (a lost write of ours before
+                    // it would have been refused too, or it landed and the read shows it).
+                    CallFailure::Conflict => pending = false,
+                    CallFailure::NotFound => {}
+                    // The answer was lost: the write may still be applied, after any read.
+                    CallFailure::Unknown => pending = true,
                     _ => return Err(error(verb, RESOURCE.into(), target, e)),
                 },
             }
         }
-        Ok(LeaseAcquire::Contended)
+        if !pending {
+            return Ok(LeaseAcquire::Contended);
+        }
+        // Every round ended in a lost answer: settle before concluding, so a lost write of
+        // ours cannot land after we said "not acquired" and leave the Lease held by nobody
+        // alive.
+        Ok(
+            match settle_lost_write(&client, &cfg, &holder, &clock).await? {
+                Settled::Ours(guard) => LeaseAcquire::Acquired(guard),
+                Settled::Held { holder, expired } => LeaseAcquire::Held { holder, expired },
+                Settled::Free => LeaseAcquire::Contended,
+            },
+        )
     }
 }
 
@@ -298,7 +305,8 @@ impl LeaseHandle {
             };
             let mut lease = match decide_renew(read.as_ref(), &s.holder, s.epoch, now) {
                 RenewDecision::Lost(reason) => return Err(self.mark_lost(reason)),
-                RenewDecision::Renew(lease) => lease,
+                // Our own duration, over any edit of `leaseDurationSeconds` since.
+                RenewDecision::Renew(lease) => Box::new(with_holder_duration(*lease, &s.cfg)),
             };
             s.record.stamp(&mut lease, &self.owner(), &target)?;
             let params = crate::api::post_params();

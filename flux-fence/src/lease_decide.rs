@@ -11,6 +11,11 @@ use kube::api::ObjectMeta;
 
 use crate::{Epoch, FenceError, Holder};
 
+mod duration;
+mod settle;
+pub use duration::{holder_duration, with_holder_duration};
+pub use settle::{LeaseSettle, decide_lease_settle, decide_recover_settle};
+
 /// Where the Lease lives and how long it lasts. Build it with [`LeaseConfig::new`] (or
 /// [`Default`]) and the `with_` methods, or set the public fields; it may grow fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +36,11 @@ pub struct LeaseConfig {
     /// both ([`crate::recovery::adopt_holder`], [`crate::recovery::Recovery::new`], and
     /// flux-suspend's session) sets it from the keys, so a custom prefix cannot split them.
     pub parked_key: String,
+    /// The Lease annotation recording the holder's own duration (default
+    /// `flux-handoff.io/duration`), written with `leaseDurationSeconds` on every acquire,
+    /// take-over, recovery and renewal ([`with_holder_duration`]). It must equal
+    /// [`crate::AnnotationKeys::duration`]: set both keys with [`LeaseConfig::with_keys`].
+    pub duration_key: String,
 }
 
 /// `namespace/name`.
@@ -48,6 +58,7 @@ impl Default for LeaseConfig {
             duration: Duration::from_mins(1),
             renew_every: Duration::from_secs(15),
             parked_key: crate::AnnotationKeys::default().parked,
+            duration_key: crate::AnnotationKeys::default().duration,
         }
     }
 }
@@ -74,6 +85,14 @@ impl LeaseConfig {
     #[must_use]
     pub fn with_renew_every(mut self, renew_every: Duration) -> Self {
         self.renew_every = renew_every;
+        self
+    }
+
+    /// The Lease annotation keys ([`Self::parked_key`], [`Self::duration_key`]) from `keys`.
+    #[must_use]
+    pub fn with_keys(mut self, keys: &crate::AnnotationKeys) -> Self {
+        self.parked_key.clone_from(&keys.parked);
+        self.duration_key.clone_from(&keys.duration);
         self
     }
 
@@ -256,7 +275,9 @@ pub fn decide_lease_acquire(
             },
             spec: Some(held_spec(&LeaseSpec::default(), cfg, holder, 1, now)),
         };
-        return Ok(LeaseDecision::Create(Box::new(lease)));
+        return Ok(LeaseDecision::Create(Box::new(with_holder_duration(
+            lease, cfg,
+        ))));
     };
     let spec = lease.spec.clone().unwrap_or_default();
     let epoch = transitions(&spec)?;
@@ -273,12 +294,16 @@ pub fn decide_lease_acquire(
             // the new holder (even one of the parked holder's name) does not look parked.
             let mut next = without_parked_mark(lease, &cfg.parked_key);
             next.spec = Some(held_spec(&spec, cfg, holder, epoch + 1, now));
-            Ok(LeaseDecision::Take(Box::new(next)))
+            Ok(LeaseDecision::Take(Box::new(with_holder_duration(
+                next, cfg,
+            ))))
         }
     }
 }
 
-/// Decides a renewal of our Lease at `epoch`.
+/// Decides a renewal of our Lease at `epoch`: the same Lease with our `renewTime`. The holder
+/// also restores its own duration on it ([`with_holder_duration`]) before writing, so an
+/// edited `leaseDurationSeconds` lasts until the next renewal at most.
 #[must_use]
 pub fn decide_renew(
     read: Option<&KubeLease>,
@@ -349,7 +374,9 @@ pub fn decide_recover(
             // The recovering holder did not park it: the gone holder's mark goes.
             let mut next = without_parked_mark(lease, &cfg.parked_key);
             next.spec = Some(held_spec(&spec, cfg, holder, epoch + 1, now));
-            Ok(RecoverDecision::Take(Box::new(next)))
+            Ok(RecoverDecision::Take(Box::new(with_holder_duration(
+                next, cfg,
+            ))))
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::lease::LEASE_ATTEMPTS;
 use crate::lease::{LeaseRecover, RESOURCE, read_lease};
 use crate::lease_decide::GoneHolder;
 use crate::lease_decide::{RecoverDecision, RecoverRefusal, decide_recover, transitions};
+use crate::lease_settle::settle_lost_take;
 use crate::{Clock, Epoch, FenceError, Holder, Lease, LeaseConfig, LeaseGuard};
 
 impl Lease {
@@ -37,6 +38,8 @@ impl Lease {
     ) -> Result<LeaseRecover, FenceError> {
         let api: Api<KubeLease> = Api::namespaced(client.clone(), &cfg.namespace);
         let target = format!("{}/{}", cfg.namespace, cfg.name);
+        // A take-over whose answer was lost may still land (lease_settle).
+        let mut pending = false;
         for _ in 0..LEASE_ATTEMPTS {
             let read = read_lease(&api, &cfg.name, &target, crate::api::READ_RETRY_BUDGET).await?;
             // A write whose answer was lost may have landed: then the Lease names us. When it
@@ -88,13 +91,18 @@ impl Lease {
                             holder: found,
                         }));
                     }
-                    // The answer was lost: the re-read above tells whether it landed.
-                    CallFailure::Unknown => {}
+                    // The answer was lost: the re-read above tells whether it landed, or
+                    // the next take-over (a CAS on the same version) settles it.
+                    CallFailure::Unknown => pending = true,
                     _ => return Err(error("update", RESOURCE.into(), target, e)),
                 },
             }
         }
-        Ok(LeaseRecover::Contended)
+        if !pending {
+            return Ok(LeaseRecover::Contended);
+        }
+        // Every take-over's answer was lost: make them unable to land before concluding.
+        settle_lost_take(&client, &cfg, &holder, &clock, &gone).await
     }
 }
 

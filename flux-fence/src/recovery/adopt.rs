@@ -106,8 +106,7 @@ pub async fn adopt_holder(
     clock: Arc<dyn Clock>,
     process: HolderProcess,
 ) -> Result<Adoption, FenceError> {
-    let mut cfg = cfg;
-    cfg.parked_key.clone_from(&keys.parked);
+    let cfg = cfg.with_keys(keys);
     let api: Api<KubeLease> = Api::namespaced(client.clone(), &cfg.namespace);
     let target = format!("{}/{}", cfg.namespace, cfg.name);
     let read = get_retrying(&api, &cfg.name, &target, crate::api::READ_RETRY_BUDGET)

@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::discover::{
     FenceReport, FoundFence, FoundLease, FoundState, ReleasePlan, inspect_lease,
 };
+use crate::lease_decide::holder_duration;
 use crate::mark::MarkAt;
 use crate::mark::RecordedMark;
 use crate::{AnnotationKeys, FenceError, ObjectRef};
@@ -59,7 +60,8 @@ pub struct LeaseView {
     /// As discovered (`expired` there is judged by the reader's wall clock: a hint for
     /// listing, never recovery evidence).
     pub found: FoundLease,
-    /// `leaseDurationSeconds`.
+    /// The holder's duration ([`holder_duration`]: the longer of `leaseDurationSeconds` and
+    /// the holder's own record), `None` when neither is set.
     pub duration: Option<Duration>,
     /// `metadata.resourceVersion` of the read.
     pub resource_version: Option<String>,
@@ -77,12 +79,7 @@ impl LeaseView {
     ) -> Result<Self, FenceError> {
         Ok(Self {
             found: inspect_lease(lease, keys, now)?,
-            duration: lease
-                .spec
-                .as_ref()
-                .and_then(|s| s.lease_duration_seconds)
-                .and_then(|s| u64::try_from(s).ok())
-                .map(Duration::from_secs),
+            duration: Some(holder_duration(lease, keys)).filter(|d| !d.is_zero()),
             resource_version: lease.metadata.resource_version.clone(),
         })
     }

@@ -136,8 +136,7 @@ impl Recovery {
         kinds: Vec<ApiResource>,
         child: ChildMark,
     ) -> Self {
-        let mut lease = lease;
-        lease.parked_key.clone_from(&keys.parked);
+        let lease = lease.with_keys(&keys);
         Self {
             client,
             keys,
@@ -259,8 +258,9 @@ impl Recovery {
 
     /// Watches the Lease when a recovery needs evidence about its holder (it is held, and not
     /// a parked pause left out): returns [`HolderEvidence::Unchanged`] once its
-    /// `resourceVersion` stayed the same for its full `leaseDurationSeconds` on our monotonic
-    /// clock, [`HolderEvidence::Changed`] as soon as it changes, [`HolderEvidence::None`] when
+    /// `resourceVersion` stayed the same for the holder's full duration on our monotonic clock
+    /// (the longer of `leaseDurationSeconds` and the holder's own record,
+    /// [`crate::lease_decide::holder_duration`]: an edited field cannot shorten the watch), [`HolderEvidence::Changed`] as soon as it changes, [`HolderEvidence::None`] when
     /// no watch is needed. `progress` is called about every 10 s of the wait. Read-only.
     ///
     /// # Errors

@@ -1,0 +1,175 @@
+//! The thin I/O of settling a Lease write whose answer was lost
+//! ([`crate::lease_decide::decide_lease_settle`]): read, make the lost write unable to land
+//! (create the Lease free, or move it on with a CAS of ours), and only then conclude.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::coordination::v1::Lease as KubeLease;
+use kube::Client;
+use kube::api::Api;
+
+use crate::api::{CallFailure, classify, error};
+use crate::lease::{LEASE_ATTEMPTS, LeaseGuard, LeaseRecover, RESOURCE, read_lease};
+use crate::lease_decide::{
+    GoneHolder, LeaseSettle, RecoverDecision, decide_lease_settle, decide_recover,
+    decide_recover_settle,
+};
+use crate::{Clock, Epoch, FenceError, Holder, LeaseConfig};
+
+/// What a settled Lease is.
+#[derive(Debug)]
+pub(crate) enum Settled {
+    /// A lost write of ours landed: ours, adopted (its first renewal succeeded).
+    Ours(LeaseGuard),
+    /// Another holder has it.
+    Held { holder: String, expired: bool },
+    /// Free, and no lost write of ours can land any more.
+    Free,
+}
+
+/// Adopts the Lease `read` shows held by `holder` at `epoch`: renews it first (a CAS on the
+/// read), so the holder's clock starts at the send instant of its own renewal. `None` when it
+/// was taken or moved meanwhile (read and decide again).
+pub(crate) async fn adopt(
+    client: &Client,
+    cfg: &LeaseConfig,
+    holder: &Holder,
+    epoch: Epoch,
+    clock: &Arc<dyn Clock>,
+    read: Option<KubeLease>,
+) -> Result<Option<LeaseGuard>, FenceError> {
+    let sent = tokio::time::Instant::now();
+    let guard = LeaseGuard::start(
+        client.clone(),
+        cfg.clone(),
+        holder.clone(),
+        epoch,
+        clock.clone(),
+        sent,
+    )
+    .knowing(read);
+    match guard.assert().await {
+        Ok(()) => Ok(Some(guard)),
+        Err(FenceError::LeaseLost { .. }) => {
+            guard.discard();
+            Ok(None)
+        }
+        Err(e) => {
+            guard.discard();
+            Err(e)
+        }
+    }
+}
+
+/// Settles after a write of ours on the Lease whose answer was lost and no later write was
+/// answered: once it returns `Ok`, that write can no longer land.
+///
+/// # Errors
+/// API failures; [`FenceError::Contended`] when no write of the settlement was answered in
+/// [`LEASE_ATTEMPTS`] rounds (the lost write may still land: the caller names it).
+pub(crate) async fn settle_lost_write(
+    client: &Client,
+    cfg: &LeaseConfig,
+    holder: &Holder,
+    clock: &Arc<dyn Clock>,
+) -> Result<Settled, FenceError> {
+    let api: Api<KubeLease> = Api::namespaced(client.clone(), &cfg.namespace);
+    let target = format!("{}/{}", cfg.namespace, cfg.name);
+    let mut moved = false;
+    for _ in 0..LEASE_ATTEMPTS {
+        let read = read_lease(&api, &cfg.name, &target, crate::api::READ_RETRY_BUDGET).await?;
+        let (written, verb) = match decide_lease_settle(
+            read.as_ref(),
+            cfg,
+            holder,
+            moved,
+            clock.now(),
+        )? {
+            LeaseSettle::Ours { epoch } => {
+                match adopt(client, cfg, holder, epoch, clock, read).await? {
+                    Some(guard) => {
+                        tracing::info!(lease = %target, %holder, %epoch, "lease acquired (the answer was lost; the re-read shows it)");
+                        return Ok(Settled::Ours(guard));
+                    }
+                    None => continue,
+                }
+            }
+            LeaseSettle::Held { holder, expired } => {
+                return Ok(Settled::Held { holder, expired });
+            }
+            LeaseSettle::Free => return Ok(Settled::Free),
+            LeaseSettle::CreateFree(lease) => (
+                api.create(&crate::api::post_params(), &lease).await,
+                "create",
+            ),
+            LeaseSettle::MoveOn(lease) => (
+                api.replace(&cfg.name, &crate::api::post_params(), &lease)
+                    .await,
+                "update",
+            ),
+        };
+        match written {
+            Ok(_) => moved = true,
+            Err(e) => match classify(&e) {
+                // Moved or created by someone else (or by our lost write): read and decide.
+                CallFailure::Conflict | CallFailure::Unknown | CallFailure::NotFound => {}
+                _ => return Err(error(verb, RESOURCE.into(), target, e)),
+            },
+        }
+    }
+    Err(FenceError::Contended {
+        what: "settling a Lease write whose answer was lost",
+    })
+}
+
+/// Settles after [`crate::Lease::recover`]'s take-overs all had their answers lost: a lost one
+/// lands only while the Lease stays at the evidence's version, so it is moved on by a CAS of
+/// ours first ([`decide_recover_settle`]); then the recovery is decided on what is read.
+///
+/// # Errors
+/// API failures; [`FenceError::Contended`] when no write of the settlement was answered in
+/// [`LEASE_ATTEMPTS`] rounds (the lost take-over may still land: the caller names it).
+pub(crate) async fn settle_lost_take(
+    client: &Client,
+    cfg: &LeaseConfig,
+    holder: &Holder,
+    clock: &Arc<dyn Clock>,
+    gone: &GoneHolder,
+) -> Result<LeaseRecover, FenceError> {
+    let api: Api<KubeLease> = Api::namespaced(client.clone(), &cfg.namespace);
+    let target = format!("{}/{}", cfg.namespace, cfg.name);
+    for _ in 0..LEASE_ATTEMPTS {
+        let read = read_lease(&api, &cfg.name, &target, crate::api::READ_RETRY_BUDGET).await?;
+        match decide_recover_settle(read.as_ref(), holder, gone, clock.now())? {
+            Some(LeaseSettle::Ours { epoch }) => {
+                if let Some(guard) = adopt(client, cfg, holder, epoch, clock, read).await? {
+                    tracing::warn!(lease = %target, gone = %gone.holder, %holder, %epoch, "lease recovered (the answer was lost; the re-read shows it)");
+                    return Ok(LeaseRecover::Recovered(guard));
+                }
+            }
+            Some(LeaseSettle::MoveOn(lease)) => {
+                if let Err(e) = api
+                    .replace(&cfg.name, &crate::api::post_params(), &lease)
+                    .await
+                {
+                    match classify(&e) {
+                        CallFailure::Conflict | CallFailure::Unknown | CallFailure::NotFound => {}
+                        _ => return Err(error("update", RESOURCE.into(), target, e)),
+                    }
+                }
+            }
+            Some(_) | None => {
+                // Past the evidence's version: the lost take-over can no longer land.
+                return Ok(
+                    match decide_recover(read.as_ref(), cfg, holder, gone, clock.now())? {
+                        RecoverDecision::Refuse(r) => LeaseRecover::Refused(r),
+                        RecoverDecision::Take(_) => LeaseRecover::Contended,
+                    },
+                );
+            }
+        }
+    }
+    Err(FenceError::Contended {
+        what: "settling a Lease take-over whose answer was lost",
+    })
+}
