@@ -258,8 +258,8 @@ pub fn resolve(flags: &Flags, file: &Tables<'_>) -> Result<SessionOptions, Strin
     opts.quiesce = flags.quiesce || fence.and_then(|f| f.quiesce).unwrap_or(false);
     opts.lease = lease_config(flags, file.lease)?;
     opts.controller = controller_ref(flags, file.controller)?;
-    // The Lease's parked mark lives under the same prefix as the fences.
-    opts.lease.parked_key.clone_from(&keys.parked);
+    // The Lease's parked and duration marks live under the same prefix as the fences.
+    opts.lease = opts.lease.with_keys(&keys);
     opts.keys = keys;
     opts.reason.clone_from(&flags.reason);
     opts.timeout = flags.timeout;

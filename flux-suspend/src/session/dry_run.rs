@@ -148,8 +148,7 @@ async fn sent(
     holder: Holder,
 ) -> Result<DryRun, SessionError> {
     let (chains, _, mut reads) = preflight::preflight(client, opts, &holder).await?;
-    let mut lease_cfg = opts.lease.clone();
-    lease_cfg.parked_key.clone_from(&opts.keys.parked);
+    let lease_cfg = opts.lease.clone().with_keys(&opts.keys);
     let lease_name = opts.lease.to_string();
     let mut writes = Vec::new();
     let mut owner = OwnerValue::new(holder.clone(), flux_fence::Epoch(1));

@@ -247,9 +247,9 @@ impl Session {
             return Err(before_start());
         }
         span.record("targets", targets_field(&chains));
-        // The parked mark the release clears is the one `park` writes.
-        let mut lease_cfg = opts.lease.clone();
-        lease_cfg.parked_key.clone_from(&opts.keys.parked);
+        // The parked mark the release clears is the one `park` writes, and the duration mark
+        // readers trust lives under the same prefix.
+        let lease_cfg = opts.lease.clone().with_keys(&opts.keys);
         let acquire = Lease::acquire(
             client.clone(),
             lease_cfg,

@@ -20,7 +20,8 @@ use kube::api::{Api, WatchEvent, WatchParams};
 
 use super::{Session, SessionError, SessionOptions};
 use crate::cancel::Cancel;
-use flux_fence::Holder;
+use flux_fence::lease_decide::holder_duration;
+use flux_fence::{AnnotationKeys, Holder};
 
 /// How long to wait for the Lease and how often to say so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,8 +112,8 @@ pub enum WaitDecision {
     },
 }
 
-/// The decision on one read of the Lease: `me` is this run's holder, `parked_key` the
-/// annotation a parked pause carries, `unchanged_for` how long this run has seen the Lease at
+/// The decision on one read of the Lease: `me` is this run's holder, `keys` name the
+/// annotations a parked pause and the holder's own duration carry, `unchanged_for` how long this run has seen the Lease at
 /// the version just read (from the return of the first read of that version to the sending
 /// of this one, on its own monotonic clock), `spent` whether the wait's budget is used up.
 ///
@@ -124,7 +125,7 @@ pub enum WaitDecision {
 pub fn decide_wait(
     read: Option<&KubeLease>,
     me: &Holder,
-    parked_key: &str,
+    keys: &AnnotationKeys,
     unchanged_for: Duration,
     spent: bool,
 ) -> WaitDecision {
@@ -142,12 +143,12 @@ pub fn decide_wait(
         .metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get(parked_key))
+        .and_then(|a| a.get(&keys.parked))
         .is_some_and(|p| *p == holder);
     if parked {
         return WaitDecision::Parked { holder };
     }
-    if unchanged_for >= holder_duration(lease) {
+    if unchanged_for >= holder_duration(lease, keys) {
         return WaitDecision::Gone { holder };
     }
     let since = spec.acquire_time.as_ref().map(|t| t.0);
@@ -156,17 +157,6 @@ pub fn decide_wait(
     } else {
         WaitDecision::Wait { holder, since }
     }
-}
-
-/// The holder's own Lease duration: how long its Lease must stay unwritten before it looks
-/// gone. A Lease without one counts as zero (gone once seen unchanged).
-fn holder_duration(lease: &KubeLease) -> Duration {
-    let secs = lease
-        .spec
-        .as_ref()
-        .and_then(|s| s.lease_duration_seconds)
-        .unwrap_or(0);
-    Duration::from_secs(u64::try_from(secs).unwrap_or(0))
 }
 
 impl Session {
@@ -233,7 +223,7 @@ impl Session {
                 }
             };
             let spent = started.elapsed() >= wait.budget;
-            let decision = decide_wait(read.as_ref(), &me, &opts.keys.parked, unchanged_for, spent);
+            let decision = decide_wait(read.as_ref(), &me, &opts.keys, unchanged_for, spent);
             let slice = wait
                 .budget
                 .saturating_sub(started.elapsed())

@@ -6,14 +6,12 @@ use kube::api::ObjectMeta;
 use super::*;
 use crate::session::Refusal;
 
-const PARKED: &str = "flux-handoff.io/parked";
-
 fn lease(holder: Option<&str>, parked: Option<&str>, renewed_ago: i64) -> KubeLease {
     let now = Timestamp::now();
     let renewed = now - k8s_openapi::jiff::SignedDuration::from_secs(renewed_ago);
     KubeLease {
         metadata: ObjectMeta {
-            annotations: parked.map(|p| [(PARKED.to_string(), p.to_string())].into()),
+            annotations: parked.map(|p| [(AnnotationKeys::default().parked, p.to_string())].into()),
             ..ObjectMeta::default()
         },
         spec: Some(LeaseSpec {
@@ -95,7 +93,7 @@ fn each_read_of_the_lease_decides_the_wait() {
         let got = decide_wait(
             read.as_ref(),
             &me,
-            PARKED,
+            &AnnotationKeys::default(),
             Duration::from_secs(unchanged),
             spent,
         );
