@@ -50,6 +50,17 @@ async fn answering_504(c: &Cluster, timeout: &str) -> (Proxy, std::path::PathBuf
     (proxy, dir, cmd)
 }
 
+/// Nothing was forwarded, so the server must hold no fence on either member.
+async fn assert_nothing_fenced(c: &Cluster, err: &str) {
+    for name in [PARENT, TARGET] {
+        assert_eq!(
+            annotation(&c.get(name).await, OWNER_KEY),
+            None,
+            "{name}: {err}"
+        );
+    }
+}
+
 fn patches(proxy: &Proxy) -> u64 {
     proxy
         .counts()
@@ -80,13 +91,7 @@ async fn deadline_a_fence_write_answered_504_every_time_ends_within_the_timeout(
     );
     // Nothing was forwarded, so the server holds no fence; the run says what it could not
     // release, or that nothing is held.
-    for name in [PARENT, TARGET] {
-        assert_eq!(
-            annotation(&c.get(name).await, OWNER_KEY),
-            None,
-            "{name}: {err}"
-        );
-    }
+    assert_nothing_fenced(&c, &err).await;
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -135,12 +140,6 @@ async fn deadline_sigterm_during_a_504_loop_ends_the_run_with_its_stop() {
         7 => assert!(last.contains("still held or unsettled"), "{err}"),
         other => panic!("exit {other}: {err}"),
     }
-    for name in [PARENT, TARGET] {
-        assert_eq!(
-            annotation(&c.get(name).await, OWNER_KEY),
-            None,
-            "{name}: {err}"
-        );
-    }
+    assert_nothing_fenced(&c, &err).await;
     let _ = std::fs::remove_dir_all(&dir);
 }

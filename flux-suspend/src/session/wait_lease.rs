@@ -235,9 +235,16 @@ impl Session {
                     let r =
                         Box::pin(Self::start(client.clone(), opts.clone(), cancel.clone())).await;
                     let again = match &r {
-                        Err(e) if started.elapsed() < wait.budget => {
-                            lost_a_race(e, &waited_for, &api, &opts.lease.name).await
-                        }
+                        // Its one read is bounded by the slice and ends at a stop; one that
+                        // does not answer leaves the refusal as it stands.
+                        Err(e) if started.elapsed() < wait.budget => cancel
+                            .unless_stopped(tokio::time::timeout(
+                                slice,
+                                lost_a_race(e, &waited_for, &api, &opts.lease.name),
+                            ))
+                            .await
+                            .ok_or_else(stopped)?
+                            .unwrap_or(false),
                         _ => false,
                     };
                     if !again {
