@@ -48,6 +48,7 @@ mod assess;
 mod ci;
 mod keep;
 mod listing;
+mod member;
 mod plan;
 mod release;
 mod run;

@@ -123,6 +123,9 @@ pub struct PlannedRelease {
     pub object: ObjectRef,
     /// Its holder.
     pub holder: String,
+    /// The epoch of the fence judged (`None` when the owner annotation carried none): the
+    /// release takes only this very fence, never a later one of the same holder.
+    pub epoch: Option<u64>,
     /// A child (released before every parent).
     pub child: bool,
     /// Why its holder counts as gone.
@@ -289,6 +292,7 @@ pub fn plan_recover(
                 let planned = PlannedRelease {
                     object: row.object.clone(),
                     holder: holder.clone(),
+                    epoch: row.epoch,
                     child: row.child,
                     why,
                 };

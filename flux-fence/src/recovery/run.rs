@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, ApiResource};
 
 use super::assess::{ChildMark, LeaseView, Row, assess};
 use super::ci::{CiAsk, ask_ci};
@@ -17,8 +17,7 @@ use super::plan::{
 };
 use super::watch::{WatchProgress, WatchTiming, watch_lease};
 use crate::api::{error, get_retrying};
-use crate::discover::{self, FenceReport, Listing, Scope, owner_of};
-use crate::events::EventKind;
+use crate::discover::{self, FenceReport, Listing, Scope};
 use crate::lease::LeaseRecover;
 use crate::lease::LeaseRelease;
 use crate::lease_decide::RecoverRefusal;
@@ -26,10 +25,8 @@ use crate::lease_record::ChainRecord;
 use crate::lease_record::RecordedMember;
 use crate::lease_record::{merge_found, read_members};
 use crate::liveness::LivenessSource;
-use crate::outcome::ReleaseOutcome;
 use crate::{
-    AnnotationKeys, Clock, Epoch, FenceError, Fencer, Holder, Lease, LeaseConfig, ObjectRef,
-    OwnerValue, SystemClock,
+    AnnotationKeys, Clock, Epoch, FenceError, Holder, Lease, LeaseConfig, ObjectRef, SystemClock,
 };
 
 /// Recovery of fences and a Lease left by gone holders. Build it, then [`Recovery::plan`]
@@ -215,9 +212,35 @@ impl Recovery {
 
     /// Discovery and the Lease, as read now. Read-only.
     ///
+    /// The chain record's members are read after the Lease, so a run that took the Lease in
+    /// between and fenced a member would look like an orphan of a free (or gone) Lease. The
+    /// Lease is therefore read once more after the members, and the whole look is taken again
+    /// when it moved, up to [`SNAPSHOT_TRIES`] times.
+    ///
     /// # Errors
-    /// API failures ([`FenceError::Forbidden`] naming the verb on 403).
+    /// API failures ([`FenceError::Forbidden`] naming the verb on 403);
+    /// [`FenceError::Contended`] when the Lease moved during every look.
     pub async fn snapshot(&self) -> Result<Snapshot, FenceError> {
+        for _ in 0..SNAPSHOT_TRIES {
+            let snap = self.look().await?;
+            if snap.record.is_none() {
+                return Ok(snap);
+            }
+            let again = self.read_lease().await?;
+            let then = snap.lease.as_ref().map(|l| l.resource_version.clone());
+            let now = again.map(|l| l.metadata.resource_version);
+            if decide_stable(then.as_ref(), now.as_ref()) {
+                return Ok(snap);
+            }
+            tracing::info!(lease = %self.target(), "the Lease moved while its record's members were read: looking again");
+        }
+        Err(FenceError::Contended {
+            what: "a stable look at the Lease and its recorded members",
+        })
+    }
+
+    /// One look: discovery, the Lease, then the members its record names.
+    async fn look(&self) -> Result<Snapshot, FenceError> {
         let clock = Arc::clone(&self.clock);
         let report = discover::discover_listed(
             &self.client,
@@ -396,7 +419,7 @@ impl Recovery {
                 continue;
             }
             match self
-                .release_one(&p.object, &p.holder, &p.why.to_string())
+                .release_one(&p.object, &p.holder, p.epoch, &p.why.to_string())
                 .await
             {
                 Ok(()) => report.released.push(p.object.clone()),
@@ -437,52 +460,6 @@ impl Recovery {
         Ok(RecoverOutcome::Done(report))
     }
 
-    /// Adopts the recorded fence of `holder` on `obj` (owner re-read from the object, never
-    /// assumed) and releases it with a CAS; a `HandoffRecovered` Event on it names the holder
-    /// and the evidence `why`.
-    async fn release_one(&self, obj: &ObjectRef, holder: &str, why: &str) -> Result<(), String> {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &obj.namespace, &obj.resource);
-        let read = get_retrying(&api, &obj.name, obj, crate::api::READ_RETRY_BUDGET)
-            .await
-            .map_err(|e| words(&error("get", obj.resource_name(), obj.target(), e)))?
-            .map(serde_json::to_value)
-            .transpose()
-            .map_err(|e| words(&e))?;
-        let gone = || format!("no longer fenced by {holder}; nothing changed");
-        let owner = read
-            .as_ref()
-            .and_then(|r| owner_of(r, &self.keys))
-            .and_then(|o| o.parse::<OwnerValue>().ok())
-            .filter(|o| o.holder.as_str() == holder)
-            .ok_or_else(gone)?;
-        let fencer = Fencer::new(self.client.clone(), self.keys.clone(), owner.clone())
-            .with_clock(Arc::clone(&self.clock));
-        let guard = fencer
-            .adopt_recorded(obj, &owner)
-            .await
-            .map_err(|e| words(&e))?
-            .ok_or_else(gone)?;
-        let uid = read
-            .as_ref()
-            .and_then(|r| r.pointer("/metadata/uid"))
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        match fencer.release(guard).await.map_err(|e| words(&e))? {
-            ReleaseOutcome::Released { .. } => {
-                let msg = format!("recovered from gone holder {owner}: {why}");
-                crate::events::record(&self.client, obj, &uid, EventKind::Recovered, &msg).await;
-                Ok(())
-            }
-            ReleaseOutcome::Kept { guard, why } => {
-                (*guard).leave_in_place();
-                Err(format!("kept: {why:?}"))
-            }
-            other => Err(format!("not released: {other:?}")),
-        }
-    }
-
     async fn read_lease(&self) -> Result<Option<KubeLease>, FenceError> {
         get_retrying(
             &self.api(),
@@ -503,6 +480,20 @@ impl Recovery {
     }
 }
 
+/// How many times [`Recovery::snapshot`] looks before it gives up on a Lease that keeps moving.
+pub const SNAPSHOT_TRIES: usize = 5;
+
+/// Whether a look is stable: the Lease's `resourceVersion` read after the recorded members
+/// (`now`) is the one the look was judged on (`then`); `None` is an absent Lease (an inner
+/// `None`, a version the server did not give, is never stable). Pure.
+fn decide_stable(then: Option<&Option<String>>, now: Option<&Option<String>>) -> bool {
+    match (then, now) {
+        (None, None) => true,
+        (Some(Some(a)), Some(Some(b))) => a == b,
+        _ => false,
+    }
+}
+
 /// A refused takeover, in words.
 fn refusal_words(r: &RecoverRefusal) -> String {
     match r {
@@ -519,7 +510,7 @@ fn refusal_words(r: &RecoverRefusal) -> String {
 }
 
 /// An error and its causes, `outer: inner: ...`.
-fn words(e: &dyn std::error::Error) -> String {
+pub(super) fn words(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cause = e.source();
     while let Some(c) = cause {
@@ -529,3 +520,7 @@ fn words(e: &dyn std::error::Error) -> String {
     }
     s
 }
+
+#[cfg(test)]
+#[path = "run_tests.rs"]
+mod tests;

@@ -125,6 +125,7 @@ fn a_plan_lists_releases_the_lease_and_what_is_kept() {
         release: vec![PlannedRelease {
             object: obj("Kustomization", "a"),
             holder: "h".into(),
+            epoch: Some(3),
             child: true,
             why: Orphan::LeaseFree,
         }],
