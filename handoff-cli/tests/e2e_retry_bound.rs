@@ -95,51 +95,80 @@ async fn deadline_a_fence_write_answered_504_every_time_ends_within_the_timeout(
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deadline_sigterm_during_a_504_loop_ends_the_run_with_its_stop() {
-    let c = Cluster::seeded("deadline-term").await;
-    // A --timeout far away: only the signal can end the run early.
-    let (proxy, dir, mut cmd) = answering_504(&c, "30m").await;
+/// Starts `cmd` and waits until its fence write was answered 504 three times.
+async fn spawn_looping(proxy: &Proxy, mut cmd: Command) -> std::process::Child {
     let child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = child.id();
-    // The run is in the loop: its fence write was answered 504 three times.
     for _ in 0..1200 {
-        if patches(&proxy) >= 3 {
+        if patches(proxy) >= 3 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(patches(&proxy) >= 3, "the run never sent its fence write");
-    let sent = testkit::signal::to_process(pid, "TERM");
-    assert!(sent.is_ok(), "SIGTERM to {pid}: {sent:?}");
+    assert!(patches(proxy) >= 3, "the run never sent its fence write");
+    child
+}
+
+/// Sends `signals` (one of each kind: the kernel merges a pending signal with another of its
+/// kind) to the run in its 504 loop and returns its output and its exit code.
+async fn terminated(c: &Cluster, name: &str, signals: &[&str]) -> (String, i32) {
+    // A --timeout far away: only the signal can end the run early.
+    let (proxy, dir, cmd) = answering_504(c, "30m").await;
+    let child = spawn_looping(&proxy, cmd).await;
+    let pid = child.id();
     let (at_signal, signalled) = (patches(&proxy), Instant::now());
+    for sig in signals {
+        let sent = testkit::signal::to_process(pid, sig);
+        assert!(sent.is_ok(), "SIG{sig} to {pid}: {sent:?}");
+    }
     let out = tokio::time::timeout(
         Duration::from_mins(3),
         tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()),
     )
     .await
-    .expect("the run was still retrying its fence write 3 minutes after one SIGTERM")
+    .expect("the run was still retrying its fence write 3 minutes after the signal")
     .unwrap();
-    let err = stderr(&out);
+    let took = signalled.elapsed();
     println!(
-        "deadline: SIGTERM at {at_signal} patches; exit={} {:?} after it, {} patches in all",
+        "{name}: {signals:?} at {at_signal} patches; exit={} {took:?} after it, {} patches in all",
         code(&out),
-        signalled.elapsed(),
         patches(&proxy)
     );
-    // Interrupted (130); or, as here every settling write is answered 504 too, interrupted
-    // with what it could not settle named (7) — never a run that goes on retrying.
+    let _ = std::fs::remove_dir_all(&dir);
+    (stderr(&out), code(&out))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadline_sigterm_during_a_504_loop_ends_the_run_with_its_stop() {
+    let c = Cluster::seeded("deadline-term").await;
+    let (err, code) = terminated(&c, "deadline", &["TERM"]).await;
+    // Interrupted, with what it could not settle named (7): every settling write is answered
+    // 504 too, so cleanup ends at its bound after the stop — never a run that goes on
+    // retrying (before the bound: 35 s of retries after the stop's grace).
     let last = err.lines().last().unwrap_or_default();
     assert!(last.starts_with("error: interrupted"), "{err}");
-    match code(&out) {
-        130 => {}
-        7 => assert!(last.contains("still held or unsettled"), "{err}"),
-        other => panic!("exit {other}: {err}"),
-    }
+    assert_eq!(code, 7, "{err}");
+    assert!(last.contains("still held or unsettled"), "{err}");
+    assert!(
+        err.contains("the releases did not finish within 10s of the stop"),
+        "cleanup was not ended by its bound after the stop: {err}"
+    );
     assert_nothing_fenced(&c, &err).await;
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadline_a_second_sigterm_cuts_cleanup_to_its_hurried_bound() {
+    let c = Cluster::seeded("deadline-hurry").await;
+    // A runner's cancel: SIGINT, SIGTERM, then SIGKILL 2.5 s later. Cleanup is cut 2 s after
+    // the second signal and says what it left, before that SIGKILL could come.
+    let (err, code) = terminated(&c, "deadline-hurry", &["INT", "TERM"]).await;
+    assert_eq!(code, 7, "{err}");
+    assert!(
+        err.contains("the releases did not finish within 2s of the second signal"),
+        "cleanup was not cut by the second signal: {err}"
+    );
+    assert_nothing_fenced(&c, &err).await;
 }

@@ -12,6 +12,10 @@
 //!   (so the abandoned request's own precondition fails whenever it arrives), then judged by
 //!   what it shows; if it cannot be settled, the cleanup error names it and the Lease stays
 //!   held.
+//! - Cleanup is bounded once the session is stopped: 10 s after the stop, cut to 2 s after a
+//!   hurry (a second signal: a CI runner's SIGKILL follows its SIGTERM by 2.5 s), one Lease
+//!   duration after a self-fence. Cut short, it names every member as perhaps still held and
+//!   leaves the Lease held, so nobody takes over before the holder's full duration.
 //! - While the work runs the Lease is watched: when it is lost, the work's [`Cancel`] is
 //!   stopped and the session ends with [`SessionError::LeaseLost`]. When no renewal succeeds
 //!   in time the holder fences itself on its own monotonic clock
@@ -602,18 +606,19 @@ impl Session {
         &mut self,
         progress: &mut impl FnMut(Event),
     ) -> (Vec<String>, bool, Result<(), CleanupError>) {
+        // Cleanup's bound: after a self-fence the API server is not answering, so cleanup
+        // tries for one Lease duration (recovery takes over after that much anyway); after a
+        // stop it has CLEANUP_AFTER_STOP, and a hurry (a second signal) cuts it to
+        // CLEANUP_AFTER_HURRY. Cut, it says which fences may still be held.
+        let cut = settle::cleanup_cut(self.cancel.clone(), self.cleanup_budget);
+        let mut cut = std::pin::pin!(cut);
         let (released, mut problems, held) = match self.handoff.take() {
             None => (Vec::new(), Vec::new(), Vec::new()),
             Some(h) => {
                 let release = settle::release_fences(h, &self.chains, self.abandoned, progress);
-                match self.cleanup_budget {
-                    None => release.await,
-                    // After a self-fence the API server is not answering: cleanup tries for one
-                    // Lease duration (recovery takes over after that much anyway), then says
-                    // which fences may still be held.
-                    Some(budget) => tokio::time::timeout(budget, release)
-                        .await
-                        .unwrap_or_else(|_| settle::cut_short(&self.chains, budget)),
+                tokio::select! {
+                    r = release => r,
+                    why = &mut cut => settle::cut_short(&self.chains, why),
                 }
             }
         };
@@ -622,7 +627,13 @@ impl Session {
         let mut lease_released = false;
         if let Some(lease) = self.lease.take() {
             if problems.is_empty() {
-                match lease.release().await {
+                // Cut during its write, the Lease may or may not have been released: every
+                // fence was, so either is safe; it is reported as perhaps still held.
+                let released = tokio::select! {
+                    r = lease.release() => r.map_err(|e| flux_fence::one_line(&e)),
+                    why = &mut cut => Err(why),
+                };
+                match released {
                     Ok(LeaseRelease::Released | LeaseRelease::Gone) => {
                         progress(Event::LeaseReleased);
                         lease_released = true;
@@ -634,7 +645,7 @@ impl Session {
                         lease_left = Some(lease_name);
                     }
                     Err(e) => {
-                        problems.push(format!("lease not released: {}", flux_fence::one_line(&e)));
+                        problems.push(format!("lease not released: {e}"));
                         lease_left = Some(lease_name);
                     }
                 }

@@ -1,9 +1,12 @@
 //! Cleanup's release of the fences: settle every member not provably held (a fence write may
 //! have been abandoned in flight), then release targets before parents.
 
+use std::time::Duration;
+
 use flux_fence::ObjectRef;
 
 use super::Event;
+use crate::cancel::Cancel;
 use crate::handoff::{Chain, Handoff};
 
 /// Settles the chain's unheld members, then releases everything held. Returns what was
@@ -69,17 +72,53 @@ pub(super) fn released_event(o: &str, kept_resume: &[String]) -> Event {
     }
 }
 
-/// What a release cut short after `budget` may have left: every member of the chain, targets
-/// first.
-pub(super) fn cut_short(
-    chains: &[Chain],
-    budget: std::time::Duration,
-) -> (Vec<String>, Vec<String>, Vec<String>) {
+/// How long cleanup may take once the session was stopped (a signal, a runner's cancel): a
+/// stopped run must end, not retry its releases for minutes against an API server that does
+/// not answer. What is not released by then is reported as perhaps still held, and the Lease
+/// stays held with it (recovery takes over after the holder's full duration).
+pub(super) const CLEANUP_AFTER_STOP: Duration = Duration::from_secs(10);
+
+/// How long cleanup may still take once the session was hurried (a second signal): a CI
+/// runner sends SIGKILL 2.5 s after its SIGTERM, so cleanup is cut in time to say what it left.
+pub(super) const CLEANUP_AFTER_HURRY: Duration = Duration::from_secs(2);
+
+/// Resolves when cleanup must give up, with why in words: `budget` after cleanup began when
+/// set (after a self-fence); otherwise [`CLEANUP_AFTER_STOP`] after `cancel` was stopped (from
+/// now when it already is) or [`CLEANUP_AFTER_HURRY`] after it was hurried, whichever comes
+/// first. Never resolves for a session nobody stops.
+pub(super) async fn cleanup_cut(cancel: Cancel, budget: Option<Duration>) -> String {
+    if let Some(budget) = budget {
+        tokio::time::sleep(budget).await;
+        return format!(
+            "the API server did not answer the releases within {}s after the holder fenced itself",
+            budget.as_secs()
+        );
+    }
+    let after_stop = async {
+        cancel.stopped().await;
+        tokio::time::sleep(CLEANUP_AFTER_STOP).await;
+        format!(
+            "the releases did not finish within {}s of the stop",
+            CLEANUP_AFTER_STOP.as_secs()
+        )
+    };
+    let after_hurry = async {
+        cancel.hurried().await;
+        tokio::time::sleep(CLEANUP_AFTER_HURRY).await;
+        format!(
+            "the releases did not finish within {}s of the second signal",
+            CLEANUP_AFTER_HURRY.as_secs()
+        )
+    };
+    tokio::select! {
+        why = after_stop => why,
+        why = after_hurry => why,
+    }
+}
+
+/// What a release cut short (`why`) may have left: every member of the chain, targets first.
+pub(super) fn cut_short(chains: &[Chain], why: String) -> (Vec<String>, Vec<String>, Vec<String>) {
     let held = members(chains).map(ToString::to_string).collect();
-    let why = format!(
-        "the API server did not answer the releases within {}s after the holder fenced itself",
-        budget.as_secs()
-    );
     (Vec::new(), vec![why], held)
 }
 
