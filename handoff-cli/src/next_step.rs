@@ -143,7 +143,8 @@ pub fn withheld(why: &str, holder: Option<&str>) -> Option<String> {
     let at = rest.split(" was changed").next().unwrap_or(rest);
     let holder = holder.unwrap_or("H");
     Some(format!(
-        "flux-handoff fences release {object} --holder {holder} --keep-moved (keeps {at} and \
+        "flux-handoff fences release {object} --holder {holder} --holder-exited --keep-moved \
+         (keeps {at} and \
          any other value another writer moved as they set it, restores the other marks, \
          removes the fence), then flux-handoff resume --holder {holder} --holder-exited"
     ))
@@ -302,8 +303,8 @@ mod tests {
         assert_eq!(
             withheld(why, Some("gh1.1-x")).as_deref(),
             Some(
-                "flux-handoff fences release ks/apps/web --holder gh1.1-x --keep-moved (keeps \
-                 annotation kustomize.toolkit.fluxcd.io/reconcile and any other value another \
+                "flux-handoff fences release ks/apps/web --holder gh1.1-x --holder-exited \
+                 --keep-moved (keeps annotation kustomize.toolkit.fluxcd.io/reconcile and any other value another \
                  writer moved as they set it, restores the other marks, removes the fence), then \
                  flux-handoff resume --holder gh1.1-x --holder-exited"
             )

@@ -248,7 +248,9 @@ async fn next_step_withheld_release_after_a_resume_by_hand_names_the_restore_and
         .lines()
         .find(|l| l.starts_with("error: "))
         .unwrap_or_default();
-    let restore = format!("flux-handoff fences release {target} --holder {holder} --keep-moved");
+    let restore = format!(
+        "flux-handoff fences release {target} --holder {holder} --holder-exited --keep-moved"
+    );
     assert!(
         error.contains(&format!(
             "; next: {restore} (keeps annotation kustomize.toolkit.fluxcd.io/reconcile and any \
@@ -271,6 +273,7 @@ async fn next_step_withheld_release_after_a_resume_by_hand_names_the_restore_and
         &target,
         "--holder",
         &holder,
+        "--holder-exited",
         "--keep-moved",
     ];
     let mut args = args.to_vec();

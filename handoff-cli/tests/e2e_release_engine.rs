@@ -1,6 +1,8 @@
 //! End to end: a resume adopts the Lease the holder's fences were taken under, never a free
 //! default Lease. While `run --lease NS/other` works, `resume --holder H` and `resume OBJECT`
-//! under the default Lease are refused (exit 3) and the server holds exactly what it held.
+//! under the default Lease are refused (exit 3), and so is `fences release OBJECT --holder H`
+//! (its holder holds the Lease the fence names: its work may still run); the server holds
+//! exactly what it held.
 
 mod common;
 
@@ -26,7 +28,7 @@ async fn held(c: &Cluster) -> Vec<Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn release_engine_resume_of_a_run_under_another_lease_is_refused_and_changes_nothing() {
+async fn release_engine_resume_and_fences_release_of_a_live_run_are_refused_and_change_nothing() {
     let c = Cluster::seeded("engine-lease").await;
     let ns = c.ns.name.clone();
     let marker = std::env::temp_dir().join(format!("fh-engine-{}", testkit::random_suffix(6)));
@@ -60,6 +62,27 @@ async fn release_engine_resume_of_a_run_under_another_lease_is_refused_and_chang
         );
         assert_eq!(held(&c).await, before, "{args:?} changed the server: {err}");
     }
+    // Before, this released the live run's target with exit 0 (its pause watch then stopped
+    // the work with exit 8, after it had run under a released fence).
+    let default = format!("{ns}/flux-handoff");
+    let release = [
+        "fences", "release", &target, "--holder", &holder, "--lease", &default,
+    ];
+    let out = c.run(&release).await;
+    let err = stderr(&out);
+    assert_eq!(code(&out), 3, "{err}");
+    assert!(
+        err.contains(&format!(
+            "its holder {holder} still holds the Lease {other} and may still be working; nothing \
+             changed"
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        held(&c).await,
+        before,
+        "fences release changed the server: {err}"
+    );
 
     std::fs::remove_file(&marker).unwrap();
     let out = tokio::task::spawn_blocking(move || run.wait_with_output().unwrap())

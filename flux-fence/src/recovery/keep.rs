@@ -4,8 +4,11 @@
 
 use std::sync::Arc;
 
+use kube::api::{Api, DynamicObject};
+
 use super::release::{Refused, ReleaseRefusal};
 use super::run::Recovery;
+use crate::api::{READ_RETRY_BUDGET, error, get_retrying};
 use crate::keep_moved::{KeepMoved, KeepMovedOutcome, KeepMovedRefusal};
 use crate::{FenceError, Fencer, Holder, ObjectRef, OwnerValue};
 
@@ -22,7 +25,13 @@ impl Recovery {
     ) -> Result<Result<KeepMoved, Refused>, FenceError> {
         let fencer = self.fencer(OwnerValue::new(holder.clone(), crate::Epoch(0)));
         let reason = match fencer.plan_keeping_moved(obj, holder).await? {
-            Ok(plan) => return Ok(Ok(plan)),
+            Ok(plan) => match self
+                .at_work(self.lease_named_on(obj).await?.as_deref(), holder)
+                .await?
+            {
+                None => return Ok(Ok(plan)),
+                Some(at_work) => at_work,
+            },
             Err(KeepMovedRefusal::NotFound) => ReleaseRefusal::NotFound,
             Err(KeepMovedRefusal::NotFenced) => ReleaseRefusal::NoFence,
             Err(KeepMovedRefusal::OtherHolder { found }) => ReleaseRefusal::OtherHolder {
@@ -59,6 +68,20 @@ impl Recovery {
         Ok(Err(Refused {
             object: obj.clone(),
             reason,
+        }))
+    }
+
+    /// The Lease (`namespace/name`) the fence on `obj` names, if any. One read.
+    async fn lease_named_on(&self, obj: &ObjectRef) -> Result<Option<String>, FenceError> {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &obj.namespace, &obj.resource);
+        let read = get_retrying(&api, &obj.name, obj, READ_RETRY_BUDGET)
+            .await
+            .map_err(|e| error("get", obj.resource_name(), obj.target(), e))?;
+        Ok(read.and_then(|o| {
+            o.metadata
+                .annotations
+                .and_then(|mut a| a.remove(&self.keys.lease))
         }))
     }
 

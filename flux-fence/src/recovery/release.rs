@@ -76,6 +76,15 @@ pub enum ReleaseRefusal {
     NothingMoved,
     /// The object changed since it was read (a tested value moved again).
     MovedSinceRead,
+    /// The holder holds the Lease its fence names (`namespace/name`) without having parked it:
+    /// its work may still run. Only its own cleanup, `resume` after it exited, or recovery
+    /// after its full Lease duration may release it.
+    HolderAtWork {
+        /// The holder.
+        holder: String,
+        /// The Lease it holds.
+        lease: String,
+    },
 }
 
 /// A refused release of `object`, in words: `ks/ns/name ...; nothing changed`.
@@ -126,6 +135,12 @@ impl fmt::Display for Refused {
             ReleaseRefusal::MovedSinceRead => {
                 write!(f, "{name} changed since it was read; nothing changed")
             }
+            ReleaseRefusal::HolderAtWork { holder, lease } => write!(
+                f,
+                "{name}: its holder {holder} still holds the Lease {lease} and may still be \
+                 working; nothing changed (once its process has exited add --holder-exited; if \
+                 it is gone, `fences recover` releases it after its full Lease duration)"
+            ),
         }
     }
 }
@@ -229,6 +244,9 @@ impl Recovery {
                 named: holder.to_string(),
             });
         }
+        if let Some(reason) = self.at_work(taken_under.as_deref(), holder).await? {
+            return refuse(reason);
+        }
         let patch = match release {
             ReleasePlan::Patch(p) => p.clone(),
             ReleasePlan::Withheld { at } => {
@@ -321,6 +339,46 @@ impl Recovery {
         }
     }
 
+    /// The caller attests that the holder it names to [`Recovery::prepare_release`] and
+    /// [`Recovery::prepare_keep_moved`] has exited (`fences release --holder-exited`): a fence
+    /// of a holder that still holds its Lease is then released. Without it (the default) such a
+    /// fence is refused ([`ReleaseRefusal::HolderAtWork`]), nothing changed.
+    #[must_use]
+    pub fn holder_exited(mut self, on: bool) -> Self {
+        self.holder_exited = on;
+        self
+    }
+
+    /// [`ReleaseRefusal::HolderAtWork`] when `holder` holds the Lease its fence names
+    /// (`taken_under`, else this recovery's) without having parked it, and the caller did not
+    /// attest that it exited. One read of the Lease.
+    pub(super) async fn at_work(
+        &self,
+        taken_under: Option<&str>,
+        holder: &Holder,
+    ) -> Result<Option<ReleaseRefusal>, FenceError> {
+        if self.holder_exited {
+            return Ok(None);
+        }
+        let cfg = self.lease_of(taken_under);
+        let api: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(self.client.clone(), &cfg.namespace);
+        let lease = format!("{}/{}", cfg.namespace, cfg.name);
+        let read = crate::api::get_retrying(&api, &cfg.name, &lease, crate::api::READ_RETRY_BUDGET)
+            .await
+            .map_err(|e| error("get", "leases.coordination.k8s.io".into(), lease.clone(), e))?;
+        let found = read
+            .as_ref()
+            .map(|l| discover::inspect_lease(l, &self.keys, self.clock.now()))
+            .transpose()?;
+        Ok(
+            decide_at_work(found.as_ref(), holder).then(|| ReleaseRefusal::HolderAtWork {
+                holder: holder.to_string(),
+                lease,
+            }),
+        )
+    }
+
     /// The Lease named `namespace/name` by a fence (its own), else this recovery's.
     fn lease_of(&self, taken_under: Option<&str>) -> LeaseConfig {
         let mut cfg = self.lease.clone();
@@ -341,6 +399,13 @@ impl Recovery {
         let lease = api.get_opt(&self.lease.name).await.ok().flatten()?;
         lease.spec?.holder_identity.filter(|h| !h.is_empty())
     }
+}
+
+/// Whether `holder` may still be working under `lease` as read: it is the Lease's holder and
+/// did not park it (a parked pause runs no work). An expired-looking Lease still counts: only
+/// recovery's watch over the holder's full duration proves it gone. Pure.
+fn decide_at_work(lease: Option<&discover::FoundLease>, holder: &Holder) -> bool {
+    lease.is_some_and(|l| l.holder.as_deref() == Some(holder.as_str()) && !l.parked)
 }
 
 #[cfg(test)]
@@ -400,6 +465,15 @@ mod tests {
                 ReleaseRefusal::ChangedHands,
                 "ks/ns/a changed hands since it was read; nothing changed",
             ),
+            (
+                ReleaseRefusal::HolderAtWork {
+                    holder: "h".into(),
+                    lease: "fs/l".into(),
+                },
+                "ks/ns/a: its holder h still holds the Lease fs/l and may still be working; \
+                 nothing changed (once its process has exited add --holder-exited; if it is \
+                 gone, `fences recover` releases it after its full Lease duration)",
+            ),
         ];
         for (reason, want) in table {
             let refused = Refused {
@@ -407,6 +481,33 @@ mod tests {
                 reason,
             };
             assert_eq!(refused.to_string(), want);
+        }
+    }
+
+    #[test]
+    fn release_engine_a_holder_at_work_is_its_leases_unparked_holder() {
+        let h: Holder = "run-1".parse().unwrap();
+        let lease = |holder: Option<&str>, parked| discover::FoundLease {
+            namespace: "fs".into(),
+            name: "l".into(),
+            holder: holder.map(ToString::to_string),
+            epoch: 3,
+            acquired: None,
+            renewed: None,
+            expired: true,
+            parked,
+            release_patch: None,
+        };
+        let table = [
+            (None, false),
+            (Some(lease(None, false)), false),
+            (Some(lease(Some("other"), false)), false),
+            (Some(lease(Some("run-1"), true)), false),
+            // Expired by the reader's clock is no evidence: still at work.
+            (Some(lease(Some("run-1"), false)), true),
+        ];
+        for (found, want) in table {
+            assert_eq!(decide_at_work(found.as_ref(), &h), want, "{found:?}");
         }
     }
 

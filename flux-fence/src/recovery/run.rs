@@ -45,6 +45,8 @@ pub struct Recovery {
     holder: Holder,
     timing: WatchTiming,
     ci: Option<(Arc<dyn LivenessSource>, Option<Duration>)>,
+    /// The caller attests that the holder named to `fences release` has exited.
+    pub(super) holder_exited: bool,
 }
 
 /// One look at the cluster: every fence and the Lease.
@@ -150,6 +152,7 @@ impl Recovery {
                 progress_every: Duration::from_secs(10),
             },
             ci: None,
+            holder_exited: false,
         }
     }
 

@@ -68,7 +68,11 @@ pub async fn run(global: &Global, args: &FencesArgs, out: &mut Output) -> Result
             }
             Ok(exit::SUCCESS)
         }
-        Some(FencesAction::Release(a)) => release::run(global, &ctx, a, out).await,
+        Some(FencesAction::Release(a)) => {
+            let recovery = ctx.recovery.holder_exited(a.holder_exited);
+            let ctx = Context { recovery, ..ctx };
+            release::run(global, &ctx, a, out).await
+        }
         Some(FencesAction::Recover(a)) => recover::run(&ctx, a, out).await,
     }
 }

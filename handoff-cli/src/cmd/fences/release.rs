@@ -32,6 +32,13 @@ pub struct ReleaseArgs {
     /// needs no flag: every release keeps it and releases.
     #[arg(long)]
     pub keep_moved: bool,
+    /// Attest that the holder's process has exited (its CI job or shell ended): without it, a
+    /// fence whose holder still holds the Lease the fence names (and did not park it with
+    /// `pause`) is refused, exit 3, because its work may still run. A holder that is gone
+    /// without having exited cleanly is `fences recover`'s to release, after its full Lease
+    /// duration.
+    #[arg(long)]
+    pub holder_exited: bool,
 }
 
 pub(super) async fn run(
