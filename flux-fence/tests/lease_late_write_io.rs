@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fault_proxy::Proxy;
+use flux_fence::lease::LeaseRelease;
 use flux_fence::{Holder, Lease, LeaseAcquire, LeaseConfig, SystemClock};
 use k8s_openapi::api::coordination::v1::{Lease as KubeLease, LeaseSpec};
 use kube::api::{Api, PostParams};
@@ -158,4 +159,45 @@ async fn unknown_outcome_every_lease_recover_answered_504_and_applied_later_hold
     assert!(said.starts_with("Ok(Refused(Moved"), "{said}");
     assert!(answers.iter().all(|&a| a == 409), "{answers:?}");
     assert_eq!(lease.unwrap().spec.unwrap().lease_transitions, Some(5));
+}
+
+#[tokio::test]
+async fn unknown_outcome_every_lease_release_answered_504_says_so_and_lands_harmlessly() {
+    let ns = TestNs::new("unknown-lease-release").await.unwrap();
+    let proxy = Proxy::start().await.unwrap();
+    let holder = Holder::local("lost-release", std::process::id());
+    let got = Lease::acquire(
+        proxy.client_without_retry().unwrap(),
+        cfg(&ns),
+        holder,
+        Arc::new(SystemClock),
+    )
+    .await
+    .unwrap();
+    let LeaseAcquire::Acquired(guard) = got else {
+        panic!("not acquired: {got:?}")
+    };
+    let held: Vec<_> = (1..=ROUNDS)
+        .map(|n| proxy.hold_answering("update leases", n, 504))
+        .collect();
+    let said = guard.release().await.unwrap();
+    assert!(held.iter().all(fault_proxy::Held::has_arrived));
+    // Before: "Contended" ("another party changed it on every attempt"), though nobody else
+    // wrote it: every answer was lost.
+    assert_ne!(said, LeaseRelease::Contended, "{said}");
+    assert!(said.to_string().starts_with("no answer came"), "{said}");
+    let mut answers = Vec::new();
+    for h in &held {
+        h.forward();
+        answers.push(h.answered().await);
+    }
+    // The writes land late: the first clears our holder, the rest fail their CAS.
+    let api: Api<KubeLease> = ns.api();
+    let lease = api.get_opt("flux-handoff").await.unwrap();
+    assert_eq!(holder_of(lease.as_ref()), None, "answers {answers:?}");
+    assert_eq!(
+        answers.iter().filter(|&&a| a == 200).count(),
+        1,
+        "{answers:?}"
+    );
 }
