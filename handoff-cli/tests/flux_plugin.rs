@@ -136,6 +136,21 @@ async fn installed(flux: &Flux) {
     assert!(Path::new(&flux.plugins).join("flux-handoff").is_file());
 }
 
+/// `flux plugin list` shows handoff at this version; returns `flux handoff --version`.
+async fn listed_and_runs(flux: &Flux) -> String {
+    let list = ok("flux plugin list", &flux.run(&["plugin", "list"]).await);
+    eprintln!("{list}");
+    assert!(
+        list.lines()
+            .any(|l| l.split_whitespace().take(2).eq(["handoff", VERSION])),
+        "{list}"
+    );
+    ok(
+        "flux handoff --version",
+        &flux.run(&["handoff", "--version"]).await,
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flux_plugin_installs_from_a_loopback_catalog_and_runs_a_handoff() {
     let c = Cluster::seeded("fp-run").await;
@@ -150,17 +165,7 @@ async fn flux_plugin_installs_from_a_loopback_catalog_and_runs_a_handoff() {
         "{:?}",
         release.requests()
     );
-    let list = ok("flux plugin list", &flux.run(&["plugin", "list"]).await);
-    eprintln!("{list}");
-    assert!(
-        list.lines()
-            .any(|l| l.split_whitespace().take(2).eq(["handoff", VERSION])),
-        "{list}"
-    );
-    let version = ok(
-        "flux handoff --version",
-        &flux.run(&["handoff", "--version"]).await,
-    );
+    let version = listed_and_runs(&flux).await;
     assert!(version.contains("(commit "), "{version}");
 
     let kc = kubeconfig(&c);
@@ -339,16 +344,7 @@ async fn catalog_flux_finds_and_installs_handoff_from_the_committed_entry_on_loo
         "{search}"
     );
     installed(&flux).await;
-    let list = ok("flux plugin list", &flux.run(&["plugin", "list"]).await);
-    assert!(
-        list.lines()
-            .any(|l| l.split_whitespace().take(2).eq(["handoff", VERSION])),
-        "{list}"
-    );
-    let version = ok(
-        "flux handoff --version",
-        &flux.run(&["handoff", "--version"]).await,
-    );
+    let version = listed_and_runs(&flux).await;
     assert!(version.contains(VERSION), "{version}");
     let requests = release.requests();
     for path in [

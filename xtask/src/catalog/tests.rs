@@ -44,6 +44,25 @@ fn problems_after(
     check(&parsed(&text.replacen(from, to, 1)))
 }
 
+/// Each case `(from, to, rule)`: the document with `from` replaced by `to` has a problem of
+/// `rule`. Returns the rules seen.
+fn failing_cases<'a>(
+    good: &str,
+    cases: &[(&str, &str, &'a str)],
+    check: fn(&Node) -> Vec<String>,
+) -> Vec<&'a str> {
+    let mut covered = Vec::new();
+    for (from, to, rule) in cases {
+        let p = problems_after(good, from, to, check);
+        assert!(
+            p.iter().any(|m| m.starts_with(&format!("{rule}:"))),
+            "{from:?} -> {to:?}: want {rule}, got {p:?}"
+        );
+        covered.push(*rule);
+    }
+    covered
+}
+
 #[test]
 fn catalog_committed_entry_validates_against_the_rules_and_the_workspace() {
     let root = paths::root();
@@ -96,15 +115,7 @@ fn catalog_each_catalog_rule_has_a_failing_case() {
             "duplicate",
         ),
     ];
-    let mut covered = Vec::new();
-    for (from, to, rule) in cases {
-        let p = problems_after(&good, from, to, check_catalog);
-        assert!(
-            p.iter().any(|m| m.starts_with(&format!("{rule}:"))),
-            "{from:?} -> {to:?}: want {rule}, got {p:?}"
-        );
-        covered.push(*rule);
-    }
+    let covered = failing_cases(&good, cases, check_catalog);
     let empty = check_catalog(&parsed(
         "apiVersion: cli.fluxcd.io/v1beta1\nkind: PluginCatalog\nplugins: x\n",
     ));
@@ -157,15 +168,7 @@ fn catalog_each_manifest_rule_has_a_failing_case() {
             "archive name",
         ),
     ];
-    let mut covered = Vec::new();
-    for (from, to, rule) in cases {
-        let p = problems_after(&good, from, to, check_plugin);
-        assert!(
-            p.iter().any(|m| m.starts_with(&format!("{rule}:"))),
-            "{from:?} -> {to:?}: want {rule}, got {p:?}"
-        );
-        covered.push(*rule);
-    }
+    let covered = failing_cases(&good, cases, check_plugin);
     let no_versions = check_plugin(&parsed(
         "apiVersion: cli.fluxcd.io/v1beta1\nkind: Plugin\nname: handoff\nversions: none\n",
     ));
