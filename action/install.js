@@ -1,7 +1,10 @@
 // Installing a verified flux-handoff for the action: the release archive for this runner's
-// platform, checked against the release's checksums.txt before anything is extracted, kept in
-// the runner's tool cache, and the path of the binary returned. No npm dependency: Node's own
-// fetch, crypto and zlib, and the few lines of tar reading the archive needs.
+// platform, checked against the release's checksums file before anything is extracted, kept in
+// the runner's tool cache, and the path of the binary returned. The checksums file is
+// `flux-handoff_<version>_checksums.txt` (the name Flux's plugin catalog asks for); a release
+// from before that name has only `checksums.txt`, read only when the first answers 404. No npm
+// dependency: Node's own fetch, crypto and zlib, and the few lines of tar reading the archive
+// needs.
 //
 // The layout of the cache is the one @actions/tool-cache uses, so a runner's cache cleanup
 // treats it alike: `$RUNNER_TOOL_CACHE/<tool>/<version>/<arch>/` and the marker file
@@ -157,7 +160,11 @@ function sha256(data) {
   return crypto.createHash('sha256').update(data).digest('hex');
 }
 
-async function download(url, fetchImpl) {
+/**
+ * The body of `url`, or null when `missingOk` and the server answers 404. Every other failure,
+ * and any redirect that leaves https, is an InstallError.
+ */
+async function download(url, fetchImpl, { missingOk = false } = {}) {
   let res;
   try {
     res = await fetchImpl(url, { redirect: 'follow', signal: AbortSignal.timeout(120_000) });
@@ -167,8 +174,22 @@ async function download(url, fetchImpl) {
   // A redirect may not leave https (a release host sends the archive on to its storage).
   const problem = res.url ? urlProblem(res.url) : null;
   if (problem) throw new InstallError(`cannot download ${shown(url)}: redirected to ${shown(res.url)}, which ${problem}; nothing was run`);
+  if (missingOk && res.status === 404) return null;
   if (!res.ok) throw new InstallError(`cannot download ${shown(url)}: HTTP ${res.status}; nothing was run`);
   return Buffer.from(await res.arrayBuffer());
+}
+
+/**
+ * The release's checksums, and the URL they came from: `<base>/flux-handoff_<version>_checksums.txt`,
+ * else `<base>/checksums.txt` only when that answered 404 (a release from before the name);
+ * an unreachable server, another status or a redirect off https does not fall back.
+ */
+async function releaseChecksums(base, version, fetchImpl) {
+  const named = `${base}/${TOOL}_${version}_checksums.txt`;
+  const body = await download(named, fetchImpl, { missingOk: true });
+  if (body) return { url: named, sums: parseChecksums(body.toString('utf8')) };
+  const older = `${base}/checksums.txt`;
+  return { url: older, sums: parseChecksums((await download(older, fetchImpl)).toString('utf8')) };
 }
 
 /**
@@ -203,15 +224,15 @@ async function install({ env, inputs, log = console.log, fetchImpl = globalThis.
   const base = baseUrl(inputs, version, repository);
   const problem = urlProblem(base);
   if (problem) throw new InstallError(`download-url ${shown(base)} ${problem}; nothing was downloaded or run`);
-  const sums = parseChecksums((await download(`${base}/checksums.txt`, fetchImpl)).toString('utf8'));
+  const { url: sumsUrl, sums } = await releaseChecksums(base, version, fetchImpl);
   const want = sums.get(name);
   if (!want) {
-    throw new InstallError(`${shown(`${base}/checksums.txt`)} lists no ${name}: no flux-handoff ${version} release archive for ${os}/${arch}; nothing was run`);
+    throw new InstallError(`${shown(sumsUrl)} lists no ${name}: no flux-handoff ${version} release archive for ${os}/${arch}; nothing was run`);
   }
   const archive = await download(`${base}/${name}`, fetchImpl);
   const got = sha256(archive);
   if (got !== want) {
-    throw new InstallError(`checksum mismatch for ${shown(`${base}/${name}`)}: checksums.txt says sha256 ${want}, the download is ${got}; nothing was extracted or run`);
+    throw new InstallError(`checksum mismatch for ${shown(`${base}/${name}`)}: ${path.posix.basename(new URL(sumsUrl).pathname)} says sha256 ${want}, the download is ${got}; nothing was extracted or run`);
   }
   let tar;
   try {

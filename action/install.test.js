@@ -99,26 +99,27 @@ test('install: verified before extraction, cached afterwards, a mismatch install
   const down = async () => { throw new TypeError('fetch failed', { cause: new Error('connect ECONNREFUSED 127.0.0.1:9') }); };
   await assert.rejects(
     inst.install({ env: { ...env, RUNNER_TOOL_CACHE: path.join(dir, 'other') }, inputs, log, fetchImpl: down }),
-    /cannot download https:\/\/m\/checksums\.txt: connect ECONNREFUSED/,
+    /cannot download https:\/\/m\/flux-handoff_9\.9\.9_checksums\.txt: connect ECONNREFUSED/,
   );
   fs.rmSync(dir, { recursive: true });
 });
 
-/** A served release of `flux-handoff` 9.9.9 for linux/amd64 and a fetch over it. */
-function release(base) {
+/**
+ * A served release of `flux-handoff` 9.9.9 for linux/amd64 and a fetch over it; `sums` names
+ * the checksums files it has (both, as `cargo xtask dist` writes them, by default).
+ */
+function release(base, sums = ['flux-handoff_9.9.9_checksums.txt', 'checksums.txt']) {
   const archive = zlib.gzipSync(tar([['flux-handoff', Buffer.from('#!/bin/sh\necho hi\n')]]));
   const name = 'flux-handoff_9.9.9_linux_amd64.tar.gz';
-  const served = new Map([
-    [`${base}/checksums.txt`, Buffer.from(`${inst.sha256(archive)}  ${name}\n`)],
-    [`${base}/${name}`, archive],
-  ]);
+  const served = new Map([[`${base}/${name}`, archive]]);
+  for (const file of sums) served.set(`${base}/${file}`, Buffer.from(`${inst.sha256(archive)}  ${name}\n`));
   const fetched = [];
   const fetchImpl = async (url) => {
     fetched.push(url);
     const body = served.get(url);
     return { ok: body !== undefined, status: body ? 200 : 404, url, arrayBuffer: async () => body };
   };
-  return { fetchImpl, fetched, name };
+  return { fetchImpl, fetched, name, served };
 }
 
 function cache() {
@@ -145,7 +146,7 @@ test('action_trust: download-url is https; plain http only to loopback', async (
   const downgrade = async (url) => ({ ok: true, status: 200, url: url.replace('https://', 'http://'), arrayBuffer: async () => Buffer.alloc(0) });
   await assert.rejects(
     inst.install({ env, inputs: { version: '9.9.9', downloadUrl: 'https://r.example' }, log: () => {}, fetchImpl: downgrade }),
-    /redirected to http:\/\/r\.example\/checksums\.txt, which must be https/,
+    /redirected to http:\/\/r\.example\/flux-handoff_9\.9\.9_checksums\.txt, which must be https/,
   );
   fs.rmSync(dir, { recursive: true });
 });
@@ -220,6 +221,63 @@ test('action_trust: a URL with credentials is never printed', async () => {
   for (const text of [...lines, err.message]) {
     assert.ok(!text.includes('s3cr3t') && !text.includes('user:'), text);
   }
-  assert.match(err.message, /cannot download https:\/\/\*\*\*@r\.example\/base\/checksums\.txt/);
+  assert.match(err.message, /cannot download https:\/\/\*\*\*@r\.example\/base\/flux-handoff_9\.9\.9_checksums\.txt/);
+  fs.rmSync(dir, { recursive: true });
+});
+
+test('checksums_name: the catalog\'s flux-handoff_<version>_checksums.txt is read first', async () => {
+  const { dir, env } = cache();
+  const { fetchImpl, fetched, name } = release('https://m', ['flux-handoff_9.9.9_checksums.txt']);
+  const lines = [];
+  const got = await inst.install({ env, inputs: { version: '9.9.9', downloadUrl: 'https://m' }, log: (l) => lines.push(l), fetchImpl });
+  assert.equal(got.how, 'downloaded');
+  assert.deepEqual(fetched, ['https://m/flux-handoff_9.9.9_checksums.txt', `https://m/${name}`]);
+  assert.match(lines.join('\n'), /verified/);
+  // Its sha256 is the one checked: a tampered archive names the file that said otherwise.
+  const other = release('https://m', ['flux-handoff_9.9.9_checksums.txt']);
+  other.served.set(`https://m/${name}`, Buffer.from('not the archive'));
+  await assert.rejects(
+    inst.install({ env: { ...env, RUNNER_TOOL_CACHE: path.join(dir, 'other') }, inputs: { version: '9.9.9', downloadUrl: 'https://m' }, log: () => {}, fetchImpl: other.fetchImpl }),
+    /checksum mismatch .*: flux-handoff_9\.9\.9_checksums\.txt says sha256 .* nothing was extracted or run/,
+  );
+  fs.rmSync(dir, { recursive: true });
+});
+
+test('checksums_name: an older release (only checksums.txt) is read after a 404, verified alike', async () => {
+  const { dir, env } = cache();
+  const { fetchImpl, fetched, name, served } = release('https://m', ['checksums.txt']);
+  const got = await inst.install({ env, inputs: { version: '9.9.9', downloadUrl: 'https://m' }, log: () => {}, fetchImpl });
+  assert.equal(got.how, 'downloaded');
+  assert.deepEqual(fetched, ['https://m/flux-handoff_9.9.9_checksums.txt', 'https://m/checksums.txt', `https://m/${name}`]);
+  served.set(`https://m/${name}`, Buffer.from('tampered'));
+  await assert.rejects(
+    inst.install({ env: { ...env, RUNNER_TOOL_CACHE: path.join(dir, 'other') }, inputs: { version: '9.9.9', downloadUrl: 'https://m' }, log: () => {}, fetchImpl }),
+    /checksum mismatch .*: checksums\.txt says sha256 .* nothing was extracted or run/,
+  );
+  const none = release('https://m', []);
+  await assert.rejects(
+    inst.install({ env: { ...env, RUNNER_TOOL_CACHE: path.join(dir, 'none') }, inputs: { version: '9.9.9', downloadUrl: 'https://m' }, log: () => {}, fetchImpl: none.fetchImpl }),
+    /cannot download https:\/\/m\/checksums\.txt: HTTP 404; nothing was run/,
+  );
+  fs.rmSync(dir, { recursive: true });
+});
+
+test('checksums_name: only a 404 falls back; another status, a dead server or a redirect off https does not', async () => {
+  const { dir, env } = cache();
+  const inputs = { version: '9.9.9', downloadUrl: 'https://m' };
+  const cases = [
+    [async (url) => ({ ok: false, status: 500, url, arrayBuffer: async () => Buffer.alloc(0) }), /flux-handoff_9\.9\.9_checksums\.txt: HTTP 500/],
+    [async (url) => ({ ok: false, status: 403, url, arrayBuffer: async () => Buffer.alloc(0) }), /flux-handoff_9\.9\.9_checksums\.txt: HTTP 403/],
+    [async () => { throw new TypeError('fetch failed', { cause: new Error('connect ECONNREFUSED') }); }, /flux-handoff_9\.9\.9_checksums\.txt: connect ECONNREFUSED/],
+    // A 404 reached through a redirect to plain http is still a redirect off https.
+    [async (url) => ({ ok: false, status: 404, url: url.replace('https://', 'http://'), arrayBuffer: async () => Buffer.alloc(0) }), /redirected to http:\/\/m\/flux-handoff_9\.9\.9_checksums\.txt, which must be https/],
+  ];
+  for (const [answer, message] of cases) {
+    const fetched = [];
+    const fetchImpl = async (url) => { fetched.push(url); return answer(url); };
+    await assert.rejects(inst.install({ env, inputs, log: () => {}, fetchImpl }), message);
+    assert.deepEqual(fetched, ['https://m/flux-handoff_9.9.9_checksums.txt']);
+  }
+  assert.equal(fs.existsSync(path.join(dir, 'flux-handoff')), false);
   fs.rmSync(dir, { recursive: true });
 });

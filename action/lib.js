@@ -97,7 +97,7 @@ function readInputs(env) {
     throw new InputError(`input wait-lease must be a duration such as 90s or 5m, not ${JSON.stringify(inputs.waitLease)}`);
   }
   if (inputs.downloadUrl !== '' && (/\s/.test(inputs.downloadUrl) || urlProblem(inputs.downloadUrl))) {
-    throw new InputError(`input download-url ${/\s/.test(inputs.downloadUrl) ? 'is not a URL' : urlProblem(inputs.downloadUrl)} (the release's base: <url>/checksums.txt)`);
+    throw new InputError(`input download-url ${/\s/.test(inputs.downloadUrl) ? 'is not a URL' : urlProblem(inputs.downloadUrl)} (the release's base: <url>/flux-handoff_<version>_checksums.txt)`);
   }
   if (inputs.recoverFinishedRuns && command === 'resume') {
     throw new InputError('input recover-finished-runs is only for command: run, pause or ghcr-reassert');

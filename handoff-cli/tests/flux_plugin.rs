@@ -11,13 +11,19 @@
 //! and extracts the file named by `bin` (internal/plugin/install.go), `list` prints the version
 //! of the install receipt (`cmd/flux/plugin_list.go`), and a plugin command completes by running
 //! `<plugin> __complete <args> <word>` (internal/plugin/completion.go, cmd/flux/plugin.go).
+//!
+//! The `catalog_` tests (issue 38, item 5): Flux's own plugin catalog (fluxcd/plugins) wants
+//! `<bin>_<version>_checksums.txt` beside the archives and an entry that passes its rules;
+//! `flux plugin search` reads `<catalog>/catalog.yaml` (internal/plugin/catalog.go
+//! `FetchCatalog`), served here from the repository's `deploy/flux-plugin/catalog.yaml` the way
+//! the catalog's release serves it beside each `<name>.yaml`.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::release::{Release, VERSION};
+use common::release::{Release, VERSION, sums_name};
 use common::runner_checks::{assert_restored, specs};
 use common::*;
 
@@ -37,21 +43,36 @@ fn flux_cli() -> PathBuf {
     PathBuf::from(text.lines().last().expect("a path").trim())
 }
 
-/// A catalog on loopback: the release archive and the manifest xtask writes for it.
-fn catalog() -> Release {
-    let release = Release::new(false);
-    let out = Command::new(env!("CARGO"))
-        .args(["xtask", "dist", "index", "--dir"])
-        .arg(&release.dir)
-        .args(["--base-url", &release.url])
+/// `cargo xtask <args>` in the workspace.
+fn xtask(args: &[&str]) -> Output {
+    Command::new(env!("CARGO"))
+        .arg("xtask")
+        .args(args)
         .current_dir(common::runner::repo_root())
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// `cargo xtask dist index` over the archives in `dir`, under `base` (default: the release's
+/// GitHub URL).
+fn dist_index(dir: &Path, base: Option<&str>) {
+    let dir = dir.display().to_string();
+    let mut args = vec!["dist", "index", "--dir", dir.as_str()];
+    if let Some(b) = base {
+        args.extend(["--base-url", b]);
+    }
+    let out = xtask(&args);
     assert!(
         out.status.success(),
         "cargo xtask dist index: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A catalog on loopback: the release archive and the manifest xtask writes for it.
+fn catalog() -> Release {
+    let release = Release::new(false);
+    dist_index(&release.dir, Some(&release.url));
     release
 }
 
@@ -115,6 +136,21 @@ async fn installed(flux: &Flux) {
     assert!(Path::new(&flux.plugins).join("flux-handoff").is_file());
 }
 
+/// `flux plugin list` shows handoff at this version; returns `flux handoff --version`.
+async fn listed_and_runs(flux: &Flux) -> String {
+    let list = ok("flux plugin list", &flux.run(&["plugin", "list"]).await);
+    eprintln!("{list}");
+    assert!(
+        list.lines()
+            .any(|l| l.split_whitespace().take(2).eq(["handoff", VERSION])),
+        "{list}"
+    );
+    ok(
+        "flux handoff --version",
+        &flux.run(&["handoff", "--version"]).await,
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flux_plugin_installs_from_a_loopback_catalog_and_runs_a_handoff() {
     let c = Cluster::seeded("fp-run").await;
@@ -129,17 +165,7 @@ async fn flux_plugin_installs_from_a_loopback_catalog_and_runs_a_handoff() {
         "{:?}",
         release.requests()
     );
-    let list = ok("flux plugin list", &flux.run(&["plugin", "list"]).await);
-    eprintln!("{list}");
-    assert!(
-        list.lines()
-            .any(|l| l.split_whitespace().take(2).eq(["handoff", VERSION])),
-        "{list}"
-    );
-    let version = ok(
-        "flux handoff --version",
-        &flux.run(&["handoff", "--version"]).await,
-    );
+    let version = listed_and_runs(&flux).await;
     assert!(version.contains("(commit "), "{version}");
 
     let kc = kubeconfig(&c);
@@ -225,4 +251,107 @@ async fn flux_plugin_completes_targets_from_the_cluster_through_the_flux_cli() {
         flags.lines().any(|l| l.starts_with("--wait-lease")),
         "{flags}"
     );
+}
+
+/// The release's archive alone in a directory (the fixture's checksums files removed).
+fn archive_only() -> Release {
+    let release = Release::new(false);
+    for f in [sums_name(), "checksums.txt".into()] {
+        std::fs::remove_file(release.dir.join(f)).unwrap();
+    }
+    release
+}
+
+#[test]
+fn catalog_dist_writes_the_checksums_file_the_catalog_names() {
+    let release = archive_only();
+    dist_index(&release.dir, None);
+    let named = release.dir.join(sums_name());
+    let sums =
+        std::fs::read_to_string(&named).unwrap_or_else(|e| panic!("{}: {e}", named.display()));
+    assert!(
+        sums.ends_with(&format!("  flux-handoff_{VERSION}_linux_amd64.tar.gz\n")),
+        "{sums}"
+    );
+    let check = Command::new("sha256sum")
+        .args(["-c", &sums_name()])
+        .current_dir(&release.dir)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}{}",
+        stdout(&check),
+        stderr(&check)
+    );
+    assert!(stdout(&check).contains(": OK"), "{}", stdout(&check));
+    // The older name, kept for compatibility, holds the same lines.
+    let older = std::fs::read_to_string(release.dir.join("checksums.txt")).unwrap();
+    assert_eq!(older, sums);
+}
+
+#[test]
+fn catalog_the_entry_validates_with_the_manifest_dist_writes() {
+    let release = archive_only();
+    dist_index(&release.dir, None);
+    let manifest = release.dir.join("handoff.yaml");
+    let m = manifest.display().to_string();
+    let out = xtask(&["catalog", "--manifest", &m]);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("catalog: ok"), "{}", stdout(&out));
+    // A manifest under another name has no entry in the catalog: refused, the rule named.
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text.replacen("name: handoff", "name: handover", 1),
+    )
+    .unwrap();
+    let out = xtask(&["catalog", "--manifest", &m]);
+    assert_ne!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert!(
+        stderr(&out).contains("not in the catalog"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catalog_flux_finds_and_installs_handoff_from_the_committed_entry_on_loopback() {
+    // Everything served but the archive is what this repository writes or keeps.
+    let release = archive_only();
+    dist_index(&release.dir, Some(&release.url));
+    let entry = common::runner::repo_root().join("deploy/flux-plugin/catalog.yaml");
+    std::fs::copy(&entry, release.dir.join("catalog.yaml"))
+        .unwrap_or_else(|e| panic!("{}: {e}", entry.display()));
+    // The manifest's checksum is the line of the checksums file the catalog's updater reads.
+    let sums = std::fs::read_to_string(release.dir.join(sums_name())).unwrap();
+    let hex = sums.split_whitespace().next().unwrap().to_string();
+    let manifest = std::fs::read_to_string(release.dir.join("handoff.yaml")).unwrap();
+    assert!(
+        manifest.contains(&format!("checksum: sha256:{hex}")),
+        "{manifest}"
+    );
+    let flux = Flux::new(&release);
+    let search = ok(
+        "flux plugin search handoff",
+        &flux.run(&["plugin", "search", "handoff"]).await,
+    );
+    eprintln!("{search}");
+    assert!(
+        search
+            .lines()
+            .any(|l| l.starts_with("handoff") && l.contains("prove the pause")),
+        "{search}"
+    );
+    installed(&flux).await;
+    let version = listed_and_runs(&flux).await;
+    assert!(version.contains(VERSION), "{version}");
+    let requests = release.requests();
+    for path in [
+        "/catalog.yaml".to_string(),
+        "/handoff.yaml".to_string(),
+        format!("/flux-handoff_{VERSION}_linux_amd64.tar.gz"),
+    ] {
+        assert!(requests.contains(&path), "{path} not in {requests:?}");
+    }
 }

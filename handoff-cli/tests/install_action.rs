@@ -1,6 +1,6 @@
 //! The action installs a verified binary (issue 27, item 2), in the emulated runner
 //! (tests/common/runner.rs) against a release served on loopback: the archive for the runner's
-//! platform is downloaded, checked against checksums.txt, kept in the tool cache and run, and
+//! platform is downloaded, checked against its checksums file, kept in the tool cache and run, and
 //! the post step runs the same binary; a tampered archive or a missing platform is one
 //! `::error::` and nothing runs.
 
@@ -84,7 +84,7 @@ async fn install_action_installs_from_a_loopback_release_and_runs_a_handoff() {
     assert_eq!(
         release.requests(),
         [
-            "/checksums.txt".to_string(),
+            format!("/flux-handoff_{VERSION}_checksums.txt"),
             format!("/flux-handoff_{VERSION}_linux_amd64.tar.gz")
         ]
     );
@@ -201,7 +201,9 @@ async fn install_action_a_missing_platform_is_one_clear_error() {
     drop(closed);
     let log = refused_before_running(&release, &[], &dead).await;
     assert!(
-        log.contains(&format!("::error::cannot download {dead}/checksums.txt")),
+        log.contains(&format!(
+            "::error::cannot download {dead}/flux-handoff_{VERSION}_checksums.txt"
+        )),
         "{log}"
     );
 }

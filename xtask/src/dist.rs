@@ -8,13 +8,16 @@
 //!   target must run on this machine (the release builds each platform on its own runner).
 //!   The tar is written here (ustar, sorted, owner 0, the commit's time as every mtime) and
 //!   compressed with `gzip -n`: the same inputs give the same bytes.
-//! - `checksums.txt`: `<sha256>  <file>` for every archive in `dist/` (`sha256sum -c` reads it).
+//! - `flux-handoff_<version>_checksums.txt`: `<sha256>  <file>` for every archive in `dist/`
+//!   (`sha256sum -c` reads it), the name Flux's plugin catalog (fluxcd/plugins) asks for; and
+//!   `checksums.txt`, the same bytes, kept for compatibility: older versions of the Action
+//!   and install lines written before the catalog's name read that one.
 //! - `handoff.yaml`: the Flux CLI plugin manifest (`cli.fluxcd.io/v1beta1`, kind `Plugin`, as
 //!   flux2 v2.9's `pkg/plugin/types.go` defines it; `flux plugin install handoff` fetches
 //!   `<catalog>/handoff.yaml`, internal/plugin/catalog.go) listing each archive in `dist/` with
 //!   its URL under `--base-url` and its `sha256:` checksum.
 //!
-//! `cargo xtask dist index [--dir D] --base-url URL` only rewrites `checksums.txt` and
+//! `cargo xtask dist index [--dir D] --base-url URL` only rewrites both checksums files and
 //! `handoff.yaml` from the archives already in `dist/` (or D): the release's last job, after
 //! each platform's job uploaded its archive, and the `flux_plugin_` tests' loopback catalog.
 
@@ -29,9 +32,19 @@ use anyhow::{Context, bail};
 use crate::paths;
 
 /// The binary, and the prefix of every archive.
-const BIN: &str = "flux-handoff";
+pub const BIN: &str = "flux-handoff";
 /// The plugin name (`flux handoff`).
-const PLUGIN: &str = "handoff";
+pub const PLUGIN: &str = "handoff";
+/// The plugin's one-line description (the manifest's; the catalog entry says the same).
+pub const DESCRIPTION: &str =
+    "Take Flux objects out of Flux's hands, prove the pause, do work, hand them back";
+/// The checksums file's name before the catalog's `<bin>_<version>_checksums.txt`.
+const COMPAT_SUMS: &str = "checksums.txt";
+
+/// The checksums file's name Flux's plugin catalog asks for: `<bin>_<version>_checksums.txt`.
+pub fn sums_name(version: &str) -> String {
+    format!("{BIN}_{version}_checksums.txt")
+}
 
 /// What `cargo xtask dist` was asked for.
 #[derive(Debug, Default)]
@@ -106,14 +119,17 @@ pub fn run(flags: &Flags) -> anyhow::Result<()> {
             checksum: format!("sha256:{hex}"),
         });
     }
-    fs::write(dist.join("checksums.txt"), sums)?;
+    let named = sums_name(&version);
+    fs::write(dist.join(&named), &sums)?;
+    fs::write(dist.join(COMPAT_SUMS), &sums)?;
     fs::write(
         dist.join(format!("{PLUGIN}.yaml")),
         manifest(&version, &repository(&root)?, &platforms),
     )?;
     eprintln!(
-        "xtask: wrote {} and {PLUGIN}.yaml ({} platform(s), base {base})",
-        dist.join("checksums.txt").display(),
+        "xtask: wrote {named} (and {COMPAT_SUMS}, the same) and {PLUGIN}.yaml in {} ({} \
+         platform(s), base {base})",
+        dist.display(),
         platforms.len()
     );
     Ok(())
@@ -265,24 +281,22 @@ pub fn sha256_hex(data: &[u8]) -> String {
 
 /// One platform of the plugin manifest.
 #[derive(Debug)]
-struct Platform {
-    os: String,
-    arch: String,
-    url: String,
-    checksum: String,
+pub struct Platform {
+    pub os: String,
+    pub arch: String,
+    pub url: String,
+    pub checksum: String,
 }
 
 /// The `Plugin` manifest (flux2 `pkg/plugin/types.go`): `bin` is the file the archive holds at
-/// its root and the installed name; versions newest first (one here).
-fn manifest(version: &str, repository: &str, platforms: &[Platform]) -> String {
+/// its root and the installed name; versions newest first (one here). `cargo xtask catalog`
+/// checks it against the catalog's rules (catalog.rs).
+pub fn manifest(version: &str, repository: &str, platforms: &[Platform]) -> String {
     let mut y = String::new();
     let _ = writeln!(y, "apiVersion: cli.fluxcd.io/v1beta1");
     let _ = writeln!(y, "kind: Plugin");
     let _ = writeln!(y, "name: {PLUGIN}");
-    let _ = writeln!(
-        y,
-        "description: Take Flux objects out of Flux's hands, prove the pause, do work, hand them back"
-    );
+    let _ = writeln!(y, "description: {DESCRIPTION}");
     let _ = writeln!(y, "homepage: {repository}");
     let _ = writeln!(y, "source: {repository}");
     let _ = writeln!(y, "bin: {BIN}");
@@ -358,7 +372,7 @@ fn host_platform() -> anyhow::Result<(String, String)> {
 }
 
 /// The version of the `handoff-cli` package.
-fn version(root: &Path) -> anyhow::Result<String> {
+pub fn version(root: &Path) -> anyhow::Result<String> {
     let text = fs::read_to_string(root.join("handoff-cli/Cargo.toml"))?;
     text.lines()
         .find_map(|l| l.strip_prefix("version = \""))
@@ -368,7 +382,7 @@ fn version(root: &Path) -> anyhow::Result<String> {
 }
 
 /// The workspace's `repository` URL.
-fn repository(root: &Path) -> anyhow::Result<String> {
+pub fn repository(root: &Path) -> anyhow::Result<String> {
     let text = fs::read_to_string(root.join("Cargo.toml"))?;
     text.lines()
         .find_map(|l| l.strip_prefix("repository = \""))

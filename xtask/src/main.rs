@@ -11,6 +11,8 @@
 //!   registry's Debian packages when missing).
 //! - `cargo xtask dist [--target T] [--base-url URL]` — the release archive, checksums and the
 //!   Flux CLI plugin manifest in `dist/`.
+//! - `cargo xtask catalog [--manifest FILE]` — the entry for Flux's plugin catalog and the
+//!   plugin manifest against the catalog's rules.
 //! - `cargo xtask api [--bless]` — each library's public API (rustdoc JSON) against the
 //!   committed listing `api/<crate>.txt`; `--bless` rewrites the listings.
 //! - `cargo xtask layers` — no import circle between the files of handoff-cli's `src/`.
@@ -21,6 +23,7 @@ mod actionlint;
 mod api;
 mod bench;
 mod bins;
+mod catalog;
 mod chaos;
 mod cluster;
 mod daemon;
@@ -79,13 +82,20 @@ commands:
   dist [--target T] [--base-url URL]
                           release-build flux-handoff for the host (or T, which must run here)
                           and write dist/flux-handoff_<version>_<os>_<arch>.tar.gz (binary,
-                          LICENSE, README, man page, completions), dist/checksums.txt
-                          (sha256sum -c) and dist/handoff.yaml, the Flux CLI plugin manifest
-                          of every archive in dist/ under URL (default: the GitHub release
-                          v<version> of the workspace's repository)
+                          LICENSE, README, man page, completions),
+                          dist/flux-handoff_<version>_checksums.txt (sha256sum -c; the name
+                          Flux's plugin catalog asks for; dist/checksums.txt, the same, kept
+                          for compatibility) and dist/handoff.yaml, the Flux CLI plugin
+                          manifest of every archive in dist/ under URL (default: the GitHub
+                          release v<version> of the workspace's repository)
   dist index [--dir D] [--base-url URL]
-                          only rewrite checksums.txt and handoff.yaml from the archives in
-                          dist/ (or D)
+                          only rewrite both checksums files and handoff.yaml from the
+                          archives in dist/ (or D)
+  catalog [--manifest FILE]
+                          check deploy/flux-plugin/catalog.yaml (the entry for Flux's plugin
+                          catalog, fluxcd/plugins) and the Plugin manifest dist writes
+                          (FILE, else dist/handoff.yaml, else its shape) against the
+                          catalog's rules and this workspace; print `catalog: ok ...`
   flux-cli                build the flux CLI (v2.9, Go modules, cached) and print its path
   api [--bless]           list each library's public API from rustdoc's JSON (stable
                           rustdoc, RUSTC_BOOTSTRAP=1; all features) and compare it with
@@ -196,6 +206,7 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         },
+        ["catalog", flags @ ..] => catalog::run(flags),
         ["flux-cli"] => fluxcli::ensure_built().map(|p| println!("{}", p.display())),
         ["bench", "--real"] => bench::run_real(None),
         ["bench", "--real", "--only", only] => bench::run_real(Some(only)),

@@ -1,6 +1,8 @@
 //! A flux-handoff release served on loopback: the archive of the tests' binary for
-//! linux/amd64 (as `cargo xtask dist` names it), its `checksums.txt`, over a minimal HTTP/1.1
-//! server that records every request path.
+//! linux/amd64 (as `cargo xtask dist` names it) and its checksums, under both names `cargo
+//! xtask dist` writes (`flux-handoff_<version>_checksums.txt`, the one Flux's plugin catalog
+//! asks for, and `checksums.txt`, kept for compatibility), over a minimal HTTP/1.1 server that
+//! records every request path.
 
 #![allow(dead_code)] // each test binary uses a different part
 
@@ -12,6 +14,11 @@ use std::sync::{Arc, Mutex};
 /// The version of the binary under test (the archive's name carries it).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// The checksums file's name Flux's plugin catalog asks for: `<bin>_<version>_checksums.txt`.
+pub fn sums_name() -> String {
+    format!("flux-handoff_{VERSION}_checksums.txt")
+}
+
 /// A release directory served over HTTP on loopback; every request path is recorded.
 pub struct Release {
     pub dir: PathBuf,
@@ -21,7 +28,7 @@ pub struct Release {
 
 impl Release {
     /// `flux-handoff_<version>_linux_amd64.tar.gz` holding the tests' binary, and its
-    /// checksums.txt; `tamper` flips one byte of the archive after its checksum was taken.
+    /// checksums files; `tamper` flips one byte of the archive after its checksum was taken.
     pub fn new(tamper: bool) -> Self {
         let dir = std::env::temp_dir().join(format!("fh-release-{}", testkit::random_suffix(8)));
         let stage = dir.join("stage");
@@ -46,7 +53,9 @@ impl Release {
             .current_dir(&dir)
             .output()
             .unwrap();
-        std::fs::write(dir.join("checksums.txt"), sums.stdout).unwrap();
+        assert!(sums.status.success());
+        std::fs::write(dir.join(sums_name()), &sums.stdout).unwrap();
+        std::fs::write(dir.join("checksums.txt"), &sums.stdout).unwrap();
         if tamper {
             let path = dir.join(&name);
             let mut bytes = std::fs::read(&path).unwrap();
