@@ -1,12 +1,12 @@
-//! The small part of YAML the plugin catalog's files use, read without a YAML library: block
-//! mappings, block sequences (`- ` items, a mapping's value may start at the key's own
-//! indentation), plain or quoted one-line scalars, whole-line comments. Anything else (flow
-//! collections, anchors, tags, block scalars, tabs, a repeated key) is an error rather than a
-//! guess, so a file this reads means what the flux CLI's YAML reader takes it to mean.
+//! The catalog's YAML files, read with the workspace's YAML library (serde-saphyr, already in
+//! the tree through testkit) into a small tree the rules walk: mappings keep their key order,
+//! scalars are their text. A repeated key is an error (the catalog's own validator, Go's YAML
+//! reader, refuses one too), and so is an empty document.
 
-use anyhow::bail;
+use anyhow::{Context, bail};
+use serde_json::Value;
 
-/// A YAML value of that subset.
+/// A YAML value as the rules see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Node {
     Scalar(String),
@@ -32,154 +32,23 @@ impl Node {
     }
 }
 
-/// One meaningful line: its indentation and its content.
-#[derive(Debug, Clone)]
-struct Line {
-    number: usize,
-    indent: usize,
-    text: String,
-}
-
-/// Parses `text` into one node (a mapping or a sequence at the top).
+/// Reads one YAML document.
 pub fn parse(text: &str) -> anyhow::Result<Node> {
-    let mut lines = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let number = i + 1;
-        let content = raw.trim_start_matches(' ');
-        if content.starts_with('\t') || raw.contains('\t') {
-            bail!("line {number}: a tab (YAML indents with spaces)");
-        }
-        let content = content.trim_end();
-        if content.is_empty() || content.starts_with('#') || content == "---" {
-            continue;
-        }
-        lines.push(Line {
-            number,
-            indent: raw.len() - raw.trim_start_matches(' ').len(),
-            text: content.to_string(),
-        });
+    let value: Value = serde_saphyr::from_str(text).context("not YAML the catalog reads")?;
+    match value {
+        Value::Null => bail!("an empty document"),
+        v => Ok(node(v)),
     }
-    if lines.is_empty() {
-        bail!("an empty document");
-    }
-    let mut at = 0;
-    let indent = lines[0].indent;
-    let node = block(&mut lines, &mut at, indent)?;
-    if let Some(l) = lines.get(at) {
-        bail!("line {}: unexpected indentation", l.number);
-    }
-    Ok(node)
 }
 
-/// The block (mapping or sequence) whose lines start at `lines[*at]` with `indent`.
-fn block(lines: &mut [Line], at: &mut usize, indent: usize) -> anyhow::Result<Node> {
-    if is_item(&lines[*at].text) {
-        return sequence(lines, at, indent);
+fn node(v: Value) -> Node {
+    match v {
+        Value::Object(m) => Node::Map(m.into_iter().map(|(k, v)| (k, node(v))).collect()),
+        Value::Array(items) => Node::List(items.into_iter().map(node).collect()),
+        Value::String(s) => Node::Scalar(s),
+        Value::Null => Node::Scalar(String::new()),
+        other => Node::Scalar(other.to_string()),
     }
-    let mut entries: Vec<(String, Node)> = Vec::new();
-    while let Some(l) = lines.get(*at).cloned() {
-        if l.indent < indent || (l.indent == indent && is_item(&l.text)) {
-            break;
-        }
-        if l.indent > indent {
-            bail!("line {}: unexpected indentation", l.number);
-        }
-        let Some((key, value)) = split_key(&l.text) else {
-            bail!("line {}: expected `key: value`", l.number);
-        };
-        if entries.iter().any(|(k, _)| *k == key) {
-            bail!("line {}: the key `{key}` again", l.number);
-        }
-        *at += 1;
-        let node = if value.is_empty() {
-            match lines.get(*at) {
-                Some(next) if next.indent > indent => {
-                    let i = next.indent;
-                    block(lines, at, i)?
-                }
-                Some(next) if next.indent == indent && is_item(&next.text) => {
-                    sequence(lines, at, indent)?
-                }
-                _ => bail!("line {}: `{key}` has no value", l.number),
-            }
-        } else {
-            Node::Scalar(scalar(value, l.number)?)
-        };
-        entries.push((key, node));
-    }
-    Ok(Node::Map(entries))
-}
-
-/// The `- ` items at `indent`; an item's first line is read as if it started two columns in.
-fn sequence(lines: &mut [Line], at: &mut usize, indent: usize) -> anyhow::Result<Node> {
-    let mut items = Vec::new();
-    while let Some(l) = lines.get(*at).cloned() {
-        if l.indent != indent || !is_item(&l.text) {
-            if l.indent > indent {
-                bail!("line {}: unexpected indentation", l.number);
-            }
-            break;
-        }
-        let rest = l.text[1..].trim_start();
-        if rest.is_empty() {
-            bail!("line {}: an empty sequence item", l.number);
-        }
-        if split_key(rest).is_none() {
-            items.push(Node::Scalar(scalar(rest, l.number)?));
-            *at += 1;
-            continue;
-        }
-        let inner = indent + (l.text.len() - rest.len());
-        lines[*at] = Line {
-            number: l.number,
-            indent: inner,
-            text: rest.to_string(),
-        };
-        items.push(block(lines, at, inner)?);
-    }
-    Ok(Node::List(items))
-}
-
-fn is_item(text: &str) -> bool {
-    text == "-" || text.starts_with("- ")
-}
-
-/// `key: value` (or `key:`) split at the first `: ` that is outside quotes; None for a scalar.
-fn split_key(text: &str) -> Option<(String, &str)> {
-    if text.starts_with(['"', '\'']) {
-        return None;
-    }
-    let (key, value) = match text.split_once(": ") {
-        Some((k, v)) => (k, v.trim()),
-        None => (text.strip_suffix(':')?, ""),
-    };
-    let plain = !key.is_empty()
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    plain.then(|| (key.to_string(), value))
-}
-
-/// A one-line scalar: plain, or in quotes without escapes.
-fn scalar(value: &str, number: usize) -> anyhow::Result<String> {
-    for (q, what) in [('"', "double"), ('\'', "single")] {
-        if let Some(inner) = value.strip_prefix(q) {
-            let Some(inner) = inner.strip_suffix(q) else {
-                bail!("line {number}: an unclosed {what}-quoted scalar");
-            };
-            if inner.contains(q) || inner.contains('\\') {
-                bail!("line {number}: escapes in a quoted scalar are not read here");
-            }
-            return Ok(inner.to_string());
-        }
-    }
-    if value.starts_with(['{', '[', '&', '*', '!', '|', '>', '%', '@', '`']) {
-        bail!("line {number}: `{value}` is YAML this reader does not take");
-    }
-    if value.contains(" #") {
-        bail!("line {number}: a comment after a value is not read here");
-    }
-    Ok(value.to_string())
 }
 
 #[cfg(test)]
@@ -206,23 +75,12 @@ mod tests {
             panic!("{nested:?}")
         };
         assert!(matches!(p[0].get("b"), Some(Node::List(_))));
+        assert_eq!(parse("v: 0.1.0\n").unwrap().get("v"), Some(&s("0.1.0")));
     }
 
     #[test]
-    fn catalog_yaml_refuses_what_it_does_not_read() {
-        for bad in [
-            "a: [1, 2]\n",
-            "a: {b: c}\n",
-            "a: &x 1\n",
-            "a: |\n  text\n",
-            "a: 1\na: 2\n",
-            "a:\n\tb: 1\n",
-            "a: 'open\n",
-            "a: 1 # note\n",
-            "a:\n",
-            "a: 1\n   b: 2\n",
-            "",
-        ] {
+    fn catalog_yaml_refuses_a_repeated_key_and_an_empty_document() {
+        for bad in ["a: 1\na: 2\n", "a: 'open\n", "", "# only a comment\n"] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
     }
