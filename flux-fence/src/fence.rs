@@ -371,12 +371,7 @@ impl Fencer {
         let obj = guard.object.clone();
         for _ in 0..MAX_ATTEMPTS {
             let read = self.read(&obj).await?;
-            let read_rv = read
-                .as_ref()
-                .and_then(|o| o.pointer("/metadata/resourceVersion"))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
+            let read_rv = resource_version(read.as_ref());
             let (patch, held) =
                 match decide_remark(read.as_ref(), &self.keys, &guard.held, at, &value)? {
                     RemarkDecision::Patch { patch, held } => (patch, held),
@@ -536,6 +531,14 @@ fn refused(r: Refusal) -> AcquireOutcome {
         Refusal::OursDiffers => AcquireOutcome::OursDiffers,
         Refusal::AlreadyMarked { at } => AcquireOutcome::AlreadyMarked { at },
     }
+}
+
+/// The `resourceVersion` of an object as read (empty when absent).
+pub(super) fn resource_version(read: Option<&Value>) -> String {
+    read.and_then(|o| o.pointer("/metadata/resourceVersion"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
 }
 
 pub(super) fn rejected(obj: &ObjectRef, e: kube::Error) -> FenceError {

@@ -2,9 +2,8 @@
 //! tests every mark and restores its prior value; a lost answer is judged by a re-read.
 
 use kube::api::Patch;
-use serde_json::Value;
 
-use super::{Fencer, MAX_ATTEMPTS, rejected};
+use super::{Fencer, MAX_ATTEMPTS, rejected, resource_version};
 use crate::FenceError;
 use crate::api::{CallFailure, classify, error};
 use crate::decide::{ReleaseDecision, decide_release};
@@ -36,12 +35,7 @@ impl Fencer {
         let obj = guard.object.clone();
         for _ in 0..MAX_ATTEMPTS {
             let read = self.read(&obj).await?;
-            let read_rv = read
-                .as_ref()
-                .and_then(|o| o.pointer("/metadata/resourceVersion"))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
+            let read_rv = resource_version(read.as_ref());
             let decided =
                 decide_release_marks(read.as_ref(), &self.keys, &guard.held, Moved::Withhold)?;
             let kept_resume = decided.marks.resumed;
