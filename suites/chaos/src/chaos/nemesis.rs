@@ -59,12 +59,9 @@ pub async fn run(s: &Settings, o: &Options, admin: kube::Client) -> anyhow::Resu
             .outcomes
             .iter()
             .map(|x| {
-                format!(
-                    "{}={:?}{}",
-                    x.verb,
-                    x.code,
-                    if x.killed { "(killed)" } else { "" }
-                )
+                let code = x.code.map_or_else(|| "none".into(), |c| c.to_string());
+                let killed = if x.killed { " killed" } else { "" };
+                format!("{} {}:{code}{killed}", x.verb, x.holder)
             })
             .collect();
         let planned: Vec<String> = plan

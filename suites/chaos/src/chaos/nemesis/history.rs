@@ -36,8 +36,10 @@ impl Drop for Recorder {
 
 impl Recorder {
     /// Lists each resource in `ns` (its objects are the first events) and watches it from
-    /// the list's resourceVersion.
-    pub async fn start(client: &Client, ns: &str) -> anyhow::Result<Self> {
+    /// the list's resourceVersion; of the Kustomizations, only the chain's `members`.
+    pub async fn start(client: &Client, ns: &str, members: &[&str]) -> anyhow::Result<Self> {
+        let members: Arc<Vec<String>> =
+            Arc::new(members.iter().map(|m| (*m).to_string()).collect());
         let events = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
         for (ar, object) in [
@@ -48,10 +50,11 @@ impl Recorder {
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
             let list = api.list(&ListParams::default()).await?;
             for o in &list.items {
-                push(&events, object.as_ref(), o, false);
+                push(&events, object.as_ref(), &members, o, false);
             }
             let rv = list.metadata.resource_version.unwrap_or_default();
-            tasks.push(tokio::spawn(follow(api, rv, object, events.clone())));
+            let to = (events.clone(), members.clone());
+            tasks.push(tokio::spawn(follow(api, rv, object, to)));
         }
         Ok(Self { events, tasks })
     }
@@ -124,7 +127,7 @@ async fn follow(
     api: Api<DynamicObject>,
     mut rv: String,
     object: Option<Object>,
-    events: Arc<Mutex<Vec<Event>>>,
+    (events, members): (Arc<Mutex<Vec<Event>>>, Arc<Vec<String>>),
 ) {
     loop {
         let wp = WatchParams::default().timeout(10);
@@ -148,14 +151,21 @@ async fn follow(
             if let Some(v) = &o.metadata.resource_version {
                 rv.clone_from(v);
             }
-            push(&events, object.as_ref(), &o, deleted);
+            push(&events, object.as_ref(), &members, &o, deleted);
         }
     }
 }
 
-/// Turns one object into an event of the history (a ConfigMap other than the work one, or
-/// an object without a numeric resourceVersion, is left out).
-fn push(events: &Mutex<Vec<Event>>, object: Option<&Object>, o: &DynamicObject, deleted: bool) {
+/// Turns one object into an event of the history (a Kustomization outside the chain, a
+/// ConfigMap other than the work one, or an object without a numeric resourceVersion, is left
+/// out).
+fn push(
+    events: &Mutex<Vec<Event>>,
+    object: Option<&Object>,
+    members: &[String],
+    o: &DynamicObject,
+    deleted: bool,
+) {
     let Some(rv) = o
         .metadata
         .resource_version
@@ -166,6 +176,7 @@ fn push(events: &Mutex<Vec<Event>>, object: Option<&Object>, o: &DynamicObject, 
     };
     let name = o.metadata.name.clone().unwrap_or_default();
     let object = match object {
+        None if !members.contains(&name) => return,
         None => Object::Member(name),
         Some(Object::Work) if name != WORK => return,
         Some(other) => other.clone(),

@@ -163,7 +163,7 @@ pub fn plan(seed: u64, rogue: bool) -> Plan {
     let m = rng.random_range(1..=3usize);
     let faults = (0..m)
         .map(|_| Timed {
-            at_ms: rng.random_range(0..8000),
+            at_ms: rng.random_range(0..6000),
             fault: fault(&mut rng),
         })
         .collect();

@@ -63,7 +63,7 @@ pub async fn play(s: &Settings, plan: &Plan) -> anyhow::Result<Played> {
     Api::<ConfigMap>::namespaced(cell.client.clone(), &cell.namespace)
         .create(&PostParams::default(), &cm)
         .await?;
-    let recorder = Recorder::start(&cell.client, &cell.namespace).await?;
+    let recorder = Recorder::start(&cell.client, &cell.namespace, &[PARENT, TARGET]).await?;
     let kubeconfig = cell.dir.join("kubeconfig-nemesis");
     cell.proxy.write_kubeconfig(&kubeconfig)?;
     let live = Arc::new(Live::default());

@@ -13,7 +13,7 @@ use super::history::WORK;
 /// The hidden subcommand's name.
 pub const SUBCOMMAND: &str = "nemesis-work";
 
-/// Makes `writes` writes of the work ConfigMap in `namespace`, 150 ms apart, as `holder`.
+/// Makes `writes` writes of the work ConfigMap in `namespace`, 250 ms apart, as `holder`.
 pub async fn run(namespace: &str, writes: u32, holder: &str) -> anyhow::Result<()> {
     testkit::install_crypto();
     let client = kube::Client::try_from(testkit::admin_config().await?)?;
@@ -30,7 +30,7 @@ pub async fn write(
     let api = Api::<ConfigMap>::namespaced(client.clone(), namespace);
     for i in 0..writes {
         if i > 0 {
-            tokio::time::sleep(Duration::from_millis(150)).await;
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
         // A new `seq` each time: a write that changed nothing would make no event.
         let body =
