@@ -41,6 +41,20 @@ pub async fn run(s: &Settings, o: &Options, admin: kube::Client) -> anyhow::Resu
     let (mut operations, mut violations, mut after_break) = (0, 0, 0);
     for seed in o.first..o.first + o.seeds {
         let plan = schedule::plan(seed, o.rogue);
+        let roles: Vec<String> = plan
+            .actors
+            .iter()
+            .map(|a| {
+                let skew = if a.skewed { " +2m" } else { "" };
+                format!("{:?}@{}ms{skew}", a.role, a.at_ms)
+            })
+            .collect();
+        let planned: Vec<String> = plan
+            .faults
+            .iter()
+            .map(|t| format!("{}@{}ms", t.fault, t.at_ms))
+            .collect();
+        eprintln!("nemesis: seed {seed}: actors {roles:?} faults {planned:?}");
         let t0 = Instant::now();
         let played = seed::play(s, &plan)
             .await
@@ -64,13 +78,8 @@ pub async fn run(s: &Settings, o: &Options, admin: kube::Client) -> anyhow::Resu
                 format!("{} {}:{code}{killed}", x.verb, x.holder)
             })
             .collect();
-        let planned: Vec<String> = plan
-            .faults
-            .iter()
-            .map(|t| format!("{}@{}ms", t.fault, t.at_ms))
-            .collect();
         eprintln!(
-            "nemesis: seed {seed}: {:.1}s writes={} faults {planned:?} fired {:?} exits {exits_here:?} violations={}",
+            "nemesis: seed {seed}: {:.1}s writes={} fired {:?} exits {exits_here:?} violations={}",
             t0.elapsed().as_secs_f64(),
             v.writes,
             played.fired,
