@@ -4,7 +4,7 @@
 //! on one Lease, `pause` then `resume`, a `fences recover --yes` janitor), 1–3 faults at random
 //! moments (hung requests, a write answered 504 and applied later, resets, refused connects,
 //! SIGKILL, SIGSTOP/SIGCONT of a holder, a person's `flux resume`) and sometimes a run whose
-//! clock is two minutes ahead. Every run's command writes the work ConfigMap naming its holder
+//! clock is two minutes ahead. Every run's command writes the work `ConfigMap` naming its holder
 //! ([`work`]); [`history`] records every write of the chain, the Lease and the work; the pure
 //! [`checker`] judges it (I1, I2), and the suite's leak scan looks for secrets (I3).
 //!

@@ -1,7 +1,7 @@
 //! The nemesis's judge: a pure function over a recorded history.
 //!
 //! The history is every watch event of the cell's Kustomizations, its Lease and the work
-//! ConfigMap, each with its resourceVersion. On the suite's control plane (one etcd)
+//! `ConfigMap`, each with its resourceVersion. On the suite's control plane (one etcd)
 //! resourceVersions are one global order of writes, so sorting by them puts every work write
 //! among the fence writes exactly as the server applied them. No wall clock is read.
 //!
@@ -11,7 +11,7 @@
 //!   (`spec.suspend=false` under H's still-present owner) is a break the tool can only detect;
 //!   writes after it and before H's first release are `after_break`.
 //! - **I2**: at the end nothing is fenced and the Lease is free, except by a holder that said
-//!   so (its last line mentions what is held), was SIGKILLed, or parked a pause that was not
+//!   so (its last line mentions what is held), was killed with SIGKILL, or parked a pause that was not
 //!   resumed.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,7 +24,7 @@ pub enum Object {
     Member(String),
     /// The cell's Lease.
     Lease,
-    /// The work ConfigMap.
+    /// The work `ConfigMap`.
     Work,
 }
 
@@ -71,7 +71,7 @@ pub struct Outcome {
     /// `run`, `pause`, `resume`, `recover`, `rogue`.
     pub verb: &'static str,
     pub code: Option<i32>,
-    /// SIGKILLed by the nemesis.
+    /// killed with SIGKILL by the nemesis.
     pub killed: bool,
     /// Its last line of stderr.
     pub last: String,
@@ -193,7 +193,7 @@ fn fenced_by(
     }
 }
 
-/// Holders allowed to hold something at the end: SIGKILLed ones, those whose last line says
+/// Holders allowed to hold something at the end: killed with SIGKILL ones, those whose last line says
 /// something is held, and pauses never resumed successfully.
 fn excused(outcomes: &[Outcome]) -> BTreeSet<&str> {
     let resumed: BTreeSet<&str> = outcomes
@@ -373,7 +373,7 @@ mod tests {
             },
         ] {
             assert!(
-                check(&left, &CHAIN, &[excuse.clone()])
+                check(&left, &CHAIN, std::slice::from_ref(&excuse))
                     .violations
                     .is_empty(),
                 "{excuse:?}"

@@ -1,5 +1,5 @@
 //! The recorded history: one watch per resource of the cell (its Kustomizations, its Lease,
-//! the work ConfigMap), each from the resourceVersion of a list made before anything ran, every
+//! the work `ConfigMap`), each from the resourceVersion of a list made before anything ran, every
 //! event kept with its resourceVersion (straight to the API server, never through the proxy).
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 
 use super::checker::{Event, Object};
 
-/// The ConfigMap every work write updates.
+/// The `ConfigMap` every work write updates.
 pub const WORK: &str = "nemesis-work";
 /// The owner annotation of a fence.
 const OWNER: &str = "flux-handoff.io/owner";
@@ -157,7 +157,7 @@ async fn follow(
 }
 
 /// Turns one object into an event of the history (a Kustomization outside the chain, a
-/// ConfigMap other than the work one, or an object without a numeric resourceVersion, is left
+/// `ConfigMap` other than the work one, or an object without a numeric resourceVersion, is left
 /// out).
 fn push(
     events: &Mutex<Vec<Event>>,

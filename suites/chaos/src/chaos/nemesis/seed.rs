@@ -37,7 +37,7 @@ pub struct Played {
     pub unrecovered: Vec<String>,
 }
 
-/// The processes of live holders, and which holders were SIGKILLed.
+/// The processes of live holders, and which holders were killed with SIGKILL.
 #[derive(Debug, Default)]
 struct Live {
     running: Mutex<Vec<(String, u32)>>,

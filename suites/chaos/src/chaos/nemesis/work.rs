@@ -1,6 +1,6 @@
 //! The work a nemesis run's command does: `flux-chaos nemesis-work <namespace> <writes>`
 //! (hidden; the nemesis passes it to `flux-handoff run -- ...`). Each unit is one write of the
-//! work ConfigMap naming the writing holder (`$FLUX_HANDOFF_HOLDER`), straight to the API
+//! work `ConfigMap` naming the writing holder (`$FLUX_HANDOFF_HOLDER`), straight to the API
 //! server, so the server orders it with the fence writes.
 
 use std::time::Duration;
@@ -13,7 +13,7 @@ use super::history::WORK;
 /// The hidden subcommand's name.
 pub const SUBCOMMAND: &str = "nemesis-work";
 
-/// Makes `writes` writes of the work ConfigMap in `namespace`, 250 ms apart, as `holder`.
+/// Makes `writes` writes of the work `ConfigMap` in `namespace`, 250 ms apart, as `holder`.
 pub async fn run(namespace: &str, writes: u32, holder: &str) -> anyhow::Result<()> {
     testkit::install_crypto();
     let client = kube::Client::try_from(testkit::admin_config().await?)?;
