@@ -159,7 +159,7 @@ environment:
 ";
 
 /// Seeds of the nemesis in `ci` (about 3 minutes here; docs/chaos.md has the figures).
-const NEMESIS_CI_SEEDS: &str = "10";
+const NEMESIS_CI_SEEDS: &str = "12";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

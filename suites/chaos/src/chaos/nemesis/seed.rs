@@ -124,7 +124,7 @@ pub async fn play(s: &Settings, plan: &Plan) -> anyhow::Result<Played> {
         .await?;
     let history = recorder.events();
     drop(recorder);
-    let unrecovered = recover(&cell, &before).await?;
+    let (unrecovered, recovered) = recover(&cell, &before).await?;
     if let Ok(cell) = Arc::try_unwrap(cell) {
         cell.shutdown().await;
     }
@@ -132,7 +132,7 @@ pub async fn play(s: &Settings, plan: &Plan) -> anyhow::Result<Played> {
         history,
         outcomes,
         fired,
-        processes: processes + 1,
+        processes: processes + usize::from(recovered),
         unrecovered,
     })
 }
@@ -278,14 +278,20 @@ async fn inject(cell: &Cell, live: &Live, fault: &Fault, mut done: watch::Receiv
                 return false;
             };
             if let Fault::Stop { ms, .. } = fault {
-                signal("STOP", pid);
+                if !signal("STOP", pid) {
+                    return false;
+                }
                 tokio::time::sleep(Duration::from_millis(*ms)).await;
                 signal("CONT", pid);
+                true
             } else {
-                lock(&live.killed).insert(h);
-                signal("KILL", pid);
+                lock(&live.killed).insert(h.clone());
+                let sent = signal("KILL", pid);
+                if !sent {
+                    lock(&live.killed).remove(&h);
+                }
+                sent
             }
-            true
         }
         Fault::FluxResume { member } => {
             let name = [PARENT, TARGET][member % 2];
@@ -333,15 +339,22 @@ async fn poll_async<T, F: Future<Output = Option<T>>>(
     }
 }
 
-fn signal(name: &str, pid: u32) {
-    let _ = std::process::Command::new("kill")
+/// Sends signal `name` to `pid`; whether it was delivered (the process may just have exited).
+fn signal(name: &str, pid: u32) -> bool {
+    std::process::Command::new("kill")
         .args([&format!("-{name}"), &pid.to_string()])
-        .status();
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// After the seed: what is left is recovered (`fences recover --yes --include-paused`);
-/// anything still fenced or held, or a spec not as before, is returned.
-async fn recover(cell: &Cell, before: &crate::chaos::cell::State) -> anyhow::Result<Vec<String>> {
+/// anything still fenced or held, or a spec not as before, is returned, and whether the
+/// recovery had to run.
+async fn recover(
+    cell: &Cell,
+    before: &crate::chaos::cell::State,
+) -> anyhow::Result<(Vec<String>, bool)> {
     let mut after = cell.state().await?;
     let mut recovery = None;
     if !after.fenced().is_empty() || after.lease_holder.is_some() {
@@ -371,11 +384,12 @@ async fn recover(cell: &Cell, before: &crate::chaos::cell::State) -> anyhow::Res
             .filter(|(n, o)| before.objects.get(*n).is_some_and(|b| b.spec != o.spec))
             .map(|(n, _)| format!("{n}: spec not as before")),
     );
+    let ran = recovery.is_some();
     if let Some((code, err)) = recovery
         && code != 0
         && !left.is_empty()
     {
         left.push(format!("fences recover exited {code}: {}", last_line(&err)));
     }
-    Ok(left)
+    Ok((left, ran))
 }
