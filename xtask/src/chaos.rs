@@ -1,4 +1,5 @@
-//! `cargo xtask chaos [--quick] [--only S,S]`: the real `flux-handoff` binary under crashes,
+//! `cargo xtask chaos [--quick] [--only S,S]`, or `cargo xtask chaos --nemesis [--seeds N]
+//! [--seed S]` (the randomized campaign of issue 36): the real `flux-handoff` binary under crashes,
 //! lost responses, concurrent runs, proxy faults, API server restarts, signals, a competing
 //! writer and hostile input, through the fault-injecting proxy.
 //!
@@ -14,7 +15,7 @@
 //! 4. Stop the control plane on every exit path (the guard's Drop, and the launcher exits by
 //!    itself when our end of its stdin closes).
 //!
-//! Never part of `cargo xtask ci`. See docs/chaos.md.
+//! `cargo xtask ci` runs `--quick --dev` and a quick nemesis. See docs/chaos.md.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -31,10 +32,19 @@ pub struct Flags {
     /// `--dev`: the dev-profile binaries (the ones the tests build) instead of release ones,
     /// to skip a cold release build of the whole dependency tree.
     dev: bool,
+    /// `--nemesis`: the randomized campaign instead of the scenarios.
+    nemesis: bool,
+    /// `--seeds N` (nemesis).
+    seeds: Option<u64>,
+    /// `--seed S` (nemesis): the first seed.
+    seed: Option<u64>,
+    /// `--mutant NAME` (nemesis, not in the help): a deliberate bug the campaign must catch.
+    mutant: Option<String>,
 }
 
 impl Flags {
-    /// `[--quick] [--dev] [--only S,S]`, in any order.
+    /// `[--quick] [--dev] [--only S,S]` or `--nemesis [--seeds N] [--seed S] [--dev]`, in
+    /// any order.
     pub fn parse(args: &[&str]) -> anyhow::Result<Self> {
         let mut f = Self::default();
         let mut it = args.iter();
@@ -49,14 +59,33 @@ impl Flags {
                             .to_string(),
                     );
                 }
+                "--nemesis" if !f.nemesis => f.nemesis = true,
+                "--seeds" if f.seeds.is_none() => f.seeds = Some(number(it.next(), "--seeds")?),
+                "--seed" if f.seed.is_none() => f.seed = Some(number(it.next(), "--seed")?),
+                "--mutant" if f.mutant.is_none() => {
+                    f.mutant = Some(it.next().context("--mutant needs a name")?.to_string());
+                }
                 other => bail!("chaos: unexpected argument {other}"),
             }
+        }
+        let nemesis_only = f.seeds.is_some() || f.seed.is_some() || f.mutant.is_some();
+        if nemesis_only && !f.nemesis {
+            bail!("chaos: --seeds, --seed and --mutant need --nemesis");
+        }
+        if f.nemesis && (f.quick || f.only.is_some()) {
+            bail!("chaos: --nemesis runs no scenarios; --quick and --only do not apply");
         }
         Ok(f)
     }
 }
 
-/// `cargo xtask chaos [--quick] [--only S,S]`.
+fn number(arg: Option<&&str>, flag: &str) -> anyhow::Result<u64> {
+    arg.with_context(|| format!("{flag} needs a number"))?
+        .parse()
+        .with_context(|| format!("{flag} needs a number"))
+}
+
+/// `cargo xtask chaos [--quick] [--only S,S]` / `--nemesis [--seeds N] [--seed S]`.
 pub fn run(flags: &Flags) -> anyhow::Result<()> {
     let root = paths::root();
     // One invocation: features unify once, so neither build invalidates the other.
@@ -102,6 +131,17 @@ pub fn run(flags: &Flags) -> anyhow::Result<()> {
     if let Some(only) = &flags.only {
         cmd.arg("--only").arg(only);
     }
+    if flags.nemesis {
+        cmd.arg("--nemesis");
+    }
+    for (flag, value) in [("--seeds", flags.seeds), ("--seed", flags.seed)] {
+        if let Some(v) = value {
+            cmd.arg(flag).arg(v.to_string());
+        }
+    }
+    if let Some(m) = &flags.mutant {
+        cmd.arg("--mutant").arg(m);
+    }
     let status = cmd.status().context("cannot start flux-chaos");
     let stopped = plane.stop();
     // flux-chaos removes its scratch files; what a failed run left stays for inspection.
@@ -137,5 +177,18 @@ mod tests {
         assert!(f.dev && f.quick && f.only.is_none());
         assert!(Flags::parse(&["--dev", "--dev"]).is_err());
         assert!(Flags::parse(&["--fast"]).is_err());
+    }
+
+    #[test]
+    fn nemesis_flags_need_nemesis_and_take_numbers() {
+        let f = Flags::parse(&["--nemesis", "--seeds", "12", "--dev", "--seed", "3"]).unwrap();
+        assert!(f.nemesis && f.dev);
+        assert_eq!((f.seeds, f.seed), (Some(12), Some(3)));
+        let f = Flags::parse(&["--mutant", "rogue", "--nemesis"]).unwrap();
+        assert_eq!(f.mutant.as_deref(), Some("rogue"));
+        assert!(Flags::parse(&["--seeds", "3"]).is_err());
+        assert!(Flags::parse(&["--nemesis", "--seeds", "x"]).is_err());
+        assert!(Flags::parse(&["--nemesis", "--seed"]).is_err());
+        assert!(Flags::parse(&["--nemesis", "--quick"]).is_err());
     }
 }

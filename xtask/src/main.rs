@@ -157,11 +157,19 @@ commands:
                           checks); prints one `chaos:` line per scenario and the summary
                           line last; fails on any violation (docs/chaos.md). --only runs the
                           named scenarios. ci runs --quick --dev
+  chaos --nemesis [--seeds N] [--seed S] [--dev]
+                          the randomized campaign instead: per seed, queued runs, pauses and
+                          janitors under random faults, each history judged by the API
+                          server's order; ends `nemesis: seeds=N operations=N faults=N
+                          violations=N`. Seeds 1..N (default 10), or S..S+N. ci runs a quick one
 
 environment:
   FLUX_HANDOFF_CLUSTER_DIR  state directory of `cluster up|down|check` (default
                             target/flux-handoff/cluster, the one tests share)
 ";
+
+/// Seeds of the nemesis in `ci` (about 3 minutes here; docs/chaos.md has the figures).
+const NEMESIS_CI_SEEDS: &str = "12";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -362,6 +370,13 @@ fn ci() -> anyhow::Result<()> {
     // The chaos suite's sample, on the dev binaries just built (a release build would compile
     // the whole tree again): no scenario rots unseen (it went red on main once, unnoticed).
     chaos::run(&chaos::Flags::parse(&["--quick", "--dev"])?)?;
+    // The nemesis's quick campaign: fixed seeds, so a red CI names a seed that replays.
+    chaos::run(&chaos::Flags::parse(&[
+        "--nemesis",
+        "--seeds",
+        NEMESIS_CI_SEEDS,
+        "--dev",
+    ])?)?;
     ci_real()?;
     ci_eso()
 }

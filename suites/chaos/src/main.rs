@@ -11,7 +11,8 @@
 //!    exit 1 on any finding.
 //!
 //! Usage: `flux-chaos --handoff-bin PATH [--launcher PATH --crds DIR] [--quick] [--out DIR]
-//! [--only S,S]`.
+//! [--only S,S]`, or `--nemesis [--seeds N] [--seed S]` for the randomized campaign instead of
+//! the scenarios (`chaos/nemesis.rs`).
 
 mod chaos;
 
@@ -62,6 +63,21 @@ struct Args {
     /// Run only these scenarios (comma-separated).
     #[arg(long, value_name = "S,S", value_delimiter = ',')]
     only: Option<Vec<String>>,
+    /// Run the nemesis (random faults per seed, judged by the server's order) instead of the
+    /// scenarios.
+    #[arg(long)]
+    nemesis: bool,
+    /// Nemesis: how many seeds (default 1 with --seed, else 10).
+    #[arg(long, value_name = "N", requires = "nemesis")]
+    seeds: Option<u64>,
+    /// Nemesis: the first seed (default 1).
+    #[arg(long, value_name = "S", requires = "nemesis")]
+    seed: Option<u64>,
+    /// Nemesis: a deliberate mutant that must be caught (`rogue`: a work write naming a holder
+    /// whose fences are not in place).
+    #[arg(long, value_name = "NAME", hide = true, requires = "nemesis",
+          value_parser = clap::builder::PossibleValuesParser::new(["rogue"]))]
+    mutant: Option<String>,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -82,6 +98,18 @@ fn parse_args() -> anyhow::Result<Args> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if let Some((ns, writes)) = chaos::nemesis::work::parse(&argv) {
+        // The nemesis's work command, run by `flux-handoff run -- ...`.
+        let holder = std::env::var("FLUX_HANDOFF_HOLDER").unwrap_or_default();
+        return match chaos::nemesis::work::run(&ns, writes, &holder).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("nemesis-work: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match Box::pin(run()).await {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
@@ -118,6 +146,18 @@ async fn run() -> anyhow::Result<bool> {
     let admin = testkit::admin_config().await?;
     if let Some(token) = &admin.auth_info.token {
         chaos::secret(secrecy::ExposeSecret::expose_secret(token));
+    }
+    if args.nemesis {
+        let o = chaos::nemesis::Options {
+            first: args.seed.unwrap_or(1),
+            seeds: args
+                .seeds
+                .unwrap_or(if args.seed.is_some() { 1 } else { 10 }),
+            rogue: args.mutant.is_some(),
+        };
+        let passed = chaos::nemesis::run(&s, &o, kube::Client::try_from(admin)?).await?;
+        let _ = std::fs::remove_dir_all(&s.scratch);
+        return Ok(passed);
     }
     let base = chaos::discover::run(&s).await?;
     eprintln!(

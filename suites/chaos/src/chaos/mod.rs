@@ -26,6 +26,7 @@ pub mod faults;
 pub mod hostile;
 pub mod leaks;
 pub mod lost;
+pub mod nemesis;
 pub mod recorder;
 pub mod restart;
 pub mod security;

@@ -1,0 +1,128 @@
+//! The nemesis (issue 36): a randomized fault campaign judged by the API server's own order.
+//!
+//! Per seed ([`schedule::plan`]): a fresh seeded cell, 2–4 actors (`run --wait-lease` queued
+//! on one Lease, `pause` then `resume`, a `fences recover --yes` janitor), 1–3 faults at random
+//! moments (hung requests, a write answered 504 and applied later, resets, refused connects,
+//! SIGKILL, SIGSTOP/SIGCONT of a holder, a person's `flux resume`) and sometimes a run whose
+//! clock is two minutes ahead. Every run's command writes the work `ConfigMap` naming its holder
+//! ([`work`]); [`history`] records every write of the chain, the Lease and the work; the pure
+//! [`checker`] judges it (I1, I2), and the suite's leak scan looks for secrets (I3).
+//!
+//! The last line is `nemesis: seeds=N operations=N faults=N violations=N`; each violation is
+//! printed with its seed, the command that replays it and the history around it.
+
+pub mod checker;
+pub mod history;
+pub mod schedule;
+pub mod seed;
+pub mod work;
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use anyhow::Context;
+
+use super::Settings;
+use super::cell::{PARENT, TARGET};
+
+/// Which seeds, and whether the rogue mutant plays.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub first: u64,
+    pub seeds: u64,
+    pub rogue: bool,
+}
+
+/// Runs the campaign; whether it found no violation.
+pub async fn run(s: &Settings, o: &Options, admin: kube::Client) -> anyhow::Result<bool> {
+    let started = Instant::now();
+    let mut faults: BTreeMap<&str, usize> = schedule::KINDS.iter().map(|k| (*k, 0)).collect();
+    let mut exits: BTreeMap<String, usize> = BTreeMap::new();
+    let (mut operations, mut violations, mut after_break) = (0, 0, 0);
+    for seed in o.first..o.first + o.seeds {
+        let plan = schedule::plan(seed, o.rogue);
+        let roles: Vec<String> = plan
+            .actors
+            .iter()
+            .map(|a| {
+                let skew = if a.skewed { " +2m" } else { "" };
+                format!("{:?}@{}ms{skew}", a.role, a.at_ms)
+            })
+            .collect();
+        let planned: Vec<String> = plan
+            .faults
+            .iter()
+            .map(|t| format!("{}@{}ms", t.fault, t.at_ms))
+            .collect();
+        eprintln!("nemesis: seed {seed}: actors {roles:?} faults {planned:?}");
+        let t0 = Instant::now();
+        let played = seed::play(s, &plan)
+            .await
+            .with_context(|| format!("nemesis seed {seed}"))?;
+        let v = checker::check(&played.history, &[PARENT, TARGET], &played.outcomes);
+        operations += played.processes + v.writes;
+        after_break += v.after_break;
+        for k in &played.fired {
+            *faults.entry(k).or_default() += 1;
+        }
+        for out in &played.outcomes {
+            let code = out.code.map_or_else(|| "none".into(), |c| c.to_string());
+            *exits.entry(format!("{} {code}", out.verb)).or_default() += 1;
+        }
+        let exits_here: Vec<String> = played
+            .outcomes
+            .iter()
+            .map(|x| {
+                let code = x.code.map_or_else(|| "none".into(), |c| c.to_string());
+                let killed = if x.killed { " killed" } else { "" };
+                format!("{} {}:{code}{killed}", x.verb, x.holder)
+            })
+            .collect();
+        eprintln!(
+            "nemesis: seed {seed}: {:.1}s writes={} fired {:?} exits {exits_here:?} violations={}",
+            t0.elapsed().as_secs_f64(),
+            v.writes,
+            played.fired,
+            v.violations.len() + played.unrecovered.len(),
+        );
+        for x in &v.violations {
+            violations += 1;
+            eprintln!("nemesis: VIOLATION seed={seed} {}: {}", x.invariant, x.text);
+            eprintln!("nemesis:   replay: {}", replay(seed, o.rogue));
+            for line in checker::around(&played.history, x.rv, 12, 4) {
+                eprintln!("nemesis:   {line}");
+            }
+        }
+        for u in &played.unrecovered {
+            violations += 1;
+            eprintln!("nemesis: VIOLATION seed={seed} I2: after recovery: {u}");
+            eprintln!("nemesis:   replay: {}", replay(seed, o.rogue));
+        }
+    }
+    let leaks = super::leaks::scan(&admin).await?;
+    for f in &leaks.findings {
+        violations += 1;
+        eprintln!("nemesis: VIOLATION I3: {}", f.text);
+    }
+    let by_kind: Vec<String> = faults.iter().map(|(k, n)| format!("{k}={n}")).collect();
+    let by_exit: Vec<String> = exits.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+    eprintln!("nemesis: faults by kind: {}", by_kind.join(" "));
+    eprintln!("nemesis: exits: {}", by_exit.join(", "));
+    eprintln!(
+        "nemesis: work writes after a person's flux resume, before the release: {after_break}"
+    );
+    eprintln!("nemesis: {}", leaks.line);
+    eprintln!("nemesis: wall time {:.0}s", started.elapsed().as_secs_f64());
+    println!(
+        "nemesis: seeds={} operations={operations} faults={} violations={violations}",
+        o.seeds,
+        faults.values().sum::<usize>()
+    );
+    Ok(violations == 0)
+}
+
+/// The command that replays `seed`.
+fn replay(seed: u64, rogue: bool) -> String {
+    let mutant = if rogue { " --mutant rogue" } else { "" };
+    format!("cargo xtask chaos --nemesis --seed {seed}{mutant} --dev")
+}

@@ -1,0 +1,213 @@
+//! The recorded history: one watch per resource of the cell (its Kustomizations, its Lease,
+//! the work `ConfigMap`), each from the resourceVersion of a list made before anything ran, every
+//! event kept with its resourceVersion (straight to the API server, never through the proxy).
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, WatchEvent, WatchParams};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+
+use super::checker::{Event, Object};
+
+/// The `ConfigMap` every work write updates.
+pub const WORK: &str = "nemesis-work";
+/// The owner annotation of a fence.
+const OWNER: &str = "flux-handoff.io/owner";
+
+/// Watches running; [`Recorder::events`] is what they saw so far.
+pub struct Recorder {
+    events: Arc<Mutex<Vec<Event>>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl Recorder {
+    /// Lists each resource in `ns` (its objects are the first events) and watches it from
+    /// the list's resourceVersion; of the Kustomizations, only the chain's `members`.
+    pub async fn start(client: &Client, ns: &str, members: &[&str]) -> anyhow::Result<Self> {
+        let members: Arc<Vec<String>> =
+            Arc::new(members.iter().map(|m| (*m).to_string()).collect());
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for (ar, object) in [
+            (testkit::fixtures::kustomization_resource(), None::<Object>),
+            (ApiResource::erase::<Lease>(&()), Some(Object::Lease)),
+            (ApiResource::erase::<ConfigMap>(&()), Some(Object::Work)),
+        ] {
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+            let list = api.list(&ListParams::default()).await?;
+            for o in &list.items {
+                push(&events, object.as_ref(), &members, o, false);
+            }
+            let rv = list.metadata.resource_version.unwrap_or_default();
+            let to = (events.clone(), members.clone());
+            tasks.push(tokio::spawn(follow(api, rv, object, to)));
+        }
+        Ok(Self { events, tasks })
+    }
+
+    /// Every event so far.
+    #[must_use]
+    pub fn events(&self) -> Vec<Event> {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Waits (bounded) until the history holds the current version of each named object,
+    /// so nothing written before this call is missing.
+    pub async fn catch_up(
+        &self,
+        client: &Client,
+        ns: &str,
+        members: &[&str],
+    ) -> anyhow::Result<()> {
+        let k = Api::<DynamicObject>::namespaced_with(
+            client.clone(),
+            ns,
+            &testkit::fixtures::kustomization_resource(),
+        );
+        let mut want = Vec::new();
+        for m in members {
+            want.push(rv_of(k.get_opt(m).await?.as_ref()));
+        }
+        let leases = Api::<DynamicObject>::namespaced_with(
+            client.clone(),
+            ns,
+            &ApiResource::erase::<Lease>(&()),
+        );
+        for o in leases.list(&ListParams::default()).await? {
+            want.push(rv_of(Some(&o)));
+        }
+        let cms = Api::<DynamicObject>::namespaced_with(
+            client.clone(),
+            ns,
+            &ApiResource::erase::<ConfigMap>(&()),
+        );
+        want.push(rv_of(cms.get_opt(WORK).await?.as_ref()));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            let seen = self.events();
+            if want
+                .iter()
+                .flatten()
+                .all(|rv| seen.iter().any(|e| e.rv == *rv))
+            {
+                return Ok(());
+            }
+            anyhow::ensure!(
+                tokio::time::Instant::now() < deadline,
+                "the watches did not catch up with the server within 15 s"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+fn rv_of(o: Option<&DynamicObject>) -> Option<u64> {
+    o?.metadata.resource_version.as_deref()?.parse().ok()
+}
+
+/// Watches `api` from `rv` for ever, again from the last version seen when a watch ends.
+async fn follow(
+    api: Api<DynamicObject>,
+    mut rv: String,
+    object: Option<Object>,
+    (events, members): (Arc<Mutex<Vec<Event>>>, Arc<Vec<String>>),
+) {
+    loop {
+        let wp = WatchParams::default().timeout(10);
+        let Ok(stream) = api.watch(&wp, &rv).await else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        let mut stream = std::pin::pin!(stream);
+        while let Some(Ok(e)) = stream.next().await {
+            let (o, deleted) = match e {
+                WatchEvent::Added(o) | WatchEvent::Modified(o) => (o, false),
+                WatchEvent::Deleted(o) => (o, true),
+                WatchEvent::Bookmark(b) => {
+                    rv = b.metadata.resource_version;
+                    continue;
+                }
+                // A version too old to watch from cannot happen within one seed's seconds;
+                // were it to, the catch-up's bound reports the gap.
+                WatchEvent::Error(_) => break,
+            };
+            if let Some(v) = &o.metadata.resource_version {
+                rv.clone_from(v);
+            }
+            push(&events, object.as_ref(), &members, &o, deleted);
+        }
+    }
+}
+
+/// Turns one object into an event of the history (a Kustomization outside the chain, a
+/// `ConfigMap` other than the work one, or an object without a numeric resourceVersion, is left
+/// out).
+fn push(
+    events: &Mutex<Vec<Event>>,
+    object: Option<&Object>,
+    members: &[String],
+    o: &DynamicObject,
+    deleted: bool,
+) {
+    let Some(rv) = o
+        .metadata
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+    else {
+        return;
+    };
+    let name = o.metadata.name.clone().unwrap_or_default();
+    let object = match object {
+        None if !members.contains(&name) => return,
+        None => Object::Member(name),
+        Some(Object::Work) if name != WORK => return,
+        Some(other) => other.clone(),
+    };
+    let text = |p: &str| {
+        o.data
+            .pointer(p)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let holder = match object {
+        Object::Lease => text("/spec/holderIdentity"),
+        Object::Work => text("/data/holder"),
+        Object::Member(_) => None,
+    };
+    let event = Event {
+        rv,
+        object,
+        deleted,
+        owner: o
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(OWNER))
+            .cloned(),
+        suspend: o.data.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true),
+        holder,
+    };
+    events
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(event);
+}
