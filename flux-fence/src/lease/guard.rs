@@ -143,7 +143,7 @@ impl LeaseGuard {
     /// annotation `parked_key` = holder (CAS on the read resourceVersion), e.g. for
     /// `flux-handoff pause`. It is not renewed any more, so it soon looks expired; the mark
     /// tells fence discovery and recovery that this is a deliberate pause, not a crashed run.
-    /// [`Lease::acquire`] with the same holder adopts it again (a later `resume --holder`).
+    /// [`crate::Lease::acquire`] with the same holder adopts it again (a later `resume --holder`).
     ///
     /// # Errors
     /// An API failure (a Lease that kept moving is [`LeaseRelease::Contended`]).

@@ -218,7 +218,7 @@ impl Recovery {
     /// The chain record's members are read after the Lease, so a run that took the Lease in
     /// between and fenced a member would look like an orphan of a free (or gone) Lease. The
     /// Lease is therefore read once more after the members, and the whole look is taken again
-    /// when it moved, up to [`SNAPSHOT_TRIES`] times.
+    /// when it moved, up to 5 times.
     ///
     /// # Errors
     /// API failures ([`FenceError::Forbidden`] naming the verb on 403);
@@ -484,7 +484,7 @@ impl Recovery {
 }
 
 /// How many times [`Recovery::snapshot`] looks before it gives up on a Lease that keeps moving.
-pub const SNAPSHOT_TRIES: usize = 5;
+const SNAPSHOT_TRIES: usize = 5;
 
 /// Whether a look is stable: the Lease's `resourceVersion` read after the recorded members
 /// (`now`) is the one the look was judged on (`then`); `None` is an absent Lease (an inner
