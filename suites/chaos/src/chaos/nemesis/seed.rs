@@ -206,7 +206,9 @@ async fn watched(
     h: &str,
     verb: &'static str,
 ) -> anyhow::Result<Outcome> {
-    let child = c.spawn()?;
+    // A run still going at the bound (a holder stopped and never continued) is killed with
+    // the wait that gave up on it, never left to outlive its seed.
+    let child = c.kill_on_drop(true).spawn()?;
     let pid = child.id().unwrap_or_default();
     if !h.is_empty() {
         lock(&live.running).push((h.to_string(), pid));
