@@ -133,6 +133,13 @@ pub async fn run_with(
     let deadline = |d: flux_fence::lease::Deadline| {
         (keeper::boot_ns(d.stop_work), keeper::boot_ns(d.kill_work))
     };
+    // Job control is in place before the command exists: a SIGTSTP that came between the spawn
+    // and the handlers would stop this process by default and leave the command running.
+    let mut jobs = if opts.job_control {
+        Some(jobs::JobControl::install()?)
+    } else {
+        None
+    };
     let mut renewals = paused.lease.renewals();
     let keeper = keeper::Keeper::prepare(
         &mut cmd,
@@ -154,11 +161,6 @@ pub async fn run_with(
     let group = child
         .id()
         .and_then(|id| rustix::process::Pid::from_raw(i32::try_from(id).ok()?));
-    let mut jobs = if opts.job_control {
-        Some(jobs::JobControl::install()?)
-    } else {
-        None
-    };
     let cancel = &paused.cancel;
     let (mut stopped, mut hurried) = (false, false);
     let status = loop {
