@@ -48,7 +48,6 @@ mod assess;
 mod ci;
 mod keep;
 mod listing;
-mod member;
 mod plan;
 mod release;
 mod run;
