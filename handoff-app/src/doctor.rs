@@ -12,6 +12,7 @@
 //! read (an `ok` line: advice, not a failure).
 
 pub mod gate;
+pub mod operator;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authorization::v1::{
@@ -173,6 +174,9 @@ pub async fn doctor(
             &d,
             waits.longest("Kustomization"),
         ));
+        if let Some(f) = operator::finding(&checkup.controller, &d, checkup.strategy) {
+            note(f);
+        }
     }
     if waits.helm.is_some() {
         let helm = ControllerRef {
@@ -181,6 +185,9 @@ pub async fn doctor(
         };
         if let Some(d) = read_deployment(client, &helm).await {
             note(gate_finding(&helm, &d, waits.longest("HelmRelease")));
+            if let Some(f) = operator::finding(&helm, &d, checkup.strategy) {
+                note(f);
+            }
         }
     }
     note(check_lease_namespace(client, &checkup.lease).await);
