@@ -110,6 +110,21 @@ async fn selector_run_dash_l_pauses_what_matches_and_releases_dependencies_first
 async fn selector_pause_all_pauses_every_kustomization_parents_as_parents() {
     let c = Cluster::seeded("sel-all").await;
     let flags = c.handoff_flags();
+    // The server's dry run answers each write of the selection and changes nothing.
+    let before = server_state(&c).await;
+    let out = c
+        .run(&args(&flags, &["pause", "--dry-run=server", "--all"]))
+        .await;
+    let err = stderr(&out);
+    assert_eq!(code(&out), 0, "{err}");
+    for (name, role) in [(PARENT, "parent"), ("apps", "target"), (TARGET, "target")] {
+        let line = format!(
+            "would patch Kustomization {}/{name} (fence ({role}))",
+            c.ns.name
+        );
+        assert!(err.contains(&line), "{line}: {err}");
+    }
+    assert_eq!(server_state(&c).await, before, "{err}");
     let out = c.run(&args(&flags, &["pause", "--all"])).await;
     let err = stderr(&out);
     assert_eq!(code(&out), 0, "{err}");
