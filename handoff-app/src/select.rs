@@ -48,10 +48,12 @@ pub enum SelectError {
         why: String,
     },
     /// Nothing matched (exit 2: only reads were sent).
-    #[error("no {what} matches {how} in {scope}: nothing to pause, nothing written")]
+    #[error("no {what} matches {how} in {scope}: nothing to {doing}, nothing written")]
     NoMatch {
-        /// The kinds, e.g. `Kustomization`.
+        /// The kinds, e.g. `Kustomization` or `paused Kustomization`.
         what: String,
+        /// What there is nothing to do: `pause`, `resume`.
+        doing: &'static str,
         /// `-l SELECTOR` or `--all`.
         how: String,
         /// The namespaces, or `all namespaces`.
@@ -254,6 +256,18 @@ impl Selection {
             .map_or_else(|| "--all".to_string(), |s| format!("-l {s}"))
     }
 
+    /// [`SelectError::NoMatch`] for this selection: `no {what}{kinds} matches {how} in
+    /// {scope}: nothing to {doing}, nothing written`; `what` qualifies the kinds (`paused `).
+    #[must_use]
+    pub fn no_match(&self, what: &str, doing: &'static str) -> SelectError {
+        SelectError::NoMatch {
+            what: format!("{what}{}", self.kind_words()),
+            doing,
+            how: self.how(),
+            scope: self.scope_words(),
+        }
+    }
+
     fn scope_words(&self) -> String {
         match &self.scope {
             Scope::Namespaces(nss) => nss.join(", "),
@@ -294,7 +308,7 @@ pub async fn select(
             let list = api
                 .list(&params)
                 .await
-                .map_err(|e| list_error(ar, scope, e))?;
+                .map_err(|e| list_error(ar, &scope, e))?;
             for item in list.items {
                 let (Some(ns), Some(name)) = (&item.metadata.namespace, &item.metadata.name) else {
                     continue;
@@ -311,12 +325,12 @@ pub async fn select(
     Ok(found)
 }
 
-fn list_error(ar: &ApiResource, scope: String, e: kube::Error) -> SelectError {
+fn list_error(ar: &ApiResource, scope: &str, e: kube::Error) -> SelectError {
     let resource = match ar.group.as_str() {
         "" => ar.plural.clone(),
         g => format!("{}.{g}", ar.plural),
     };
-    let source = Box::new(e);
+    let (source, scope) = (Box::new(e), format!("in {scope}"));
     SelectError::List(match source.as_ref() {
         kube::Error::Api(s) if s.code == 403 => FenceError::Forbidden {
             verb: "list",
@@ -359,11 +373,7 @@ pub fn plan(
     parent: Option<&str>,
 ) -> Result<Plan, SelectError> {
     if found.is_empty() {
-        return Err(SelectError::NoMatch {
-            what: selection.kind_words(),
-            how: selection.how(),
-            scope: selection.scope_words(),
-        });
+        return Err(selection.no_match("", "pause"));
     }
     let parents: Vec<Option<ObjectRef>> =
         found.iter().map(|(o, v)| parent_of(o, v, parent)).collect();

@@ -149,20 +149,19 @@ pub fn release_order(nodes: &[Node]) -> Ordered {
     let mut out = Ordered::default();
     while out.release.len() < objects.len() {
         let ready = (0..objects.len()).find(|&i| !placed[i] && deps[i].iter().all(|&d| placed[d]));
-        let next = match ready {
-            Some(i) => i,
-            None => {
-                // Every object left waits on another one left: a cycle, or behind one.
-                // The first one on a cycle (one always is; the first left otherwise).
-                let left = |i: &usize| !placed[*i];
-                let i = (0..objects.len())
-                    .filter(left)
-                    .find(|&i| on_cycle(i, &deps, &placed))
-                    .or_else(|| (0..objects.len()).find(left))
-                    .unwrap_or_default();
-                out.broken_at.push(objects[i].clone());
-                i
-            }
+        let next = if let Some(i) = ready {
+            i
+        } else {
+            // Every object left waits on another one left: a cycle, or behind one. Break it
+            // at the first one on a cycle (one always is; the first left otherwise).
+            let left = |i: &usize| !placed[*i];
+            let i = (0..objects.len())
+                .filter(left)
+                .find(|&i| on_cycle(i, &deps, &placed))
+                .or_else(|| (0..objects.len()).find(left))
+                .unwrap_or_default();
+            out.broken_at.push(objects[i].clone());
+            i
         };
         placed[next] = true;
         out.release.push(objects[next].clone());
