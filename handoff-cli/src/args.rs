@@ -250,6 +250,25 @@ pub struct PauseArgs {
     pub events: crate::notify::EventsArg,
 }
 
+/// `resume -l`/`--all`: the paused objects to resume the pause of, chosen by label.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ResumeSelect {
+    /// Resume the pause of the paused objects of --kind whose labels match SELECTOR, in -n's
+    /// namespace and each --in (-A: every namespace), as if each were named (`flux resume
+    /// kustomization -l`): the one holder fencing them all is resumed, its whole pause. No
+    /// paused object matching is exit 2, nothing written. Syntax as `pause -l`.
+    #[arg(long, short = 'l', value_name = "SELECTOR", conflicts_with_all = ["all", "objects", "holder"])]
+    pub selector: Option<String>,
+    /// Resume the pause of every paused object of --kind in -n's namespace and each --in (-A:
+    /// every namespace), as `flux resume kustomization --all`; as -l otherwise.
+    #[arg(long, conflicts_with_all = ["objects", "holder"])]
+    pub all: bool,
+    /// The kinds -l and --all select: `ks` (Kustomization, the default), `hr`
+    /// (`HelmRelease`); repeatable, commas allowed.
+    #[arg(long, value_name = "KIND", value_delimiter = ',')]
+    pub kind: Vec<String>,
+}
+
 #[derive(Debug, Args)]
 #[command(after_help = "\
 A holder is adopted only when its pause is parked (`flux-handoff pause` parks the Lease) or \
@@ -263,6 +282,8 @@ pub struct ResumeArgs {
     /// is released, then each released object is waited for until Ready (--wait=false skips).
     #[arg(value_name = "OBJECT", conflicts_with = "holder")]
     pub objects: Vec<String>,
+    #[command(flatten)]
+    pub select: ResumeSelect,
     /// The holder whose fences to release (default: `$FLUX_HANDOFF_HOLDER`; pause prints it).
     /// Needed unless objects are named.
     #[arg(long, value_name = "HOLDER")]

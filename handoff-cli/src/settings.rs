@@ -9,6 +9,7 @@ use flux_fence::recovery::short_ref;
 use flux_suspend::SessionOptions;
 use handoff_app::select::{LabelSelector, SelectError, Selection};
 use handoff_app::settings::Flags;
+use kube::api::ApiResource;
 use serde_json::json;
 
 use crate::args::{Global, SelectArgs, TargetArgs};
@@ -67,17 +68,7 @@ pub fn selection(
         Some(text) => Some(text.parse::<LabelSelector>().map_err(|e| e.to_string())?),
         None => None,
     };
-    let mut kinds = Vec::new();
-    for k in &select.kind {
-        let ar = handoff_app::names::kind_resource(k)
-            .ok_or_else(|| format!("--kind {k:?}: not a kind flux-handoff pauses (ks, hr)"))?;
-        if !kinds.contains(&ar) {
-            kinds.push(ar);
-        }
-    }
-    if kinds.is_empty() {
-        kinds.push(flux_suspend::object::kustomization_resource());
-    }
+    let kinds = kinds(&select.kind)?;
     let scope = if select.all_namespaces {
         Scope::All
     } else {
@@ -90,6 +81,23 @@ pub fn selection(
         scope,
         selector,
     }))
+}
+
+/// `--kind`: each kind once, in the order given; none is Kustomizations (as `flux suspend
+/// kustomization`).
+pub fn kinds(given: &[String]) -> Result<Vec<ApiResource>, String> {
+    let mut kinds = Vec::new();
+    for k in given {
+        let ar = handoff_app::names::kind_resource(k)
+            .ok_or_else(|| format!("--kind {k:?}: not a kind flux-handoff pauses (ks, hr)"))?;
+        if !kinds.contains(&ar) {
+            kinds.push(ar);
+        }
+    }
+    if kinds.is_empty() {
+        kinds.push(flux_suspend::object::kustomization_resource());
+    }
+    Ok(kinds)
 }
 
 /// The target flags with one stand-in target per selected kind, so that every other flag is
@@ -157,7 +165,7 @@ pub async fn resolve_selected(
 
 /// Exit 2 for what the caller gave (nothing matched, a selection of three levels), the API's
 /// code for a list that failed.
-fn select_failure(e: &SelectError) -> Failure {
+pub fn select_failure(e: &SelectError) -> Failure {
     match e {
         SelectError::List(f) => Failure::from_fence(f),
         e => Failure::usage(e.to_string()),

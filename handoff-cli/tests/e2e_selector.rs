@@ -143,7 +143,7 @@ async fn selector_pause_all_pauses_every_kustomization_parents_as_parents() {
         let owner = annotation(&o, OWNER_KEY).unwrap_or_default();
         assert!(owner.contains(&holder), "{name}: {owner:?}");
         assert!(suspended(&o), "{name}");
-        let target = annotation(&o, RECONCILE_KEY) == Some("disabled".into());
+        let target = annotation(&o, RECONCILE_KEY) == Some("disabled");
         assert_eq!(target, name != PARENT, "{name}");
     }
     let out = c.run(&args(&flags, &["resume", "--holder", &holder])).await;
@@ -158,7 +158,7 @@ async fn selector_pause_all_pauses_every_kustomization_parents_as_parents() {
 /// Each Kustomization's resourceVersion and the Lease's: what a write would change.
 async fn server_state(c: &Cluster) -> Vec<Option<String>> {
     let mut v: Vec<Option<String>> = api(c)
-        .list(&Default::default())
+        .list(&kube::api::ListParams::default())
         .await
         .unwrap()
         .items
@@ -254,4 +254,42 @@ async fn selector_that_matches_nothing_is_exit_2_and_writes_nothing() {
     assert_ne!(code(&out), 2, "{}", stderr(&out));
     std::fs::remove_file(&nowhere).unwrap();
     assert_eq!(server_state(&c).await, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selector_resume_l_resumes_the_pause_of_the_paused_objects_it_selects() {
+    let c = Cluster::seeded("sel-resume").await;
+    create(&c, "a-db", &[], &[("team", "shop")]).await;
+    create(&c, "b-web", &["a-db"], &[("team", "shop")]).await;
+    let flags = c.handoff_flags();
+    let out = c.run(&args(&flags, &["pause", "-l", "team=shop"])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let holder = stdout(&out).trim().to_string();
+    // `flux resume ks -l team=shop`: the holder is read from the selected objects' fences and
+    // its whole pause resumed (the parent too), then each released object waited for.
+    let out = c.run(&args(&flags, &["resume", "-l", "team=shop"])).await;
+    let err = stderr(&out);
+    assert_eq!(code(&out), 0, "{err}");
+    assert!(
+        err.contains(&format!("fenced by {holder}: resuming its pause")),
+        "{err}"
+    );
+    for name in ["a-db", "b-web", PARENT] {
+        let o = c.get(name).await;
+        assert_eq!(annotation(&o, OWNER_KEY), None, "{name}");
+        assert!(!suspended(&o), "{name}");
+    }
+    // Nothing paused matches any more: exit 2, one line, nothing written.
+    let before = server_state(&c).await;
+    let out = c.run(&args(&flags, &["resume", "--all"])).await;
+    let err = stderr(&out);
+    assert_eq!(code(&out), 2, "{err}");
+    assert!(
+        err.contains(&format!(
+            "no paused Kustomization matches --all in {}: nothing to resume, nothing written",
+            c.ns.name
+        )),
+        "{err}"
+    );
+    assert_eq!(server_state(&c).await, before, "{err}");
 }
