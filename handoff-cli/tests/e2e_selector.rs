@@ -274,6 +274,9 @@ async fn selector_resume_l_resumes_the_pause_of_the_paused_objects_it_selects() 
         err.contains(&format!("fenced by {holder}: resuming its pause")),
         "{err}"
     );
+    // A parked pause, too, is released dependencies first (the fences are found in name
+    // order, b-web's dependency first: released in that order, b-web would go first).
+    assert_eq!(released(&err), ["a-db", "b-web", PARENT], "{err}");
     for name in ["a-db", "b-web", PARENT] {
         let o = c.get(name).await;
         assert_eq!(annotation(&o, OWNER_KEY), None, "{name}");
