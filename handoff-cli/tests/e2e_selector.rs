@@ -296,3 +296,18 @@ async fn selector_resume_l_resumes_the_pause_of_the_paused_objects_it_selects() 
     );
     assert_eq!(server_state(&c).await, before, "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selector_named_targets_too_are_released_dependencies_first() {
+    let c = Cluster::seeded("sel-named").await;
+    create(&c, "a-db", &[], &[]).await;
+    create(&c, "b-web", &["a-db"], &[]).await;
+    let flags = c.handoff_flags();
+    // Named in dependency order: fenced in that order, b-web would be released first.
+    let mut argv = args(&flags, &["run", "a-db", "b-web"]);
+    argv.extend(["--", "true"]);
+    let out = c.run(&argv).await;
+    let err = stderr(&out);
+    assert_eq!(code(&out), 0, "{err}");
+    assert_eq!(released(&err), ["a-db", "b-web", PARENT], "{err}");
+}
