@@ -204,6 +204,17 @@ impl Tally {
                     self.overheads.push(o);
                 }
             }
+            if r.main != Some(0) || r.post != Some(0) {
+                let why = j.verdict.as_ref().map_or("EJECTED", |w| *w);
+                eprintln!(
+                    "soak:   {} main {}: {} | post {}: {} ({why})",
+                    r.holder,
+                    code(r.main),
+                    r.main_error(),
+                    code(r.post),
+                    r.post_error()
+                );
+            }
             if let Err(why) = &j.verdict {
                 self.ejections += 1;
                 eprintln!(

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fault_proxy::Proxy;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 use tokio::sync::{Mutex, watch};
@@ -16,7 +17,7 @@ use super::judge::{Facts, classify};
 use super::schedule::{Fault, Group};
 use crate::chaos::cell::{PARENT, Site, TARGET};
 use crate::chaos::nemesis::checker::{self, Outcome};
-use crate::chaos::nemesis::history::Recorder;
+use crate::chaos::nemesis::history::{Recorder, WORK};
 use crate::chaos::restart::plane::Plane;
 
 /// What the group runs against.
@@ -60,20 +61,26 @@ pub struct Played {
 pub async fn play(env: &Env, g: &Group) -> anyhow::Result<Played> {
     let members = [PARENT, TARGET];
     let ns = env.ctx.namespace.clone();
-    let recorder = Recorder::start(&env.client, &ns, &members).await?;
+    // The work ConfigMap names no holder when the group starts: the recorder's first events
+    // are the objects as they are, and the last group's last write is no write of this one.
+    let body = serde_json::json!({ "data": { "holder": "", "seq": format!("group-{}", g.index) } });
+    Api::<ConfigMap>::namespaced(env.client.clone(), &ns)
+        .patch(WORK, &PatchParams::default(), &Patch::Merge(&body))
+        .await?;
+    let recorder = Arc::new(Recorder::start(&env.client, &ns, &members).await?);
     let (done_tx, done) = watch::channel(false);
     let mut faults = Vec::new();
     for t in g.faults.clone() {
-        let (plane, proxy, client, ns, done) = (
+        let (plane, proxy, recorder, done) = (
             env.plane.clone(),
             env.proxy.clone(),
-            env.client.clone(),
-            ns.clone(),
+            recorder.clone(),
             done.clone(),
         );
+        let site = (env.client.clone(), ns.clone());
         faults.push(tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(t.at_ms)).await;
-            inject(&plane, &proxy, &client, &ns, &t.fault, done).await
+            inject(&plane, &proxy, &recorder, &site, &t.fault, done).await
         }));
     }
     let mut jobs = Vec::new();
@@ -186,13 +193,12 @@ fn judge(ran: Ran, fired: &[Fired]) -> Judged {
 async fn inject(
     plane: &Mutex<Plane>,
     proxy: &Proxy,
-    client: &kube::Client,
-    ns: &str,
+    recorder: &Recorder,
+    (client, ns): &(kube::Client, String),
     fault: &Fault,
     mut done: watch::Receiver<bool>,
 ) -> anyhow::Result<Option<Fired>> {
     let kind = fault.kind();
-    let from = Instant::now();
     let fired = |from: Instant| {
         Some(Fired {
             kind,
@@ -203,6 +209,10 @@ async fn inject(
     match fault {
         Fault::Restart { down_ms } => {
             let mut p = plane.lock().await;
+            // The history holds every write so far before the server goes down (a restarted
+            // server's watch cache starts at the current revision; the recorder lists again).
+            let _ = recorder.catch_up(client, ns, &[PARENT, TARGET]).await;
+            let from = Instant::now();
             p.stop().await?;
             tokio::time::sleep(Duration::from_millis(*down_ms)).await;
             p.spawn().await?;
