@@ -227,6 +227,12 @@ async fn inject(
                     return Ok(fired(Instant::now()));
                 }
                 if *done.borrow() {
+                    // Never reached in this group: disarmed (a zero delay forwards it), or it
+                    // would hang a request of a later group that injected nothing.
+                    proxy.arm_on(request, at, fault_proxy::Fault::Delay(Duration::ZERO));
+                    if count() >= at {
+                        return Ok(fired(Instant::now()));
+                    }
                     return Ok(None);
                 }
                 tokio::select! {

@@ -319,7 +319,9 @@ pub async fn run(ctx: &Ctx, job: &Job) -> anyhow::Result<Ran> {
         }
     };
     let t1 = Instant::now();
-    let state = parse_file_commands(&std::fs::read_to_string(dir.join("main-state"))?);
+    // Empty when node never got as far as saving it (the post step then has nothing to do).
+    let state =
+        parse_file_commands(&std::fs::read_to_string(dir.join("main-state")).unwrap_or_default());
     let holder = state.get("holder").cloned().unwrap_or_default();
     // The post step: the same inputs, the main step's state as STATE_*, fresh files.
     let mut env = base;

@@ -45,12 +45,13 @@ pub struct Facts {
 /// Exit codes a fault of `kind` may cause, as documented (README, "Exit codes"): an API
 /// server restart or a hung connection: 3 (a refusal found after a lost answer, nothing
 /// changed), 4 (a bounded wait did not settle), 6 (API error, Lease lost), 7 (cleanup
-/// failed); a person's `flux resume`: 8 (pause broken), 7.
+/// failed); a person's `flux resume`: 8 (pause broken while the command ran), 4 (before the
+/// command: the stable-pause proof cannot settle on an unsuspended member), 7.
 #[must_use]
 pub fn documented(kind: &str) -> &'static [i32] {
     match kind {
         "restart" | "hang" => &[3, 4, 6, 7],
-        "flux_resume" => &[7, 8],
+        "flux_resume" => &[4, 7, 8],
         _ => &[],
     }
 }
