@@ -141,6 +141,23 @@ async fn main() -> ExitCode {
     }
 }
 
+/// The merge-queue soak on a control plane of its own; whether it passed.
+async fn soak(args: &Args, s: &Settings) -> anyhow::Result<bool> {
+    let (Some(action), Some(plane_dir)) = (args.action.clone(), args.plane_dir.clone()) else {
+        bail!("--soak needs --action and --plane-dir");
+    };
+    let o = chaos::soak::Options {
+        seed: args.seed.unwrap_or(1),
+        jobs: args.jobs,
+        group: args.group,
+        action,
+        plane_dir,
+    };
+    let passed = chaos::soak::run(s, &o).await?;
+    let _ = std::fs::remove_dir_all(&s.scratch);
+    Ok(passed)
+}
+
 /// Runs the scenarios; whether every one of them found nothing wrong.
 async fn run() -> anyhow::Result<bool> {
     testkit::install_crypto();
@@ -164,19 +181,7 @@ async fn run() -> anyhow::Result<bool> {
         crds: args.crds.clone(),
     };
     if args.soak {
-        let (Some(action), Some(plane_dir)) = (args.action.clone(), args.plane_dir.clone()) else {
-            bail!("--soak needs --action and --plane-dir");
-        };
-        let o = chaos::soak::Options {
-            seed: args.seed.unwrap_or(1),
-            jobs: args.jobs,
-            group: args.group,
-            action,
-            plane_dir,
-        };
-        let passed = chaos::soak::run(&s, &o).await?;
-        let _ = std::fs::remove_dir_all(&s.scratch);
-        return Ok(passed);
+        return soak(&args, &s).await;
     }
     // The admin token every CLI run carries must never be printed either.
     let admin = testkit::admin_config().await?;

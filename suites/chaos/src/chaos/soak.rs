@@ -148,25 +148,7 @@ pub async fn run(s: &Settings, o: &Options) -> anyhow::Result<bool> {
         eprintln!("soak: SECRET seed={} {}", o.seed, f.text);
     }
     env.plane.lock().await.stop().await?;
-    let figures = tally.figures();
-    eprintln!("soak: exits: {}", tally.exits.join(", "));
-    eprintln!(
-        "soak: faults fired: restart={} hang={} flux_resume={} cancels={}",
-        tally.fired("restart"),
-        tally.fired("hang"),
-        tally.fired("flux_resume"),
-        tally.cancels
-    );
-    eprintln!(
-        "soak: overhead over all {} jobs that reached their command's end: p50={}ms p99={}ms; \
-         main step p50={}ms",
-        tally.all_overheads.len(),
-        percentile(&tally.all_overheads, 50),
-        percentile(&tally.all_overheads, 99),
-        percentile(&tally.main_ms, 50),
-    );
-    eprintln!("soak: {}", leaks.line);
-    eprintln!("soak: wall time {:.0}s", started.elapsed().as_secs_f64());
+    let figures = tally.report(&leaks.line, started);
     println!("{}", figures.line());
     Ok(figures.passed() && leaks.findings.is_empty())
 }
@@ -246,9 +228,33 @@ impl Tally {
             t0.elapsed().as_secs_f64()
         );
         self.exits.extend(p.jobs.iter().map(|j| match &j.verdict {
-            Ok(why) => format!("{why}"),
+            Ok(why) => (*why).to_string(),
             Err(_) => "EJECTED".into(),
         }));
+    }
+
+    /// Prints the counts behind the figures on stderr; the figures.
+    fn report(&mut self, leaks: &str, started: Instant) -> Figures {
+        let figures = self.figures();
+        eprintln!("soak: exits: {}", self.exits.join(", "));
+        eprintln!(
+            "soak: faults fired: restart={} hang={} flux_resume={} cancels={}",
+            self.fired("restart"),
+            self.fired("hang"),
+            self.fired("flux_resume"),
+            self.cancels
+        );
+        eprintln!(
+            "soak: overhead over all {} jobs that reached their command's end: p50={}ms \
+             p99={}ms; main step p50={}ms",
+            self.all_overheads.len(),
+            percentile(&self.all_overheads, 50),
+            percentile(&self.all_overheads, 99),
+            percentile(&self.main_ms, 50),
+        );
+        eprintln!("soak: {leaks}");
+        eprintln!("soak: wall time {:.0}s", started.elapsed().as_secs_f64());
+        figures
     }
 
     fn fired(&self, kind: &str) -> usize {

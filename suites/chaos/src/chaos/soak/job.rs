@@ -19,9 +19,9 @@ use super::judge::Cancel;
 use super::schedule::{COMMAND_FAILS_WITH, Job};
 use crate::chaos::nemesis::work;
 
-/// The runner waits this long after SIGINT before SIGTERM (ProcessInvoker `_sigintTimeout`).
+/// The runner waits this long after SIGINT before SIGTERM (`ProcessInvoker`'s `_sigintTimeout`).
 pub const SIGINT_TIMEOUT: Duration = Duration::from_millis(7_500);
-/// And this long after SIGTERM before SIGKILL (ProcessInvoker `_sigtermTimeout`).
+/// And this long after SIGTERM before SIGKILL (`ProcessInvoker`'s `_sigtermTimeout`).
 pub const SIGTERM_TIMEOUT: Duration = Duration::from_millis(2_500);
 /// A main step still running at this bound is cancelled as a runner's `timeout-minutes`
 /// would, and counted as an ejection (it is far beyond any queue's wait).
@@ -51,6 +51,13 @@ pub struct Ctx {
 
 /// One line a step printed, and when.
 pub type Line = (Instant, String);
+
+/// A started step: node, the lines it printed so far, and the threads reading its pipes.
+type Started = (
+    Child,
+    Arc<Mutex<Vec<Line>>>,
+    Vec<std::thread::JoinHandle<()>>,
+);
 
 /// How one job went.
 #[derive(Debug, Clone)]
@@ -211,15 +218,7 @@ fn step_files(dir: &Path, step: &str) -> anyhow::Result<Vec<(String, String)>> {
 }
 
 /// Starts node on `script` with exactly `env`; its lines go to a shared list.
-fn start(
-    ctx: &Ctx,
-    script: &str,
-    env: &[(String, String)],
-) -> anyhow::Result<(
-    Child,
-    Arc<Mutex<Vec<Line>>>,
-    Vec<std::thread::JoinHandle<()>>,
-)> {
+fn start(ctx: &Ctx, script: &str, env: &[(String, String)]) -> anyhow::Result<Started> {
     let mut c = Command::new("node");
     c.arg(ctx.action.join(script))
         .env_clear()
@@ -310,13 +309,12 @@ pub async fn run(ctx: &Ctx, job: &Job) -> anyhow::Result<Ran> {
     let (mut child, main_lines, main_readers) = start(ctx, "main.js", &env)?;
     let t0 = Instant::now();
     let planned = job.cancel_ms.map_or(MAIN_BOUND, Duration::from_millis);
-    let (status, cancelled, timed_out) = match wait_for(&mut child, planned.min(MAIN_BOUND)).await?
-    {
-        Some(st) => (st, None, false),
-        None => {
-            let (c, st) = cancel(&mut child).await?;
-            (st, Some(c), job.cancel_ms.is_none())
-        }
+    let ended = wait_for(&mut child, planned.min(MAIN_BOUND)).await?;
+    let (status, cancelled, timed_out) = if let Some(st) = ended {
+        (st, None, false)
+    } else {
+        let (c, st) = cancel(&mut child).await?;
+        (st, Some(c), job.cancel_ms.is_none())
     };
     let t1 = Instant::now();
     // Empty when node never got as far as saving it (the post step then has nothing to do).
@@ -329,13 +327,12 @@ pub async fn run(ctx: &Ctx, job: &Job) -> anyhow::Result<Ran> {
     env.extend(state.iter().map(|(k, v)| (format!("STATE_{k}"), v.clone())));
     let (mut post, post_lines, post_readers) = start(ctx, "post.js", &env)?;
     let p0 = Instant::now();
-    let post_status = match wait_for(&mut post, POST_BOUND).await? {
-        Some(st) => st.code(),
-        None => {
-            post.kill()?;
-            post.wait()?;
-            None
-        }
+    let post_status = if let Some(st) = wait_for(&mut post, POST_BOUND).await? {
+        st.code()
+    } else {
+        post.kill()?;
+        post.wait()?;
+        None
     };
     let p1 = Instant::now();
     let main_lines = drain(main_readers, &main_lines, Duration::from_secs(10)).await;
@@ -372,8 +369,8 @@ pub fn queued(lines: &[Line]) -> u64 {
     }
 }
 
-/// `name=value` lines and `name<<delimiter` blocks of a runner's file command (GITHUB_STATE,
-/// GITHUB_OUTPUT); the last value of a name wins.
+/// `name=value` lines and `name<<delimiter` blocks of a runner's file command (`GITHUB_STATE`,
+/// `GITHUB_OUTPUT`); the last value of a name wins.
 #[must_use]
 pub fn parse_file_commands(text: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();

@@ -20,7 +20,7 @@ fn with(main: i32, change: impl FnOnce(&mut Facts)) -> Facts {
 }
 
 #[test]
-fn soak_ejection_classification_table() {
+fn soak_jobs_the_tool_did_not_lose_table() {
     let kept: Vec<(&str, Facts)> = vec![
         ("success", clean(Some(0))),
         ("the command failed", with(42, |f| f.command = Some(42))),
@@ -80,6 +80,10 @@ fn soak_ejection_classification_table() {
     for (what, f) in &kept {
         assert!(classify(f).is_ok(), "{what}: {:?}", classify(f));
     }
+}
+
+#[test]
+fn soak_ejections_table() {
     let ejected: Vec<(&str, Facts, &str)> = vec![
         ("busy Lease", with(3, |f| f.lease_busy = true), "only busy"),
         (
