@@ -154,7 +154,12 @@ pub fn run(flags: &Flags) -> anyhow::Result<()> {
 }
 
 fn bin(flags: &Flags, name: &str) -> PathBuf {
-    let dir = if flags.dev { "debug" } else { "release" };
+    built(flags.dev, name)
+}
+
+/// Where the build of `cargo xtask chaos` (and `soak`) leaves binary `name`.
+pub fn built(dev: bool, name: &str) -> PathBuf {
+    let dir = if dev { "debug" } else { "release" };
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .filter(|d| !d.is_empty())
         .map_or_else(|| paths::root().join("target"), |d| paths::root().join(d));

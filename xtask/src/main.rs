@@ -18,6 +18,10 @@
 //! - `cargo xtask layers` — no import circle between the files of handoff-cli's `src/`.
 //! - `cargo xtask actionlint` — actionlint (built and cached) on the action and `docs/*.yml`.
 //! - `cargo xtask verify [--quick]` — the model check of the handoff protocol.
+//! - `cargo xtask chaos [--quick] [--only S,S]` / `chaos --nemesis [--seeds N] [--seed S]` — the
+//!   chaos suite and the randomized nemesis (docs/chaos.md).
+//! - `cargo xtask soak [--jobs N] [--seed S] [--group G] [--dev]` — the merge-queue soak: N
+//!   deploy jobs through the GitHub Action under cancels and faults (docs/chaos.md, "Soak").
 
 mod actionlint;
 mod api;
@@ -39,6 +43,7 @@ mod paths;
 mod proc;
 mod publish;
 mod realflux;
+mod soak;
 mod verify;
 
 use std::process::ExitCode;
@@ -162,6 +167,14 @@ commands:
                           janitors under random faults, each history judged by the API
                           server's order; ends `nemesis: seeds=N operations=N faults=N
                           violations=N`. Seeds 1..N (default 10), or S..S+N. ci runs a quick one
+  soak [--jobs N] [--seed S] [--group G] [--dev]
+                          the merge-queue soak: N deploy jobs (default 200) through the GitHub
+                          Action (node main.js, then post.js), queued on one Lease in groups
+                          of 2-4, under the runner's cancels, API server restarts, hung
+                          connections and a person's flux resume, on a control plane of its
+                          own; ends `soak: jobs=N ejections=N leaked_fences=N
+                          work_outside_pause=N overhead_p50_ms=N overhead_p99_ms=N`. --group G
+                          replays one group of the seed's schedule. ci runs --jobs 20
 
 environment:
   FLUX_HANDOFF_CLUSTER_DIR  state directory of `cluster up|down|check` (default
@@ -170,6 +183,8 @@ environment:
 
 /// Seeds of the nemesis in `ci` (about 3 minutes here; docs/chaos.md has the figures).
 const NEMESIS_CI_SEEDS: &str = "12";
+/// Jobs of the soak in `ci` (docs/chaos.md, "Soak", has the figures).
+const SOAK_CI_JOBS: &str = "20";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -197,6 +212,14 @@ fn main() -> ExitCode {
         },
         ["chaos", flags @ ..] => match chaos::Flags::parse(flags) {
             Ok(f) => chaos::run(&f),
+            Err(e) => {
+                eprintln!("xtask: {e}");
+                eprint!("{USAGE}");
+                return ExitCode::from(2);
+            }
+        },
+        ["soak", flags @ ..] => match soak::Flags::parse(flags) {
+            Ok(f) => soak::run(&f),
             Err(e) => {
                 eprintln!("xtask: {e}");
                 eprint!("{USAGE}");
@@ -377,6 +400,8 @@ fn ci() -> anyhow::Result<()> {
         NEMESIS_CI_SEEDS,
         "--dev",
     ])?)?;
+    // The merge-queue soak's quick run: a fixed seed, so a red CI names a group that replays.
+    soak::run(&soak::Flags::parse(&["--jobs", SOAK_CI_JOBS, "--dev"])?)?;
     ci_real()?;
     ci_eso()
 }

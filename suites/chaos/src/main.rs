@@ -12,7 +12,8 @@
 //!
 //! Usage: `flux-chaos --handoff-bin PATH [--launcher PATH --crds DIR] [--quick] [--out DIR]
 //! [--only S,S]`, or `--nemesis [--seeds N] [--seed S]` for the randomized campaign instead of
-//! the scenarios (`chaos/nemesis.rs`).
+//! the scenarios (`chaos/nemesis.rs`), or `--soak [--jobs N] [--seed S] [--group G] --action DIR
+//! --plane-dir DIR` for the merge-queue soak through the GitHub Action (`chaos/soak.rs`).
 
 mod chaos;
 
@@ -70,14 +71,31 @@ struct Args {
     /// Nemesis: how many seeds (default 1 with --seed, else 10).
     #[arg(long, value_name = "N", requires = "nemesis")]
     seeds: Option<u64>,
-    /// Nemesis: the first seed (default 1).
-    #[arg(long, value_name = "S", requires = "nemesis")]
+    /// Nemesis: the first seed (default 1). Soak: the seed of the schedule (default 1).
+    #[arg(long, value_name = "S")]
     seed: Option<u64>,
     /// Nemesis: a deliberate mutant that must be caught (`rogue`: a work write naming a holder
     /// whose fences are not in place).
     #[arg(long, value_name = "NAME", hide = true, requires = "nemesis",
           value_parser = clap::builder::PossibleValuesParser::new(["rogue"]))]
     mutant: Option<String>,
+    /// Run the merge-queue soak (deploy jobs through the GitHub Action) instead of the
+    /// scenarios.
+    #[arg(long, conflicts_with = "nemesis")]
+    soak: bool,
+    /// Soak: how many jobs.
+    #[arg(long, value_name = "N", default_value_t = 200, requires = "soak")]
+    jobs: usize,
+    /// Soak: play only this group of the schedule (a replay).
+    #[arg(long, value_name = "G", requires = "soak")]
+    group: Option<usize>,
+    /// Soak: the repository's `action/` directory.
+    #[arg(long, value_name = "DIR", requires = "soak")]
+    action: Option<PathBuf>,
+    /// Soak: the state directory of its control plane (`FLUX_HANDOFF_KUBECONFIG` names
+    /// `<DIR>/envtest/kubeconfig`).
+    #[arg(long, value_name = "DIR", requires = "soak")]
+    plane_dir: Option<PathBuf>,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -92,6 +110,9 @@ fn parse_args() -> anyhow::Result<Args> {
             "unknown scenario {bad}; the scenarios are {}",
             SCENARIOS.join(",")
         );
+    }
+    if args.seed.is_some() && !args.nemesis && !args.soak {
+        bail!("--seed needs --nemesis or --soak");
     }
     Ok(args)
 }
@@ -120,6 +141,23 @@ async fn main() -> ExitCode {
     }
 }
 
+/// The merge-queue soak on a control plane of its own; whether it passed.
+async fn soak(args: &Args, s: &Settings) -> anyhow::Result<bool> {
+    let (Some(action), Some(plane_dir)) = (args.action.clone(), args.plane_dir.clone()) else {
+        bail!("--soak needs --action and --plane-dir");
+    };
+    let o = chaos::soak::Options {
+        seed: args.seed.unwrap_or(1),
+        jobs: args.jobs,
+        group: args.group,
+        action,
+        plane_dir,
+    };
+    let passed = chaos::soak::run(s, &o).await?;
+    let _ = std::fs::remove_dir_all(&s.scratch);
+    Ok(passed)
+}
+
 /// Runs the scenarios; whether every one of them found nothing wrong.
 async fn run() -> anyhow::Result<bool> {
     testkit::install_crypto();
@@ -142,6 +180,9 @@ async fn run() -> anyhow::Result<bool> {
         launcher: args.launcher.clone(),
         crds: args.crds.clone(),
     };
+    if args.soak {
+        return soak(&args, &s).await;
+    }
     // The admin token every CLI run carries must never be printed either.
     let admin = testkit::admin_config().await?;
     if let Some(token) = &admin.auth_info.token {

@@ -31,6 +31,7 @@ pub mod recorder;
 pub mod restart;
 pub mod security;
 pub mod signals;
+pub mod soak;
 pub mod writer;
 
 use std::path::PathBuf;

@@ -17,8 +17,8 @@
 //! runs, lets the command exit, stops the server, then SIGCONTs the CLI, so the release starts
 //! against a server that is down (deterministic, not timing-based).
 
-mod mini;
-mod plane;
+pub(crate) mod mini;
+pub(crate) mod plane;
 
 use std::time::Duration;
 

@@ -109,10 +109,19 @@ impl Recorder {
             {
                 return Ok(());
             }
-            anyhow::ensure!(
-                tokio::time::Instant::now() < deadline,
-                "the watches did not catch up with the server within 15 s"
-            );
+            if tokio::time::Instant::now() >= deadline {
+                let missing: Vec<u64> = want
+                    .iter()
+                    .flatten()
+                    .filter(|rv| !seen.iter().any(|e| e.rv == **rv))
+                    .copied()
+                    .collect();
+                let last = seen.iter().map(|e| e.rv).max().unwrap_or_default();
+                anyhow::bail!(
+                    "the watches did not catch up with the server within 15 s: versions {missing:?} \
+                     not seen (the newest seen is {last})"
+                );
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -131,12 +140,31 @@ async fn follow(
 ) {
     loop {
         let wp = WatchParams::default().timeout(10);
-        let Ok(stream) = api.watch(&wp, &rv).await else {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            continue;
+        let stream = match api.watch(&wp, &rv).await {
+            Ok(s) => s,
+            Err(kube::Error::Api(s)) if s.code == 410 => {
+                relist(&api, &mut rv, object.as_ref(), (&events, &members)).await;
+                continue;
+            }
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
         };
         let mut stream = std::pin::pin!(stream);
-        while let Some(Ok(e)) = stream.next().await {
+        // Bounded on this side too (the server ends a watch after 10 s): a connection cut by
+        // a restart without a FIN would otherwise hold the history still.
+        while let Ok(Some(item)) =
+            tokio::time::timeout(Duration::from_secs(12), stream.next()).await
+        {
+            let e = match item {
+                Ok(e) => e,
+                Err(kube::Error::Api(s)) if s.code == 410 => {
+                    relist(&api, &mut rv, object.as_ref(), (&events, &members)).await;
+                    break;
+                }
+                Err(_) => break,
+            };
             let (o, deleted) = match e {
                 WatchEvent::Added(o) | WatchEvent::Modified(o) => (o, false),
                 WatchEvent::Deleted(o) => (o, true),
@@ -144,8 +172,10 @@ async fn follow(
                     rv = b.metadata.resource_version;
                     continue;
                 }
-                // A version too old to watch from cannot happen within one seed's seconds;
-                // were it to, the catch-up's bound reports the gap.
+                WatchEvent::Error(e) if e.code == 410 => {
+                    relist(&api, &mut rv, object.as_ref(), (&events, &members)).await;
+                    break;
+                }
                 WatchEvent::Error(_) => break,
             };
             if let Some(v) = &o.metadata.resource_version {
@@ -153,6 +183,27 @@ async fn follow(
             }
             push(&events, object.as_ref(), &members, &o, deleted);
         }
+    }
+}
+
+/// After "too old resource version" (410), what a restarted API server answers: its watch
+/// cache starts at the current revision. Nothing was written while it was down, so the
+/// objects as a list shows them now continue the history, and the watch goes on from the
+/// list's version. (Within one seed's seconds nothing else makes a version too old.)
+async fn relist(
+    api: &Api<DynamicObject>,
+    rv: &mut String,
+    object: Option<&Object>,
+    (events, members): (&Mutex<Vec<Event>>, &[String]),
+) {
+    match api.list(&ListParams::default()).await {
+        Ok(list) => {
+            for o in &list.items {
+                push(events, object, members, o, false);
+            }
+            *rv = list.metadata.resource_version.unwrap_or_default();
+        }
+        Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
     }
 }
 

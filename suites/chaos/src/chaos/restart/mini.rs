@@ -14,8 +14,8 @@ use crate::chaos::cell::{PARENT, Site, TARGET};
 use crate::chaos::{Finding, Kind};
 
 /// What `Cell` is, on the restartable plane: a seeded namespace, its model and a [`Site`].
-pub(super) struct Mini {
-    pub(super) model: ModelHandle,
+pub(crate) struct Mini {
+    pub(crate) model: ModelHandle,
     site: Site,
 }
 
@@ -28,7 +28,7 @@ impl std::ops::Deref for Mini {
 }
 
 impl Mini {
-    pub(super) async fn new(s: &Settings, plane: &Plane, client: &Client) -> anyhow::Result<Self> {
+    pub(crate) async fn new(s: &Settings, plane: &Plane, client: &Client) -> anyhow::Result<Self> {
         let ns = format!("chaos-restart-{}", testkit::random_suffix(6));
         let meta = ObjectMeta {
             name: Some(ns.clone()),
@@ -54,7 +54,7 @@ impl Mini {
     }
 
     /// Object `name` carries a fence (polled while the server is up).
-    pub(super) async fn fenced(&self, name: &str) -> anyhow::Result<bool> {
+    pub(crate) async fn fenced(&self, name: &str) -> anyhow::Result<bool> {
         let o = self.get(name).await?;
         Ok(o.pointer("/metadata/annotations")
             .and_then(Value::as_object)
@@ -63,7 +63,7 @@ impl Mini {
 
     /// The model still watches after the restart: a `requestedAt` written through the
     /// restarted server is reconciled.
-    pub(super) async fn model_alive(&self) -> Vec<Finding> {
+    pub(crate) async fn model_alive(&self) -> Vec<Finding> {
         let mark = self.model.mark();
         let api = flux_suspend::object::api(
             &self.client,

@@ -9,24 +9,24 @@ use anyhow::{Context, bail};
 use kube::Client;
 
 /// Sends signal `sig` (`TERM`, `KILL`, ...) to `pid`.
-pub(super) fn signal(sig: &str, pid: u32) -> anyhow::Result<()> {
+pub(crate) fn signal(sig: &str, pid: u32) -> anyhow::Result<()> {
     testkit::signal::to_process(pid, sig).with_context(|| format!("SIG{sig} to {pid}"))
 }
 /// A control plane of this scenario's own, restartable on the same ports and data.
-pub(super) struct Plane {
+pub(crate) struct Plane {
     launcher: PathBuf,
     crds: PathBuf,
     state: PathBuf,
     port: u16,
     etcd_port: u16,
     child: Option<std::process::Child>,
-    pub(super) kubeconfig: PathBuf,
+    pub(crate) kubeconfig: PathBuf,
     /// The kubeconfig's text after the first start: every restart must serve the same.
     first: String,
 }
 
 impl Plane {
-    pub(super) async fn start(launcher: &Path, crds: &Path, state: &Path) -> anyhow::Result<Self> {
+    pub(crate) async fn start(launcher: &Path, crds: &Path, state: &Path) -> anyhow::Result<Self> {
         if state.exists() {
             std::fs::remove_dir_all(state)?;
         }
@@ -46,20 +46,20 @@ impl Plane {
         Ok(p)
     }
 
-    pub(super) fn token(&self) -> anyhow::Result<String> {
+    pub(crate) fn token(&self) -> anyhow::Result<String> {
         Ok(std::fs::read_to_string(
             self.state.join("envtest/admin.token"),
         )?)
     }
 
-    pub(super) async fn client(&self) -> anyhow::Result<Client> {
+    pub(crate) async fn client(&self) -> anyhow::Result<Client> {
         Ok(Client::try_from(
             testkit::config_from(&self.kubeconfig).await?,
         )?)
     }
 
     /// Starts the launcher and waits for its ready line.
-    pub(super) async fn spawn(&mut self) -> anyhow::Result<()> {
+    pub(crate) async fn spawn(&mut self) -> anyhow::Result<()> {
         let out = self.state.join("stdout");
         let child = std::process::Command::new(&self.launcher)
             .arg("--dir")
@@ -103,7 +103,7 @@ impl Plane {
     /// process up while watches stay open, so after 1 s a second SIGTERM makes it exit at once
     /// (main.go: "a second one exits the process at once"), as a restart that stops waiting
     /// for its clients does; SIGKILL after 30 s.
-    pub(super) async fn stop(&mut self) -> anyhow::Result<()> {
+    pub(crate) async fn stop(&mut self) -> anyhow::Result<()> {
         let Some(mut child) = self.child.take() else {
             return Ok(());
         };
@@ -125,7 +125,7 @@ impl Plane {
         Ok(())
     }
 
-    pub(super) async fn restart(&mut self, downtime: Duration) -> anyhow::Result<()> {
+    pub(crate) async fn restart(&mut self, downtime: Duration) -> anyhow::Result<()> {
         self.stop().await?;
         tokio::time::sleep(downtime).await;
         self.spawn().await

@@ -1,0 +1,279 @@
+//! The merge-queue soak (issue 36, item 3): N emulated deploy jobs through the GitHub Action
+//! (`node action/main.js`, then `node action/post.js`), in overlapping groups of 2–4 queued on
+//! one Lease with `--wait-lease`, with random runner cancels, API server restarts, hung
+//! connections and a person's `flux resume` ([`schedule`]).
+//!
+//! The soak runs on a control plane of its own (the restart scenario's [`Plane`]: fixed
+//! ports and data, so a restart serves the same address), one seeded namespace with the
+//! controller model, the fault proxy in front of the API server for every job. Each job's
+//! command is the nemesis's work ([`crate::chaos::nemesis::work`]): writes the server orders
+//! with the fence writes. Per group the nemesis's history recorder and checker judge I1 (work
+//! outside a proven pause) and I2 (fences or a Lease left that no step reported), and
+//! [`judge::classify`] judges each job's exits.
+//!
+//! The last line is `soak: jobs=N ejections=N leaked_fences=N work_outside_pause=N
+//! overhead_p50_ms=N overhead_p99_ms=N`; each ejection or violation is printed with its seed,
+//! its group and the command that replays that group.
+
+pub mod group;
+pub mod job;
+pub mod judge;
+pub mod schedule;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
+
+use super::Settings;
+use super::nemesis::history::WORK;
+use super::restart::mini::Mini;
+use super::restart::plane::Plane;
+use group::{Env, Played};
+use judge::{Figures, percentile};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub seed: u64,
+    pub jobs: usize,
+    /// Play only this group of the plan (a replay).
+    pub group: Option<usize>,
+    /// The repository's `action/` directory.
+    pub action: PathBuf,
+    /// The control plane's state directory; its kubeconfig is `<dir>/envtest/kubeconfig`,
+    /// which `FLUX_HANDOFF_KUBECONFIG` must name (the fault proxy and the work read it).
+    pub plane_dir: PathBuf,
+}
+
+/// The command that replays group `g` of `o`'s plan.
+#[must_use]
+pub fn replay(o: &Options, g: usize) -> String {
+    format!(
+        "cargo xtask soak --jobs {} --seed {} --group {g} --dev",
+        o.jobs, o.seed
+    )
+}
+
+/// Runs the soak; whether it passed.
+pub async fn run(s: &Settings, o: &Options) -> anyhow::Result<bool> {
+    let started = Instant::now();
+    let (Some(launcher), Some(crds)) = (&s.launcher, &s.crds) else {
+        bail!("the soak needs --launcher and --crds: it runs a control plane it restarts");
+    };
+    let plane = Plane::start(launcher, crds, &o.plane_dir).await?;
+    let expected = testkit::plane::kubeconfig()?;
+    if expected != plane.kubeconfig {
+        bail!(
+            "{} must name {} (the soak's own control plane), not {}",
+            testkit::plane::KUBECONFIG_ENV,
+            plane.kubeconfig.display(),
+            expected.display()
+        );
+    }
+    super::secret(plane.token()?.trim());
+    let client = plane.client().await?;
+    let mini = Mini::new(s, &plane, &client).await?;
+    eprintln!(
+        "soak: control plane up, namespace {} ({:.0}s)",
+        mini.namespace,
+        started.elapsed().as_secs_f64()
+    );
+    let cm: ConfigMap =
+        serde_json::from_value(serde_json::json!({ "metadata": { "name": WORK } }))?;
+    Api::<ConfigMap>::namespaced(client.clone(), &mini.namespace)
+        .create(&PostParams::default(), &cm)
+        .await?;
+    let proxy = fault_proxy::Proxy::start().await?;
+    let kubeconfig = mini.dir.join("kubeconfig-soak");
+    proxy.write_kubeconfig(&kubeconfig)?;
+    let site = Arc::new(crate::chaos::cell::Site::new(
+        s,
+        client.clone(),
+        &mini.namespace,
+        plane.kubeconfig.clone(),
+    )?);
+    let env = Env {
+        ctx: job::Ctx {
+            action: o.action.clone(),
+            handoff_bin: s.bin.clone(),
+            kubeconfig,
+            direct: plane.kubeconfig.clone(),
+            config: site.config.clone(),
+            namespace: mini.namespace.clone(),
+            dir: mini.dir.join("jobs"),
+            seed: o.seed,
+        },
+        plane: Arc::new(tokio::sync::Mutex::new(plane)),
+        proxy: Arc::new(proxy),
+        client: client.clone(),
+        site,
+    };
+    let plan = schedule::plan(o.seed, o.jobs);
+    let mut tally = Tally::default();
+    for g in &plan.groups {
+        if o.group.is_some_and(|only| only != g.index) {
+            continue;
+        }
+        let jobs: Vec<String> = g
+            .jobs
+            .iter()
+            .map(|j| {
+                let cancel = j
+                    .cancel_ms
+                    .map(|c| format!(" cancel@{c}ms"))
+                    .unwrap_or_default();
+                let fails = if j.fails { " fails" } else { "" };
+                format!("#{}@{}ms w{}{fails}{cancel}", j.index, j.at_ms, j.writes)
+            })
+            .collect();
+        let faults: Vec<String> = g
+            .faults
+            .iter()
+            .map(|t| format!("{}@{}ms", t.fault, t.at_ms))
+            .collect();
+        eprintln!("soak: group {}: jobs {jobs:?} faults {faults:?}", g.index);
+        let t0 = Instant::now();
+        let played = group::play(&env, g)
+            .await
+            .with_context(|| format!("soak seed {} group {}", o.seed, g.index))?;
+        tally.add(o, g.index, &played, t0);
+    }
+    mini.model.shutdown().await;
+    let leaks = super::leaks::scan(&client).await?;
+    for f in &leaks.findings {
+        eprintln!("soak: SECRET seed={} {}", o.seed, f.text);
+    }
+    env.plane.lock().await.stop().await?;
+    let figures = tally.report(&leaks.line, started);
+    println!("{}", figures.line());
+    Ok(figures.passed() && leaks.findings.is_empty())
+}
+
+/// Counts over the groups.
+#[derive(Debug, Default)]
+struct Tally {
+    jobs: usize,
+    ejections: usize,
+    leaked: usize,
+    outside: usize,
+    cancels: usize,
+    /// Undisturbed jobs (exit 0, no cancel, no fault in their window).
+    overheads: Vec<u64>,
+    all_overheads: Vec<u64>,
+    main_ms: Vec<u64>,
+    fired: Vec<&'static str>,
+    exits: Vec<String>,
+}
+
+impl Tally {
+    fn add(&mut self, o: &Options, g: usize, p: &Played, t0: Instant) {
+        let mut exits = Vec::new();
+        for j in &p.jobs {
+            let r = &j.ran;
+            self.jobs += 1;
+            self.cancels += usize::from(r.cancel.is_some());
+            self.main_ms.push(r.main_ms());
+            let code = |c: Option<i32>| c.map_or_else(|| "killed".into(), |c| c.to_string());
+            exits.push(format!("{}:{}/{}", r.holder, code(r.main), code(r.post)));
+            if let Some((_, command_ms)) = r.command {
+                let o = judge::overhead_ms(r.main_ms(), command_ms, r.queued_ms);
+                self.all_overheads.push(o);
+                if r.main == Some(0) && r.cancel.is_none() && j.faults.is_empty() {
+                    self.overheads.push(o);
+                }
+            }
+            if r.main != Some(0) || r.post != Some(0) {
+                let why = j.verdict.as_ref().map_or("EJECTED", |w| *w);
+                eprintln!(
+                    "soak:   {} main {}: {} | post {}: {} ({why})",
+                    r.holder,
+                    code(r.main),
+                    r.main_error(),
+                    code(r.post),
+                    r.post_error()
+                );
+            }
+            if let Err(why) = &j.verdict {
+                self.ejections += 1;
+                eprintln!(
+                    "soak: EJECTION seed={} group={g} holder={} cancel={:?} faults={:?}: {why}",
+                    o.seed, r.holder, r.cancel, j.faults
+                );
+                eprintln!("soak:   main: {}", r.main_error());
+                eprintln!("soak:   post: {}", r.post_error());
+                eprintln!("soak:   replay: {}", replay(o, g));
+            }
+        }
+        for (text, around) in &p.outside {
+            self.outside += 1;
+            eprintln!("soak: VIOLATION seed={} group={g} I1: {text}", o.seed);
+            eprintln!("soak:   replay: {}", replay(o, g));
+            for l in around {
+                eprintln!("soak:   {l}");
+            }
+        }
+        for text in &p.leaked {
+            self.leaked += 1;
+            eprintln!("soak: LEAK seed={} group={g} I2: {text}", o.seed);
+            eprintln!("soak:   replay: {}", replay(o, g));
+        }
+        self.fired.extend(p.fired.iter().map(|f| f.kind));
+        let fired: Vec<&str> = p.fired.iter().map(|f| f.kind).collect();
+        eprintln!(
+            "soak: group {g}: {:.1}s fired {fired:?} exits(main/post) {exits:?}",
+            t0.elapsed().as_secs_f64()
+        );
+        self.exits.extend(p.jobs.iter().map(|j| match &j.verdict {
+            Ok(why) => (*why).to_string(),
+            Err(_) => "EJECTED".into(),
+        }));
+    }
+
+    /// Prints the counts behind the figures on stderr; the figures.
+    fn report(&mut self, leaks: &str, started: Instant) -> Figures {
+        let figures = self.figures();
+        eprintln!("soak: exits: {}", self.exits.join(", "));
+        eprintln!(
+            "soak: faults fired: restart={} hang={} flux_resume={} cancels={}",
+            self.fired("restart"),
+            self.fired("hang"),
+            self.fired("flux_resume"),
+            self.cancels
+        );
+        eprintln!(
+            "soak: overhead over all {} jobs that reached their command's end: p50={}ms \
+             p99={}ms; main step p50={}ms",
+            self.all_overheads.len(),
+            percentile(&self.all_overheads, 50),
+            percentile(&self.all_overheads, 99),
+            percentile(&self.main_ms, 50),
+        );
+        eprintln!("soak: {leaks}");
+        eprintln!("soak: wall time {:.0}s", started.elapsed().as_secs_f64());
+        figures
+    }
+
+    fn fired(&self, kind: &str) -> usize {
+        self.fired.iter().filter(|k| **k == kind).count()
+    }
+
+    fn figures(&mut self) -> Figures {
+        let mut by: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+        for e in &self.exits {
+            *by.entry(e.clone()).or_default() += 1;
+        }
+        self.exits = by.into_iter().map(|(k, n)| format!("{k}: {n}")).collect();
+        Figures {
+            jobs: self.jobs,
+            ejections: self.ejections,
+            leaked_fences: self.leaked,
+            work_outside_pause: self.outside,
+            overhead_p50_ms: percentile(&self.overheads, 50),
+            overhead_p99_ms: percentile(&self.overheads, 99),
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! One group played: its jobs queued on the Lease through the Action, its faults injected at
+//! their offsets, the history recorded and judged by the nemesis's checker, then whatever is
+//! left recovered so the next group starts clean.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fault_proxy::Proxy;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::Value;
+use tokio::sync::{Mutex, watch};
+
+use super::job::{self, Ctx, Ran};
+use super::judge::{Facts, classify};
+use super::schedule::{Fault, Group};
+use crate::chaos::cell::{PARENT, Site, TARGET};
+use crate::chaos::nemesis::checker::{self, Outcome};
+use crate::chaos::nemesis::history::{Recorder, WORK};
+use crate::chaos::restart::plane::Plane;
+
+/// What the group runs against.
+pub struct Env {
+    pub ctx: Ctx,
+    pub plane: Arc<Mutex<Plane>>,
+    pub proxy: Arc<Proxy>,
+    pub client: kube::Client,
+    pub site: Arc<Site>,
+}
+
+/// One injected fault: its kind and the window it acted in.
+#[derive(Debug, Clone)]
+pub struct Fired {
+    pub kind: &'static str,
+    pub from: Instant,
+    pub to: Instant,
+}
+
+/// How one job was judged.
+#[derive(Debug, Clone)]
+pub struct Judged {
+    pub ran: Ran,
+    pub verdict: Result<&'static str, String>,
+    /// Faults that acted while its main step ran.
+    pub faults: BTreeSet<&'static str>,
+}
+
+/// What one group left.
+#[derive(Debug)]
+pub struct Played {
+    pub jobs: Vec<Judged>,
+    pub fired: Vec<Fired>,
+    /// I1 violations (work outside a proven pause), with the history around each.
+    pub outside: Vec<(String, Vec<String>)>,
+    /// I2 violations and what recovery could not restore.
+    pub leaked: Vec<String>,
+}
+
+/// Plays group `g`.
+pub async fn play(env: &Env, g: &Group) -> anyhow::Result<Played> {
+    let members = [PARENT, TARGET];
+    let ns = env.ctx.namespace.clone();
+    // The work ConfigMap names no holder when the group starts: the recorder's first events
+    // are the objects as they are, and the last group's last write is no write of this one.
+    let body = serde_json::json!({ "data": { "holder": "", "seq": format!("group-{}", g.index) } });
+    Api::<ConfigMap>::namespaced(env.client.clone(), &ns)
+        .patch(WORK, &PatchParams::default(), &Patch::Merge(&body))
+        .await?;
+    let recorder = Arc::new(Recorder::start(&env.client, &ns, &members).await?);
+    let (done_tx, done) = watch::channel(false);
+    let mut faults = Vec::new();
+    for t in g.faults.clone() {
+        let (plane, proxy, recorder, done) = (
+            env.plane.clone(),
+            env.proxy.clone(),
+            recorder.clone(),
+            done.clone(),
+        );
+        let site = (env.client.clone(), ns.clone());
+        faults.push(tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(t.at_ms)).await;
+            inject(&plane, &proxy, &recorder, &site, &t.fault, done).await
+        }));
+    }
+    let mut jobs = Vec::new();
+    for j in g.jobs.clone() {
+        let ctx = env.ctx.clone();
+        jobs.push(tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(j.at_ms)).await;
+            job::run(&ctx, &j).await
+        }));
+    }
+    let mut ran = Vec::new();
+    for j in jobs {
+        ran.push(j.await??);
+    }
+    done_tx.send_replace(true);
+    let mut fired = Vec::new();
+    for f in faults {
+        fired.extend(f.await??);
+    }
+    recorder.catch_up(&env.client, &ns, &members).await?;
+    let history = recorder.events();
+    drop(recorder);
+    let outcomes: Vec<Outcome> = ran.iter().flat_map(outcomes).collect();
+    let v = checker::check(&history, &members, &outcomes);
+    let mut outside = Vec::new();
+    let mut leaked = Vec::new();
+    for x in v.violations {
+        if x.invariant == "I1" {
+            outside.push((x.text, checker::around(&history, x.rv, 12, 4)));
+        } else {
+            leaked.push(x.text);
+        }
+    }
+    leaked.extend(recover(&env.site).await?);
+    let jobs = ran.into_iter().map(|r| judge(r, &fired)).collect();
+    Ok(Played {
+        jobs,
+        fired,
+        outside,
+        leaked,
+    })
+}
+
+/// The job's two steps as the checker's outcomes: each says whether something is still held
+/// (its error lines), and neither was killed by the harness.
+fn outcomes(r: &Ran) -> [Outcome; 2] {
+    let errors = |lines: &[job::Line]| {
+        lines
+            .iter()
+            .filter(|(_, l)| l.contains("error"))
+            .map(|(_, l)| l.as_str())
+            .collect::<Vec<_>>()
+            .join(" | ")
+    };
+    [
+        Outcome {
+            holder: r.holder.clone(),
+            verb: "run",
+            code: r.main,
+            killed: false,
+            last: errors(&r.main_lines),
+        },
+        Outcome {
+            holder: r.holder.clone(),
+            verb: "post",
+            code: r.post,
+            killed: false,
+            last: errors(&r.post_lines),
+        },
+    ]
+}
+
+fn overlapping(fired: &[Fired], (a, b): (Instant, Instant)) -> BTreeSet<&'static str> {
+    fired
+        .iter()
+        .filter(|f| f.from <= b && f.to >= a)
+        .map(|f| f.kind)
+        .collect()
+}
+
+fn judge(ran: Ran, fired: &[Fired]) -> Judged {
+    let faults = overlapping(fired, ran.main_span);
+    let facts = Facts {
+        main: ran.main,
+        command: ran.command.map(|c| c.0).filter(|c| *c != 0),
+        cancel: ran.cancel,
+        faults: faults.clone(),
+        group_faulted: fired.iter().any(|f| f.from <= ran.main_span.1),
+        lease_busy: ran.main == Some(3) && {
+            let e = ran.main_error();
+            e.contains("lease ") && e.contains("is held by")
+        },
+        post: ran.post,
+        post_faults: overlapping(fired, ran.post_span),
+    };
+    let verdict = if ran.timed_out {
+        Err("the main step outran the harness's bound and was cancelled".into())
+    } else {
+        classify(&facts)
+    };
+    Judged {
+        ran,
+        verdict,
+        faults,
+    }
+}
+
+/// Injects `fault` now (a flux resume waits for a fenced member, a hang for its request,
+/// until `done`); the window it acted in, if it was injected.
+async fn inject(
+    plane: &Mutex<Plane>,
+    proxy: &Proxy,
+    recorder: &Recorder,
+    (client, ns): &(kube::Client, String),
+    fault: &Fault,
+    mut done: watch::Receiver<bool>,
+) -> anyhow::Result<Option<Fired>> {
+    let kind = fault.kind();
+    let fired = |from: Instant| {
+        Some(Fired {
+            kind,
+            from,
+            to: Instant::now(),
+        })
+    };
+    match fault {
+        Fault::Restart { down_ms } => {
+            let mut p = plane.lock().await;
+            // The history holds every write so far before the server goes down (a restarted
+            // server's watch cache starts at the current revision; the recorder lists again).
+            let _ = recorder.catch_up(client, ns, &[PARENT, TARGET]).await;
+            let from = Instant::now();
+            p.stop().await?;
+            tokio::time::sleep(Duration::from_millis(*down_ms)).await;
+            p.spawn().await?;
+            Ok(fired(from))
+        }
+        Fault::Hang { request, nth } => {
+            let count = || proxy.counts().get(*request).copied().unwrap_or(0);
+            let at = count() + nth;
+            proxy.arm_on(request, at, fault_proxy::Fault::Hang);
+            loop {
+                if count() >= at {
+                    return Ok(fired(Instant::now()));
+                }
+                if *done.borrow() {
+                    // Never reached in this group: disarmed (a zero delay forwards it), or it
+                    // would hang a request of a later group that injected nothing.
+                    proxy.arm_on(request, at, fault_proxy::Fault::Delay(Duration::ZERO));
+                    if count() >= at {
+                        return Ok(fired(Instant::now()));
+                    }
+                    return Ok(None);
+                }
+                tokio::select! {
+                    _ = done.changed() => {}
+                    () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                }
+            }
+        }
+        Fault::FluxResume { member } => {
+            let name = [PARENT, TARGET][member % 2];
+            let api = Api::<DynamicObject>::namespaced_with(
+                client.clone(),
+                ns,
+                &testkit::fixtures::kustomization_resource(),
+            );
+            loop {
+                if let Ok(o) = api.get(name).await {
+                    let d = serde_json::to_value(&o)?;
+                    let owner = d.pointer("/metadata/annotations/flux-handoff.io~1owner");
+                    if owner.is_some() && d.pointer("/spec/suspend") == Some(&Value::Bool(true)) {
+                        let body = serde_json::json!({ "spec": { "suspend": false } });
+                        let ok = api
+                            .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+                            .await
+                            .is_ok();
+                        return Ok(ok.then(|| fired(Instant::now())).flatten());
+                    }
+                }
+                if *done.borrow() {
+                    return Ok(None);
+                }
+                tokio::select! {
+                    _ = done.changed() => {}
+                    () = tokio::time::sleep(Duration::from_millis(50)) => {}
+                }
+            }
+        }
+    }
+}
+
+/// After the group: anything still fenced or held is recovered (`fences recover --yes
+/// --include-paused`, straight to the API server) so the next group starts clean; what is
+/// still held afterwards is returned.
+async fn recover(site: &Site) -> anyhow::Result<Vec<String>> {
+    let mut after = site.state().await?;
+    if after.fenced().is_empty() && after.lease_holder.is_none() {
+        return Ok(Vec::new());
+    }
+    let (code, _, err) = site
+        .direct(&["fences", "recover", "--yes", "--include-paused"])
+        .await?;
+    after = site.state().await?;
+    let mut left: Vec<String> = after
+        .fenced()
+        .into_iter()
+        .map(|n| format!("{n} still fenced after recovery"))
+        .collect();
+    left.extend(
+        after
+            .lease_holder
+            .map(|h| format!("Lease still held by {h} after recovery")),
+    );
+    if code != 0 && !left.is_empty() {
+        left.push(format!(
+            "fences recover exited {code}: {}",
+            crate::chaos::last_line(&err)
+        ));
+    }
+    Ok(left)
+}

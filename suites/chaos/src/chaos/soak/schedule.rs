@@ -1,0 +1,221 @@
+//! The soak's schedule, drawn from the seed alone: the same `(seed, jobs)` always gives the
+//! same groups, jobs, cancels and faults at the same offsets. Group sizes come from
+//! `StdRng::seed_from_u64(seed)`; each group's contents from a generator of its own
+//! ([`group_rng`]), so a group can be replayed alone (`--group G`) and is the same as in the
+//! whole run. What the processes then do in those windows is up to the real system.
+
+use std::fmt;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// Requests a hung connection may hit (`verb resource`, as the fault proxy names them).
+const HANG: [&str; 4] = [
+    "get kustomizations",
+    "patch kustomizations",
+    "get leases",
+    "update leases",
+];
+
+/// The command a deploy job's step runs exits with this when the plan says it fails.
+pub const COMMAND_FAILS_WITH: u8 = 42;
+
+/// One emulated deploy job of the merge queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// Index over the whole soak (0-based); the job's run id derives from it.
+    pub index: usize,
+    /// When its main step starts, from the group's start.
+    pub at_ms: u64,
+    /// Work writes its command makes.
+    pub writes: u32,
+    /// The command exits [`COMMAND_FAILS_WITH`] after its writes (a failing deploy).
+    pub fails: bool,
+    /// The runner cancels the job this long after its main step started.
+    pub cancel_ms: Option<u64>,
+}
+
+/// A fault of the group's window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// The API server is stopped and started again after `down_ms` (same data, same address).
+    Restart { down_ms: u64 },
+    /// The `nth` request of this kind (from the fault's moment) gets no answer and no error.
+    Hang { request: &'static str, nth: u64 },
+    /// A person's `flux resume`: `spec.suspend=false` on a fenced member (0 parent, 1 target).
+    FluxResume { member: usize },
+}
+
+impl Fault {
+    /// The kind's name, as the figures count them.
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Restart { .. } => "restart",
+            Self::Hang { .. } => "hang",
+            Self::FluxResume { .. } => "flux_resume",
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Restart { down_ms } => write!(f, "restart down {down_ms}ms"),
+            Self::Hang { request, nth } => write!(f, "hang {request}#{nth}"),
+            Self::FluxResume { member } => write!(f, "flux_resume member {member}"),
+        }
+    }
+}
+
+/// A fault and when it is injected, from the group's start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timed {
+    pub at_ms: u64,
+    pub fault: Fault,
+}
+
+/// 2–4 jobs queued on one Lease at once, and the faults of their window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    pub index: usize,
+    pub jobs: Vec<Job>,
+    pub faults: Vec<Timed>,
+}
+
+/// The whole soak.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub seed: u64,
+    pub groups: Vec<Group>,
+}
+
+/// The generator of group `g`'s contents.
+fn group_rng(seed: u64, g: usize) -> StdRng {
+    StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(g as u64 + 1))
+}
+
+/// Group sizes summing to `jobs`: 2–4 each (a single job is a group of one only when
+/// `jobs` is 1).
+#[must_use]
+pub fn sizes(seed: u64, jobs: usize) -> Vec<usize> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut left = jobs;
+    let mut out = Vec::new();
+    while left > 0 {
+        let mut n = if left <= 4 {
+            left
+        } else {
+            rng.random_range(2..=4)
+        };
+        if left - n == 1 {
+            n -= 1;
+        }
+        out.push(n);
+        left -= n;
+    }
+    out
+}
+
+/// The schedule of `jobs` jobs from `seed`.
+#[must_use]
+pub fn plan(seed: u64, jobs: usize) -> Plan {
+    let mut groups = Vec::new();
+    let mut index = 0;
+    for (g, n) in sizes(seed, jobs).into_iter().enumerate() {
+        let mut rng = group_rng(seed, g);
+        let jobs = (0..n)
+            .map(|k| Job {
+                index: index + k,
+                at_ms: rng.random_range(0..2000),
+                writes: rng.random_range(2..=5),
+                fails: rng.random_bool(0.1),
+                cancel_ms: rng.random_bool(0.2).then(|| rng.random_range(300..8000)),
+            })
+            .collect();
+        index += n;
+        let m = match rng.random_range(0..10u8) {
+            0..=3 => 0,
+            4..=8 => 1,
+            _ => 2,
+        };
+        let faults = (0..m)
+            .map(|_| Timed {
+                at_ms: rng.random_range(500..8000),
+                fault: fault(&mut rng),
+            })
+            .collect();
+        groups.push(Group {
+            index: g,
+            jobs,
+            faults,
+        });
+    }
+    Plan { seed, groups }
+}
+
+fn fault(rng: &mut StdRng) -> Fault {
+    match rng.random_range(0..3u8) {
+        0 => Fault::Restart {
+            down_ms: rng.random_range(0..2500),
+        },
+        1 => Fault::Hang {
+            request: HANG[rng.random_range(0..HANG.len())],
+            nth: rng.random_range(1..=3),
+        },
+        _ => Fault::FluxResume {
+            member: rng.random_range(0..2),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn soak_a_seed_reproduces_its_schedule() {
+        for seed in 0..20 {
+            assert_eq!(plan(seed, 200), plan(seed, 200));
+        }
+        assert_ne!(plan(1, 200), plan(2, 200));
+    }
+
+    #[test]
+    fn soak_groups_hold_two_to_four_jobs_numbered_in_order() {
+        for seed in 0..50 {
+            for jobs in [2, 3, 5, 20, 21, 200] {
+                let p = plan(seed, jobs);
+                let sizes: Vec<usize> = p.groups.iter().map(|g| g.jobs.len()).collect();
+                assert_eq!(sizes.iter().sum::<usize>(), jobs, "{sizes:?}");
+                assert!(sizes.iter().all(|n| (2..=4).contains(n)), "{sizes:?}");
+                let idx: Vec<usize> = p
+                    .groups
+                    .iter()
+                    .flat_map(|g| &g.jobs)
+                    .map(|j| j.index)
+                    .collect();
+                assert_eq!(idx, (0..jobs).collect::<Vec<_>>());
+            }
+        }
+        assert_eq!(sizes(9, 1), [1]);
+    }
+
+    #[test]
+    fn soak_two_hundred_jobs_draw_cancels_failures_and_every_fault_kind() {
+        let p = plan(1, 200);
+        let jobs: Vec<&Job> = p.groups.iter().flat_map(|g| &g.jobs).collect();
+        let cancels = jobs.iter().filter(|j| j.cancel_ms.is_some()).count();
+        assert!((20..80).contains(&cancels), "{cancels}");
+        assert!(jobs.iter().any(|j| j.fails));
+        let mut kinds: Vec<&str> = p
+            .groups
+            .iter()
+            .flat_map(|g| &g.faults)
+            .map(|t| t.fault.kind())
+            .collect();
+        kinds.sort_unstable();
+        kinds.dedup();
+        assert_eq!(kinds, ["flux_resume", "hang", "restart"]);
+    }
+}

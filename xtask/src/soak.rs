@@ -1,0 +1,164 @@
+//! `cargo xtask soak [--jobs N] [--seed S] [--group G] [--dev]` (issue 36, item 3): N emulated
+//! deploy jobs of a merge queue through the GitHub Action (`node action/main.js`, then
+//! `node action/post.js`), queued on one Lease in groups of 2–4, under runner cancels, API
+//! server restarts, hung connections and a person's `flux resume`.
+//!
+//! 1. Build `flux-chaos` and `flux-handoff` (release, or `--dev`: the dev profile) and the
+//!    control-plane launcher.
+//! 2. Run `flux-chaos --soak`, which starts a control plane of its own in
+//!    `target/flux-handoff/soak-<pid>/plane` (it restarts it, so it owns it) and names its
+//!    kubeconfig in `FLUX_HANDOFF_KUBECONFIG` before it exists; the launcher exits by itself when
+//!    flux-chaos's end of its stdin closes.
+//! 3. It ends with `soak: jobs=N ejections=N leaked_fences=N work_outside_pause=N
+//!    overhead_p50_ms=N overhead_p99_ms=N` and exits non-zero on any ejection or violation.
+//!
+//! `cargo xtask ci` runs a quick one (`--jobs 20 --dev`). See docs/chaos.md, "Soak".
+
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+use crate::{chaos, envtest, paths, proc};
+
+/// The flags of `cargo xtask soak`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Flags {
+    pub jobs: u64,
+    pub seed: u64,
+    pub group: Option<u64>,
+    pub dev: bool,
+}
+
+impl Default for Flags {
+    fn default() -> Self {
+        Self {
+            jobs: 200,
+            seed: 1,
+            group: None,
+            dev: false,
+        }
+    }
+}
+
+impl Flags {
+    /// `[--jobs N] [--seed S] [--group G] [--dev]`, in any order, each at most once.
+    pub fn parse(args: &[&str]) -> anyhow::Result<Self> {
+        let mut f = Self::default();
+        let mut seen: Vec<&str> = Vec::new();
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            if seen.contains(a) {
+                bail!("soak: {a} given twice");
+            }
+            seen.push(a);
+            match *a {
+                "--dev" => f.dev = true,
+                "--jobs" => f.jobs = number(it.next(), a)?,
+                "--seed" => f.seed = number(it.next(), a)?,
+                "--group" => f.group = Some(number(it.next(), a)?),
+                other => bail!("soak: unexpected argument {other}"),
+            }
+        }
+        if f.jobs == 0 {
+            bail!("soak: --jobs needs at least 1");
+        }
+        Ok(f)
+    }
+}
+
+fn number(arg: Option<&&str>, flag: &str) -> anyhow::Result<u64> {
+    arg.with_context(|| format!("{flag} needs a number"))?
+        .parse()
+        .with_context(|| format!("{flag} needs a number"))
+}
+
+/// `cargo xtask soak ...`.
+pub fn run(flags: &Flags) -> anyhow::Result<()> {
+    let root = paths::root();
+    let profile = if flags.dev { "dev" } else { "release" };
+    proc::run(
+        "cargo",
+        &[
+            "build",
+            "--profile",
+            profile,
+            "-p",
+            "flux-chaos",
+            "--bin",
+            "flux-chaos",
+            "-p",
+            "handoff-cli",
+            "--bin",
+            "flux-handoff",
+        ],
+        &root,
+    )?;
+    let launcher = envtest::ensure_built()?;
+    let dir = paths::scratch().join(format!("soak-{}", std::process::id()));
+    let plane = dir.join("plane");
+    let mut cmd = Command::new(chaos::built(flags.dev, "flux-chaos"));
+    cmd.current_dir(&root)
+        .env(
+            "FLUX_HANDOFF_KUBECONFIG",
+            plane.join("envtest").join("kubeconfig"),
+        )
+        .arg("--soak")
+        .args(["--jobs", &flags.jobs.to_string()])
+        .args(["--seed", &flags.seed.to_string()])
+        .arg("--out")
+        .arg(dir.join("out"))
+        .arg("--handoff-bin")
+        .arg(chaos::built(flags.dev, "flux-handoff"))
+        .arg("--launcher")
+        .arg(&launcher)
+        .arg("--crds")
+        .arg(paths::crds())
+        .arg("--action")
+        .arg(root.join("action"))
+        .arg("--plane-dir")
+        .arg(&plane);
+    if let Some(g) = flags.group {
+        cmd.args(["--group", &g.to_string()]);
+    }
+    let status = cmd.status().context("cannot start flux-chaos")?;
+    if !status.success() {
+        bail!(
+            "the soak found ejections or violations, or failed ({status}); state in {}",
+            dir.display()
+        );
+    }
+    // What a failed run left stays for inspection.
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Flags;
+
+    #[test]
+    fn soak_flags_take_jobs_seed_group_and_dev_once_each() {
+        assert_eq!(Flags::parse(&[]).unwrap(), Flags::default());
+        assert_eq!(Flags::default().jobs, 200);
+        let f = Flags::parse(&["--dev", "--seed", "7", "--jobs", "20", "--group", "3"]).unwrap();
+        assert_eq!(
+            f,
+            Flags {
+                jobs: 20,
+                seed: 7,
+                group: Some(3),
+                dev: true
+            }
+        );
+        for bad in [
+            &["--jobs"][..],
+            &["--jobs", "x"],
+            &["--jobs", "0"],
+            &["--dev", "--dev"],
+            &["--seed", "1", "--seed", "2"],
+            &["--quick"],
+        ] {
+            assert!(Flags::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}
