@@ -118,8 +118,8 @@ pub enum DryFence {
 
 impl Fencer {
     /// The dry run of [`Fencer::acquire_on`]: decides on `read` (or a fresh read) exactly as
-    /// the acquire does, with the mark naming `lease` (`namespace/name`) as a fencer holding
-    /// that Lease adds, and sends the patch with `dryRun=All`. A 409, or a 422 after which the
+    /// the acquire does, with the marks a fencer holding `lease` adds (its name, and its
+    /// [`LeaseConfig::max_hold`] when set), and sends the patch with `dryRun=All`. A 409, or a 422 after which the
     /// object moved, reads again and decides again (at most [`MAX_ATTEMPTS`] rounds), as the
     /// acquire does. Writes nothing, records no Event, asserts no Lease.
     ///
@@ -131,9 +131,11 @@ impl Fencer {
         mut read: Option<Value>,
         marks: Vec<Mark>,
         reason: Option<&str>,
-        lease: Option<&str>,
+        lease: Option<&LeaseConfig>,
     ) -> Result<DryFence, FenceError> {
-        let marks = crate::fence::lease_mark(self.keys(), marks, lease);
+        let name = lease.map(ToString::to_string);
+        let max_hold = lease.and_then(|l| l.max_hold);
+        let marks = crate::fence::lease_mark(self.keys(), marks, name.as_deref(), max_hold);
         for _ in 0..MAX_ATTEMPTS {
             let known = match read.take() {
                 Some(v) => Some(v),
