@@ -334,4 +334,35 @@ mod tests {
         let v = serde_json::to_value(Answer::WouldPass).unwrap();
         assert_eq!(v, serde_json::json!({"answer": "would_pass"}));
     }
+
+    #[test]
+    fn max_hold_a_fence_under_a_lease_marks_its_name_and_limit_restored_if_unchanged() {
+        use crate::mark::MarkAt;
+        let keys = crate::AnnotationKeys::default();
+        let hour = Some(std::time::Duration::from_hours(1));
+        let marks = crate::fence::lease_mark(&keys, Vec::new(), Some("fs/l"), hour);
+        let got: Vec<(MarkAt, serde_json::Value, crate::mark::Restore)> = marks
+            .into_iter()
+            .map(|m| (m.at, m.value, m.restore))
+            .collect();
+        let if_unchanged = crate::mark::Restore::IfUnchanged;
+        assert_eq!(
+            got,
+            [
+                (
+                    MarkAt::Annotation(keys.lease.clone()),
+                    "fs/l".into(),
+                    if_unchanged
+                ),
+                (
+                    MarkAt::Annotation(keys.max_hold.clone()),
+                    "1h".into(),
+                    if_unchanged
+                ),
+            ]
+        );
+        // No limit given: no max-hold mark, as before.
+        let marks = crate::fence::lease_mark(&keys, Vec::new(), Some("fs/l"), None);
+        assert_eq!(marks.len(), 1);
+    }
 }

@@ -254,7 +254,9 @@ async fn max_hold_a_run_past_its_max_hold_is_listed_and_never_stopped_or_resumed
     );
     // A run still holds its Lease: no resume command is offered for it.
     assert!(
-        text.contains("  resume:   not parked: its run still holds it"),
+        text.contains(
+            "  resume:   not parked: its run still holds the Lease and releases it when it ends\n"
+        ),
         "{text}"
     );
     // Still running under its fences: time running out stopped and released nothing.

@@ -152,11 +152,23 @@ impl FenceListing {
             )?;
             let objects: Vec<String> = p.objects.iter().map(short_ref).collect();
             writeln!(f, "  fenced:   {}", objects.join(", "))?;
+            let holds_lease = self
+                .snapshot
+                .lease
+                .as_ref()
+                .is_some_and(|l| l.found.holder.as_deref() == Some(p.holder.as_str()));
             match self.overdue_resume(p) {
                 Some(cmd) => writeln!(f, "  resume:   {cmd}")?,
+                None if holds_lease => writeln!(
+                    f,
+                    "  resume:   not parked: its run still holds the Lease and releases it when \
+                     it ends"
+                )?,
                 None => writeln!(
                     f,
-                    "  resume:   not parked: its run still holds it, or see the rows above"
+                    "  resume:   its holder does not hold the Lease {}: see `flux-handoff \
+                     fences` to release or recover it",
+                    self.lease_name
                 )?,
             }
         }
