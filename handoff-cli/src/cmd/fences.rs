@@ -29,7 +29,7 @@ pub struct FencesArgs {
     /// one or more. Read-only: nothing is ever resumed because its time ran out.
     #[arg(long)]
     pub overdue: bool,
-    /// With --overdue: post one Flux-format event (error, reason HandoffOverdue) per overdue
+    /// With --overdue: post one Flux-format event (error, reason `HandoffOverdue`) per overdue
     /// pause, about its first target, to notification-controller's event server at this URL,
     /// so an `Alert` selecting the object forwards it (a scheduled job's alert). One POST per
     /// pause, 2 s bound, no retry. Config: `events_addr`.
