@@ -118,3 +118,15 @@ impl FenceError {
         Self::Malformed { what, value }
     }
 }
+
+/// An error and its causes, `outer: inner: ...`.
+pub(crate) fn words(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cause = c.source();
+    }
+    s
+}

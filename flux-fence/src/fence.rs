@@ -99,6 +99,20 @@ impl Fencer {
         self
     }
 
+    /// This fencer, writing `owner` instead (same client, keys, clock and Events; no Lease:
+    /// the release engine asserts its own).
+    pub(crate) fn for_owner(&self, owner: OwnerValue) -> Self {
+        let mut f = self.clone();
+        f.owner = owner;
+        f.lease = None;
+        f
+    }
+
+    /// The client.
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// The owner value this fencer writes.
     #[must_use]
     pub fn owner(&self) -> &OwnerValue {

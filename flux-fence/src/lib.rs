@@ -111,6 +111,7 @@ mod clock;
 pub mod decide;
 pub mod discover;
 pub mod dry_run;
+pub mod engine;
 mod error;
 pub mod events;
 mod fence;

@@ -179,12 +179,13 @@ pub const PAUSE_FIELD: &str = "/spec/suspend";
 impl RecordedMark {
     /// Whether `found`, the value at this mark as read, is another writer's resume of the
     /// pause this mark set: the mark set [`PAUSE_FIELD`] to `true` and it now holds `false`
-    /// (what `flux resume` writes). Any other value there is not a resume.
+    /// (what `flux resume` writes) or is gone (Flux Operator's resume removes the field).
+    /// Any other value there is not a resume.
     #[must_use]
     pub fn resumed_by(&self, found: Option<&Value>) -> bool {
         self.at == MarkAt::Field(PAUSE_FIELD.into())
             && self.value == Value::Bool(true)
-            && found == Some(&Value::Bool(false))
+            && matches!(found, None | Some(Value::Bool(false)))
     }
 }
 

@@ -5,7 +5,8 @@
 //! 2. A [`Restore::IfUnchanged`] mark another writer changed keeps their value, untested.
 //! 3. A [`Restore::Exact`] mark another writer changed ("moved") keeps the fence
 //!    ([`ReleaseDecision::MarkMoved`]) — except when the only moved mark is the pause set back
-//!    to `false` ([`RecordedMark::resumed_by`]): a person's `flux resume` asked for Flux back,
+//!    to `false` or removed ([`RecordedMark::resumed_by`]): a person's `flux resume`, or Flux
+//!    Operator's resume, asked for Flux back,
 //!    so their value is kept (tested: a further change refuses the patch), the other marks are
 //!    restored and the fence removed ([`ReleaseMarks::resumed`]). Every release goes through
 //!    here ([`crate::decide::decide_release`], [`crate::Fencer::release`]).
@@ -129,6 +130,9 @@ pub fn decide_release_marks(
             }
             Fate::Moved => {
                 // Another writer's value stays; a change after this read refuses the patch.
+                // A removed value is tested as `null`: the API server's JSON Patch (evanphx
+                // json-patch) passes a `null` test on a missing path and fails it once the
+                // path holds a value.
                 let found = obj.pointer(&p).cloned().unwrap_or(Value::Null);
                 ops.push(json!({ "op": "test", "path": p, "value": found }));
                 marks.kept.push(m.at.clone());

@@ -452,3 +452,58 @@ async fn missing_lease_permissions_and_list_permissions_are_clear_forbidden_erro
         )
     );
 }
+
+/// Flux Operator's resume removes `spec.suspend` instead of setting it false: the same
+/// request for Flux back. The release keeps the removal, restores the rest and removes the
+/// fence (before, the fence was withheld as a moved mark).
+#[tokio::test]
+async fn operator_kinds_a_removed_suspend_is_a_resume_the_release_keeps() {
+    let ns = TestNs::new("removed").await.unwrap();
+    let f = fencer(&ns, &owner(1));
+    let guard = fenced(&ns, &f, "apps").await;
+    merge(&ks_api(&ns), "apps", json!({ "spec": { "suspend": null } })).await;
+    let outcome = f.release(guard).await.unwrap();
+    let ReleaseOutcome::Released { kept_resume, .. } = outcome else {
+        panic!("expected Released keeping the removal, got {outcome:?}")
+    };
+    assert_eq!(kept_resume, Some(MarkAt::Field("/spec/suspend".into())));
+    let after = get_json(&ks_api(&ns), "apps").await;
+    assert_eq!(after["spec"].get("suspend"), None, "{after}");
+    assert_eq!(
+        after["metadata"]["annotations"]["flux-handoff.io/owner"],
+        serde_json::Value::Null,
+        "{after}"
+    );
+}
+
+/// What the kept removal rests on: the API server's JSON Patch passes a `null` test on a
+/// missing path and fails it once the path holds a value (a resume undone by `flux suspend`
+/// between the read and the release refuses the release).
+#[tokio::test]
+async fn release_engine_the_servers_null_test_holds_a_removed_value() {
+    let ns = TestNs::new("null-test").await.unwrap();
+    create_ks(&ns, "apps").await;
+    merge(&ks_api(&ns), "apps", json!({ "spec": { "suspend": null } })).await;
+    let test_null: json_patch::Patch = serde_json::from_value(json!([
+        { "op": "test", "path": "/spec/suspend", "value": null },
+        { "op": "add", "path": "/metadata/annotations/checked", "value": "yes" },
+    ]))
+    .unwrap();
+    let pp = kube::api::PatchParams::default();
+    ks_api(&ns)
+        .patch(
+            "apps",
+            &pp,
+            &kube::api::Patch::<()>::Json(test_null.clone()),
+        )
+        .await
+        .expect("a null test on a missing path passes");
+    merge(&ks_api(&ns), "apps", json!({ "spec": { "suspend": true } })).await;
+    let refused = ks_api(&ns)
+        .patch("apps", &pp, &kube::api::Patch::<()>::Json(test_null))
+        .await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(s)) if s.code == 422),
+        "a null test on a present value must fail: {refused:?}"
+    );
+}

@@ -197,3 +197,96 @@ async fn release_engine_recovery_never_releases_a_later_fence_of_the_same_holder
     assert!(nothing_released(&outcome), "{outcome:?}");
     second.leave_held();
 }
+
+/// The holder of the Lease as the server has it (`None`: free or absent).
+async fn lease_holder(ns: &TestNs) -> Option<String> {
+    let lease = ns
+        .api::<KubeLease>()
+        .get_opt("flux-handoff")
+        .await
+        .unwrap()?;
+    lease.spec?.holder_identity.filter(|h| !h.is_empty())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_engine_recovery_holds_a_free_lease_while_it_releases_orphans() {
+    let ns = TestNs::new("hold-free").await.unwrap();
+    create_ks(&ns, "apps").await;
+    // `apps` is an orphan of a Lease a person freed by hand.
+    let gone = take(&ns, &Holder::local("gone", std::process::id())).await;
+    fence(&ns, &gone, "apps").await;
+    let old = gone.owner().to_string();
+    gone.leave_held();
+    free_by_hand(&ns).await;
+
+    let janitor = Holder::local("janitor", std::process::id());
+    let proxy = Proxy::start().await.unwrap();
+    let r = recovery(&ns, proxy.client().unwrap()).holder(janitor.clone());
+    let mut progress = |_: &WatchProgress| {};
+    let planned = r.plan(&mut progress).await.unwrap();
+    assert_eq!(planned.plan.release.len(), 1, "{:?}", planned.plan);
+
+    // The release of `apps` is held at the proxy: while it is in flight, the Lease is the
+    // janitor's, so the next run cannot take it and start work beside the release.
+    let held = proxy.hold_on("patch kustomizations", 1);
+    let running = tokio::spawn(async move { r.execute(&planned.plan).await });
+    held.arrived().await;
+    let during = lease_holder(&ns).await;
+    let next = Lease::acquire(
+        ns.client.clone(),
+        cfg(&ns),
+        Holder::local("next", std::process::id()),
+        Arc::new(SystemClock),
+    )
+    .await
+    .unwrap();
+    held.forward();
+    let outcome = running.await.unwrap().unwrap();
+    println!("lease during the release: {during:?}; next run: {next:?}; outcome: {outcome:?}");
+    assert_eq!(
+        during.as_deref(),
+        Some(janitor.as_str()),
+        "the orphans of a free Lease were released without holding it"
+    );
+    assert!(
+        matches!(next, LeaseAcquire::Held { .. }),
+        "the next run took the Lease while the release ran: {next:?}"
+    );
+    assert_eq!(owner_on(&ns, "apps").await, None, "{old} still fences apps");
+    assert_eq!(lease_holder(&ns).await, None, "the janitor kept the Lease");
+    match outcome {
+        RecoverOutcome::Done(r) => assert_eq!(r.released.len(), 1, "{r:?}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_engine_recovery_touches_nothing_when_the_orphans_holder_is_back() {
+    let ns = TestNs::new("holder-back").await.unwrap();
+    create_ks(&ns, "apps").await;
+    let holder = Holder::local("deploy", std::process::id());
+    let first = take(&ns, &holder).await;
+    fence(&ns, &first, "apps").await;
+    let old = first.owner().to_string();
+    first.leave_held();
+    free_by_hand(&ns).await;
+
+    let r = recovery(&ns, ns.client.clone());
+    let mut progress = |_: &WatchProgress| {};
+    let planned = r.plan(&mut progress).await.unwrap();
+    assert_eq!(planned.plan.release.len(), 1, "{:?}", planned.plan);
+
+    // Before the plan runs, the holder of the orphan takes the Lease again: it may be about
+    // to work with the fence it left; the plan was made on a free Lease.
+    let back = take(&ns, &holder).await;
+    let outcome = r.execute(&planned.plan).await.unwrap();
+    println!("outcome: {outcome:?}");
+    assert_eq!(
+        owner_on(&ns, "apps").await.as_deref(),
+        Some(old.as_str()),
+        "the fence of a holder that holds the Lease again was released"
+    );
+    assert!(nothing_released(&outcome), "{outcome:?}");
+    assert_eq!(lease_holder(&ns).await.as_deref(), Some(holder.as_str()));
+    back.leave_held();
+}

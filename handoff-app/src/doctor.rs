@@ -9,12 +9,10 @@
 //! The controller Deployment's arguments also tell whether Flux's feature gate
 //! `CancelHealthCheckOnNewRevision` is on ([`gate`]): without it an acknowledgement waits until
 //! an in-flight health check gives up, and doctor says how long that can be for the objects it
-//! read (an `ok` line: advice, not a failure).
-//!
-//! One check lists the pauses in the fence scope held past their max-hold (`--max-hold`), with
-//! holder, reason, age and limit; it resumes nothing.
+//! read (an `ok` line: advice, not a failure). Pauses held past their max-hold: module `overdue`.
 
 pub mod gate;
+pub mod operator;
 mod overdue;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -179,6 +177,9 @@ pub async fn doctor(
             &d,
             waits.longest("Kustomization"),
         ));
+        if let Some(f) = operator::finding(&checkup.controller, &d, checkup.strategy) {
+            note(f);
+        }
     }
     if waits.helm.is_some() {
         let helm = ControllerRef {
@@ -187,6 +188,9 @@ pub async fn doctor(
         };
         if let Some(d) = read_deployment(client, &helm).await {
             note(gate_finding(&helm, &d, waits.longest("HelmRelease")));
+            if let Some(f) = operator::finding(&helm, &d, checkup.strategy) {
+                note(f);
+            }
         }
     }
     note(check_lease_namespace(client, &checkup.lease).await);

@@ -292,3 +292,38 @@ async fn chain_record_recovery_with_the_default_lease_leaves_a_fence_under_anoth
     }
     assert_lease_free_without_record(&lease(&c, "other").await);
 }
+
+/// docs/recipes.md, "Disaster recovery of a HelmRelease": the restore runs under a proven
+/// pause of the HelmRelease and its parent, and both are handed back after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recipe_dr_restore_of_a_helmrelease_runs_under_the_pause_and_hands_back() {
+    let c = Cluster::seeded("recipe-dr").await;
+    let t = Tenant::helmrelease(&c, "recipe-drt").await;
+    let target = format!("hr/{}/podinfo", t.ns.name);
+    let seen = std::env::temp_dir().join(format!("fh-dr-{}", t.ns.name));
+    // The "restore": lists the fences it works under (what a real restore script would check
+    // before touching the release's volumes).
+    let restore = format!(
+        "{} --kubeconfig {} fences -o name -A --lease {} > {}",
+        env!("CARGO_BIN_EXE_flux-handoff"),
+        c.kubeconfig.display(),
+        lease_flag(&c),
+        seen.display()
+    );
+    let flags = c.handoff_flags();
+    let mut args = vec!["run", target.as_str(), "--reason", "DR restore"];
+    args.extend(flags.iter().map(String::as_str));
+    args.extend(["--", "sh", "-c", restore.as_str()]);
+    let out = c.run(&args).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let during = std::fs::read_to_string(&seen).unwrap_or_default();
+    let _ = std::fs::remove_file(&seen);
+    assert!(
+        during.contains(&target),
+        "the restore did not run under the HelmRelease's fence: {during:?}\n{}",
+        stderr(&out)
+    );
+    assert_released(&t.get().await, "the HelmRelease");
+    assert_released(&c.get(PARENT).await, "the parent");
+    assert_lease_free_without_record(&lease(&c, "flux-handoff").await);
+}

@@ -106,3 +106,53 @@ async fn doctor_gate_on_is_reported_from_the_deployment_args() {
     assert!(text.contains(&want), "missing {want:?} in\n{text}");
     assert!(!text.contains(": off"), "{text}");
 }
+
+/// A controller Deployment `name` labelled as Flux Operator labels what a FluxInstance installs.
+async fn operator_controller(c: &Cluster, name: &str) {
+    controller(c, name, &["--watch-all-namespaces"]).await;
+    c.ns.api::<Deployment>()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "labels": {
+                "app.kubernetes.io/managed-by": "flux-operator",
+                "fluxcd.controlplane.io/name": "flux",
+                "fluxcd.controlplane.io/namespace": "flux-system",
+            } } })),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_kinds_doctor_names_the_flux_operator_and_refuses_restart_there() {
+    let c = Cluster::seeded("doctor-operator").await;
+    operator_controller(&c, "kc-operated").await;
+    let ns = &c.ns.name;
+    let check = format!(
+        "controller Deployment {ns}/kc-operated is managed by Flux Operator (FluxInstance \
+         flux-system/flux)"
+    );
+    let (ended, text) = doctor(&c, "kc-operated").await;
+    assert_eq!(ended, 0, "{text}");
+    let note = format!("ok   {check}: --retire restart would be reverted there");
+    assert!(text.contains(&note), "missing {note:?} in\n{text}");
+
+    let out = c
+        .run(&[
+            "doctor",
+            "--target",
+            TARGET,
+            "--lease",
+            &format!("{ns}/flux-handoff"),
+            "--controller",
+            &format!("{ns}/kc-operated"),
+            "--retire",
+            "restart",
+        ])
+        .await;
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    let fail = format!("FAIL {check}: --retire restart is reverted there");
+    assert!(text.contains(&fail), "missing {fail:?} in\n{text}");
+    assert_ne!(code(&out), 0, "{text}");
+}

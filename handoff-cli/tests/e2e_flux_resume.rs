@@ -60,22 +60,37 @@ fn ks(c: &Cluster) -> kube::Api<DynamicObject> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_engine_a_persons_flux_resume_of_the_child_is_kept_and_the_chain_resumes() {
-    let c = Cluster::seeded("flux-resume").await;
+    // `flux resume`: spec.suspend false under its own field manager.
+    resumed_mid_run(
+        "flux-resume",
+        json!({"spec": {"suspend": false}}),
+        Some(json!(false)),
+    )
+    .await;
+}
+
+/// Flux Operator's resume removes `spec.suspend` instead of setting it false: the same
+/// request for Flux back (issue 38). Before, the release withheld the child's fence as a
+/// moved mark, and the parent and the Lease stayed held with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_kinds_a_removed_suspend_ends_the_run_with_exit_8_and_the_chain_resumes() {
+    resumed_mid_run("op-resume", json!({"spec": {"suspend": null}}), None).await;
+}
+
+/// A person resumes the paused child with `patch` while the run's command works; the child
+/// then holds `want` at `spec.suspend`.
+async fn resumed_mid_run(name: &str, patch: serde_json::Value, want: Option<serde_json::Value>) {
+    let c = Cluster::seeded(name).await;
     let (target_before, parent_before) = (c.get(TARGET).await, c.get(PARENT).await);
     let m = marker(&c);
     let child = start_run(&c, &m);
     wait_for_file(&m, "the run's command (the pause proven)").await;
-    // The person's `flux resume`: spec.suspend false under their own field manager.
     let pp = PatchParams {
         field_manager: Some("flux-client-side-apply".into()),
         ..PatchParams::default()
     };
     ks(&c)
-        .patch(
-            TARGET,
-            &pp,
-            &Patch::Merge(json!({"spec": {"suspend": false}})),
-        )
+        .patch(TARGET, &pp, &Patch::Merge(patch))
         .await
         .unwrap();
     let (code, err) = ended(child).await;
@@ -95,8 +110,8 @@ async fn release_engine_a_persons_flux_resume_of_the_child_is_kept_and_the_chain
     let target = c.get(TARGET).await;
     assert_eq!(annotation(&target, OWNER_KEY), None, "{target}\n{err}");
     assert_eq!(
-        target["spec"]["suspend"],
-        json!(false),
+        target["spec"].get("suspend"),
+        want.as_ref(),
         "the person's resume stays: {target}"
     );
     assert_eq!(
@@ -122,7 +137,7 @@ async fn release_engine_a_persons_flux_resume_of_the_child_is_kept_and_the_chain
     // Exit 8: the pause broke under the command, which was stopped; nothing is left held.
     assert_eq!(code, 8, "{err}");
     assert!(
-        err.contains("keeping spec.suspend=false as another writer set it"),
+        err.contains("keeping spec.suspend as another writer left it"),
         "{err}"
     );
     assert!(!err.contains("still held or unsettled"), "{err}");

@@ -9,7 +9,8 @@ use kube::api::{Api, DynamicObject};
 use super::release::{Refused, ReleaseRefusal};
 use super::run::Recovery;
 use crate::api::{READ_RETRY_BUDGET, error, get_retrying};
-use crate::keep_moved::{KeepMoved, KeepMovedOutcome, KeepMovedRefusal};
+use crate::engine::{Member, Rules, Settled, release_members};
+use crate::keep_moved::{KeepMoved, KeepMovedRefusal};
 use crate::{FenceError, Fencer, Holder, ObjectRef, OwnerValue};
 
 impl Recovery {
@@ -47,7 +48,8 @@ impl Recovery {
         }))
     }
 
-    /// Sends the patch [`Recovery::prepare_keep_moved`] decided, as decided. Returns the
+    /// Sends the patch [`Recovery::prepare_keep_moved`] decided, as decided, through the
+    /// release engine ([`crate::engine::Member::keeping_moved`]). Returns the
     /// `resourceVersion` after it, when known.
     ///
     /// # Errors
@@ -58,11 +60,17 @@ impl Recovery {
         plan: &KeepMoved,
     ) -> Result<Result<Option<String>, Refused>, FenceError> {
         let fencer = self.fencer(plan.held.owner.clone());
-        let reason = match fencer.release_keeping_moved(obj, plan).await? {
-            KeepMovedOutcome::Released { resource_version } => return Ok(Ok(resource_version)),
-            KeepMovedOutcome::Moved => ReleaseRefusal::MovedSinceRead,
-            KeepMovedOutcome::Gone => ReleaseRefusal::Gone,
-            KeepMovedOutcome::NotOurs { holder } => ReleaseRefusal::NowFencedBy(Some(holder)),
+        let child = self.child.is_child(&plan.held.marks);
+        let member = Member::keeping_moved(obj.clone(), plan.clone(), child);
+        let settled = release_members(&fencer, vec![member], None, Rules::one_holder()).await;
+        let reason = match settled.into_iter().next() {
+            Some(Settled::Released {
+                resource_version, ..
+            }) => return Ok(Ok(resource_version)),
+            Some(Settled::NotApplied { unknown: false, .. }) => ReleaseRefusal::MovedSinceRead,
+            Some(Settled::Gone { .. }) => ReleaseRefusal::Gone,
+            Some(Settled::NotOurs { found, .. }) => ReleaseRefusal::NowFencedBy(found),
+            Some(Settled::Failed { error, .. }) => return Err(error),
             _ => ReleaseRefusal::Kept("the answer was lost and the fence is still on it".into()),
         };
         Ok(Err(Refused {

@@ -49,7 +49,6 @@ mod assess;
 mod ci;
 mod keep;
 mod listing;
-mod member;
 pub mod overdue;
 mod plan;
 mod release;

@@ -16,9 +16,9 @@ use super::run::Recovery;
 use super::words::{age, short_ref};
 use crate::api::error;
 use crate::discover::{self, FoundState, ReleasePlan};
+use crate::engine::{Member, Rules, Settled, release_members};
 use crate::lease_record::{merge_found, read_members, read_record};
 use crate::mark::{MarkAt, RecordedMark};
-use crate::outcome::ReleaseOutcome;
 use crate::release::{Moved, decide_release_marks};
 use crate::{FenceError, Fencer, Holder, LeaseConfig, ObjectRef, OwnerValue};
 
@@ -305,9 +305,10 @@ impl Recovery {
         }))
     }
 
-    /// Adopts the fence checked by [`Recovery::prepare_release`] (owner re-read, never
-    /// assumed) and releases it with ONE CAS, restoring every prior value. Returns the
-    /// `resourceVersion` after the release, when known.
+    /// Releases the fence checked by [`Recovery::prepare_release`] through the release
+    /// engine ([`crate::engine::release_members`]): adopted only on exactly the owner value
+    /// checked (re-read, never assumed), released with a CAS restoring every prior value.
+    /// Returns the `resourceVersion` after the release, when known.
     ///
     /// # Errors
     /// API failures.
@@ -323,19 +324,26 @@ impl Recovery {
         };
         let fencer = Fencer::new(self.client.clone(), self.keys.clone(), ready.owner.clone())
             .with_clock(Arc::clone(&self.clock));
-        let Some(guard) = fencer.adopt_recorded(&ready.object, &ready.owner).await? else {
-            return refuse(ReleaseRefusal::ChangedHands);
-        };
-        match fencer.release(guard).await? {
-            ReleaseOutcome::Released {
+        let member = Member::judged(
+            ready.object.clone(),
+            ready.owner.holder.to_string(),
+            Some(ready.owner.epoch.0),
+            self.child.is_child(&ready.marks),
+        );
+        let settled = release_members(&fencer, vec![member], None, Rules::one_holder()).await;
+        match settled.into_iter().next() {
+            Some(Settled::Released {
                 resource_version, ..
-            } => Ok(Ok(resource_version)),
-            ReleaseOutcome::Gone | ReleaseOutcome::Recreated => refuse(ReleaseRefusal::Gone),
-            ReleaseOutcome::NotOurs { holder } => refuse(ReleaseRefusal::NowFencedBy(holder)),
-            ReleaseOutcome::Kept { guard, why } => {
+            }) => Ok(Ok(resource_version)),
+            Some(Settled::Gone { .. }) => refuse(ReleaseRefusal::Gone),
+            Some(Settled::NotOurs { found: None, .. }) => refuse(ReleaseRefusal::ChangedHands),
+            Some(Settled::NotOurs { found, .. }) => refuse(ReleaseRefusal::NowFencedBy(found)),
+            Some(Settled::Kept { guard, why }) => {
                 (*guard).leave_in_place();
                 refuse(ReleaseRefusal::Kept(format!("{why:?}")))
             }
+            Some(Settled::Failed { error, .. }) => Err(error),
+            _ => refuse(ReleaseRefusal::ChangedHands),
         }
     }
 

@@ -18,6 +18,7 @@ use super::plan::{
 use super::watch::{WatchProgress, WatchTiming, watch_lease};
 use crate::api::{error, get_retrying};
 use crate::discover::{self, FenceReport, Listing, Scope};
+use crate::engine::{Member, Rules, Settled, Skip, release_members};
 use crate::lease::LeaseRecover;
 use crate::lease::LeaseRelease;
 use crate::lease_decide::RecoverRefusal;
@@ -26,7 +27,8 @@ use crate::lease_record::RecordedMember;
 use crate::lease_record::{merge_found, read_members};
 use crate::liveness::LivenessSource;
 use crate::{
-    AnnotationKeys, Clock, Epoch, FenceError, Holder, Lease, LeaseConfig, ObjectRef, SystemClock,
+    AnnotationKeys, Clock, Epoch, FenceError, Fencer, Holder, Lease, LeaseAcquire, LeaseConfig,
+    LeaseGuard, ObjectRef, OwnerValue, SystemClock,
 };
 
 /// Recovery of fences and a Lease left by gone holders. Build it, then [`Recovery::plan`]
@@ -361,10 +363,17 @@ impl Recovery {
         })
     }
 
-    /// Runs `plan`: takes the Lease over first when planned (ONE CAS on the version the
-    /// evidence was judged on; if it does not land, nothing else is touched), then releases the
-    /// fences in order, asserting the Lease before each (a parent is kept when a child of its
-    /// holder was not released), then releases the Lease.
+    /// Runs `plan` through the release engine ([`crate::engine::release_members`]): holds the
+    /// Lease for the whole release — takes it over first when planned (ONE CAS on the version
+    /// the evidence was judged on; if it does not land, nothing else is touched), or acquires
+    /// it when it is free — then releases the fences, children before parents, asserting the
+    /// Lease before each (a parent is kept when a member of its holder was not released),
+    /// then releases the Lease.
+    ///
+    /// A Lease that another holder holds cannot be held for the release: the orphans of other
+    /// holders are then released without it (each an exact-epoch CAS; the other holder's
+    /// fences are never planned). A Lease that the holder of a planned fence holds again is a
+    /// lost race: nothing is touched.
     ///
     /// # Errors
     /// API failures of the Lease takeover. Failures of single releases are reported in
@@ -372,7 +381,11 @@ impl Recovery {
     pub async fn execute(&self, plan: &RecoverPlan) -> Result<RecoverOutcome, FenceError> {
         let mut report = RecoverReport::default();
         let guard = match &plan.take_lease {
-            None => None,
+            None if plan.release.is_empty() => None,
+            None => match self.hold_free_lease(plan).await? {
+                Ok(g) => g,
+                Err(lost) => return Ok(lost),
+            },
             Some(gone) => {
                 let taken = Lease::recover(
                     self.client.clone(),
@@ -402,44 +415,40 @@ impl Recovery {
                 }
             }
         };
-        let mut failed_holders: Vec<String> = Vec::new();
-        for p in &plan.release {
-            let subject = Subject::Fence(p.object.clone());
-            if failed_holders.contains(&p.holder) && !p.child {
-                report.problems.push((
-                    subject,
-                    format!("kept because a child of {} was not released", p.holder),
-                ));
-                continue;
-            }
-            if let Some(g) = &guard
-                && let Err(e) = g.assert().await
-            {
-                report
-                    .problems
-                    .push((subject, format!("not released: {}", words(&e))));
-                failed_holders.push(p.holder.clone());
-                continue;
-            }
-            match self
-                .release_one(&p.object, &p.holder, p.epoch, &p.why.to_string())
-                .await
-            {
-                Ok(()) => report.released.push(p.object.clone()),
-                Err(why) => {
-                    failed_holders.push(p.holder.clone());
-                    report.problems.push((subject, why));
+        let members = plan
+            .release
+            .iter()
+            .map(|p| {
+                Member::judged(p.object.clone(), p.holder.clone(), p.epoch, p.child)
+                    .recovered(p.why.to_string())
+            })
+            .collect();
+        let template = Fencer::new(
+            self.client.clone(),
+            self.keys.clone(),
+            OwnerValue::new(self.holder.clone(), Epoch(0)),
+        )
+        .with_clock(Arc::clone(&self.clock));
+        let settled =
+            release_members(&template, members, guard.as_ref(), Rules::many_holders()).await;
+        for one in settled {
+            match one {
+                Settled::Released { object, .. } => report.released.push(object),
+                other => {
+                    let (object, why) = settled_words(other);
+                    report.problems.push((Subject::Fence(object), why));
                 }
             }
         }
         if let Some(g) = guard {
-            // The Lease goes only when no recorded member may still be fenced; then its
-            // record goes with it.
-            if let Some(still) = plan
+            let taken_over = plan.take_lease.is_some();
+            // A Lease taken over goes only when no recorded member may still be fenced; then
+            // its record goes with it. A free Lease held for the release goes back as found.
+            let unsettled = plan
                 .record
                 .as_ref()
-                .and_then(|r| r.unsettled(&report.released))
-            {
+                .and_then(|r| r.unsettled(&report.released));
+            if let (true, Some(still)) = (taken_over, unsettled) {
                 g.leave_held();
                 report.problems.push((
                     Subject::Lease,
@@ -447,11 +456,13 @@ impl Recovery {
                 ));
                 return Ok(RecoverOutcome::Done(report));
             }
-            if let Some(r) = &plan.record {
+            if let (true, Some(r)) = (taken_over, &plan.record) {
                 g.handle().settle_record(&self.keys.chain, &r.owner);
             }
             match g.release().await {
-                Ok(LeaseRelease::Released | LeaseRelease::Gone) => report.lease_released = true,
+                Ok(LeaseRelease::Released | LeaseRelease::Gone) => {
+                    report.lease_released = taken_over;
+                }
                 Ok(other) => report
                     .problems
                     .push((Subject::Lease, format!("not released: {other}"))),
@@ -461,6 +472,39 @@ impl Recovery {
             }
         }
         Ok(RecoverOutcome::Done(report))
+    }
+
+    /// Acquires the Lease for a release of orphans when it is free or absent. `Ok(Ok(None))`:
+    /// another holder has it (its fences are not planned; the orphans go without the Lease).
+    /// `Ok(Err(lost))`: the holder of a planned fence holds it again, or the Lease moved on
+    /// every attempt; nothing is touched.
+    async fn hold_free_lease(
+        &self,
+        plan: &RecoverPlan,
+    ) -> Result<Result<Option<LeaseGuard>, RecoverOutcome>, FenceError> {
+        let acquired = Lease::acquire(
+            self.client.clone(),
+            self.lease.clone(),
+            self.holder.clone(),
+            Arc::clone(&self.clock),
+        )
+        .await?;
+        Ok(match acquired {
+            LeaseAcquire::Acquired(g) => Ok(Some(g)),
+            LeaseAcquire::Held { holder, .. } => {
+                match plan.release.iter().find(|p| p.holder == holder) {
+                    Some(p) => Err(RecoverOutcome::LeaseRaceLost {
+                        gone: p.holder.clone(),
+                        why: format!("the Lease is now held by {holder}"),
+                    }),
+                    None => Ok(None),
+                }
+            }
+            _ => Err(RecoverOutcome::LeaseRaceLost {
+                gone: String::new(),
+                why: "another party changed the Lease on every attempt".into(),
+            }),
+        })
     }
 
     async fn read_lease(&self) -> Result<Option<KubeLease>, FenceError> {
@@ -497,6 +541,41 @@ fn decide_stable(then: Option<&Option<String>>, now: Option<&Option<String>>) ->
     }
 }
 
+/// A member the engine did not release, in words.
+fn settled_words(s: Settled) -> (ObjectRef, String) {
+    match s {
+        Settled::Released { object, .. } => (object, "released".into()),
+        Settled::Gone { object } => (object, "not released: the object is gone".into()),
+        Settled::NotOurs { object, found } => (
+            object,
+            match found {
+                Some(f) => format!("not released: now fenced by {f}; nothing changed"),
+                None => "not released: no longer fenced; nothing changed".into(),
+            },
+        ),
+        Settled::Kept { guard, why } => {
+            let object = guard.object().clone();
+            (*guard).leave_in_place();
+            (object, format!("kept: {why:?}"))
+        }
+        Settled::Skipped { member, why } => {
+            let object = member.source.object().clone();
+            let why = match why {
+                Skip::ChildKept { holder } => {
+                    format!("kept because a child of {holder} was not released")
+                }
+                Skip::LeaseLost(e) => format!("not released: {e}"),
+                _ => "not released: the release stopped".into(),
+            };
+            (object, why)
+        }
+        Settled::Failed { object, error } => (object, format!("not released: {}", words(&error))),
+        Settled::NotApplied { object, .. } => {
+            (object, "not released: the patch did not apply".into())
+        }
+    }
+}
+
 /// A refused takeover, in words.
 fn refusal_words(r: &RecoverRefusal) -> String {
     match r {
@@ -512,17 +591,7 @@ fn refusal_words(r: &RecoverRefusal) -> String {
     }
 }
 
-/// An error and its causes, `outer: inner: ...`.
-pub(super) fn words(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cause = c.source();
-    }
-    s
-}
+pub(super) use crate::error::words;
 
 #[cfg(test)]
 #[path = "run_tests.rs"]

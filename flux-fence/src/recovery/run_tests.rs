@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::OwnerValue;
-use crate::recovery::member::same_fence;
+use crate::engine::same_fence;
 
 #[test]
 fn release_engine_a_look_is_stable_only_at_the_same_lease_version() {

@@ -135,12 +135,16 @@ fn release_engine_a_persons_flux_resume_alone_is_kept_any_other_moved_mark_withh
             Ok((vec![reconcile()], vec![suspend()], Some(suspend()))),
         ),
         (
-            "suspend removed is not flux resume's write: withheld",
+            "suspend removed (Flux Operator's resume): kept, the rest restored",
             Value::Null,
             Some("disabled"),
             "fh-1",
             Moved::Withhold,
-            Err(suspend()),
+            Ok((
+                vec![reconcile(), requested.clone()],
+                vec![suspend()],
+                Some(suspend()),
+            )),
         ),
         (
             "suspend set to something else: withheld",

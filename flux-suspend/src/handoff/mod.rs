@@ -3,7 +3,6 @@
 use flux_fence::mark::MarkAt;
 use flux_fence::mark::Restore;
 use flux_fence::outcome::AcquireOutcome;
-use flux_fence::outcome::ReleaseOutcome;
 use flux_fence::{FenceGuard, Fencer, Mark, ObjectRef};
 use kube::Client;
 use serde_json::json;
@@ -368,35 +367,6 @@ pub(crate) fn members(chains: &[Chain]) -> Result<(Vec<ObjectRef>, Vec<ObjectRef
         });
     }
     Ok((parents, targets))
-}
-
-/// Budget for re-trying a release that lost every CAS round to other writers or whose response
-/// was lost without being applied.
-const RELEASE_CONTENTION_BUDGET: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// Releases, re-reading and trying again (with backoff, bounded) while other writers win every
-/// CAS round, or while a release's response was lost (a 5xx, a reset connection) and the
-/// re-read showed it was not applied: every try starts with a fresh read and writes a CAS on
-/// it, so nothing is sent blindly. Any other outcome is returned as is.
-async fn release_with_retry(
-    fencer: &Fencer,
-    mut guard: FenceGuard,
-) -> Result<ReleaseOutcome, flux_fence::FenceError> {
-    let deadline = tokio::time::Instant::now() + RELEASE_CONTENTION_BUDGET;
-    let mut backoff = CONTENDED_BACKOFF_START;
-    loop {
-        match fencer.release(guard).await? {
-            ReleaseOutcome::Kept {
-                guard: g,
-                why: flux_fence::outcome::Kept::Contended | flux_fence::outcome::Kept::Unknown,
-            } if tokio::time::Instant::now() + backoff < deadline => {
-                guard = *g;
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(std::time::Duration::from_secs(1));
-            }
-            other => return Ok(other),
-        }
-    }
 }
 
 fn resource_version(v: &serde_json::Value) -> Option<String> {

@@ -1,16 +1,15 @@
-//! The resume: releasing bottom-up, then optionally waiting for Ready.
+//! The resume: the held fences through the release engine (targets first, no parent while a
+//! target is held), then optionally waiting for Ready.
 
-use tracing::Instrument;
+use flux_fence::engine::{Member, Rules, Settled, Source, release_members};
 
 use super::ready::wait_ready_after_resume;
-use super::{
-    Handoff, HeldFence, ReleaseOutcome, ResumeReport, SuspendError, Timing, release_with_retry,
-};
+use super::{Handoff, HeldFence, ResumeReport, SuspendError, Timing};
 
 impl Handoff {
-    /// Releases every fence held, targets first (last fenced first), then parents — but no
-    /// parent while a target is still held. Optionally waits until each released object is
-    /// Ready for its current generation.
+    /// Releases every fence held through [`flux_fence::engine::release_members`]: targets
+    /// first (last fenced first), then parents — but no parent while a target is still held.
+    /// Optionally waits until each released object is Ready for its current generation.
     ///
     /// # Errors
     /// [`SuspendError::Invalid`] when something could not be released (it stays held here and
@@ -19,60 +18,81 @@ impl Handoff {
         &mut self,
         wait_ready: Option<Timing>,
     ) -> Result<ResumeReport, SuspendError> {
+        let mut nonces = Vec::new();
+        let mut members = Vec::new();
+        for (list, child) in [(&mut self.targets, true), (&mut self.parents, false)] {
+            while let Some(held) = list.pop() {
+                nonces.push((held.guard.object().clone(), held.nonce, child));
+                members.push(Member::held(held.guard, child));
+            }
+        }
+        let settled = release_members(&self.fencer, members, None, Rules::one_holder()).await;
         let mut report = ResumeReport::default();
         let mut released = Vec::new();
-        for level in [true, false] {
-            loop {
-                let list = if level {
-                    &mut self.targets
-                } else {
-                    &mut self.parents
-                };
-                let Some(held) = list.pop() else { break };
-                let name = held.guard.object().to_string();
-                let object = held.guard.object().clone();
-                let uid = held.guard.uid().to_string();
-                let span = super::member_span("release", &object, level);
-                match release_with_retry(&self.fencer, held.guard)
-                    .instrument(span)
-                    .await
-                {
-                    Ok(ReleaseOutcome::Released { kept_resume, .. }) => {
-                        if kept_resume.is_some() {
-                            report.kept_resume.push(name.clone());
-                        }
-                        report.released.push(name);
-                        released.push((object, uid));
+        let mut failure = None;
+        // In reverse, so what goes back onto the stacks keeps its order (next to release last).
+        for one in settled.into_iter().rev() {
+            let (guard, _) = match one {
+                Settled::Released {
+                    object,
+                    uid,
+                    kept_resume,
+                    ..
+                } => {
+                    let name = object.to_string();
+                    if kept_resume.is_some() {
+                        report.kept_resume.insert(0, name.clone());
                     }
-                    Ok(ReleaseOutcome::Kept { guard, why }) => {
-                        let list = if level {
-                            &mut self.targets
-                        } else {
-                            &mut self.parents
-                        };
-                        list.push(HeldFence::new(*guard, held.nonce));
-                        let detail = match &why {
-                            // Words the CLI's next step reads (`release of OBJ withheld`).
-                            flux_fence::outcome::Kept::MarkMoved { at } => format!(
-                                "release of {} withheld: {at} was changed by another writer",
-                                flux_fence::recovery::short_ref(&object)
-                            ),
-                            other => format!("{name} kept: {other:?}"),
-                        };
-                        return Err(SuspendError::Invalid {
-                            step: "releasing",
-                            detail,
-                        });
-                    }
-                    Ok(_) => report.not_ours.push(name),
-                    Err(source) => {
-                        return Err(SuspendError::Fence {
-                            step: "releasing",
-                            source,
-                        });
-                    }
+                    report.released.insert(0, name);
+                    released.insert(0, (object, uid));
+                    continue;
                 }
-            }
+                Settled::Gone { object } | Settled::NotOurs { object, .. } => {
+                    report.not_ours.insert(0, object.to_string());
+                    continue;
+                }
+                Settled::Kept { guard, why } => {
+                    let object = guard.object().clone();
+                    let detail = match &why {
+                        // Words the CLI's next step reads (`release of OBJ withheld`).
+                        flux_fence::outcome::Kept::MarkMoved { at } => format!(
+                            "release of {} withheld: {at} was changed by another writer",
+                            flux_fence::recovery::short_ref(&object)
+                        ),
+                        other => format!("{object} kept: {other:?}"),
+                    };
+                    failure = Some(SuspendError::Invalid {
+                        step: "releasing",
+                        detail,
+                    });
+                    (*guard, true)
+                }
+                Settled::Skipped { member, .. } => match member.source {
+                    Source::Held(g) => (g, member.child),
+                    _ => continue,
+                },
+                Settled::Failed { error, .. } => {
+                    failure = Some(SuspendError::Fence {
+                        step: "releasing",
+                        source: error,
+                    });
+                    continue;
+                }
+                _ => continue,
+            };
+            let (nonce, child) = nonces
+                .iter()
+                .find(|(o, ..)| o == guard.object())
+                .map_or((None, true), |(_, n, c)| (n.clone(), *c));
+            let list = if child {
+                &mut self.targets
+            } else {
+                &mut self.parents
+            };
+            list.push(HeldFence::new(guard, nonce));
+        }
+        if let Some(e) = failure {
+            return Err(e);
         }
         if let Some(timing) = wait_ready {
             for (obj, uid) in &released {

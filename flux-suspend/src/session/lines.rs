@@ -38,7 +38,7 @@ impl Event {
             Event::Step(step) => step_line(*step, members),
             Event::Released(o) => format!("released: {o}"),
             Event::ReleasedKeepingResume(o) => format!(
-                "released: {o}, keeping spec.suspend=false as another writer set it (a `flux \
+                "released: {o}, keeping spec.suspend as another writer left it (a `flux \
                  resume` while paused)"
             ),
             Event::LeaseReleased => "lease released".into(),
@@ -89,8 +89,8 @@ mod tests {
             ),
             (
                 Event::ReleasedKeepingResume("Kustomization a/t1".into()),
-                "released: Kustomization a/t1, keeping spec.suspend=false as another writer set \
-                 it (a `flux resume` while paused)",
+                "released: Kustomization a/t1, keeping spec.suspend as another writer left it \
+                 (a `flux resume` while paused)",
             ),
             (Event::LeaseReleased, "lease released"),
             (Event::LeaseParked, "lease parked"),

@@ -13,6 +13,7 @@
 
 pub mod checker;
 pub mod history;
+mod person;
 pub mod schedule;
 pub mod seed;
 pub mod work;

@@ -62,6 +62,11 @@ pub enum Fault {
     Stop { victim: usize, ms: u64 },
     /// A person's `flux resume`: `spec.suspend=false` on a fenced member (0 parent, 1 target).
     FluxResume { member: usize },
+    /// Flux Operator's resume: `spec.suspend` removed from a fenced member.
+    OperatorResume { member: usize },
+    /// A person shortens a held Lease's `leaseDurationSeconds` to `seconds` ("to speed up
+    /// recovery"): no path may take it over before the holder's own duration.
+    LeaseEdit { seconds: i32 },
 }
 
 impl Fault {
@@ -76,6 +81,8 @@ impl Fault {
             Self::Kill { .. } => "sigkill",
             Self::Stop { .. } => "sigstop",
             Self::FluxResume { .. } => "flux_resume",
+            Self::OperatorResume { .. } => "operator_resume",
+            Self::LeaseEdit { .. } => "lease_edit",
         }
     }
 }
@@ -95,6 +102,8 @@ impl fmt::Display for Fault {
             Self::Kill { victim } => write!(f, "sigkill victim {victim}"),
             Self::Stop { victim, ms } => write!(f, "sigstop victim {victim} for {ms}ms"),
             Self::FluxResume { member } => write!(f, "flux_resume member {member}"),
+            Self::OperatorResume { member } => write!(f, "operator_resume member {member}"),
+            Self::LeaseEdit { seconds } => write!(f, "lease_edit duration {seconds}s"),
         }
     }
 }
@@ -115,7 +124,7 @@ pub struct Plan {
 }
 
 /// The fault kinds a plan may draw, in the order they are counted.
-pub const KINDS: [&str; 8] = [
+pub const KINDS: [&str; 10] = [
     "hang",
     "late_504",
     "reset",
@@ -123,6 +132,8 @@ pub const KINDS: [&str; 8] = [
     "sigkill",
     "sigstop",
     "flux_resume",
+    "operator_resume",
+    "lease_edit",
     "clock_skew",
 ];
 
@@ -176,7 +187,7 @@ pub fn plan(seed: u64, rogue: bool) -> Plan {
 
 fn fault(rng: &mut StdRng) -> Fault {
     let pick = |rng: &mut StdRng, from: &[&'static str]| from[rng.random_range(0..from.len())];
-    match rng.random_range(0..7u8) {
+    match rng.random_range(0..9u8) {
         0 => Fault::Hang {
             request: pick(rng, &CUT),
             nth: rng.random_range(1..=4),
@@ -200,8 +211,14 @@ fn fault(rng: &mut StdRng) -> Fault {
             victim: rng.random_range(0..4),
             ms: rng.random_range(1000..8000),
         },
-        _ => Fault::FluxResume {
+        6 => Fault::FluxResume {
             member: rng.random_range(0..2),
+        },
+        7 => Fault::OperatorResume {
+            member: rng.random_range(0..2),
+        },
+        _ => Fault::LeaseEdit {
+            seconds: rng.random_range(1..=3),
         },
     }
 }
@@ -239,7 +256,7 @@ mod tests {
             .collect();
         seen.sort_unstable();
         seen.dedup();
-        assert_eq!(seen.len(), 7, "{seen:?}");
+        assert_eq!(seen.len(), 9, "{seen:?}");
         assert!(seen.iter().all(|k| KINDS.contains(k)));
         assert!((0..100).any(|s| plan(s, false).actors.iter().any(|a| a.skewed)));
     }

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -295,29 +295,22 @@ async fn inject(cell: &Cell, live: &Live, fault: &Fault, mut done: watch::Receiv
                 sent
             }
         }
-        Fault::FluxResume { member } => {
-            let name = [PARENT, TARGET][member % 2];
-            let api = Api::<kube::api::DynamicObject>::namespaced_with(
-                cell.client.clone(),
-                &cell.namespace,
-                &testkit::fixtures::kustomization_resource(),
-            );
-            let fenced = poll_async(until_done, || async {
-                let o = api.get(name).await.ok()?;
-                let d = serde_json::to_value(&o).ok()?;
-                let owner = d.pointer("/metadata/annotations/flux-handoff.io~1owner");
-                (owner.is_some() && d.pointer("/spec/suspend") == Some(&Value::Bool(true)))
-                    .then_some(())
-            })
-            .await;
-            let body = serde_json::json!({ "spec": { "suspend": false } });
-            fenced.is_some()
-                && api
-                    .patch(name, &PatchParams::default(), &Patch::Merge(&body))
-                    .await
-                    .is_ok()
+        Fault::FluxResume { .. } | Fault::OperatorResume { .. } | Fault::LeaseEdit { .. } => {
+            super::person::edit(cell, fault, until_done).await
         }
     }
+}
+
+/// `spec` with `suspend: false` dropped: a removed pause (Flux Operator's resume, kept by the
+/// release) is the same spec as one set back to false.
+fn unpaused(spec: &Value) -> Value {
+    let mut s = spec.clone();
+    if s.get("suspend") == Some(&Value::Bool(false))
+        && let Some(m) = s.as_object_mut()
+    {
+        m.remove("suspend");
+    }
+    s
 }
 
 /// Polls `f` every 50 ms until it gives something or `until` resolves.
@@ -325,7 +318,7 @@ async fn poll<T>(until: impl Future<Output = ()>, f: impl Fn() -> Option<T>) -> 
     poll_async(until, || std::future::ready(f())).await
 }
 
-async fn poll_async<T, F: Future<Output = Option<T>>>(
+pub(super) async fn poll_async<T, F: Future<Output = Option<T>>>(
     until: impl Future<Output = ()>,
     f: impl Fn() -> F,
 ) -> Option<T> {
@@ -383,7 +376,12 @@ async fn recover(
         after
             .objects
             .iter()
-            .filter(|(n, o)| before.objects.get(*n).is_some_and(|b| b.spec != o.spec))
+            .filter(|(n, o)| {
+                before
+                    .objects
+                    .get(*n)
+                    .is_some_and(|b| unpaused(&b.spec) != unpaused(&o.spec))
+            })
             .map(|(n, _)| format!("{n}: spec not as before")),
     );
     let ran = recovery.is_some();
