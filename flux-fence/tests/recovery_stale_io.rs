@@ -94,6 +94,25 @@ async fn owner_on(ns: &TestNs, name: &str) -> Option<String> {
         .map(ToString::to_string)
 }
 
+/// `holder` takes the Lease, fences `apps` and stops; a person frees the Lease by hand: `apps`
+/// is an orphan of a free Lease. Returns the orphan's owner value.
+async fn orphan_of_a_free_lease(ns: &TestNs, holder: &Holder) -> flux_fence::OwnerValue {
+    let first = take(ns, holder).await;
+    fence(ns, &first, "apps").await;
+    let owner = first.owner();
+    first.leave_held();
+    free_by_hand(ns).await;
+    owner
+}
+
+/// `r`'s plan, which must release exactly one fence.
+async fn plan_of_one(r: &Recovery) -> flux_fence::recovery::Planned {
+    let mut progress = |_: &WatchProgress| {};
+    let planned = r.plan(&mut progress).await.unwrap();
+    assert_eq!(planned.plan.release.len(), 1, "{:?}", planned.plan);
+    planned
+}
+
 fn nothing_released(outcome: &RecoverOutcome) -> bool {
     match outcome {
         RecoverOutcome::Done(r) => r.released.is_empty(),
@@ -161,17 +180,11 @@ async fn release_engine_recovery_never_releases_a_later_fence_of_the_same_holder
     create_ks(&ns, "apps").await;
     // A holder named as every run of a job names itself (`--holder deploy`).
     let holder = Holder::local("deploy", std::process::id());
-    let first = take(&ns, &holder).await;
-    fence(&ns, &first, "apps").await;
-    let old = first.owner();
-    first.leave_held();
-    free_by_hand(&ns).await;
+    let old = orphan_of_a_free_lease(&ns, &holder).await;
 
     // The plan: `apps` is an orphan of a free Lease.
     let r = recovery(&ns, ns.client.clone());
-    let mut progress = |_: &WatchProgress| {};
-    let planned = r.plan(&mut progress).await.unwrap();
-    assert_eq!(planned.plan.release.len(), 1, "{:?}", planned.plan);
+    let planned = plan_of_one(&r).await;
 
     // Before it runs, a person releases that fence and the next run of the same name takes
     // the Lease and fences `apps` again.
@@ -213,18 +226,13 @@ async fn release_engine_recovery_holds_a_free_lease_while_it_releases_orphans() 
     let ns = TestNs::new("hold-free").await.unwrap();
     create_ks(&ns, "apps").await;
     // `apps` is an orphan of a Lease a person freed by hand.
-    let gone = take(&ns, &Holder::local("gone", std::process::id())).await;
-    fence(&ns, &gone, "apps").await;
-    let old = gone.owner().to_string();
-    gone.leave_held();
-    free_by_hand(&ns).await;
+    let gone = Holder::local("gone", std::process::id());
+    let old = orphan_of_a_free_lease(&ns, &gone).await;
 
     let janitor = Holder::local("janitor", std::process::id());
     let proxy = Proxy::start().await.unwrap();
     let r = recovery(&ns, proxy.client().unwrap()).holder(janitor.clone());
-    let mut progress = |_: &WatchProgress| {};
-    let planned = r.plan(&mut progress).await.unwrap();
-    assert_eq!(planned.plan.release.len(), 1, "{:?}", planned.plan);
+    let planned = plan_of_one(&r).await;
 
     // The release of `apps` is held at the proxy: while it is in flight, the Lease is the
     // janitor's, so the next run cannot take it and start work beside the release.
@@ -265,16 +273,10 @@ async fn release_engine_recovery_touches_nothing_when_the_orphans_holder_is_back
     let ns = TestNs::new("holder-back").await.unwrap();
     create_ks(&ns, "apps").await;
     let holder = Holder::local("deploy", std::process::id());
-    let first = take(&ns, &holder).await;
-    fence(&ns, &first, "apps").await;
-    let old = first.owner().to_string();
-    first.leave_held();
-    free_by_hand(&ns).await;
+    let old = orphan_of_a_free_lease(&ns, &holder).await.to_string();
 
     let r = recovery(&ns, ns.client.clone());
-    let mut progress = |_: &WatchProgress| {};
-    let planned = r.plan(&mut progress).await.unwrap();
-    assert_eq!(planned.plan.release.len(), 1, "{:?}", planned.plan);
+    let planned = plan_of_one(&r).await;
 
     // Before the plan runs, the holder of the orphan takes the Lease again: it may be about
     // to work with the fence it left; the plan was made on a free Lease.

@@ -4,6 +4,8 @@
 
 use serde_json::Value;
 
+pub mod order;
+
 /// Makes a parent Kustomization skip a child it manages (docs/design/flux-model.md, fact 6).
 pub const RECONCILE_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/reconcile";
 /// Value of [`RECONCILE_ANNOTATION`] that disables apply and prune.

@@ -11,6 +11,7 @@
 //! - [`rights`]: the least-privilege RBAC a handoff needs, as manifests.
 //! - [`github`]: GitHub Actions workflow commands and the step summary.
 //! - [`fences`]: recovery of what a gone holder left fenced, configured for Flux's kinds.
+//! - [`select`]: targets chosen by label selector or `--all`, in `dependsOn` order.
 //!
 //! The core crates (`flux-fence`, `flux-suspend`, `ghcr-auth`) do not depend on this one.
 //!
@@ -27,4 +28,5 @@ pub mod github;
 pub mod kubeconfig;
 pub mod names;
 pub mod rights;
+pub mod select;
 pub mod settings;

@@ -100,6 +100,42 @@ pub struct TargetArgs {
     pub controller: Option<String>,
 }
 
+/// Targets chosen by label instead of by name, as `flux suspend kustomization --all -n apps`
+/// and `kubectl get -l team=web` choose them (`run` and `pause`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct SelectArgs {
+    /// Pause every object of --kind whose labels match SELECTOR, in -n's namespace and each
+    /// --in (-A: every namespace): `key=value`, `key!=value`, `key`, `!key`, `key in (a,b)`,
+    /// `key notin (a,b)`, comma-separated, all must hold (the API server matches it). Resolved
+    /// once, before anything is written: a selector that matches nothing is exit 2. Each
+    /// target's dependencies (spec.dependsOn) are released before it, so Flux reconciles them
+    /// first; a selected Kustomization that applies another selected object is paused as its
+    /// parent. Not with named targets.
+    #[arg(long, short = 'l', value_name = "SELECTOR", conflicts_with = "all")]
+    pub selector: Option<String>,
+    /// Pause every object of --kind in -n's namespace and each --in (-A: every namespace), as
+    /// `flux suspend kustomization --all`; ordered and refused when empty as -l.
+    #[arg(long)]
+    pub all: bool,
+    /// The kinds -l and --all select: `ks` (Kustomization, the default, as `flux suspend
+    /// kustomization`), `hr` (`HelmRelease`); repeatable, commas allowed.
+    #[arg(long, value_name = "KIND", value_delimiter = ',')]
+    pub kind: Vec<String>,
+    /// With -l or --all: also select in this namespace (repeatable; commas allowed).
+    #[arg(long = "in", value_name = "NS", value_delimiter = ',')]
+    pub namespaces: Vec<String>,
+    /// With -l or --all: select in every namespace (needs cluster-wide list on the kinds).
+    #[arg(long, short = 'A')]
+    pub all_namespaces: bool,
+}
+
+impl SelectArgs {
+    /// Whether -l or --all was given.
+    pub fn selects(&self) -> bool {
+        self.selector.is_some() || self.all
+    }
+}
+
 /// Where fences are looked for, and how they are listed.
 #[derive(Debug, Args, Clone, Default)]
 pub struct FindArgs {
@@ -195,10 +231,17 @@ impl TargetArgs {
 Examples:
   flux-handoff pause --dry-run=server ks/flux-system/apps   # answered, nothing changed
   flux-handoff pause ks/flux-system/apps                    # prints the holder
-  flux-handoff resume ks/flux-system/apps                   # waits for Ready")]
+  flux-handoff resume ks/flux-system/apps                   # waits for Ready
+  flux-handoff pause -l team=web -n apps                    # every Kustomization labelled
+  flux-handoff pause --all --kind hr -n web                 # every HelmRelease in web
+
+-l and --all are resolved once, before anything is written (a selector that matches nothing \
+is exit 2); dependencies (spec.dependsOn) are released before what depends on them.")]
 pub struct PauseArgs {
     #[command(flatten)]
     pub positional: Positional,
+    #[command(flatten)]
+    pub select: SelectArgs,
     /// Send every write the handoff would make first (the Lease, each parent's then each
     /// target's fence) with the server's dryRun=All, so RBAC and admission answer for real, and
     /// change nothing: one line per write (would pass, denied, refused). Waits for nothing and
@@ -211,6 +254,25 @@ pub struct PauseArgs {
     pub holder: HolderArg,
     #[command(flatten)]
     pub events: crate::notify::EventsArg,
+}
+
+/// `resume -l`/`--all`: the paused objects to resume the pause of, chosen by label.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ResumeSelect {
+    /// Resume the pause of the paused objects of --kind whose labels match SELECTOR, in -n's
+    /// namespace and each --in (-A: every namespace), as if each were named (`flux resume
+    /// kustomization -l`): the one holder fencing them all is resumed, its whole pause. No
+    /// paused object matching is exit 2, nothing written. Syntax as `pause -l`.
+    #[arg(long, short = 'l', value_name = "SELECTOR", conflicts_with_all = ["all", "objects", "holder"])]
+    pub selector: Option<String>,
+    /// Resume the pause of every paused object of --kind in -n's namespace and each --in (-A:
+    /// every namespace), as `flux resume kustomization --all`; as -l otherwise.
+    #[arg(long, conflicts_with_all = ["objects", "holder"])]
+    pub all: bool,
+    /// The kinds -l and --all select: `ks` (Kustomization, the default), `hr`
+    /// (`HelmRelease`); repeatable, commas allowed.
+    #[arg(long, value_name = "KIND", value_delimiter = ',')]
+    pub kind: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -226,6 +288,8 @@ pub struct ResumeArgs {
     /// is released, then each released object is waited for until Ready (--wait=false skips).
     #[arg(value_name = "OBJECT", conflicts_with = "holder")]
     pub objects: Vec<String>,
+    #[command(flatten)]
+    pub select: ResumeSelect,
     /// The holder whose fences to release (default: `$FLUX_HANDOFF_HOLDER`; pause prints it).
     /// Needed unless objects are named.
     #[arg(long, value_name = "HOLDER")]
@@ -267,6 +331,8 @@ pub struct ResumeArgs {
 Examples:
   flux-handoff run --dry-run=server apps -- ./deploy.sh   # answered, nothing changed or run
   flux-handoff run apps hr/web/podinfo -- ./deploy.sh     # pause, prove, run, resume
+  flux-handoff run -l team=web -n apps -- ./deploy.sh     # every Kustomization labelled
+  flux-handoff run --all --kind ks,hr --in web -- ./x.sh  # all of both kinds in -n and web
 
 The command's parent is a keeper process: if flux-handoff is killed, or stopped or suspended \
 past its Lease deadline, the keeper ends the command and everything it started (SIGTERM, \
@@ -277,6 +343,8 @@ the command gets /dev/null as standard input, as it does not own the terminal.")
 pub struct RunArgs {
     #[command(flatten)]
     pub positional: Positional,
+    #[command(flatten)]
+    pub select: SelectArgs,
     /// Send every write the handoff would make first (the Lease, each parent's then each
     /// target's fence) with the server's dryRun=All, so RBAC and admission answer for real, and
     /// change nothing: one line per write (would pass, denied, refused). Waits for nothing and

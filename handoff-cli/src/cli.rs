@@ -20,6 +20,11 @@ Operator's suspendedBy where no one set one), retire in-flight
 reconciles (--retire ack|restart|none), prove the pause is stable, work, then release bottom-up
 and release the Lease — on every exit path, including SIGINT and SIGTERM.
 
+Targets are named (`apps`, `ks/NS/NAME`, `hr/NS/NAME`) or selected, as `flux suspend --all`
+and `kubectl -l` select them: `-l team=web` or `--all` (`--kind hr`, `-n`, `--in`, `-A`),
+listed once before any write; dependencies (spec.dependsOn) are released first, and a
+selection that matches nothing is exit 2 with nothing written.
+
 Try it first with the server's dry run: every write answered by RBAC and admission, nothing
 changed:
 

@@ -293,8 +293,8 @@ async fn chain_record_recovery_with_the_default_lease_leaves_a_fence_under_anoth
     assert_lease_free_without_record(&lease(&c, "other").await);
 }
 
-/// docs/recipes.md, "Disaster recovery of a HelmRelease": the restore runs under a proven
-/// pause of the HelmRelease and its parent, and both are handed back after it.
+/// docs/recipes.md, "Disaster recovery of a `HelmRelease`": the restore runs under a proven
+/// pause of the `HelmRelease` and its parent, and both are handed back after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recipe_dr_restore_of_a_helmrelease_runs_under_the_pause_and_hands_back() {
     let c = Cluster::seeded("recipe-dr").await;

@@ -46,18 +46,24 @@ async fn parent_waits(c: &Cluster) {
 }
 
 async fn doctor(c: &Cluster, controller: &str) -> (i32, String) {
+    doctor_with(c, controller, &[]).await
+}
+
+async fn doctor_with(c: &Cluster, controller: &str, extra: &[&str]) -> (i32, String) {
     let ns = &c.ns.name;
-    let out = c
-        .run(&[
-            "doctor",
-            "--target",
-            TARGET,
-            "--lease",
-            &format!("{ns}/flux-handoff"),
-            "--controller",
-            &format!("{ns}/{controller}"),
-        ])
-        .await;
+    let lease = format!("{ns}/flux-handoff");
+    let controller = format!("{ns}/{controller}");
+    let mut args = vec![
+        "doctor",
+        "--target",
+        TARGET,
+        "--lease",
+        &lease,
+        "--controller",
+        &controller,
+    ];
+    args.extend(extra);
+    let out = c.run(&args).await;
     (code(&out), format!("{}{}", stdout(&out), stderr(&out)))
 }
 
@@ -107,7 +113,7 @@ async fn doctor_gate_on_is_reported_from_the_deployment_args() {
     assert!(!text.contains(": off"), "{text}");
 }
 
-/// A controller Deployment `name` labelled as Flux Operator labels what a FluxInstance installs.
+/// A controller Deployment `name` labelled as Flux Operator labels what a `FluxInstance` installs.
 async fn operator_controller(c: &Cluster, name: &str) {
     controller(c, name, &["--watch-all-namespaces"]).await;
     c.ns.api::<Deployment>()
@@ -138,21 +144,8 @@ async fn operator_kinds_doctor_names_the_flux_operator_and_refuses_restart_there
     let note = format!("ok   {check}: --retire restart would be reverted there");
     assert!(text.contains(&note), "missing {note:?} in\n{text}");
 
-    let out = c
-        .run(&[
-            "doctor",
-            "--target",
-            TARGET,
-            "--lease",
-            &format!("{ns}/flux-handoff"),
-            "--controller",
-            &format!("{ns}/kc-operated"),
-            "--retire",
-            "restart",
-        ])
-        .await;
-    let text = format!("{}{}", stdout(&out), stderr(&out));
+    let (ended, text) = doctor_with(&c, "kc-operated", &["--retire", "restart"]).await;
     let fail = format!("FAIL {check}: --retire restart is reverted there");
     assert!(text.contains(&fail), "missing {fail:?} in\n{text}");
-    assert_ne!(code(&out), 0, "{text}");
+    assert_ne!(ended, 0, "{text}");
 }

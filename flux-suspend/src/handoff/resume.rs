@@ -26,7 +26,14 @@ impl Handoff {
                 members.push(Member::held(held.guard, child));
             }
         }
-        let settled = release_members(&self.fencer, members, None, Rules::one_holder()).await;
+        // Boxed: the engine's future would otherwise grow every session future that awaits it.
+        let settled = Box::pin(release_members(
+            &self.fencer,
+            members,
+            None,
+            Rules::one_holder(),
+        ))
+        .await;
         let mut report = ResumeReport::default();
         let mut released = Vec::new();
         let mut failure = None;

@@ -15,6 +15,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use serde_json::Value;
 
+use crate::flux::order::{Node, release_order};
 use crate::handoff::Chain;
 use crate::object::{get_json, helmrelease_resource, kustomization, kustomization_resource};
 use crate::session::recover::{Recovered, finished_runs};
@@ -53,6 +54,17 @@ pub(crate) async fn preflight(
             parent,
             target: t.object.clone(),
         });
+    }
+    // Several targets are fenced dependents first, so the release frees each object after the
+    // objects it depends on (`spec.dependsOn`, read above: no request more).
+    if chains.len() > 1 {
+        let nodes: Vec<Node> = reads
+            .iter()
+            .filter(|(o, _)| chains.iter().any(|c| c.target == *o))
+            .map(|(o, v)| Node::read(o.clone(), v))
+            .collect();
+        let ordered = release_order(&nodes);
+        chains.sort_by_key(|c| ordered.fence_rank(&c.target));
     }
     Ok((chains, recovered, reads))
 }

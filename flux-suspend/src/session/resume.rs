@@ -286,6 +286,7 @@ pub async fn resume_holder(
             }
         }
     }
+    let guards = in_dependency_order(client, guards).await;
     let mut handoff = Handoff::adopt(client.clone(), fencer, guards);
     let (released, kept_resume) = match handoff.resume(opts.wait_ready).await {
         Ok(r) => (r.released, r.kept_resume),
@@ -318,6 +319,28 @@ pub async fn resume_holder(
         released,
         lease_released: true,
     })
+}
+
+/// `guards` in the order to hand to a handoff so that its release frees each object after the
+/// objects it depends on (`spec.dependsOn`, [`crate::flux::order`]): one read of each object
+/// when there are several (a single fence has no order); an object that cannot be read keeps
+/// its place at the end.
+async fn in_dependency_order(
+    client: &Client,
+    mut guards: Vec<flux_fence::FenceGuard>,
+) -> Vec<flux_fence::FenceGuard> {
+    if guards.len() < 2 {
+        return guards;
+    }
+    let mut nodes = Vec::with_capacity(guards.len());
+    for g in &guards {
+        if let Ok(obj) = crate::object::get_json(client, g.object()).await {
+            nodes.push(crate::flux::order::Node::read(g.object().clone(), &obj));
+        }
+    }
+    let ordered = crate::flux::order::release_order(&nodes);
+    guards.sort_by_key(|g| ordered.fence_rank(g.object()));
+    guards
 }
 
 /// `opts` with the Lease the holder's fences name ([`super::fence_lease::lease_named`]): the

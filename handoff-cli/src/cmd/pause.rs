@@ -18,13 +18,22 @@ pub async fn run(
 ) -> Result<u8, Failure> {
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
     crate::notify::configure(out, &args.events, file.events_addr.as_deref())?;
-    let settings = settings::resolve(global, &args.targets.with(&args.positional), &file)
-        .map_err(Failure::usage)?;
-    let opts = session::options(settings, &args.holder, &file)?;
+    let named = args.targets.with(&args.positional);
+    // -l/--all: checked here, listed once the client exists, before any write.
+    let selection = settings::selection(global, &args.select, &named).map_err(Failure::usage)?;
+    let targets = match &selection {
+        Some(s) => settings::stand_in(&named, s),
+        None => named.clone(),
+    };
+    let settings = settings::resolve(global, &targets, &file).map_err(Failure::usage)?;
+    let mut opts = session::options(settings, &args.holder, &file)?;
     let wait = session::lease_wait(&args.holder, &file)?;
     let lease = opts.lease.clone();
-    let hints = Hints::of("pause", &opts);
     let client = client::client(global).await?;
+    if let Some(s) = &selection {
+        settings::resolve_selected(&client, s, (global, &named, &file), &mut opts, out).await?;
+    }
+    let hints = Hints::of("pause", &opts);
     if args.dry_run.is_some() {
         return super::dry_run::run(client, opts, cancel, out, &hints, None).await;
     }

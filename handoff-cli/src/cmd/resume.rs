@@ -1,5 +1,6 @@
-//! `flux-handoff resume OBJECT...` or `resume --holder H`: by object, the holder is read from
-//! the objects' fences and its pause resumed as by holder, then each released object waited
+//! `flux-handoff resume OBJECT...`, `resume -l SELECTOR|--all` or `resume --holder H`: by
+//! object (named, or the paused objects a selection lists), the holder is read from the
+//! objects' fences and its pause resumed as by holder, then each released object waited
 //! for until Ready (`flux resume`'s default; `--wait=false` skips). By holder: release what H holds (every object of H's chain record on
 //! the Lease, wherever it lives, and whatever the fenced label finds in -n, the configured
 //! targets' namespaces and each --in; -A everywhere), targets before parents,
@@ -14,6 +15,7 @@ use flux_suspend::io::Timing;
 use flux_suspend::session::Members;
 use flux_suspend::session::holder_of;
 use flux_suspend::{ParentSpec, ResumeError, ResumeOptions, resume_holder};
+use handoff_app::select::{LabelSelector, SelectError, Selection};
 use serde_json::json;
 
 use crate::args::{Global, ResumeArgs};
@@ -48,8 +50,18 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
     }
     let scope = args.find.scope(&base).map_err(Failure::usage)?;
     let client = client::client(global).await?;
+    let by = match by {
+        By::Selected(selection) => By::Objects(paused(&client, &selection, &settings).await?),
+        by => by,
+    };
     let holder = match &by {
         By::Holder(h) => h.clone(),
+        By::Selected(_) => {
+            return Err(Failure::new(
+                exit::INTERNAL,
+                "resume: a selection left unresolved",
+            ));
+        }
         By::Objects(objects) => {
             let h = holder_of(&client, &settings.keys, objects)
                 .await
@@ -67,7 +79,7 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
     opts.listing = args.find.listing();
     opts.holder_exited = args.holder_exited;
     opts.if_held = args.if_held;
-    let wait = waits(args, matches!(by, By::Objects(_)));
+    let wait = waits(args, !matches!(by, By::Holder(_)));
     opts.wait_ready = wait.then(|| Timing::new(settings.interval, settings.timeout));
     out.cleanup_complete(false);
     out.stage("resume");
@@ -93,6 +105,34 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
         out.phase("every released object is Ready");
     }
     Ok(exit::SUCCESS)
+}
+
+/// The paused objects `selection` selects (its selector and the fenced label, one list per
+/// kind and namespace; reads only); none is exit 2 with one line.
+async fn paused(
+    client: &kube::Client,
+    selection: &Selection,
+    settings: &flux_suspend::SessionOptions,
+) -> Result<Vec<ObjectRef>, Failure> {
+    let fenced = settings.keys.fenced_selector();
+    let both = match &selection.selector {
+        Some(s) => format!("{s},{fenced}"),
+        None => fenced,
+    };
+    let mut listed = selection.clone();
+    listed.selector = Some(
+        both.parse()
+            .map_err(|e: SelectError| Failure::usage(e.to_string()))?,
+    );
+    let found = handoff_app::select::select(client, &listed)
+        .await
+        .map_err(|e| settings::select_failure(&e))?;
+    if found.is_empty() {
+        return Err(settings::select_failure(
+            &selection.no_match("paused ", "resume"),
+        ));
+    }
+    Ok(found.into_iter().map(|(o, _)| o).collect())
 }
 
 /// A refusal changed nothing (exit 3; a live holder gets the commands that prove it gone); a
@@ -126,11 +166,36 @@ enum By {
     Holder(Holder),
     /// The holder found on these objects' fences.
     Objects(Vec<ObjectRef>),
+    /// The holder found on the fences of the paused objects -l/--all select.
+    Selected(Selection),
 }
 
-/// Objects when named (then `$FLUX_HANDOFF_HOLDER` is not used: the objects say whose pause
-/// it is), else --holder, else `env`; exit 2 with one line when none, or one does not parse.
+/// -l/--all when given, else objects when named (then `$FLUX_HANDOFF_HOLDER` is not used:
+/// the objects say whose pause it is), else --holder, else `env`; exit 2 with one line when
+/// none, or one does not parse.
 fn by(args: &ResumeArgs, env: Option<String>, default_ns: &str) -> Result<By, Failure> {
+    if args.select.selector.is_some() || args.select.all {
+        let selector = match &args.select.selector {
+            Some(text) => Some(
+                text.parse::<LabelSelector>()
+                    .map_err(|e| Failure::usage(e.to_string()))?,
+            ),
+            None => None,
+        };
+        return Ok(By::Selected(Selection {
+            kinds: settings::kinds(&args.select.kind).map_err(Failure::usage)?,
+            scope: args
+                .find
+                .scope(&[default_ns.to_string()])
+                .map_err(Failure::usage)?,
+            selector,
+        }));
+    }
+    if !args.select.kind.is_empty() {
+        return Err(Failure::usage(
+            "--kind says what -l or --all select: give -l SELECTOR or --all",
+        ));
+    }
     if !args.objects.is_empty() {
         let objects = args.objects.iter();
         let objects = objects.map(|o| settings::parse_target(o, default_ns));
@@ -199,6 +264,51 @@ mod tests {
         // An object and a holder at once: a usage error.
         let both = ["flux-handoff", "resume", "apps", "--holder", "h1"];
         assert!(crate::cli::Cli::try_parse_from(both).is_err());
+    }
+
+    #[test]
+    fn selector_resume_takes_a_selection_instead_of_names_or_a_holder() {
+        let r = parse(&["flux-handoff", "resume", "-l", "team=web", "--in", "apps"]);
+        let By::Selected(s) = by(&r, Some("envholder".into()), "flux-system").unwrap() else {
+            panic!("by selection")
+        };
+        assert_eq!(s.how(), "-l team=web");
+        assert_eq!(
+            s.scope,
+            flux_fence::discover::Scope::Namespaces(vec!["flux-system".into(), "apps".into()])
+        );
+        assert_eq!(s.kinds[0].kind, "Kustomization");
+        let r = parse(&["flux-handoff", "resume", "--all", "--kind", "hr", "-A"]);
+        let By::Selected(s) = by(&r, None, "x").unwrap() else {
+            panic!("by selection")
+        };
+        assert_eq!(
+            (s.how().as_str(), s.kinds[0].kind.as_str()),
+            ("--all", "HelmRelease")
+        );
+        assert_eq!(s.scope, flux_fence::discover::Scope::All);
+        for bad in [
+            &["-l", "a=b=c"][..],
+            &["--kind", "hr", "--holder", "h"],
+            &["--all", "--kind", "zz"],
+        ] {
+            let mut argv = vec!["flux-handoff", "resume"];
+            argv.extend_from_slice(bad);
+            assert_eq!(
+                by(&parse(&argv), None, "x").unwrap_err().code,
+                exit::USAGE,
+                "{bad:?}"
+            );
+        }
+        for both in [
+            &["-l", "a=b", "apps"][..],
+            &["--all", "--holder", "h"],
+            &["-l", "a", "--all"],
+        ] {
+            let mut argv = vec!["flux-handoff", "resume"];
+            argv.extend_from_slice(both);
+            assert!(crate::cli::Cli::try_parse_from(argv).is_err(), "{both:?}");
+        }
     }
 
     #[test]
