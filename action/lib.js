@@ -85,6 +85,7 @@ function readInputs(env) {
     postWaitSeconds: positiveInteger(input(env, 'post-wait-seconds') || '60', 'post-wait-seconds'),
     recoverFinishedRuns: booleanInput(env, 'recover-finished-runs'),
     waitLease: input(env, 'wait-lease'),
+    maxHold: input(env, 'max-hold'),
     eventsAddr: input(env, 'events-addr'),
   };
   if (inputs.eventsAddr !== '' && !/^https?:\/\/[^\s@#]+$/.test(inputs.eventsAddr)) {
@@ -95,6 +96,12 @@ function readInputs(env) {
   }
   if (inputs.waitLease !== '' && !/^[0-9][0-9a-z ]*$/.test(inputs.waitLease)) {
     throw new InputError(`input wait-lease must be a duration such as 90s or 5m, not ${JSON.stringify(inputs.waitLease)}`);
+  }
+  if (inputs.maxHold !== '' && command === 'resume') {
+    throw new InputError('input max-hold is only for command: run, pause or ghcr-reassert');
+  }
+  if (inputs.maxHold !== '' && !/^[0-9][0-9a-z ]*$/.test(inputs.maxHold)) {
+    throw new InputError(`input max-hold must be a duration such as 30m or 2h, not ${JSON.stringify(inputs.maxHold)}`);
   }
   if (inputs.downloadUrl !== '' && (/\s/.test(inputs.downloadUrl) || urlProblem(inputs.downloadUrl))) {
     throw new InputError(`input download-url ${/\s/.test(inputs.downloadUrl) ? 'is not a URL' : urlProblem(inputs.downloadUrl)} (the release's base: <url>/flux-handoff_<version>_checksums.txt)`);
@@ -175,6 +182,7 @@ function mainArgs(inputs, holder) {
   const a = [...globalArgs(inputs), ...COMMANDS[inputs.command], '--holder', holder];
   if (inputs.recoverFinishedRuns) a.push('--recover-finished-runs');
   if (inputs.waitLease) a.push('--wait-lease', inputs.waitLease);
+  if (inputs.maxHold) a.push('--max-hold', inputs.maxHold);
   if (inputs.eventsAddr) a.push('--events-addr', inputs.eventsAddr);
   a.push(...inputs.args);
   if (inputs.command === 'run') {

@@ -86,6 +86,15 @@ test('wait-lease: a flag of the handoff commands, checked before anything runs',
   assert.throws(() => lib.readInputs(env({ command: 'pause', 'wait-lease': 'soon' })), /must be a duration/);
 });
 
+test('max-hold: a flag of the handoff commands, checked before anything runs', () => {
+  const inputs = lib.readInputs(env({ command: 'pause', 'max-hold': '2h' }));
+  assert.deepEqual(lib.mainArgs(inputs, 'h1').slice(0, 5), ['pause', '--holder', 'h1', '--max-hold', '2h']);
+  assert.ok(!lib.mainArgs(lib.readInputs(env({ command: 'run', run: 'x' })), 'h1').includes('--max-hold'));
+  assert.throws(() => lib.readInputs(env({ command: 'resume', holder: 'h1', 'max-hold': '2h' })), /only for command/);
+  assert.throws(() => lib.readInputs(env({ command: 'pause', 'max-hold': 'forever' })), /must be a duration/);
+  assert.throws(() => lib.readInputs(env({ command: 'pause', 'max-hold': '-1h' })), /must be a duration/);
+});
+
 test('post command line keeps the targets: resume looks in their namespaces', () => {
   const inputs = lib.readInputs(env({ command: 'pause', args: '--target\nhr/apps/web\n--retire\nack\n-t\nx' }));
   assert.deepEqual(lib.postArgs(inputs, 'h1'), [

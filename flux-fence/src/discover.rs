@@ -106,6 +106,11 @@ pub enum FoundState {
         /// The Lease (`namespace/name`) the fence was taken under
         /// ([`AnnotationKeys::lease`]); `None` for a fence an older version wrote.
         lease: Option<String>,
+        /// How long its holder meant to hold it ([`AnnotationKeys::max_hold`], `--max-hold`);
+        /// `None` when none was given, or the value does not read as a duration above zero.
+        max_hold: Option<Duration>,
+        /// The reason recorded with it ([`AnnotationKeys::reason`]), if any.
+        reason: Option<String>,
     },
     /// The owner or prior annotation does not parse: listed, never skipped.
     Malformed {
@@ -305,6 +310,9 @@ pub fn inspect(
             marks: held.marks,
             release,
             lease: annotation(obj, &keys.lease).map(str::to_string),
+            max_hold: annotation(obj, &keys.max_hold)
+                .and_then(crate::recovery::overdue::parse_max_hold),
+            reason: annotation(obj, &keys.reason).map(str::to_string),
         },
     })
 }

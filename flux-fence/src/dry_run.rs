@@ -118,8 +118,8 @@ pub enum DryFence {
 
 impl Fencer {
     /// The dry run of [`Fencer::acquire_on`]: decides on `read` (or a fresh read) exactly as
-    /// the acquire does, with the mark naming `lease` (`namespace/name`) as a fencer holding
-    /// that Lease adds, and sends the patch with `dryRun=All`. A 409, or a 422 after which the
+    /// the acquire does, with the marks a fencer holding `lease` adds (its name, and its
+    /// [`LeaseConfig::max_hold`] when set), and sends the patch with `dryRun=All`. A 409, or a 422 after which the
     /// object moved, reads again and decides again (at most [`MAX_ATTEMPTS`] rounds), as the
     /// acquire does. Writes nothing, records no Event, asserts no Lease.
     ///
@@ -131,9 +131,11 @@ impl Fencer {
         mut read: Option<Value>,
         marks: Vec<Mark>,
         reason: Option<&str>,
-        lease: Option<&str>,
+        lease: Option<&LeaseConfig>,
     ) -> Result<DryFence, FenceError> {
-        let marks = crate::fence::lease_mark(self.keys(), marks, lease);
+        let name = lease.map(ToString::to_string);
+        let max_hold = lease.and_then(|l| l.max_hold);
+        let marks = crate::fence::lease_mark(self.keys(), marks, name.as_deref(), max_hold);
         for _ in 0..MAX_ATTEMPTS {
             let known = match read.take() {
                 Some(v) => Some(v),
@@ -331,5 +333,36 @@ mod tests {
         assert_eq!(v, serde_json::json!({"answer": "denied", "message": "m"}));
         let v = serde_json::to_value(Answer::WouldPass).unwrap();
         assert_eq!(v, serde_json::json!({"answer": "would_pass"}));
+    }
+
+    #[test]
+    fn max_hold_a_fence_under_a_lease_marks_its_name_and_limit_restored_if_unchanged() {
+        use crate::mark::MarkAt;
+        let keys = crate::AnnotationKeys::default();
+        let hour = Some(std::time::Duration::from_hours(1));
+        let marks = crate::fence::lease_mark(&keys, Vec::new(), Some("fs/l"), hour);
+        let got: Vec<(MarkAt, serde_json::Value, crate::mark::Restore)> = marks
+            .into_iter()
+            .map(|m| (m.at, m.value, m.restore))
+            .collect();
+        let if_unchanged = crate::mark::Restore::IfUnchanged;
+        assert_eq!(
+            got,
+            [
+                (
+                    MarkAt::Annotation(keys.lease.clone()),
+                    "fs/l".into(),
+                    if_unchanged
+                ),
+                (
+                    MarkAt::Annotation(keys.max_hold.clone()),
+                    "1h".into(),
+                    if_unchanged
+                ),
+            ]
+        );
+        // No limit given: no max-hold mark, as before.
+        let marks = crate::fence::lease_mark(&keys, Vec::new(), Some("fs/l"), None);
+        assert_eq!(marks.len(), 1);
     }
 }

@@ -215,11 +215,13 @@ impl Fencer {
     }
 
     /// `marks` and, with a Lease, the mark naming it (`<prefix>/lease` = `namespace/name`),
-    /// so whoever finds the fence judges it by the Lease it was taken under. Restored like any
-    /// mark (removed on release); a changed value does not keep the fence.
+    /// so whoever finds the fence judges it by the Lease it was taken under, and the holder's
+    /// max-hold (`<prefix>/max-hold`) when it has one. Restored like any mark (removed on
+    /// release); a changed value does not keep the fence.
     fn with_lease_mark(&self, marks: Vec<Mark>) -> Vec<Mark> {
         let name = self.lease.as_ref().map(LeaseHandle::lease_name);
-        lease_mark(&self.keys, marks, name.as_deref())
+        let max_hold = self.lease.as_ref().and_then(LeaseHandle::max_hold);
+        lease_mark(&self.keys, marks, name.as_deref(), max_hold)
     }
 
     /// Reads `obj` and decides an acquire (no write).
@@ -519,22 +521,30 @@ impl Fencer {
     }
 }
 
-/// `marks` and, with a Lease named `lease` (`namespace/name`), the mark naming it (also
-/// what a dry-run fence adds: `crate::dry_run`).
+/// `marks` and, with a Lease named `lease` (`namespace/name`), the mark naming it, and with
+/// a `max_hold` the mark recording it (also what a dry-run fence adds: `crate::dry_run`).
+/// Both are restored only if unchanged: the release removes them, and a value someone
+/// changed does not keep the fence.
 pub(crate) fn lease_mark(
     keys: &AnnotationKeys,
     mut marks: Vec<Mark>,
     lease: Option<&str>,
+    max_hold: Option<std::time::Duration>,
 ) -> Vec<Mark> {
-    if let Some(lease) = lease
-        && !marks
-            .iter()
-            .any(|m| m.at == MarkAt::Annotation(keys.lease.clone()))
-    {
-        marks.push(
-            Mark::annotation(keys.lease.clone(), lease.to_string())
-                .restore(crate::mark::Restore::IfUnchanged),
-        );
+    let max_hold = max_hold.map(crate::recovery::overdue::format_max_hold);
+    for (key, value) in [
+        (&keys.lease, lease.map(str::to_string)),
+        (&keys.max_hold, max_hold),
+    ] {
+        if let Some(value) = value
+            && !marks
+                .iter()
+                .any(|m| m.at == MarkAt::Annotation(key.clone()))
+        {
+            marks.push(
+                Mark::annotation(key.clone(), value).restore(crate::mark::Restore::IfUnchanged),
+            );
+        }
     }
     marks
 }

@@ -34,6 +34,12 @@ pub struct AnnotationKeys {
     /// `<prefix>/chain` on the Lease: the record of every object its holder has fenced or is
     /// about to fence (`crate::lease_record::ChainRecord`), written with the Lease's CAS before each fence.
     pub chain: String,
+    /// `<prefix>/max-hold` on the Lease and on each fence: how long the holder means to hold
+    /// its pause (a human duration such as `2h`), written with the holder's duration on every
+    /// write of the Lease and as a mark of each fence (removed on release). Listings name a
+    /// pause held longer as overdue ([`crate::recovery::overdue`]); nothing is ever released
+    /// because of it.
+    pub max_hold: String,
 }
 
 /// The value of the fenced label.
@@ -52,6 +58,7 @@ impl AnnotationKeys {
             fenced_label: format!("{prefix}/fenced"),
             lease: format!("{prefix}/lease"),
             chain: format!("{prefix}/chain"),
+            max_hold: format!("{prefix}/max-hold"),
         }
     }
 

@@ -444,6 +444,13 @@ impl LeaseHandle {
         self.0.cfg.to_string()
     }
 
+    /// The holder's max-hold ([`LeaseConfig::max_hold`]): each fence taken under this Lease
+    /// records it.
+    #[must_use]
+    pub fn max_hold(&self) -> Option<std::time::Duration> {
+        self.0.cfg.max_hold
+    }
+
     fn check_lost(&self) -> Result<(), FenceError> {
         self.lost()
             .map_or(Ok(()), |reason| Err(FenceError::LeaseLost { reason }))

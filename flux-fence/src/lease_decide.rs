@@ -41,6 +41,15 @@ pub struct LeaseConfig {
     /// take-over, recovery and renewal ([`with_holder_duration`]). It must equal
     /// [`crate::AnnotationKeys::duration`]: set both keys with [`LeaseConfig::with_keys`].
     pub duration_key: String,
+    /// How long the holder means to hold the Lease and its fences (`--max-hold`): written as
+    /// annotation [`Self::max_hold_key`] with every write of the holder and as a mark of each
+    /// fence taken under it, so listings can name a pause held longer as overdue
+    /// ([`crate::recovery::overdue`]). `None` (the default) writes none and removes one a
+    /// previous holder left. Nothing is ever released because time ran out.
+    pub max_hold: Option<Duration>,
+    /// The annotation of [`Self::max_hold`] (default `flux-handoff.io/max-hold`). It must equal
+    /// [`crate::AnnotationKeys::max_hold`]: set both keys with [`LeaseConfig::with_keys`].
+    pub max_hold_key: String,
 }
 
 /// `namespace/name`.
@@ -59,6 +68,8 @@ impl Default for LeaseConfig {
             renew_every: Duration::from_secs(15),
             parked_key: crate::AnnotationKeys::default().parked,
             duration_key: crate::AnnotationKeys::default().duration,
+            max_hold: None,
+            max_hold_key: crate::AnnotationKeys::default().max_hold,
         }
     }
 }
@@ -88,11 +99,20 @@ impl LeaseConfig {
         self
     }
 
-    /// The Lease annotation keys ([`Self::parked_key`], [`Self::duration_key`]) from `keys`.
+    /// The Lease annotation keys ([`Self::parked_key`], [`Self::duration_key`],
+    /// [`Self::max_hold_key`]) from `keys`.
     #[must_use]
     pub fn with_keys(mut self, keys: &crate::AnnotationKeys) -> Self {
         self.parked_key.clone_from(&keys.parked);
         self.duration_key.clone_from(&keys.duration);
+        self.max_hold_key.clone_from(&keys.max_hold);
+        self
+    }
+
+    /// How long the holder means to hold ([`Self::max_hold`]); `None` for no limit.
+    #[must_use]
+    pub fn with_max_hold(mut self, max_hold: Option<Duration>) -> Self {
+        self.max_hold = max_hold;
         self
     }
 

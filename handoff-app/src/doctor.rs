@@ -9,10 +9,11 @@
 //! The controller Deployment's arguments also tell whether Flux's feature gate
 //! `CancelHealthCheckOnNewRevision` is on ([`gate`]): without it an acknowledgement waits until
 //! an in-flight health check gives up, and doctor says how long that can be for the objects it
-//! read (an `ok` line: advice, not a failure).
+//! read (an `ok` line: advice, not a failure). Pauses held past their max-hold: module `overdue`.
 
 pub mod gate;
 pub mod operator;
+mod overdue;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authorization::v1::{
@@ -47,6 +48,8 @@ pub struct Checkup {
     pub all_namespaces: bool,
     /// `ghcr reassert`, when configured.
     pub ghcr: Option<Ghcr>,
+    /// The fence keys (the annotation prefix), to find pauses held past their max-hold.
+    pub keys: flux_fence::AnnotationKeys,
 }
 
 /// One check: passed, or a problem and its fix.
@@ -191,6 +194,7 @@ pub async fn doctor(
         }
     }
     note(check_lease_namespace(client, &checkup.lease).await);
+    note(overdue::check(client, checkup, &namespaces).await);
     // Every namespace (-A) needs no namespace named; the targets' are checked as read.
     let plan = checkup.plan_in(&namespaces, !checkup.all_namespaces);
     for right in rights::rights(&plan) {

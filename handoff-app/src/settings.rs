@@ -46,6 +46,9 @@ pub struct LeaseTable {
     /// How long `run`, `pause` and `ghcr reassert` wait while another live holder has the
     /// Lease, e.g. `2m` (default `0`: refuse at once); see `session::LeaseWait`.
     pub wait: Option<String>,
+    /// How long a handoff means to hold its pause, e.g. `2h` (`--max-hold`; default none):
+    /// recorded on the Lease and each fence; `fences` and `doctor` name a pause held longer.
+    pub max_hold: Option<String>,
 }
 
 /// `[fence]`: the fence keys and how in-flight reconciles are retired.
@@ -199,6 +202,22 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// Parses a max-hold (`--max-hold`, `[lease] max_hold`): a duration as [`parse_duration`]
+/// reads it, above zero.
+///
+/// # Errors
+///
+/// One line naming the text.
+pub fn parse_max_hold(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d.is_zero() {
+        return Err(format!(
+            "max-hold {text:?} must be above zero (e.g. 30m, 2h); leave it out for no limit"
+        ));
+    }
+    Ok(d)
+}
+
 /// Resolves `flags` over `file` into checked options ([`SessionOptions::validate`] is the
 /// caller's, once it has set the holder).
 ///
@@ -296,6 +315,10 @@ fn lease_config(flags: &Flags, table: Option<&LeaseTable>) -> Result<LeaseConfig
         if let Some(d) = &l.duration {
             lease.duration =
                 parse_duration(d).map_err(|e| format!("config: lease.duration: {e}"))?;
+        }
+        if let Some(d) = &l.max_hold {
+            let d = parse_max_hold(d).map_err(|e| format!("config: lease.max_hold: {e}"))?;
+            lease.max_hold = Some(d);
         }
     }
     if let Some(l) = &flags.lease {

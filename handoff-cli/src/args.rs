@@ -201,6 +201,12 @@ pub struct HolderArg {
     /// for (refused at once with its resume command). Config: `[lease] wait = "2m"`.
     #[arg(long, value_parser = handoff_app::settings::parse_duration, value_name = "DURATION")]
     pub wait_lease: Option<std::time::Duration>,
+    /// How long this pause is meant to last, e.g. 2h: recorded on the Lease and on each fence,
+    /// so `fences`, `fences --overdue` (and its alerts) and `doctor` name a pause held longer,
+    /// with its holder, reason and age. Nothing is ever resumed because it ran out. Above
+    /// zero; default: no limit. Config: `[lease] max_hold = "2h"`.
+    #[arg(long, value_name = "DURATION")]
+    pub max_hold: Option<String>,
 }
 
 /// Targets named positionally, as `flux suspend` and `kubectl get` take them: added to -t.

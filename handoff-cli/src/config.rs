@@ -9,6 +9,7 @@
 //! name = "flux-handoff"          # default
 //! duration = "60s"
 //! wait = "2m"                    # --wait-lease: wait for a live holder's Lease (default 0)
+//! max_hold = "2h"                # --max-hold: `fences --overdue` names a pause held longer
 //!
 //! [fence]
 //! annotation_prefix = "flux-handoff.io"

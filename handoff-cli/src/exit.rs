@@ -23,6 +23,9 @@ pub const CLEANUP: u8 = 7;
 /// object deleted or recreated, `spec.suspend` set to false by someone else): the command was
 /// stopped, what was still ours released, what is not ours any more left untouched.
 pub const PAUSE_BROKEN: u8 = 8;
+/// `fences --overdue`: at least one pause is held past its max-hold (listed, and alerted with
+/// `--events-addr`); nothing was changed or resumed.
+pub const OVERDUE: u8 = 9;
 /// Stopped by SIGINT or SIGTERM after releasing what it held (128 + SIGINT). `run` exits
 /// 128+N of its own when signal N ended the command.
 pub const INTERRUPTED: u8 = 130;
@@ -63,6 +66,8 @@ Exit codes:
   8    pause broken while the command ran: someone removed or changed a fence, deleted or
        recreated a paused object, or unsuspended it; the command was stopped (the line names
        the object, the change and the field manager)
+  9    fences --overdue: a pause is held past its --max-hold (listed, alerted with
+       --events-addr; nothing was changed or resumed)
   130  interrupted by SIGINT/SIGTERM (held fences were released first; a second signal
        kills the command at once and still releases)
   run exits with its command's code, or 128+N when signal N ended the command";

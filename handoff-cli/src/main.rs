@@ -93,9 +93,13 @@ async fn dispatch(cli: Cli) -> u8 {
         return exit::USAGE;
     }
     let (name, result) = match &cli.command {
-        Command::Pause(a) => ("pause", cmd::pause::run(g, a, &mut out, cancel).await),
+        // Boxed: a session's future (start, proof, work or park) is over 16 KiB.
+        Command::Pause(a) => (
+            "pause",
+            Box::pin(cmd::pause::run(g, a, &mut out, cancel)).await,
+        ),
         Command::Resume(a) => ("resume", cmd::resume::run(g, a, &mut out).await),
-        Command::Run(a) => ("run", cmd::run::run(g, a, &mut out, cancel).await),
+        Command::Run(a) => ("run", Box::pin(cmd::run::run(g, a, &mut out, cancel)).await),
         Command::Fences(a) => ("fences", cmd::fences::run(g, a, &mut out).await),
         Command::Doctor(a) => ("doctor", cmd::doctor::run(g, a, &mut out).await),
         Command::Rbac(a) => ("rbac", cmd::rbac::run(g, a, &mut out)),

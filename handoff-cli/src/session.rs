@@ -20,7 +20,8 @@ use crate::failure::{Failure, chain};
 use crate::next_step::{Hints, next_step, with_next};
 use crate::output::Output;
 
-/// The resolved options with `--holder` (it must parse) and `--recover-finished-runs` (or
+/// The resolved options with `--holder` (it must parse), `--max-hold` (over `[lease]
+/// max_hold`) and `--recover-finished-runs` (or
 /// `[recovery] recover_finished_runs`: the GitHub source from the environment), checked
 /// before any request (exit 2 with one line).
 pub fn options(
@@ -31,6 +32,11 @@ pub fn options(
     if let Some(h) = &arg.holder {
         let h = Holder::from_str(h).map_err(|e| Failure::usage(format!("--holder: {e}")))?;
         opts.holder = Some(h);
+    }
+    if let Some(text) = &arg.max_hold {
+        let d = handoff_app::settings::parse_max_hold(text)
+            .map_err(|e| Failure::usage(format!("--max-hold: {e}")))?;
+        opts.lease.max_hold = Some(d);
     }
     let recovery = file.recovery.clone().unwrap_or_default();
     if arg.recover_finished_runs || recovery.recover_finished_runs == Some(true) {

@@ -42,8 +42,10 @@ pub fn holder_duration(lease: &KubeLease, keys: &AnnotationKeys) -> Duration {
 }
 
 /// `lease` with the holder's own duration (`cfg`) written as `leaseDurationSeconds` and as
-/// annotation [`LeaseConfig::duration_key`]: what every write of the holder that keeps or
-/// takes the Lease carries (acquire, take-over, recovery, renewal).
+/// annotation [`LeaseConfig::duration_key`], and its max-hold ([`LeaseConfig::max_hold`]) as
+/// annotation [`LeaseConfig::max_hold_key`] (removed when it has none, so a previous holder's
+/// limit is never read as this one's): what every write of the holder that keeps or takes the
+/// Lease carries (acquire, take-over, recovery, renewal).
 #[must_use]
 pub fn with_holder_duration(mut lease: KubeLease, cfg: &LeaseConfig) -> KubeLease {
     let secs = cfg.duration_seconds();
@@ -51,11 +53,18 @@ pub fn with_holder_duration(mut lease: KubeLease, cfg: &LeaseConfig) -> KubeLeas
         .spec
         .get_or_insert_with(LeaseSpec::default)
         .lease_duration_seconds = Some(secs);
-    lease
+    let annotations = lease
         .metadata
         .annotations
-        .get_or_insert_with(Default::default)
-        .insert(cfg.duration_key.clone(), secs.to_string());
+        .get_or_insert_with(Default::default);
+    annotations.insert(cfg.duration_key.clone(), secs.to_string());
+    match cfg.max_hold {
+        Some(d) => annotations.insert(
+            cfg.max_hold_key.clone(),
+            crate::recovery::overdue::format_max_hold(d),
+        ),
+        None => annotations.remove(&cfg.max_hold_key),
+    };
     lease
 }
 
@@ -119,5 +128,19 @@ mod tests {
             "40"
         );
         assert_eq!(holder_duration(&written, &keys), Duration::from_secs(40));
+    }
+
+    #[test]
+    fn max_hold_the_holder_writes_its_own_limit_and_removes_a_previous_ones() {
+        let keys = AnnotationKeys::default();
+        let cfg = LeaseConfig::default().with_max_hold(Some(Duration::from_hours(2)));
+        let written = with_holder_duration(lease(Some(60), None), &cfg);
+        let annotations = written.metadata.annotations.as_ref().unwrap();
+        assert_eq!(annotations[&keys.max_hold], "2h");
+        // A holder without a limit does not inherit the previous holder's.
+        let unlimited = with_holder_duration(written, &LeaseConfig::default());
+        let annotations = unlimited.metadata.annotations.as_ref().unwrap();
+        assert!(!annotations.contains_key(&keys.max_hold), "{annotations:?}");
+        assert_eq!(annotations[&keys.duration], "60");
     }
 }

@@ -65,6 +65,8 @@ pub struct LeaseView {
     pub duration: Option<Duration>,
     /// `metadata.resourceVersion` of the read.
     pub resource_version: Option<String>,
+    /// The holder's max-hold ([`AnnotationKeys::max_hold`]), when it wrote one.
+    pub max_hold: Option<Duration>,
 }
 
 impl LeaseView {
@@ -81,6 +83,12 @@ impl LeaseView {
             found: inspect_lease(lease, keys, now)?,
             duration: Some(holder_duration(lease, keys)).filter(|d| !d.is_zero()),
             resource_version: lease.metadata.resource_version.clone(),
+            max_hold: lease
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(&keys.max_hold))
+                .and_then(|v| super::overdue::parse_max_hold(v)),
         })
     }
 

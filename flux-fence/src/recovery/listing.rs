@@ -7,6 +7,7 @@ use std::fmt::{self, Write as _};
 use serde_json::{Value, json};
 
 use super::assess::{Action, LeaseView, Liveness, Row, assess};
+use super::overdue::{OverduePause, format_max_hold, overdue, overdue_pauses};
 use super::run::{Recovery, Snapshot};
 use super::words::{age, duration_since, short_ref};
 use crate::FenceError;
@@ -28,6 +29,8 @@ pub struct FenceListing {
     pub listing: Listing,
     /// Appended to each printed command (e.g. ` --config PATH`).
     pub suffix: String,
+    /// The pauses held past their max-hold ([`overdue_pauses`]): listed, never released.
+    pub overdue: Vec<OverduePause>,
 }
 
 impl Recovery {
@@ -44,7 +47,9 @@ impl Recovery {
             snapshot.lease.as_ref(),
             &self.child,
         );
+        let overdue = overdue_pauses(&snapshot.report.fences, &self.child, snapshot.now);
         Ok(FenceListing {
+            overdue,
             snapshot,
             rows,
             lease_name: self.target(),
@@ -84,13 +89,116 @@ impl FenceListing {
                 })),
             }),
         };
+        let mut lease = lease;
+        if let (Some(l), Some(obj)) = (self.snapshot.lease.as_ref(), lease.as_object_mut()) {
+            obj.insert("max_hold".into(), json!(l.max_hold.map(format_max_hold)));
+            obj.insert("overdue".into(), json!(self.lease_overdue(l)));
+        }
         let rows = self.rows.iter();
         let fences: Vec<Value> = rows.map(|r| r.to_json(now, &self.suffix)).collect();
         vec![
             ("scope", scope),
             ("lease", lease),
             ("fences", Value::Array(fences)),
+            ("overdue", self.overdue_facts()),
         ]
+    }
+
+    /// The fact `overdue`: each pause held past its max-hold, with the command that resumes
+    /// it when its Lease is parked.
+    #[must_use]
+    pub fn overdue_facts(&self) -> Value {
+        let pauses = self.overdue.iter().map(|p| {
+            let mut v = p.to_json();
+            v["resume_command"] = json!(self.overdue_resume(p));
+            v
+        });
+        Value::Array(pauses.collect())
+    }
+
+    /// Whether the Lease's holder has held it (since `acquireTime`) past the max-hold it wrote.
+    fn lease_overdue(&self, l: &LeaseView) -> bool {
+        l.found.holder.is_some()
+            && matches!((l.found.acquired, l.max_hold), (Some(a), Some(m)) if overdue(a, m, self.snapshot.now))
+    }
+
+    /// The command that resumes an overdue pause: only when its holder parked the Lease (a
+    /// `pause`); a `run` that still holds it ends with its command.
+    fn overdue_resume(&self, p: &OverduePause) -> Option<String> {
+        let l = self.snapshot.lease.as_ref()?;
+        let parked_by_it = l.found.parked && l.found.holder.as_deref() == Some(p.holder.as_str());
+        (parked_by_it && p.holder.parse::<crate::Holder>().is_ok()).then(|| {
+            format!(
+                "flux-handoff resume --holder {} --lease {}{}",
+                p.holder, self.lease_name, self.suffix
+            )
+        })
+    }
+
+    /// The overdue pauses, each as its lines (see [`FenceListing::overdue_text`]).
+    fn overdue_lines(&self, f: &mut dyn fmt::Write) -> fmt::Result {
+        for p in &self.overdue {
+            let reason = p
+                .reason
+                .as_deref()
+                .map(|r| format!(", reason: {}", crate::one_line::printable(r)))
+                .unwrap_or_default();
+            writeln!(
+                f,
+                "OVERDUE pause by {} (epoch {}): {}{reason}",
+                crate::one_line::printable(&p.holder),
+                p.epoch,
+                p.held_line()
+            )?;
+            let objects: Vec<String> = p.objects.iter().map(short_ref).collect();
+            writeln!(f, "  fenced:   {}", objects.join(", "))?;
+            let holds_lease = self
+                .snapshot
+                .lease
+                .as_ref()
+                .is_some_and(|l| l.found.holder.as_deref() == Some(p.holder.as_str()));
+            match self.overdue_resume(p) {
+                Some(cmd) => writeln!(f, "  resume:   {cmd}")?,
+                None if holds_lease => writeln!(
+                    f,
+                    "  resume:   not parked: its run still holds the Lease and releases it when \
+                     it ends"
+                )?,
+                None => writeln!(
+                    f,
+                    "  resume:   its holder does not hold the Lease {}: see `flux-handoff \
+                     fences` to release or recover it",
+                    self.lease_name
+                )?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Only the pauses held past their max-hold (`fences --overdue`), or one line saying there
+    /// is none and where it looked. Nothing is resumed because of it.
+    #[must_use]
+    pub fn overdue_text(&self) -> String {
+        let mut text = String::new();
+        if self.overdue.is_empty() {
+            let _ = writeln!(text, "no pause held past its max-hold in {}", self.where_());
+        } else {
+            let _ = self.overdue_lines(&mut text);
+            let _ = writeln!(
+                text,
+                "{} pause(s) held past their max-hold; nothing is resumed automatically",
+                self.overdue.len()
+            );
+        }
+        text
+    }
+
+    /// `namespace(s) a, b` or `all namespaces`.
+    fn where_(&self) -> String {
+        match &self.scope {
+            Scope::Namespaces(n) => format!("namespace(s) {}", n.join(", ")),
+            Scope::All => "all namespaces".into(),
+        }
     }
 
     /// The command that releases the Lease: a parked pause resumes as is; a holder that did
@@ -132,9 +240,17 @@ impl FenceListing {
             (false, false) => "LIVE",
         };
         let epoch = l.found.epoch;
+        let limit = l.max_hold.map_or_else(String::new, |m| {
+            let over = if self.lease_overdue(l) {
+                ", OVERDUE"
+            } else {
+                ""
+            };
+            format!(", max-hold {}{over}", format_max_hold(m))
+        });
         writeln!(
             f,
-            "LEASE {name}: held by {} (epoch {epoch}), {renewed}, {state}",
+            "LEASE {name}: held by {} (epoch {epoch}), {renewed}, {state}{limit}",
             crate::one_line::printable(h)
         )?;
         self.record_line(f)?;
@@ -185,10 +301,7 @@ impl fmt::Display for FenceListing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.lease_lines(f)?;
         if self.rows.is_empty() {
-            let where_ = match &self.scope {
-                Scope::Namespaces(n) => format!("namespace(s) {}", n.join(", ")),
-                Scope::All => "all namespaces".into(),
-            };
+            let where_ = self.where_();
             let how = if self.listing == Listing::FullScan {
                 ""
             } else {
@@ -227,7 +340,7 @@ impl fmt::Display for FenceListing {
                 _ => {}
             }
         }
-        Ok(())
+        self.overdue_lines(f)
     }
 }
 
@@ -261,6 +374,7 @@ mod tests {
             scope,
             listing: Listing::Labelled,
             suffix: " --config c.toml".into(),
+            overdue: Vec::new(),
         }
     }
 
@@ -279,6 +393,7 @@ mod tests {
             },
             duration: Some(Duration::from_secs(30)),
             resource_version: Some("9".into()),
+            max_hold: None,
         }
     }
 
@@ -343,5 +458,48 @@ mod tests {
                     release:  flux-handoff fences release ks/apps/a --holder h --config c.toml\n";
         assert_eq!(l.to_string(), want);
         assert_eq!(l.facts()[2].1[0]["release_patch"], json!([]));
+    }
+
+    #[test]
+    fn max_hold_an_overdue_pause_is_listed_with_holder_reason_age_and_limit() {
+        let gvk = GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization");
+        let ks = ApiResource::from_gvk_with_plural(&gvk, "kustomizations");
+        let mut lease = held(true);
+        lease.max_hold = Some(Duration::from_mins(1));
+        lease.found.acquired = Some("2026-01-01T00:00:00Z".parse().unwrap());
+        let mut l = listing(Some(lease), Vec::new(), Scope::All);
+        assert_eq!(
+            l.overdue_text(),
+            "no pause held past its max-hold in all namespaces\n"
+        );
+        let p = super::super::overdue::OverduePause {
+            holder: "h".into(),
+            epoch: 3,
+            reason: Some("rotate".into()),
+            since: "2026-01-01T00:00:00Z".parse().unwrap(),
+            age: Duration::from_mins(10),
+            max_hold: Duration::from_mins(1),
+            targets: vec![ObjectRef::new(ks.clone(), "apps", "a")],
+            objects: vec![ObjectRef::new(ks, "apps", "a")],
+        };
+        l.overdue = vec![p];
+        assert_eq!(
+            l.overdue_text(),
+            "OVERDUE pause by h (epoch 3): held 10m00s, max-hold 1m, reason: rotate\n  \
+             fenced:   ks/apps/a\n  \
+             resume:   flux-handoff resume --holder h --lease fs/l --config c.toml\n\
+             1 pause(s) held past their max-hold; nothing is resumed automatically\n"
+        );
+        assert!(
+            l.to_string().starts_with(
+                "LEASE fs/l: held by h (epoch 3), renewed 10s ago, PAUSED, max-hold 1m, OVERDUE\n"
+            ),
+            "{l}"
+        );
+        let facts = l.facts();
+        assert_eq!(facts[1].1["overdue"], json!(true));
+        assert_eq!(facts[3].0, "overdue");
+        assert_eq!(facts[3].1[0]["max_hold"], json!("1m"));
+        assert_eq!(facts[3].1[0]["age_seconds"], json!(600));
     }
 }

@@ -27,7 +27,8 @@
 //! [`Recovery`] and [`adopt_holder`] only read, ask and write. [`Recovery::list`] is the
 //! read-only listing ([`FenceListing`]: a table, or JSON facts) and
 //! [`Recovery::prepare_release`] / [`Recovery::release_prepared`] release one named fence on
-//! an operator's word. The human wording is `Display` and `describe` on these types.
+//! an operator's word. [`overdue`] names the pauses held past their max-hold (never released
+//! for it). The human wording is `Display` and `describe` on these types.
 //!
 //! ```no_run
 //! use flux_fence::recovery::{ChildMark, RecoverOutcome, Recovery};
@@ -48,6 +49,7 @@ mod assess;
 mod ci;
 mod keep;
 mod listing;
+pub mod overdue;
 mod plan;
 mod release;
 mod run;

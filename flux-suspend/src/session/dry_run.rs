@@ -202,7 +202,7 @@ async fn sent(
                     target,
                     read,
                 };
-                if let Some(w) = fence.send(&fencer, opts, &by, &lease_name).await? {
+                if let Some(w) = fence.send(&fencer, opts, &by, &lease_cfg).await? {
                     writes.push(w);
                 }
             }
@@ -231,7 +231,7 @@ impl Fence {
         fencer: &Fencer,
         opts: &SessionOptions,
         by: &str,
-        lease: &str,
+        lease: &flux_fence::LeaseConfig,
     ) -> Result<Option<DryWrite>, SessionError> {
         let Self {
             object,

@@ -173,6 +173,9 @@ impl SessionOptions {
         if self.lease.renew_every.is_zero() || self.lease.renew_every >= self.lease.duration {
             return invalid("the Lease must be renewed more often than its duration".into());
         }
+        if self.lease.max_hold.is_some_and(|d| d.is_zero()) {
+            return invalid("the max-hold must be above zero".into());
+        }
         for t in &self.targets {
             let is_parent = self
                 .targets
@@ -255,6 +258,10 @@ mod tests {
             (
                 "renewed more often",
                 Box::new(|o| o.lease.renew_every = o.lease.duration),
+            ),
+            (
+                "max-hold must be above zero",
+                Box::new(|o| o.lease.max_hold = Some(Duration::ZERO)),
             ),
             (
                 "both a target and a parent",

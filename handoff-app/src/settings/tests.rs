@@ -178,3 +178,47 @@ fn overflowing_huge_or_garbage_durations_are_refused_not_saturated() {
         assert!(err.contains("duration"), "{bad}: {err}");
     }
 }
+
+#[test]
+fn max_hold_from_the_lease_table_and_bad_values_are_one_line() {
+    let targets = [TargetTable::new("apps")];
+    let table = |v: &str| LeaseTable {
+        max_hold: Some(v.into()),
+        ..LeaseTable::default()
+    };
+    let two_hours = table("2h");
+    let file = Tables {
+        lease: Some(&two_hours),
+        targets: &targets,
+        ..Tables::default()
+    };
+    let opts = resolve(&Flags::new("flux-system"), &file).unwrap();
+    assert_eq!(opts.lease.max_hold, Some(Duration::from_hours(2)));
+    assert_eq!(opts.lease.max_hold_key, "flux-handoff.io/max-hold");
+    let none = Tables {
+        targets: &targets,
+        ..Tables::default()
+    };
+    assert_eq!(
+        resolve(&Flags::new("x"), &none).unwrap().lease.max_hold,
+        None
+    );
+    for (bad, want) in [
+        (
+            "0",
+            "config: lease.max_hold: max-hold \"0\" must be above zero",
+        ),
+        ("abc", "config: lease.max_hold: invalid duration \"abc\""),
+    ] {
+        let t = table(bad);
+        let file = Tables {
+            lease: Some(&t),
+            targets: &targets,
+            ..Tables::default()
+        };
+        let err = resolve(&Flags::new("x"), &file).unwrap_err();
+        assert!(err.starts_with(want), "{err}");
+        assert_eq!(err.lines().count(), 1);
+    }
+    assert_eq!(parse_max_hold("90m"), Ok(Duration::from_mins(90)));
+}

@@ -90,5 +90,6 @@ pub(crate) fn checkup(
         also_in,
         all_namespaces: find.all_namespaces,
         ghcr: super::rbac::ghcr_plan(secrets, fanout, &file, &global.namespace)?,
+        keys: s.keys,
     })
 }

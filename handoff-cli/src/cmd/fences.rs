@@ -24,6 +24,17 @@ pub struct FencesArgs {
     pub action: Option<FencesAction>,
     #[command(flatten)]
     pub scope: ScopeArgs,
+    /// List only the pauses held past their --max-hold (holder, reason, age, limit, objects,
+    /// and the resume command of a parked one). Exit 0 when there is none, 9 when there is
+    /// one or more. Read-only: nothing is ever resumed because its time ran out.
+    #[arg(long)]
+    pub overdue: bool,
+    /// With --overdue: post one Flux-format event (error, reason `HandoffOverdue`) per overdue
+    /// pause, about its first target, to notification-controller's event server at this URL,
+    /// so an `Alert` selecting the object forwards it (a scheduled job's alert). One POST per
+    /// pause, 2 s bound, no retry. Config: `events_addr`.
+    #[arg(long, value_name = "URL")]
+    pub events_addr: Option<String>,
 }
 
 /// Where to look, and which Lease is the liveness evidence.
@@ -50,8 +61,20 @@ pub enum FencesAction {
 
 /// Runs `fences`, `fences release` or `fences recover`.
 pub async fn run(global: &Global, args: &FencesArgs, out: &mut Output) -> Result<u8, Failure> {
+    if args.overdue {
+        let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
+        let events = crate::notify::EventsArg {
+            events_addr: args.events_addr.clone(),
+        };
+        crate::notify::configure(out, &events, file.events_addr.as_deref())?;
+    } else if args.events_addr.is_some() {
+        return Err(Failure::usage(
+            "--events-addr: only with --overdue (fences sends an alert per overdue pause)",
+        ));
+    }
     let ctx = Context::load(global, &args.scope).await?;
     match &args.action {
+        None if args.overdue => overdue(&ctx, out).await,
         None => {
             let listing = ctx.recovery.list(&ctx.suffix).await?;
             for (key, value) in listing.facts() {
@@ -75,6 +98,31 @@ pub async fn run(global: &Global, args: &FencesArgs, out: &mut Output) -> Result
         }
         Some(FencesAction::Recover(a)) => recover::run(&ctx, a, out).await,
     }
+}
+
+/// `fences --overdue`: the pauses held past their max-hold, an event for each when an events
+/// address is set; exit 9 when there is one. Read-only.
+async fn overdue(ctx: &Context, out: &mut Output) -> Result<u8, Failure> {
+    let listing = ctx.recovery.list(&ctx.suffix).await?;
+    for (key, value) in listing.facts() {
+        if key != "fences" {
+            out.fact(key, value);
+        }
+    }
+    let objects = listing.overdue.iter().flat_map(|p| &p.objects);
+    let names: Vec<String> = objects.map(ToString::to_string).collect();
+    out.list(&names);
+    for pause in &listing.overdue {
+        crate::notify::overdue(out, pause);
+    }
+    if !out.is_json() {
+        print!("{}", crate::output::plain::plain(&listing.overdue_text()));
+    }
+    Ok(if listing.overdue.is_empty() {
+        exit::SUCCESS
+    } else {
+        exit::OVERDUE
+    })
 }
 
 /// Everything the fences commands share.

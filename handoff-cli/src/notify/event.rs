@@ -41,6 +41,8 @@ pub enum Kind {
     PauseBroken,
     /// The cleanup could not release the object.
     CleanupFailed,
+    /// A pause is held past its max-hold (`fences --overdue`); nothing was resumed.
+    Overdue,
 }
 
 impl Kind {
@@ -52,6 +54,7 @@ impl Kind {
             Self::Resumed => "HandoffResumed",
             Self::PauseBroken => "HandoffPauseBroken",
             Self::CleanupFailed => "HandoffCleanupFailed",
+            Self::Overdue => "HandoffOverdue",
         }
     }
 
@@ -60,7 +63,7 @@ impl Kind {
     pub fn severity(self) -> &'static str {
         match self {
             Self::Paused | Self::Resumed => "info",
-            Self::PauseBroken | Self::CleanupFailed => "error",
+            Self::PauseBroken | Self::CleanupFailed | Self::Overdue => "error",
         }
     }
 }
@@ -123,7 +126,7 @@ pub struct Notice<'a> {
 
 impl Notice<'_> {
     /// The human line: `paused by H for REASON`, `resumed by H`, `pause by H broken: WHAT`,
-    /// `cleanup by H failed: WHY`.
+    /// `cleanup by H failed: WHY`, `pause by H for REASON overdue: HOW LONG`.
     #[must_use]
     pub fn message(&self) -> String {
         let h = self.holder;
@@ -134,6 +137,8 @@ impl Notice<'_> {
             (Kind::Resumed, _) => format!("resumed by {h}"),
             (Kind::PauseBroken, _) => format!("pause by {h} broken: {detail}"),
             (Kind::CleanupFailed, _) => format!("cleanup by {h} failed: {detail}"),
+            (Kind::Overdue, Some(r)) => format!("pause by {h} for {r} overdue: {detail}"),
+            (Kind::Overdue, None) => format!("pause by {h} overdue: {detail}"),
         };
         if line.len() > MAX_MESSAGE {
             let mut end = MAX_MESSAGE;
@@ -284,6 +289,17 @@ mod tests {
                 ),
                 "cleanup by gh7.1-abc failed: the API server did not answer",
                 "HandoffCleanupFailed",
+                "error",
+            ),
+            (
+                n(
+                    Kind::Overdue,
+                    Some("rotate"),
+                    Some("held 2h05m, max-hold 2h; fenced: ks/apps/child"),
+                ),
+                "pause by gh7.1-abc for rotate overdue: held 2h05m, max-hold 2h; fenced: \
+                 ks/apps/child",
+                "HandoffOverdue",
                 "error",
             ),
         ];

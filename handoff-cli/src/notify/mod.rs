@@ -6,7 +6,9 @@
 //! - `paused by H for REASON` (info) for each target, once the pause is proven;
 //! - `resumed by H` (info) for each object released;
 //! - `pause by H broken: WHAT` (error) when someone broke the pause while the work ran;
-//! - `cleanup by H failed: WHY` (error) for each object the cleanup could not release.
+//! - `cleanup by H failed: WHY` (error) for each object the cleanup could not release;
+//! - `pause by H for REASON overdue: held D, max-hold M; fenced: ...` (error), one per pause
+//!   held past its max-hold, from `fences --overdue` (a scheduled job; nothing is resumed).
 //!
 //! Delivery never fails or slows a handoff: each event is one POST, sent in the background as
 //! it happens, with [`sender::BOUND`] to connect and to finish, and no retry. A failure is one `warn`
@@ -120,6 +122,28 @@ pub fn ended<T>(
             n.send(Kind::CleanupFailed, o, Some(&why));
         }
     }
+}
+
+/// `fences --overdue`: one `overdue` event (error) per pause held past its max-hold, about
+/// its first target, naming its holder and reason. Another run's pause: nothing is resumed.
+pub fn overdue(out: &mut Output, pause: &flux_fence::recovery::overdue::OverduePause) {
+    let Some(n) = out.events() else { return };
+    let Some(subject) = pause.subject() else {
+        return;
+    };
+    let fenced: Vec<String> = pause
+        .objects
+        .iter()
+        .map(flux_fence::recovery::short_ref)
+        .collect();
+    let detail = format!("{}; fenced: {}", pause.held_line(), fenced.join(", "));
+    n.send_for(
+        Kind::Overdue,
+        &subject.to_string(),
+        &pause.holder,
+        pause.reason.as_deref(),
+        Some(&detail),
+    );
 }
 
 /// Waits for the events still in flight (bounded) and records the `events` fact.

@@ -59,8 +59,26 @@ impl Notifier {
     /// Sends one event about `object` (`Kind namespace/name`) in the background. Objects that
     /// are not Flux objects, and events before the holder is known, are not sent.
     pub fn send(&mut self, kind: Kind, object: &str, detail: Option<&str>) {
-        let (Some(holder), Some(involved)) = (self.holder.as_deref(), Involved::parse(object))
-        else {
+        let Some(holder) = self.holder.clone() else {
+            tracing::debug!("flux event {} for {object} not sent", kind.reason());
+            return;
+        };
+        let reason = self.reason.clone();
+        self.send_for(kind, object, &holder, reason.as_deref(), detail);
+    }
+
+    /// Sends one event about `object` naming `holder` and `reason` (an event about another
+    /// run's pause, as `fences --overdue` sends), in the background. Objects that are not Flux
+    /// objects are not sent.
+    pub fn send_for(
+        &mut self,
+        kind: Kind,
+        object: &str,
+        holder: &str,
+        reason: Option<&str>,
+        detail: Option<&str>,
+    ) {
+        let Some(involved) = Involved::parse(object) else {
             tracing::debug!("flux event {} for {object} not sent", kind.reason());
             return;
         };
@@ -68,7 +86,7 @@ impl Notifier {
             kind,
             object: &involved,
             holder,
-            reason: self.reason.as_deref(),
+            reason,
             detail,
         };
         let body = notice.to_json(SystemTime::now());

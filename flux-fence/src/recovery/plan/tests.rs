@@ -34,6 +34,7 @@ fn lease(holder: Option<&str>, parked: bool, expired: bool) -> LeaseView {
         },
         duration: Some(Duration::from_secs(2)),
         resource_version: Some("40".into()),
+        max_hold: None,
     }
 }
 
@@ -357,6 +358,8 @@ fn found(
             marks,
             release: ReleasePlan::Patch("[]".into()),
             lease: lease.map(str::to_string),
+            max_hold: None,
+            reason: None,
         },
     }
 }

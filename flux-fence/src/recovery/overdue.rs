@@ -1,0 +1,286 @@
+//! Pauses held past their max-hold. A holder may say how long it means to hold
+//! ([`crate::LeaseConfig::max_hold`], `--max-hold`): the limit is written on the Lease and as
+//! a mark of each fence ([`crate::AnnotationKeys::max_hold`]). A listing names each pause
+//! held longer, with its holder, reason, age and limit, so a person (or a scheduled job that
+//! alerts) can resume it.
+//!
+//! # Rules
+//!
+//! - **Time running out never resumes anything.** Nothing here writes; no path releases a
+//!   fence or a Lease because its max-hold passed. Overdue is a fact to report, like a
+//!   fence's age.
+//! - **A pause is one owner value** (`holder;epoch`): its fences are listed together, its age
+//!   is that of its oldest fence, its limit the shortest one recorded on them.
+//! - **Ages come from the fencing process's clock** (the prior annotation's `since`), as every
+//!   age in a listing: a fence dated in the future is not overdue.
+//!
+//! All pure: [`overdue`] decides one hold, [`overdue_pauses`] groups a discovery.
+
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+
+use super::assess::ChildMark;
+use super::words::{age, short_ref};
+use crate::ObjectRef;
+use crate::discover::{FoundFence, FoundState};
+
+/// Whether a hold taken at `since` with the limit `max_hold` is past it at `now`: held
+/// strictly longer than `max_hold`. A `since` in the future (another clock) is not overdue.
+///
+/// # Guarantees
+/// Pure; monotonic in `now`.
+#[must_use]
+pub fn overdue(since: Timestamp, max_hold: Duration, now: Timestamp) -> bool {
+    Duration::try_from(now.duration_since(since)).is_ok_and(|held| held > max_hold)
+}
+
+/// A max-hold as written in its annotation: a human duration (`2h`, `1h 30m`, `90s`).
+#[must_use]
+pub fn format_max_hold(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+/// A max-hold annotation as read: a human duration above zero; `None` for anything else (a
+/// value someone edited to nonsense limits nothing).
+#[must_use]
+pub fn parse_max_hold(text: &str) -> Option<Duration> {
+    humantime::parse_duration(text.trim())
+        .ok()
+        .filter(|d| !d.is_zero())
+}
+
+/// One pause held past its max-hold.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct OverduePause {
+    /// The holder, as its fences name it.
+    pub holder: String,
+    /// The epoch of its owner value.
+    pub epoch: u64,
+    /// The reason recorded on its fences (`--reason`), if any.
+    pub reason: Option<String>,
+    /// When its oldest fence was taken.
+    pub since: Timestamp,
+    /// How long it has been held (`now - since`).
+    pub age: Duration,
+    /// The limit it recorded.
+    pub max_hold: Duration,
+    /// Its targets (the children a pause names), in discovery order.
+    pub targets: Vec<ObjectRef>,
+    /// Every fenced object of the pause, in discovery order (targets and parents).
+    pub objects: Vec<ObjectRef>,
+}
+
+impl OverduePause {
+    /// The object an alert names: its first target, else its first object.
+    #[must_use]
+    pub fn subject(&self) -> Option<&ObjectRef> {
+        self.targets.first().or_else(|| self.objects.first())
+    }
+
+    /// `held 3h05m, max-hold 2h`.
+    #[must_use]
+    pub fn held_line(&self) -> String {
+        format!(
+            "held {}, max-hold {}",
+            age(self.age),
+            format_max_hold(self.max_hold)
+        )
+    }
+
+    /// The facts of one overdue pause (`--output json`).
+    #[must_use]
+    pub fn to_json(&self) -> Value {
+        let names = |v: &[ObjectRef]| v.iter().map(short_ref).collect::<Vec<_>>();
+        json!({
+            "holder": self.holder,
+            "epoch": self.epoch,
+            "reason": self.reason,
+            "since": self.since.to_string(),
+            "age_seconds": self.age.as_secs(),
+            "max_hold": format_max_hold(self.max_hold),
+            "max_hold_seconds": self.max_hold.as_secs(),
+            "targets": names(&self.targets),
+            "objects": names(&self.objects),
+        })
+    }
+}
+
+/// The pauses among `fences` held past the max-hold they recorded, at `now`, in the order
+/// their first fence was discovered. Fences without a max-hold (none given, or written by an
+/// older version) are never overdue; malformed ones are skipped (listings show them).
+#[must_use]
+pub fn overdue_pauses(
+    fences: &[FoundFence],
+    child: &ChildMark,
+    now: Timestamp,
+) -> Vec<OverduePause> {
+    let mut pauses: Vec<OverduePause> = Vec::new();
+    for f in fences {
+        let FoundState::Fence {
+            owner,
+            since,
+            marks,
+            max_hold,
+            reason,
+            ..
+        } = &f.state
+        else {
+            continue;
+        };
+        let holder = owner.holder.to_string();
+        let epoch = owner.epoch.0;
+        let at = pauses
+            .iter()
+            .position(|p| p.holder == holder && p.epoch == epoch);
+        let p = if let Some(i) = at {
+            &mut pauses[i]
+        } else {
+            pauses.push(OverduePause {
+                holder,
+                epoch,
+                reason: None,
+                since: *since,
+                age: Duration::ZERO,
+                max_hold: Duration::MAX,
+                targets: Vec::new(),
+                objects: Vec::new(),
+            });
+            let last = pauses.len() - 1;
+            &mut pauses[last]
+        };
+        p.since = p.since.min(*since);
+        if let Some(m) = max_hold {
+            p.max_hold = p.max_hold.min(*m);
+        }
+        if p.reason.is_none() {
+            p.reason.clone_from(reason);
+        }
+        if child.is_child(marks) {
+            p.targets.push(f.object.clone());
+        }
+        p.objects.push(f.object.clone());
+    }
+    pauses.retain(|p| p.max_hold != Duration::MAX && overdue(p.since, p.max_hold, now));
+    for p in &mut pauses {
+        p.age = Duration::try_from(now.duration_since(p.since)).unwrap_or_default();
+    }
+    pauses
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::{ApiResource, GroupVersionKind};
+
+    use super::*;
+    use crate::discover::ReleasePlan;
+    use crate::mark::{MarkAt, RecordedMark, Restore};
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn max_hold_overdue_is_held_strictly_longer_than_the_limit() {
+        let h = Duration::from_hours;
+        let table = [
+            ("2026-01-01T00:00:00Z", h(2), "2026-01-01T01:59:59Z", false),
+            ("2026-01-01T00:00:00Z", h(2), "2026-01-01T02:00:00Z", false),
+            ("2026-01-01T00:00:00Z", h(2), "2026-01-01T02:00:01Z", true),
+            (
+                "2026-01-01T00:00:00Z",
+                Duration::from_secs(1),
+                "2026-01-02T00:00:00Z",
+                true,
+            ),
+            // A fence dated in the future (the fencer's clock ran ahead): not overdue.
+            ("2026-01-01T05:00:00Z", h(2), "2026-01-01T00:00:00Z", false),
+        ];
+        for (since, max, now, want) in table {
+            assert_eq!(
+                overdue(at(since), max, at(now)),
+                want,
+                "{since} {max:?} {now}"
+            );
+        }
+    }
+
+    #[test]
+    fn max_hold_values_read_back_as_written_and_nonsense_limits_nothing() {
+        for d in [
+            Duration::from_hours(2),
+            Duration::from_secs(90),
+            Duration::from_millis(1500),
+        ] {
+            assert_eq!(parse_max_hold(&format_max_hold(d)), Some(d), "{d:?}");
+        }
+        assert_eq!(format_max_hold(Duration::from_hours(2)), "2h");
+        for bad in ["", "0", "0s", "abc", "-1h", "2 parsecs"] {
+            assert_eq!(parse_max_hold(bad), None, "{bad:?}");
+        }
+    }
+
+    fn ks(name: &str) -> ObjectRef {
+        let gvk = GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization");
+        ObjectRef::new(
+            ApiResource::from_gvk_with_plural(&gvk, "kustomizations"),
+            "ns",
+            name,
+        )
+    }
+
+    fn fence(name: &str, owner: &str, since: &str, max: Option<u64>, target: bool) -> FoundFence {
+        let marks = if target {
+            vec![RecordedMark {
+                at: MarkAt::Annotation("kustomize.toolkit.fluxcd.io/reconcile".into()),
+                value: json!("disabled"),
+                prior: None,
+                restore: Restore::Exact,
+            }]
+        } else {
+            Vec::new()
+        };
+        FoundFence {
+            object: ks(name),
+            state: FoundState::Fence {
+                owner: owner.parse().unwrap(),
+                since: at(since),
+                age: Duration::ZERO,
+                marks,
+                release: ReleasePlan::Patch("[]".into()),
+                lease: None,
+                max_hold: max.map(Duration::from_secs),
+                reason: Some(format!("why {owner}")),
+            },
+        }
+    }
+
+    #[test]
+    fn max_hold_pauses_are_grouped_by_owner_and_only_overdue_ones_listed() {
+        let child = ChildMark::annotation("kustomize.toolkit.fluxcd.io/reconcile", "disabled");
+        let fences = [
+            fence("parent", "a;1", "2026-01-01T00:00:00Z", Some(60), false),
+            fence("child", "a;1", "2026-01-01T00:00:05Z", Some(60), true),
+            // Within its limit.
+            fence("fresh", "b;2", "2026-01-01T00:09:00Z", Some(3600), true),
+            // No limit recorded (an older version, or none given): never overdue.
+            fence("old", "c;3", "2025-01-01T00:00:00Z", None, true),
+        ];
+        let got = overdue_pauses(&fences, &child, at("2026-01-01T00:10:00Z"));
+        assert_eq!(got.len(), 1, "{got:?}");
+        let p = &got[0];
+        assert_eq!((p.holder.as_str(), p.epoch), ("a", 1));
+        assert_eq!(p.reason.as_deref(), Some("why a;1"));
+        assert_eq!(p.age, Duration::from_mins(10));
+        assert_eq!(p.max_hold, Duration::from_mins(1));
+        assert_eq!(p.subject(), Some(&ks("child")));
+        assert_eq!(p.objects, [ks("parent"), ks("child")]);
+        assert_eq!(p.held_line(), "held 10m00s, max-hold 1m");
+        assert_eq!(
+            p.to_json()["objects"],
+            json!(["ks/ns/parent", "ks/ns/child"])
+        );
+    }
+}
