@@ -97,8 +97,9 @@ pub enum WaitDecision {
         /// The holder that parked it.
         holder: String,
     },
-    /// Its holder left it unwritten for a full duration of its own while this run watched:
-    /// it looks gone, and only `fences recover` may take it over. Refuse.
+    /// The budget is spent and its holder left it unwritten for a full duration of its own
+    /// while this run watched: it looks gone, and only `fences recover` may take it over.
+    /// Refuse, naming it.
     Gone {
         /// The holder.
         holder: String,
@@ -148,14 +149,18 @@ pub fn decide_wait(
     if parked {
         return WaitDecision::Parked { holder };
     }
-    if unchanged_for >= holder_duration(lease, keys) {
-        return WaitDecision::Gone { holder };
-    }
     let since = spec.acquire_time.as_ref().map(|t| t.0);
-    if spent {
-        WaitDecision::GiveUp { holder, since }
+    if !spent {
+        // Even a holder silent for its whole duration is waited for while the budget lasts:
+        // a slow one (its requests hung) comes back, and a gone one's post step or a
+        // `fences recover` frees the Lease. Refusing here ejected queued jobs behind a live
+        // holder (the soak, seed 2).
+        return WaitDecision::Wait { holder, since };
+    }
+    if unchanged_for >= holder_duration(lease, keys) {
+        WaitDecision::Gone { holder }
     } else {
-        WaitDecision::Wait { holder, since }
+        WaitDecision::GiveUp { holder, since }
     }
 }
 
@@ -172,8 +177,8 @@ impl Session {
     ///
     /// As [`Session::start`]; a parked pause is [`SessionError::Refused`] at once (with the
     /// resume command), a holder that keeps the Lease past the budget is
-    /// [`SessionError::Refused`] naming it, and a holder that left it unwritten for a full
-    /// duration of its own is [`SessionError::LeaseHeld`] (`expired`: `fences recover`
+    /// [`SessionError::Refused`] naming it, or, when it also left the Lease unwritten for a
+    /// full duration of its own, [`SessionError::LeaseHeld`] (`expired`: `fences recover`
     /// releases it). Nothing was changed in any of these cases.
     pub async fn start_waiting(
         client: Client,

@@ -25,7 +25,7 @@ fn lease(holder: Option<&str>, parked: Option<&str>, renewed_ago: i64) -> KubeLe
 }
 
 #[test]
-fn each_read_of_the_lease_decides_the_wait() {
+fn queue_each_read_of_the_lease_decides_the_wait() {
     let me: Holder = "gh1.1-aaaaaa".parse().unwrap();
     let other = "gh2.1-bbbbbb";
     let since = |l: &KubeLease| l.spec.as_ref().unwrap().acquire_time.as_ref().map(|t| t.0);
@@ -65,8 +65,12 @@ fn each_read_of_the_lease_decides_the_wait() {
         // Renewed ten minutes ago by this machine's clock (one running ahead, or a holder
         // that is gone): no wall clock is compared, so it is waited for...
         (Some(lease(Some(other), None, 600)), 0, false, wait.clone()),
-        // ...until it has stayed unwritten for the holder's whole duration while watched.
-        (Some(lease(Some(other), None, 600)), 60, false, gone.clone()),
+        // ...and still while it stays unwritten for the holder's whole duration, as long as
+        // the budget lasts: a holder whose requests hang comes back, a gone one's post step
+        // or a janitor frees the Lease (the soak ejected queued jobs here).
+        (Some(lease(Some(other), None, 600)), 60, false, wait.clone()),
+        (Some(live.clone()), 600, false, wait.clone()),
+        // Budget spent: a holder silent for its duration is named gone (`fences recover`).
         (Some(live.clone()), 60, true, gone),
         // Parked by its holder: never waited for, even with budget left.
         (
