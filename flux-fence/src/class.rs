@@ -33,13 +33,15 @@ pub enum ErrorClass {
 
 impl FenceError {
     /// The kind of this failure. A Lease that was not renewed in time (the API server could
-    /// not be reached, nobody else took it) is [`ErrorClass::KubeApi`]; one taken over or
-    /// deleted is [`ErrorClass::Refused`].
+    /// not be reached, nobody else took it), or whose holder fenced itself at its own
+    /// deadline, is [`ErrorClass::KubeApi`]: what was taken before may still be held, so it
+    /// is never the "nothing was changed" of a refusal. One taken over or deleted is
+    /// [`ErrorClass::Refused`].
     #[must_use]
     pub fn class(&self) -> ErrorClass {
         match self {
             Self::LeaseLost {
-                reason: LossReason::Stale,
+                reason: LossReason::Stale | LossReason::SelfFenced,
             } => ErrorClass::KubeApi,
             Self::LeaseLost { .. } | Self::ChainRecorded { .. } => ErrorClass::Refused,
             Self::InvalidMark { .. } | Self::InvalidReason { .. } => ErrorClass::BadInput,
@@ -56,6 +58,8 @@ mod tests {
     fn a_lease_not_renewed_in_time_is_an_api_failure_and_one_taken_over_is_a_refusal() {
         let lost = |reason| FenceError::LeaseLost { reason };
         assert_eq!(lost(LossReason::Stale).class(), ErrorClass::KubeApi);
+        // The soak: a self-fence while fencing exited 3, and the post step then did nothing.
+        assert_eq!(lost(LossReason::SelfFenced).class(), ErrorClass::KubeApi);
         for r in [
             LossReason::Deleted,
             LossReason::EpochChanged,
