@@ -330,14 +330,20 @@ fn release_refuses_when_an_exact_mark_was_changed_by_another_writer() {
     let before = object(false, None);
     let plan = plan(&before, &flux_marks());
     let mut after = applied(&before, &plan);
-    // Removed is not `flux resume`'s `false`: withheld.
-    after["spec"].as_object_mut().unwrap().remove("suspend");
+    // Neither `flux resume`'s `false` nor Flux Operator's removal: withheld.
+    after["spec"]["suspend"] = json!("no");
     assert_eq!(
         decide_release(Some(&after), &keys(), &plan.held).unwrap(),
         ReleaseDecision::MarkMoved {
             at: MarkAt::Field("/spec/suspend".into())
         }
     );
+    // Removed (Flux Operator's resume) is a resume the release keeps.
+    after["spec"].as_object_mut().unwrap().remove("suspend");
+    assert!(matches!(
+        decide_release(Some(&after), &keys(), &plan.held).unwrap(),
+        ReleaseDecision::Patch(_)
+    ));
 }
 
 #[test]
