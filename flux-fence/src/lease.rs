@@ -392,6 +392,15 @@ impl LeaseHandle {
         lost
     }
 
+    /// Counts the Lease lost by the holder's own deadline ([`LossReason::SelfFenced`]) now,
+    /// whatever this process's clock or a renewal answered later says. For a process that
+    /// keeps the deadline on a clock of its own and stopped the work at it (the command's
+    /// keeper, on `CLOCK_BOOTTIME`): work stopped for the deadline is never reported as work
+    /// that ended by itself. A reason noticed earlier stays.
+    pub fn fence_self(&self) {
+        let _ = self.mark_lost(LossReason::SelfFenced);
+    }
+
     /// The holder's stop times, from the send instant of the last successful renewal
     /// ([`crate::lease_deadline::self_fence`] with the grace of
     /// [`LeaseHandle::set_kill_grace`]). Moves later with each successful renewal.

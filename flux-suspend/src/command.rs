@@ -53,7 +53,8 @@ pub enum Ended {
     /// It exited by itself (or was ended by a signal it did not get from us). Whatever it
     /// left running was ended (SIGTERM, SIGKILL after the grace) and is gone.
     Exited(ExitStatus),
-    /// The session was cancelled, lost its Lease or found its pause broken: the program's
+    /// The session was cancelled, lost its Lease (the keeper's stop at the holder's deadline
+    /// counts, [`flux_fence::LeaseHandle::fence_self`]) or found its pause broken: the program's
     /// group and everything it started got SIGTERM, then SIGKILL after the grace (at once when
     /// hurried), and all of it is gone.
     Stopped,
@@ -184,6 +185,7 @@ pub async fn run_with(
             () = jobs::next(jobs.as_mut(), group) => {}
         }
     };
+    let at_deadline = keeper.ended_at_deadline();
     // A keeper that was itself killed leaves the command's orphans to this process.
     keeper.cleanup();
     let kill_at = tokio::time::Instant::now() + opts.grace;
@@ -198,6 +200,14 @@ pub async fn run_with(
     }
     if stopped {
         let _ = status?;
+        return Ok(Ended::Stopped);
+    }
+    if at_deadline {
+        // The keeper stopped the work at the holder's deadline, which this process's own
+        // timer may not have counted yet (or a renewal answered just after it moved since):
+        // the holder fenced itself all the same, and the session reports the lost Lease.
+        let _ = status?;
+        paused.lease.fence_self();
         return Ok(Ended::Stopped);
     }
     status.map(Ended::Exited)

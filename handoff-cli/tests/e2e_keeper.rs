@@ -306,3 +306,69 @@ async fn job_control_sigtstp_and_sigcont_to_the_holder_stop_and_continue_the_com
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_released(&c).await;
 }
+
+/// A stop at the holder's deadline is a lost Lease (exit 6), never the command's own exit. The
+/// holder is stopped (SIGSTOP) until its keeper has ended the command at the deadline, then
+/// continued at once, well inside its Lease's window: its own timer, a renewal that now
+/// answers, and the command's exit all come at the same moment. The command exits 0 on
+/// SIGTERM, so reporting its exit would call the stopped work a success. Six holders at once
+/// on two CPUs: on the code before the keeper's report each was a race its own timer lost
+/// now and then (tokio's `select!` picks among ready branches at random).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keeper_a_stop_at_the_holders_deadline_is_a_lost_lease_never_the_commands_exit() {
+    let rounds = (1..=6).map(|r| tokio::spawn(deadline_round(r)));
+    let mut wrong = Vec::new();
+    for r in rounds {
+        if let Err(e) = r.await.unwrap() {
+            wrong.push(e);
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// One holder of the test above; what went wrong, if anything.
+async fn deadline_round(round: usize) -> Result<(), String> {
+    let c = Cluster::seeded(&format!("keeper-deadline-{round}")).await;
+    let f = Files::new();
+    let cfg = f.config("4s");
+    let (p, l) = (f.path("pids"), f.path("log"));
+    let script = format!(
+        "trap 'exit 0' TERM; echo $$ >> {p}; \
+         while true; do date +%s%N >> {l}; sleep 0.1; done",
+        p = p.display(),
+        l = l.display()
+    );
+    let holder = format!("keeper-{}", testkit::random_suffix(6));
+    let mut cmd = c.cli();
+    cmd.args(["run", "--grace", "1s", "--holder", &holder, "--target", TARGET])
+        .args(["--config", cfg.to_str().unwrap()])
+        .args(c.handoff_flags())
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let run = cmd.spawn().unwrap();
+    wait_for(
+        || !f.pids().is_empty() && f.writes().len() >= 3,
+        "the command to work",
+    )
+    .await;
+    let command = f.pids()[0];
+    signal(run.id(), Signal::STOP);
+    wait_for(
+        || !alive(command),
+        "the keeper to end the command at the holder's deadline",
+    )
+    .await;
+    signal(run.id(), Signal::CONT);
+    let out = tokio::task::spawn_blocking(move || run.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let err = stderr(&out);
+    if code(&out) != 6 || !err.contains("fenced itself") {
+        return Err(format!("round {round}: exit {}: {err}", code(&out)));
+    }
+    assert_released(&c).await;
+    println!("keeper_deadline: round {round} exit 6");
+    Ok(())
+}

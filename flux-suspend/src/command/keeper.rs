@@ -44,10 +44,12 @@ const SLOTS: usize = 8;
 /// How long processes that got SIGKILL may take to vanish before the keeper exits anyway.
 pub const KILL_WAIT: Duration = Duration::from_secs(2);
 
-/// The holder's end of a keeper: the pipe's write end and the command's cgroup.
+/// The holder's end of a keeper: the life pipe's write end, the report pipe's read end and
+/// the command's cgroup.
 #[derive(Debug)]
 pub(crate) struct Keeper {
     life: OwnedFd,
+    report: OwnedFd,
     cgroup: Option<PathBuf>,
 }
 
@@ -92,6 +94,7 @@ impl Keeper {
     ) -> io::Result<Self> {
         let (life_read, life) = pipe()?;
         let (go_read, go_write) = pipe()?;
+        let (report, report_write) = pipe()?;
         let proc_dir = std::fs::File::open("/proc")?;
         let cgroup = cgroup::Cgroup::create();
         let table_cap = 1 << 15;
@@ -99,6 +102,7 @@ impl Keeper {
             life: life_read.as_raw_fd(),
             go_read: go_read.as_raw_fd(),
             go_write: go_write.as_raw_fd(),
+            report: report_write.as_raw_fd(),
             proc_dir: proc_dir.as_raw_fd(),
             cgroup: cgroup.as_ref().map(|c| {
                 (
@@ -119,7 +123,7 @@ impl Keeper {
         };
         let path = cgroup.as_ref().map(|c| c.dir.clone());
         // The descriptors the keeper uses live as long as `cmd` (its hook), in this process.
-        let owned = (life_read, go_read, go_write, proc_dir, cgroup);
+        let owned = (life_read, go_read, go_write, report_write, proc_dir, cgroup);
         // SAFETY: the hook runs in the forked child and only makes async-signal-safe calls on
         // what `setup` prepared (see `child`).
         unsafe {
@@ -129,7 +133,24 @@ impl Keeper {
             });
         }
         set_nonblocking(life.as_raw_fd());
-        Ok(Self { life, cgroup: path })
+        set_nonblocking(report.as_raw_fd());
+        Ok(Self {
+            life,
+            report,
+            cgroup: path,
+        })
+    }
+
+    /// After the keeper exited: whether it ended the tree because the holder's deadline
+    /// passed with no renewal moving it (not because the command exited, or the holder asked).
+    /// The holder's own clock may not have counted that yet, or a renewal answered after it
+    /// may have moved the deadline since: the work was stopped all the same. A keeper that was
+    /// killed reports nothing (false).
+    pub(crate) fn ended_at_deadline(&self) -> bool {
+        let mut byte = [0u8; 1];
+        // SAFETY: a valid one-byte buffer; the descriptor is ours and non-blocking.
+        let n = unsafe { libc::read(self.report.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
+        n == 1 && decide::reported(byte[0]) == Some(decide::Why::Deadline)
     }
 
     /// Tells the keeper one of the holder's events; a keeper that is gone or stuck is no reason

@@ -580,6 +580,11 @@ impl Session {
                 }
             }
         };
+        if lost.is_none() {
+            // The Lease counted lost as the work ended (its keeper stopped it at the holder's
+            // deadline, [`flux_fence::LeaseHandle::fence_self`]): it did not end by itself.
+            lost = lease.lost();
+        }
         if broken.is_none() && lost.is_none() && !cancel.is_stopped() {
             // The work ended by itself: a change the watch had not delivered yet still counts.
             broken = watch::recheck(&watched).await;

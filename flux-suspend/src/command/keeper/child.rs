@@ -11,7 +11,7 @@
 
 use std::os::fd::RawFd;
 
-use super::decide::{Act, Event, MSG_LEN, State, decode};
+use super::decide::{Act, Event, MSG_LEN, State, Why, decode, report};
 
 /// What the keeper needs, prepared by the holder before the fork.
 pub(crate) struct Setup {
@@ -20,6 +20,8 @@ pub(crate) struct Setup {
     /// The command waits on this pipe until it is in its cgroup: the keeper writes one byte.
     pub go_read: RawFd,
     pub go_write: RawFd,
+    /// The write end of the report pipe: one byte, why the tree ended, just before the exit.
+    pub report: RawFd,
     /// `/proc`, opened as a directory.
     pub proc_dir: RawFd,
     /// The command's cgroup, where one could be made: `cgroup.procs`, `cgroup.kill` (kernel
@@ -100,6 +102,7 @@ unsafe fn start(s: &Setup, command: i32) {
         libc::write(s.go_write, b"g".as_ptr().cast(), 1);
         let mut keep_fds = [
             s.life,
+            s.report,
             s.proc_dir,
             s.cgroup.as_ref().map_or(-1, |c| c.0[1]),
             s.cgroup.as_ref().map_or(-1, |c| c.0[2]),
@@ -160,7 +163,7 @@ unsafe fn keep(s: &mut Setup, command: i32) -> ! {
                     signal_tree(s, libc::SIGKILL);
                     Some(now + super::decide::SWEEP_NS)
                 }
-                Act::Exit | Act::GiveUp => finish(s, status, &askers),
+                Act::Exit | Act::GiveUp => finish(s, status, &askers, state.why()),
                 Act::Wait(at) => at,
             };
             // The deadline is a timer on CLOCK_BOOTTIME: it fires on time even after the
@@ -330,9 +333,12 @@ unsafe fn accept(listener: RawFd, askers: &mut [i32; 8]) -> bool {
     }
 }
 
-/// Tells the askers the tree is gone, removes the cgroup, and exits as the command did.
-unsafe fn finish(s: &Setup, status: Option<i32>, askers: &[i32; 8]) -> ! {
+/// Tells the holder why the tree ended and the askers that it is gone, removes the cgroup,
+/// and exits as the command did.
+unsafe fn finish(s: &Setup, status: Option<i32>, askers: &[i32; 8], why: Option<Why>) -> ! {
     unsafe {
+        let byte = [report(why)];
+        libc::write(s.report, byte.as_ptr().cast(), 1);
         for &a in askers.iter().filter(|a| **a >= 0) {
             libc::write(a, b"d".as_ptr().cast(), 1);
         }

@@ -200,6 +200,34 @@ pub(crate) fn encode(event: Event) -> Option<[u8; MSG_LEN]> {
     Some(m)
 }
 
+/// The byte the keeper writes to its report pipe just before it exits: why the tree ended
+/// (0 when it never began to end, which [`State::next`] does not let happen).
+pub(crate) const fn report(why: Option<Why>) -> u8 {
+    match why {
+        None => 0,
+        Some(Why::CommandExited) => 1,
+        Some(Why::Stopped) => 2,
+        Some(Why::Hurried) => 3,
+        Some(Why::HolderGone) => 4,
+        Some(Why::Deadline) => 5,
+        Some(Why::Asked) => 6,
+    }
+}
+
+/// Reads the keeper's report byte back; `None` for no report (a keeper that was killed) or a
+/// byte no keeper writes.
+pub(crate) const fn reported(byte: u8) -> Option<Why> {
+    match byte {
+        1 => Some(Why::CommandExited),
+        2 => Some(Why::Stopped),
+        3 => Some(Why::Hurried),
+        4 => Some(Why::HolderGone),
+        5 => Some(Why::Deadline),
+        6 => Some(Why::Asked),
+        _ => None,
+    }
+}
+
 /// Decodes one message; anything else means the holder cannot be trusted any more.
 pub(crate) fn decode(m: &[u8; MSG_LEN]) -> Event {
     let mut a = [0u8; 8];
@@ -341,5 +369,25 @@ mod tests {
         }
         assert_eq!(encode(Event::Asked), None);
         assert_eq!(decode(&[9; MSG_LEN]), Event::HolderGone);
+    }
+
+    #[test]
+    fn keeper_reports_why_the_tree_ended_in_one_byte() {
+        for why in [
+            Why::CommandExited,
+            Why::Stopped,
+            Why::Hurried,
+            Why::HolderGone,
+            Why::Deadline,
+            Why::Asked,
+        ] {
+            assert_eq!(reported(report(Some(why))), Some(why));
+        }
+        assert_eq!(reported(report(None)), None);
+        assert_eq!(reported(0xff), None);
+        // The deadline's report: a holder silent past it (stopped, starved, cut off).
+        let mut s = state();
+        assert_eq!(s.next(50 * S, true), Act::Term);
+        assert_eq!(reported(report(s.why())), Some(Why::Deadline));
     }
 }
