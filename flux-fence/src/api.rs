@@ -83,10 +83,16 @@ pub(crate) fn read_backoff(n: u32) -> std::time::Duration {
     std::time::Duration::from_millis(100u64.saturating_mul(1 << n.min(5)).min(2_000))
 }
 
-/// `api.get_opt(name)`, sent again with [`read_backoff`] while it fails transiently
-/// ([`transient_read`]) and `budget` lasts; `what` names the object in the warning logged per
-/// retry. The last error is returned as is.
-pub(crate) async fn get_retrying<K>(
+/// `api.get_opt(name)`, sent again while it fails transiently (connection refused or broken,
+/// 429, 5xx: an API server restarting, a gateway in front of it) with a backoff of 100 ms
+/// doubling to 2 s, for as long as `budget` lasts ([`READ_RETRY_BUDGET`] is the one every
+/// read of this workspace uses); `what` names the object in the warning logged per retry. The
+/// last error is returned as is. Bounded by `budget` alone: a caller that must end at a
+/// signal races it against its cancel.
+///
+/// # Errors
+/// The last [`kube::Error`], once it is not transient or the budget is spent.
+pub async fn get_retrying<K>(
     api: &kube::Api<K>,
     name: &str,
     what: &(dyn std::fmt::Display + Sync),

@@ -340,12 +340,14 @@ async fn deadline_round(round: usize) -> Result<(), String> {
     );
     let holder = format!("keeper-{}", testkit::random_suffix(6));
     let mut cmd = c.cli();
-    cmd.args(["run", "--grace", "1s", "--holder", &holder, "--target", TARGET])
-        .args(["--config", cfg.to_str().unwrap()])
-        .args(c.handoff_flags())
-        .args(["--", "sh", "-c", &script])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    cmd.args([
+        "run", "--grace", "1s", "--holder", &holder, "--target", TARGET,
+    ])
+    .args(["--config", cfg.to_str().unwrap()])
+    .args(c.handoff_flags())
+    .args(["--", "sh", "-c", &script])
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
     let run = cmd.spawn().unwrap();
     wait_for(
         || !f.pids().is_empty() && f.writes().len() >= 3,

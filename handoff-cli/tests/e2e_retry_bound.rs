@@ -14,11 +14,7 @@ use fault_proxy::{Fault, Proxy};
 /// A proxy that answers every fence write with 504 (nothing reaches the server), and the
 /// command line of a `run` through it with `--timeout timeout`.
 async fn answering_504(c: &Cluster, timeout: &str) -> (Proxy, std::path::PathBuf, Command) {
-    let proxy = Proxy::start().await.unwrap();
-    let dir = std::env::temp_dir().join(format!("fh-504-{}", testkit::random_suffix(6)));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kc = dir.join("kubeconfig");
-    proxy.write_kubeconfig(&kc).unwrap();
+    let (proxy, dir, cmd) = run_through_proxy(c, timeout).await;
     for n in 1..=1000 {
         proxy.arm_on(
             "patch kustomizations",
@@ -29,6 +25,17 @@ async fn answering_504(c: &Cluster, timeout: &str) -> (Proxy, std::path::PathBuf
             },
         );
     }
+    (proxy, dir, cmd)
+}
+
+/// A proxy (nothing armed yet), and the command line of `run --target TARGET -- true`
+/// through it with `--timeout timeout`.
+async fn run_through_proxy(c: &Cluster, timeout: &str) -> (Proxy, std::path::PathBuf, Command) {
+    let proxy = Proxy::start().await.unwrap();
+    let dir = std::env::temp_dir().join(format!("fh-504-{}", testkit::random_suffix(6)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kc = dir.join("kubeconfig");
+    proxy.write_kubeconfig(&kc).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_flux-handoff"));
     cmd.env_remove("GITHUB_ACTIONS")
         .env_remove("FLUX_HANDOFF_CONFIG")
@@ -171,4 +178,34 @@ async fn deadline_a_second_sigterm_cuts_cleanup_to_its_hurried_bound() {
         "cleanup was not cut by the second signal: {err}"
     );
     assert_nothing_fenced(&c, &err).await;
+}
+
+/// A gateway's 502 on the reads before anything is taken (the preflight's: a restarting API
+/// server, a load balancer) is read again within the read budget, as every later read is:
+/// a queued deploy must not fail on it. Before, the first 502 ended `run` with exit 6.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadline_a_preflight_read_answered_502_is_read_again() {
+    let c = Cluster::seeded("preflight-502").await;
+    let (proxy, dir, mut cmd) = run_through_proxy(&c, "30s").await;
+    for n in 1..=2 {
+        let bad_gateway = Fault::Status {
+            code: 502,
+            retry_after: None,
+        };
+        proxy.arm_on("get kustomizations", n, bad_gateway);
+    }
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(code(&out), 0, "{err}");
+    let gets = proxy
+        .counts()
+        .get("get kustomizations")
+        .copied()
+        .unwrap_or(0);
+    assert!(gets >= 3, "the 502s were not read again: {gets} reads");
+    assert_nothing_fenced(&c, &err).await;
+    assert!(!suspended(&c.get(TARGET).await), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
 }

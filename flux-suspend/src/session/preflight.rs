@@ -3,6 +3,7 @@
 //! live foreign Lease. Each write decides again on what it reads; this only keeps the promise
 //! that a refusal changes nothing.
 
+use flux_fence::api::{READ_RETRY_BUDGET, get_retrying};
 use flux_fence::decide::AcquireDecision;
 use flux_fence::decide::Refusal;
 use flux_fence::decide::decide_acquire;
@@ -17,7 +18,7 @@ use serde_json::Value;
 
 use crate::flux::order::{Node, release_order};
 use crate::handoff::Chain;
-use crate::object::{get_json, helmrelease_resource, kustomization, kustomization_resource};
+use crate::object::{api, helmrelease_resource, kustomization, kustomization_resource};
 use crate::session::recover::{Recovered, finished_runs};
 use crate::session::{ParentSpec, SessionError, SessionOptions};
 
@@ -161,13 +162,19 @@ async fn recorded_elsewhere(
 }
 
 async fn read(client: &Client, obj: &ObjectRef) -> Result<Value, SessionError> {
-    get_json(client, obj).await.map_err(|e| match e {
-        kube::Error::Api(s) if s.code == 404 => SessionError::NotFound(obj.to_string()),
-        source => SessionError::Read {
-            object: obj.to_string(),
-            source,
-        },
-    })
+    // Read again while it fails transiently, as every later read is: a restarting API server
+    // or a gateway's 502 must not end a queued deploy before it has taken anything. The
+    // session's cancel ends it at a signal (`unless_stopped`).
+    let read = get_retrying(&api(client, obj), &obj.name, obj, READ_RETRY_BUDGET).await;
+    let failed = |source| SessionError::Read {
+        object: obj.to_string(),
+        source,
+    };
+    match read {
+        Ok(Some(got)) => serde_json::to_value(&got).map_err(|e| failed(kube::Error::SerdeError(e))),
+        Ok(None) => Err(SessionError::NotFound(obj.to_string())),
+        Err(source) => Err(failed(source)),
+    }
 }
 
 /// What the fence's decision core would answer for `read` now, without writing: another
