@@ -7,15 +7,42 @@ use flux_fence::ObjectRef;
 use flux_fence::discover::Scope;
 use flux_fence::recovery::short_ref;
 use flux_suspend::SessionOptions;
+use flux_suspend::session::LeaseWait;
 use handoff_app::select::{LabelSelector, SelectError, Selection};
 use handoff_app::settings::Flags;
 use kube::api::ApiResource;
 use serde_json::json;
 
-use crate::args::{Global, SelectArgs, TargetArgs};
+use crate::args::{Global, HolderArg, SelectArgs, TargetArgs};
 use crate::config::FileConfig;
 use crate::failure::Failure;
 use crate::output::Output;
+
+/// What `run` and `pause` start from, resolved once: the options of their session (flags
+/// over the config file; targets named, or listed by `-l/--all` — reads only — before any
+/// write), how long to wait for a busy Lease, and the client. Bad input is exit 2 before the
+/// client exists.
+pub async fn prepare(
+    global: &Global,
+    (select, named, holder): (&SelectArgs, &TargetArgs, &HolderArg),
+    file: &FileConfig,
+    out: &mut Output,
+) -> Result<(SessionOptions, LeaseWait, kube::Client), Failure> {
+    // -l/--all: checked here, listed once the client exists, before any write.
+    let selection = selection(global, select, named).map_err(Failure::usage)?;
+    let targets = match &selection {
+        Some(s) => stand_in(named, s),
+        None => named.clone(),
+    };
+    let settings = resolve(global, &targets, file).map_err(Failure::usage)?;
+    let mut opts = crate::session::options(settings, holder, file)?;
+    let wait = crate::session::lease_wait(holder, file)?;
+    let client = crate::client::client(global).await?;
+    if let Some(s) = &selection {
+        resolve_selected(&client, s, (global, named, file), &mut opts, out).await?;
+    }
+    Ok((opts, wait, client))
+}
 
 /// Resolves flags over the config file. Errors are one line, for exit code 2.
 pub fn resolve(

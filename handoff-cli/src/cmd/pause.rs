@@ -8,7 +8,7 @@ use crate::args::{Global, PauseArgs};
 use crate::failure::Failure;
 use crate::next_step::Hints;
 use crate::output::Output;
-use crate::{client, config, exit, session, settings};
+use crate::{config, exit, session, settings};
 
 pub async fn run(
     global: &Global,
@@ -19,20 +19,9 @@ pub async fn run(
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
     crate::notify::configure(out, &args.events, file.events_addr.as_deref())?;
     let named = args.targets.with(&args.positional);
-    // -l/--all: checked here, listed once the client exists, before any write.
-    let selection = settings::selection(global, &args.select, &named).map_err(Failure::usage)?;
-    let targets = match &selection {
-        Some(s) => settings::stand_in(&named, s),
-        None => named.clone(),
-    };
-    let settings = settings::resolve(global, &targets, &file).map_err(Failure::usage)?;
-    let mut opts = session::options(settings, &args.holder, &file)?;
-    let wait = session::lease_wait(&args.holder, &file)?;
+    let (opts, wait, client) =
+        settings::prepare(global, (&args.select, &named, &args.holder), &file, out).await?;
     let lease = opts.lease.clone();
-    let client = client::client(global).await?;
-    if let Some(s) = &selection {
-        settings::resolve_selected(&client, s, (global, &named, &file), &mut opts, out).await?;
-    }
     let hints = Hints::of("pause", &opts);
     if args.dry_run.is_some() {
         return super::dry_run::run(client, opts, cancel, out, &hints, None).await;

@@ -17,7 +17,7 @@ use crate::args::{Global, RunArgs};
 use crate::failure::Failure;
 use crate::next_step::Hints;
 use crate::output::Output;
-use crate::{client, config, exit, session, settings};
+use crate::{config, exit, session, settings};
 
 pub async fn run(
     global: &Global,
@@ -27,26 +27,15 @@ pub async fn run(
 ) -> Result<u8, Failure> {
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
     crate::notify::configure(out, &args.events, file.events_addr.as_deref())?;
-    let named = args.targets.with(&args.positional);
-    // -l/--all: checked here, listed once the client exists, before any write.
-    let selection = settings::selection(global, &args.select, &named).map_err(Failure::usage)?;
-    let targets = match &selection {
-        Some(s) => settings::stand_in(&named, s),
-        None => named.clone(),
-    };
-    let settings = settings::resolve(global, &targets, &file).map_err(Failure::usage)?;
     let (program, rest) = args
         .command
         .split_first()
         .ok_or_else(|| Failure::usage("run: no command after --"))?;
-    let mut opts = session::options(settings, &args.holder, &file)?;
+    let named = args.targets.with(&args.positional);
+    let (mut opts, wait, client) =
+        settings::prepare(global, (&args.select, &named, &args.holder), &file, out).await?;
     // The holder's deadline stops the command this long before it must be gone.
     opts.kill_grace = args.grace;
-    let wait = session::lease_wait(&args.holder, &file)?;
-    let client = client::client(global).await?;
-    if let Some(s) = &selection {
-        settings::resolve_selected(&client, s, (global, &named, &file), &mut opts, out).await?;
-    }
     let hints = Hints::of("run", &opts);
     if args.dry_run.is_some() {
         return super::dry_run::run(client, opts, cancel, out, &hints, Some(program)).await;
