@@ -79,17 +79,17 @@ impl Flags {
     }
 }
 
-fn number(arg: Option<&&str>, flag: &str) -> anyhow::Result<u64> {
+/// The number after `flag`, or an error naming it (`chaos` and `soak` flags).
+pub fn number(arg: Option<&&str>, flag: &str) -> anyhow::Result<u64> {
     arg.with_context(|| format!("{flag} needs a number"))?
         .parse()
         .with_context(|| format!("{flag} needs a number"))
 }
 
-/// `cargo xtask chaos [--quick] [--only S,S]` / `--nemesis [--seeds N] [--seed S]`.
-pub fn run(flags: &Flags) -> anyhow::Result<()> {
-    let root = paths::root();
-    // One invocation: features unify once, so neither build invalidates the other.
-    let profile = if flags.dev { "dev" } else { "release" };
+/// Builds `flux-chaos` and `flux-handoff` in the dev profile (the tests' build) or release,
+/// in one invocation: features unify once, so neither build invalidates the other.
+pub fn build_bins(dev: bool) -> anyhow::Result<()> {
+    let profile = if dev { "dev" } else { "release" };
     proc::run(
         "cargo",
         &[
@@ -105,8 +105,14 @@ pub fn run(flags: &Flags) -> anyhow::Result<()> {
             "--bin",
             "flux-handoff",
         ],
-        &root,
-    )?;
+        &paths::root(),
+    )
+}
+
+/// `cargo xtask chaos [--quick] [--only S,S]` / `--nemesis [--seeds N] [--seed S]`.
+pub fn run(flags: &Flags) -> anyhow::Result<()> {
+    let root = paths::root();
+    build_bins(flags.dev)?;
     let launcher = envtest::ensure_built()?;
     let id = std::process::id();
     let plane = cluster::Private::start(

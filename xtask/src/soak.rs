@@ -18,7 +18,7 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
-use crate::{chaos, envtest, paths, proc};
+use crate::{chaos, envtest, paths};
 
 /// The flags of `cargo xtask soak`.
 #[derive(Debug, PartialEq, Eq)]
@@ -53,9 +53,9 @@ impl Flags {
             seen.push(a);
             match *a {
                 "--dev" => f.dev = true,
-                "--jobs" => f.jobs = number(it.next(), a)?,
-                "--seed" => f.seed = number(it.next(), a)?,
-                "--group" => f.group = Some(number(it.next(), a)?),
+                "--jobs" => f.jobs = chaos::number(it.next(), a)?,
+                "--seed" => f.seed = chaos::number(it.next(), a)?,
+                "--group" => f.group = Some(chaos::number(it.next(), a)?),
                 other => bail!("soak: unexpected argument {other}"),
             }
         }
@@ -66,33 +66,10 @@ impl Flags {
     }
 }
 
-fn number(arg: Option<&&str>, flag: &str) -> anyhow::Result<u64> {
-    arg.with_context(|| format!("{flag} needs a number"))?
-        .parse()
-        .with_context(|| format!("{flag} needs a number"))
-}
-
 /// `cargo xtask soak ...`.
 pub fn run(flags: &Flags) -> anyhow::Result<()> {
     let root = paths::root();
-    let profile = if flags.dev { "dev" } else { "release" };
-    proc::run(
-        "cargo",
-        &[
-            "build",
-            "--profile",
-            profile,
-            "-p",
-            "flux-chaos",
-            "--bin",
-            "flux-chaos",
-            "-p",
-            "handoff-cli",
-            "--bin",
-            "flux-handoff",
-        ],
-        &root,
-    )?;
+    chaos::build_bins(flags.dev)?;
     let launcher = envtest::ensure_built()?;
     let dir = paths::scratch().join(format!("soak-{}", std::process::id()));
     let plane = dir.join("plane");
