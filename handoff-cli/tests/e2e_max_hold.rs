@@ -12,12 +12,10 @@ mod common;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
+use common::events::Receiver;
 use common::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
 
 const MAX_HOLD_KEY: &str = "flux-handoff.io/max-hold";
 const REASON: &str = "rotate the pull secret";
@@ -323,66 +321,4 @@ fn max_hold_a_bad_max_hold_is_one_line_exit_2_before_any_request() {
         assert_eq!(stderr(&out).trim(), want, "{args:?}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-/// A loopback stand-in for notification-controller's event server: answers `200` to every
-/// request and hands each JSON body to the test before answering.
-struct Receiver {
-    url: String,
-    bodies: mpsc::UnboundedReceiver<Value>,
-}
-
-impl Receiver {
-    async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/", listener.local_addr().unwrap());
-        let (tx, bodies) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let tx = tx.clone();
-                tokio::spawn(async move {
-                    let mut s = stream;
-                    if let Some(body) = read_request(&mut s).await {
-                        if let Ok(v) = serde_json::from_slice(&body) {
-                            let _ = tx.send(v);
-                        }
-                        let ok =
-                            b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
-                        let _ = s.write_all(ok).await;
-                    }
-                });
-            }
-        });
-        Self { url, bodies }
-    }
-}
-
-/// One HTTP/1.1 request's body (headers, then `content-length` bytes).
-async fn read_request(s: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let (start, len) = loop {
-        let n = s.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-            let len = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .unwrap_or(0);
-            break (end + 4, len);
-        }
-    };
-    while buf.len() < start + len {
-        let n = s.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    Some(buf[start..start + len].to_vec())
 }

@@ -7,6 +7,9 @@
 //! other tests are never disturbed and notification-controller's duplicate filter (same object
 //! and message within 5 min) never drops an event of another run.
 
+#[path = "common/events.rs"]
+mod events;
+
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -17,9 +20,8 @@ use serde_json::{Value, json};
 use testkit::fenced::{OWNER_KEY, annotation, suspended};
 use testkit::fixtures::kustomization_resource;
 use testkit::real_flux::{FLUX_NS, SOURCE};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+
+use events::Receiver;
 
 /// Bound of every wait here (the real controllers' first reconcile included).
 const WAIT: Duration = Duration::from_secs(90);
@@ -420,64 +422,4 @@ fn code(out: &Output) -> i32 {
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// The generic Provider's address: a loopback HTTP/1.1 server that answers `200` to every
-/// request and hands each JSON body to the test.
-struct Receiver {
-    url: String,
-    bodies: mpsc::UnboundedReceiver<Value>,
-}
-
-impl Receiver {
-    async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/", listener.local_addr().unwrap());
-        let (tx, bodies) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let tx = tx.clone();
-                tokio::spawn(async move {
-                    if let Some(body) = answer(stream).await
-                        && let Ok(v) = serde_json::from_slice(&body)
-                    {
-                        let _ = tx.send(v);
-                    }
-                });
-            }
-        });
-        Self { url, bodies }
-    }
-}
-
-/// Reads one request (headers, then `content-length` bytes), answers `200`, returns the body.
-async fn answer(mut s: TcpStream) -> Option<Vec<u8>> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let (end, len) = loop {
-        let n = s.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-            let len = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .unwrap_or(0);
-            break (end + 4, len);
-        }
-    };
-    while buf.len() < end + len {
-        let n = s.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
-    s.write_all(ok).await.ok()?;
-    Some(buf[end..end + len].to_vec())
 }

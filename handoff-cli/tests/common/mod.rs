@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
+pub mod events;
 pub mod release;
 pub mod runner;
 pub mod runner_checks;
