@@ -1,6 +1,6 @@
 //! The crate's error type: each variant names the step that failed.
 
-use flux_fence::ErrorClass;
+use flux_fence::{ErrorClass, ObjectRef};
 use std::time::Duration;
 
 use crate::quiesce::Blocker;
@@ -17,6 +17,10 @@ pub enum SuspendError {
     ProofTimeout {
         waited: Duration,
         counters: Counters,
+        /// Who else changed a member while it was judged ([`OtherWriter`]), not in the line:
+        /// a change no retirement of reconciles ends. Empty when every change was a status
+        /// write (a reconcile in flight).
+        writers: Vec<OtherWriter>,
     },
     /// An object did not acknowledge its `requestedAt` nonce in time (its controller may be
     /// down, or still running a long reconcile that began before the suspend).
@@ -69,6 +73,29 @@ fn join(blockers: &[Blocker]) -> String {
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// Another writer that changed a member of the chain during the proof: the object, the field
+/// manager its newest change names (printable, at most 64 characters), and how many passes saw
+/// a change of theirs.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct OtherWriter {
+    pub object: ObjectRef,
+    pub manager: String,
+    pub changes: u32,
+}
+
+impl OtherWriter {
+    /// `manager` changed `object`, seen by `changes` passes.
+    #[must_use]
+    pub fn new(object: ObjectRef, manager: impl Into<String>, changes: u32) -> Self {
+        Self {
+            object,
+            manager: manager.into(),
+            changes,
+        }
+    }
 }
 
 impl SuspendError {

@@ -26,6 +26,9 @@ pub struct Seen {
     pub suspended: bool,
     /// `kustomize.toolkit.fluxcd.io/reconcile: disabled` is present.
     pub reconcile_disabled: bool,
+    /// The field manager of the object's newest change when that was another writer's (not a
+    /// status write, not ours: [`crate::object::other_writer`]).
+    pub last_writer: Option<String>,
 }
 
 impl Seen {
@@ -39,7 +42,15 @@ impl Seen {
             owner: None,
             suspended: false,
             reconcile_disabled: false,
+            last_writer: None,
         }
+    }
+
+    /// The field manager of another writer's newest change, if it was one.
+    #[must_use]
+    pub fn with_last_writer(mut self, manager: Option<String>) -> Self {
+        self.last_writer = manager;
+        self
     }
 
     /// The raw owner annotation value read, if any.
@@ -220,6 +231,7 @@ pub struct Judge {
     previous: Option<Vec<String>>,
     streak: u32,
     counters: Counters,
+    writers: Vec<(usize, String, u32)>,
 }
 
 impl Judge {
@@ -232,6 +244,7 @@ impl Judge {
             previous: None,
             streak: 0,
             counters: Counters::default(),
+            writers: Vec::new(),
         }
     }
 
@@ -255,6 +268,14 @@ impl Judge {
     #[must_use]
     pub fn counters(&self) -> Counters {
         self.counters
+    }
+
+    /// Who changed the chain while it was judged: (member index, another writer's field
+    /// manager, passes that saw a change of theirs), in the order first seen. A change whose
+    /// newest write was a status write (a reconcile in flight) or ours names nobody.
+    #[must_use]
+    pub fn writers(&self) -> &[(usize, String, u32)] {
+        &self.writers
     }
 
     /// Judges one pass. `reads` must be in member order; a pass with the wrong number of reads
@@ -294,6 +315,12 @@ impl Judge {
             if moved {
                 counted = false;
                 hits.push(moved_counter);
+                if let Some(m) = &s.last_writer {
+                    match self.writers.iter_mut().find(|w| w.0 == i && w.1 == *m) {
+                        Some(w) => w.2 += 1,
+                        None => self.writers.push((i, m.clone(), 1)),
+                    }
+                }
             }
         }
         // Each counter counts passes, not members: at most one per pass.

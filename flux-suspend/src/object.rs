@@ -66,7 +66,39 @@ pub fn seen(obj: &Value, owner_key: &str) -> Seen {
         suspended: flux::suspended(obj),
         reconcile_disabled: flux::annotation(obj, flux::RECONCILE_ANNOTATION)
             == Some(flux::RECONCILE_DISABLED),
+        last_writer: other_writer(obj),
     }
+}
+
+/// The field manager of `obj`'s newest change when that change is another writer's: the
+/// newest `metadata.managedFields` entry (by `time`; in a tie the one not on `status`) is a
+/// write of the object itself (not its `status`, which a controller's reconcile writes) by a
+/// manager that is not flux-handoff's. Made printable: at most 64 characters of
+/// `[A-Za-z0-9._:/@+-]`, anything else as `?`.
+#[must_use]
+pub fn other_writer(obj: &Value) -> Option<String> {
+    fn text<'a>(e: &'a Value, k: &str) -> &'a str {
+        e.get(k).and_then(Value::as_str).unwrap_or_default()
+    }
+    let entries = obj.pointer("/metadata/managedFields")?.as_array()?;
+    let newest = entries.iter().max_by_key(|e| {
+        (
+            text(e, "time").to_string(),
+            text(e, "subresource") != "status",
+        )
+    })?;
+    let manager = text(newest, "manager");
+    if text(newest, "subresource") == "status" || manager == flux_fence::api::FIELD_MANAGER {
+        return None;
+    }
+    let printable = |c: char| c.is_ascii_alphanumeric() || "._:/@+-".contains(c);
+    Some(
+        manager
+            .chars()
+            .take(64)
+            .map(|c| if printable(c) { c } else { '?' })
+            .collect(),
+    )
 }
 
 /// Reads one object for a proof pass; any failure is `Unreadable` (the judge counts it).
@@ -77,5 +109,75 @@ pub async fn read_for_proof(client: &Client, obj: &ObjectRef, owner_key: &str) -
             tracing::debug!(object = %obj, error = %e, "proof read failed");
             Read::Unreadable
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::other_writer;
+
+    fn with(entries: &serde_json::Value) -> serde_json::Value {
+        json!({ "metadata": { "managedFields": entries } })
+    }
+
+    #[test]
+    fn other_writer_is_the_newest_write_of_the_object_by_someone_else() {
+        let entry = |m: &str, t: &str, sub: Option<&str>| {
+            let mut e = json!({ "manager": m, "operation": "Update", "time": t });
+            if let Some(sub) = sub {
+                e["subresource"] = json!(sub);
+            }
+            e
+        };
+        let (t1, t2) = ("2026-12-03T10:00:01Z", "2026-12-03T10:00:02Z");
+        let table = [
+            // A person's annotate after the controller's status write: named.
+            (
+                vec![
+                    entry("kustomize-controller", t1, Some("status")),
+                    entry("kubectl-annotate", t2, None),
+                ],
+                Some("kubectl-annotate"),
+            ),
+            // The controller's status write is the newest: a reconcile, not another writer.
+            (
+                vec![
+                    entry("kubectl-annotate", t1, None),
+                    entry("kustomize-controller", t2, Some("status")),
+                ],
+                None,
+            ),
+            // The same second: the write of the object itself is taken.
+            (
+                vec![
+                    entry("kustomize-controller", t2, Some("status")),
+                    entry("kubectl-edit", t2, None),
+                ],
+                Some("kubectl-edit"),
+            ),
+            // Our own fence write is not another writer.
+            (vec![entry("flux-handoff", t2, None)], None),
+            // Unprintable bytes never reach a terminal or a log.
+            (
+                vec![entry("evil\u{1b}[2Jname\n", t2, None)],
+                Some("evil??2Jname?"),
+            ),
+            (vec![], None),
+        ];
+        for (entries, want) in table {
+            assert_eq!(
+                other_writer(&with(&json!(entries))).as_deref(),
+                want,
+                "{entries:?}"
+            );
+        }
+        assert_eq!(other_writer(&json!({ "metadata": {} })), None);
+        let long = "m".repeat(100);
+        assert_eq!(
+            other_writer(&with(&json!([entry(&long, t1, None)]))).map(|m| m.len()),
+            Some(64)
+        );
     }
 }

@@ -298,3 +298,32 @@ fn a_recheck_names_the_first_member_that_no_longer_holds_the_pause() {
         "spec.suspend is not true any more"
     );
 }
+
+#[test]
+fn judge_names_who_changed_a_member_and_how_often_never_a_status_write() {
+    let mut j = Judge::new(members());
+    let by = |s: Seen, m: &str| s.with_last_writer(Some(m.into()));
+    let passes = [
+        pass(parent("1"), child("2")),
+        // A person annotates the target twice, then the parent once.
+        pass(parent("1"), by(child("3"), "kubectl-annotate")),
+        pass(parent("1"), by(child("4"), "kubectl-annotate")),
+        pass(by(parent("5"), "kubectl-edit"), child("4")),
+        // A status write (no other writer named) moves the target: counted, nobody named.
+        pass(parent("5"), child("6")),
+        // A writer seen on a read whose version did not move changed nothing this pass.
+        pass(parent("5"), by(child("6"), "kubectl-annotate")),
+    ];
+    for p in &passes {
+        assert_eq!(j.observe(p), Verdict::Pending);
+    }
+    assert_eq!(
+        j.writers(),
+        [
+            (1, "kubectl-annotate".to_string(), 2),
+            (0, "kubectl-edit".to_string(), 1)
+        ]
+    );
+    assert_eq!(j.counters().get(Counter::VersionChanges), 3);
+    assert_eq!(j.counters().get(Counter::ParentChanged), 1);
+}

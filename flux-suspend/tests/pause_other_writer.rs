@@ -16,6 +16,9 @@ use flux_suspend::steps::Step;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
+/// The other writer's field manager.
+const WRITER: &str = "someone-annotating";
+
 /// Runs a pause whose proof window is disturbed by `touch` on object `name` every 30 ms, from
 /// the moment the targets are acknowledged until the pause returns. Returns the error.
 async fn pause_with_writer(w: &World, name: &'static str, touch: Value) -> SuspendError {
@@ -38,7 +41,7 @@ async fn pause_with_writer(w: &World, name: &'static str, touch: Value) -> Suspe
                     // Make every write a real change, so each one moves the resourceVersion.
                     patch["metadata"]["labels"] = json!({ "writer-round": i.to_string() });
                     let _ = api
-                        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                        .patch(name, &PatchParams::apply(WRITER), &Patch::Merge(patch))
                         .await;
                 }
                 tokio::time::sleep(Duration::from_millis(30)).await;
@@ -67,6 +70,20 @@ fn counters(err: &SuspendError) -> flux_suspend::report::Counters {
         SuspendError::ProofTimeout { counters, .. } => *counters,
         other => panic!("expected a proof timeout, got {other}"),
     }
+}
+
+/// The timeout names the other writer of `name` by its field manager (outside the line).
+fn assert_writer_named(err: &SuspendError, name: &str) {
+    let SuspendError::ProofTimeout { writers, .. } = err else {
+        panic!("expected a proof timeout, got {err}");
+    };
+    assert!(
+        writers
+            .iter()
+            .any(|w| w.manager == WRITER && w.object.name == name && w.changes > 0),
+        "{writers:?}"
+    );
+    assert!(!err.to_string().contains(WRITER), "{err}");
 }
 
 fn assert_fixed_line(err: &SuspendError) {
@@ -111,6 +128,7 @@ async fn other_writer_bumping_the_child_times_out_with_version_changes() {
     assert_eq!(c.get(Counter::ChildNotOwned), 0, "{err}");
     assert_eq!(c.get(Counter::ParentChanged), 0, "{err}");
     assert_fixed_line(&err);
+    assert_writer_named(&err, TARGET);
     // The object names, uids and versions never reach the line.
     let line = err.to_string();
     assert!(!line.contains(TARGET) && !line.contains(&w.ns.name) && !line.contains(&w.owner()));
@@ -124,6 +142,7 @@ async fn other_writer_bumping_the_parent_times_out_with_parent_changed() {
     assert!(c.get(Counter::ParentChanged) > 0, "{err}");
     assert_eq!(c.get(Counter::VersionChanges), 0, "{err}");
     assert_fixed_line(&err);
+    assert_writer_named(&err, PARENT);
 }
 
 #[tokio::test]

@@ -108,9 +108,37 @@ fn refused(object: &str, why: &Refusal, h: &Hints) -> String {
     )
 }
 
+/// Whether a field manager is a Flux controller's: the one `--controller` names, or Flux's
+/// kustomize- and helm-controller (both apply the objects they reconcile under their names).
+fn is_controller(manager: &str, deploy: &str) -> bool {
+    manager == deploy || ["kustomize-controller", "helm-controller"].contains(&manager)
+}
+
 fn pause(p: &SuspendError, h: &Hints) -> Option<String> {
     let (ns, deploy) = &h.controller;
     match p {
+        // Another writer kept changing the chain: no retirement of reconciles ends that. A
+        // Flux controller's own write is a reconcile in flight, which a restart does end.
+        SuspendError::ProofTimeout { writers, .. }
+            if writers.iter().any(|w| !is_controller(&w.manager, deploy)) =>
+        {
+            let w = writers
+                .iter()
+                .filter(|w| !is_controller(&w.manager, deploy))
+                .max_by_key(|w| w.changes)?;
+            let o = &w.object;
+            let resource = if o.resource.group.is_empty() {
+                o.resource.plural.clone()
+            } else {
+                format!("{}.{}", o.resource.plural, o.resource.group)
+            };
+            Some(format!(
+                "kubectl -n {} get {resource} {} --show-managed-fields -o yaml (field manager \
+                 {} changed it during the proof, seen {} time(s): a restart cannot stop another \
+                 writer; stop it, then try again)",
+                o.namespace, o.name, w.manager, w.changes
+            ))
+        }
         // A reconcile still in flight kept the status moving: a restart ends every one.
         SuspendError::ProofTimeout { .. } if h.retire != Strategy::Restart => {
             Some(h.again("--retire restart"))
@@ -162,6 +190,7 @@ pub fn with_next(line: String, next: Option<&str>) -> String {
 mod tests {
     use std::time::Duration;
 
+    use flux_suspend::handoff::OtherWriter;
     use flux_suspend::report::Counters;
 
     use super::*;
@@ -267,6 +296,7 @@ mod tests {
             SessionError::Pause(SuspendError::ProofTimeout {
                 waited: Duration::from_mins(5),
                 counters: Counters::default(),
+                writers: Vec::new(),
             })
         };
         assert_eq!(
@@ -280,6 +310,44 @@ mod tests {
         assert_eq!(
             next(&timeout(), &hints("pause", Strategy::Restart)),
             "flux-handoff pause ks/apps/web --retire restart --timeout 600s"
+        );
+    }
+
+    #[test]
+    fn next_step_proof_timeout_by_another_writer_names_it_never_a_restart() {
+        let web = flux_suspend::object::kustomization("apps", "web");
+        let timeout = SessionError::Pause(SuspendError::ProofTimeout {
+            waited: Duration::from_mins(5),
+            counters: Counters::default(),
+            writers: vec![
+                OtherWriter::new(web.clone(), "kubectl-edit", 1),
+                OtherWriter::new(web.clone(), "kustomize-controller", 30),
+                OtherWriter::new(web, "kubectl-annotate", 14),
+            ],
+        });
+        for strategy in [Strategy::Ack, Strategy::Restart] {
+            let got = next(&timeout, &hints("pause", strategy));
+            assert_eq!(
+                got,
+                "kubectl -n apps get kustomizations.kustomize.toolkit.fluxcd.io web \
+                 --show-managed-fields -o yaml (field manager kubectl-annotate changed it \
+                 during the proof, seen 14 time(s): a restart cannot stop another writer; stop \
+                 it, then try again)"
+            );
+        }
+        // Only the controller's own writes: a reconcile in flight, which a restart ends.
+        let controller = SessionError::Pause(SuspendError::ProofTimeout {
+            waited: Duration::from_mins(5),
+            counters: Counters::default(),
+            writers: vec![OtherWriter::new(
+                flux_suspend::object::kustomization("apps", "web"),
+                "kustomize-controller",
+                3,
+            )],
+        });
+        assert_eq!(
+            next(&controller, &hints("pause", Strategy::Ack)),
+            "flux-handoff pause ks/apps/web --retire restart"
         );
     }
 
@@ -322,6 +390,7 @@ mod tests {
         let e = SessionError::Pause(SuspendError::ProofTimeout {
             waited: Duration::from_mins(1),
             counters: Counters::default(),
+            writers: Vec::new(),
         });
         let n = next_step(&e, &h);
         assert_eq!(

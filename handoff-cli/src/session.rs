@@ -259,6 +259,11 @@ mod tests {
         let e = SessionError::Pause(SuspendError::ProofTimeout {
             waited: Duration::from_secs(5),
             counters,
+            writers: vec![flux_suspend::handoff::OtherWriter::new(
+                flux_suspend::object::kustomization("apps", "web"),
+                "kubectl-annotate",
+                1,
+            )],
         });
         let f = failure(&e, &hints());
         assert_eq!(f.code, exit::TIMEOUT);
@@ -268,9 +273,13 @@ mod tests {
              parent_not_owned=0 parent_changed=0 version_changes=1"
         );
         assert!(!f.message.contains("next:"), "{}", f.message);
-        assert_eq!(
-            f.next.as_deref(),
-            Some("flux-handoff run ks/apps/web --retire restart -- …")
+        // Another writer's changes: its field manager is named on the next line, never in
+        // the timeout line.
+        let next = f.next.as_deref().unwrap_or_default();
+        assert!(
+            next.starts_with("kubectl -n apps get kustomizations")
+                && next.contains("kubectl-annotate"),
+            "{next}"
         );
         // A release withheld afterwards: its restore becomes the next step, the line stays.
         let g = replace_next(f.clone(), "flux-handoff fences release x".into());

@@ -8,7 +8,7 @@ use kube::Client;
 use serde_json::json;
 
 use crate::cancel::Cancel;
-pub use crate::error::SuspendError;
+pub use crate::error::{OtherWriter, SuspendError};
 
 mod fence;
 mod pause;

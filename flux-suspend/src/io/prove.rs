@@ -1,7 +1,7 @@
 use kube::Client;
 
 use super::{Timing, lock, poll};
-use crate::error::SuspendError;
+use crate::error::{OtherWriter, SuspendError};
 use crate::judge::{Judge, Member, Proof, Verdict};
 use crate::object::read_for_proof;
 use flux_fence::ObjectRef;
@@ -48,8 +48,23 @@ pub async fn prove_stable_pause(
         }
     })
     .await;
-    proven.ok_or_else(|| SuspendError::ProofTimeout {
-        waited: timing.timeout,
-        counters: lock(&judge).counters(),
+    proven.ok_or_else(|| {
+        let judge = lock(&judge);
+        let writers = judge
+            .writers()
+            .iter()
+            .filter_map(|(i, manager, changes)| {
+                Some(OtherWriter {
+                    object: chain.get(*i)?.object.clone(),
+                    manager: manager.clone(),
+                    changes: *changes,
+                })
+            })
+            .collect();
+        SuspendError::ProofTimeout {
+            waited: timing.timeout,
+            counters: judge.counters(),
+            writers,
+        }
     })
 }

@@ -13,8 +13,10 @@
 //!      seen at, and no proof read of the target came before the write landed — so the first
 //!      pass sees the change and the reset is certain, not a race.
 //! 3. Forever: the proof can never hold, so the run must exit 4 with the redacted counter line
-//!    of the proof as its last stderr line (its next step, `--retire restart`, on the line
-//!    before), and the counters must show resets (`version_changes` > 0). Once: the run must
+//!    of the proof as its last stderr line (its next step on the line before: `kubectl …
+//!    --show-managed-fields` naming the writer's field manager, `competing-writer` for the
+//!    model's knob and `chaos-writer` for a plain client, never `--retire restart`, which
+//!    cannot stop another writer), and the counters must show resets (`version_changes` > 0). Once: the run must
 //!    exit 0 with a proof whose counters show the reset it survived.
 //! 4. Both: afterwards no fence, the Lease free (state compared with the pre-run snapshot,
 //!    plus the writer's last value), and that value is still on the target (read back from
@@ -431,7 +433,7 @@ async fn one(
     let last_line = tail.next().unwrap_or_default().to_string();
     let next_line = tail.next().unwrap_or_default();
     match how {
-        How::Forever => problems.extend(timed_out_findings(code, &last_line, next_line)),
+        How::Forever => problems.extend(timed_out_findings(who, code, &last_line, next_line)),
         How::Once => problems.extend(completed_findings(code, &out, &last_line)),
     }
     problems.extend(afterwards(&cell, base, &before, who, last.as_deref(), code).await?);
@@ -503,7 +505,7 @@ fn counters(line: &str) -> Option<Vec<u64>> {
 
 /// A writer that never stops: exit 4, the counter line last, resets counted, and the next
 /// step on the line before it (`next`), never on the counter line.
-fn timed_out_findings(code: i32, last: &str, next: &str) -> Vec<Finding> {
+fn timed_out_findings(who: Who, code: i32, last: &str, next: &str) -> Vec<Finding> {
     let mut f = Vec::new();
     if code != TIMED_OUT {
         f.push(Finding::new(
@@ -528,7 +530,18 @@ fn timed_out_findings(code: i32, last: &str, next: &str) -> Vec<Finding> {
         )),
         Some(_) => {}
     }
-    if !(next.starts_with("next: flux-handoff run ") && next.contains(" --retire restart")) {
+    // Another writer is named by its field manager (the model's knob writes as
+    // `competing-writer`, a plain client as `chaos-writer`): no restart stops it.
+    let manager = match who {
+        // flux-model's `COMPETING_WRITER` (its knobs module is private).
+        Who::Model => "competing-writer",
+        Who::Client | Who::Spec => "chaos-writer",
+    };
+    let expected = next.starts_with("next: kubectl -n ")
+        && next.contains("--show-managed-fields")
+        && next.contains(&format!("field manager {manager} "))
+        && !next.contains("--retire restart");
+    if !expected {
         f.push(Finding::new(
             Kind::Other,
             format!("the line before the counter line is not its next step: {next}"),
@@ -586,29 +599,38 @@ mod tests {
     fn a_timeout_without_the_counter_line_last_is_a_finding() {
         let ok = "error: stable pause not proven within 5s: observations=9 unreadable=0 \
                   child_not_owned=0 parent_not_owned=0 parent_changed=0 version_changes=7";
-        let next = "next: flux-handoff run ks/n/infrastructure --retire restart -- …";
-        assert!(timed_out_findings(4, ok, next).is_empty());
+        let named = "next: kubectl -n n get kustomizations.kustomize.toolkit.fluxcd.io \
+                     infrastructure --show-managed-fields -o yaml (field manager chaos-writer \
+                     changed it during the proof, seen 7 time(s): a restart cannot stop another \
+                     writer; stop it, then try again)";
+        let findings =
+            |code, last: &str, next: &str| timed_out_findings(Who::Client, code, last, next).len();
+        assert_eq!(findings(4, ok, named), 0);
         // The proof gets what is left of the whole pause's budget.
-        assert!(timed_out_findings(4, &ok.replace("within 5s", "within 4s"), next).is_empty());
+        assert_eq!(findings(4, &ok.replace("within 5s", "within 4s"), named), 0);
+        assert_eq!(findings(4, &ok.replace("within 5s", "within 9s"), named), 1);
+        assert_eq!(findings(7, ok, named), 1);
+        assert_eq!(findings(4, "lease released", named), 1);
         assert_eq!(
-            timed_out_findings(4, &ok.replace("within 5s", "within 9s"), next).len(),
-            1
-        );
-        assert_eq!(timed_out_findings(7, ok, next).len(), 1);
-        assert_eq!(timed_out_findings(4, "lease released", next).len(), 1);
-        assert_eq!(
-            timed_out_findings(
+            findings(
                 4,
                 &ok.replace("version_changes=7", "version_changes=0"),
-                next
-            )
-            .len(),
+                named
+            ),
             1
         );
         // The next step belongs on a line of its own, never on the counter line.
         let suffixed = format!("{ok}; next: flux-handoff run ks/n/infrastructure --retire restart");
-        assert_eq!(timed_out_findings(4, &suffixed, "✗ pause failed").len(), 2);
-        assert_eq!(timed_out_findings(4, ok, "✗ pause failed").len(), 1);
+        assert_eq!(findings(4, &suffixed, "✗ pause failed"), 2);
+        assert_eq!(findings(4, ok, "✗ pause failed"), 1);
+        // Another writer named with kubectl, never a restart, which cannot stop it.
+        let restart = "next: flux-handoff run ks/n/infrastructure --retire restart -- …";
+        assert_eq!(findings(4, ok, restart), 1);
+        assert!(timed_out_findings(Who::Spec, 4, ok, named).is_empty());
+        // The model's knob is named as what it is.
+        let model = named.replace("chaos-writer", "competing-writer");
+        assert!(timed_out_findings(Who::Model, 4, ok, &model).is_empty());
+        assert_eq!(timed_out_findings(Who::Model, 4, ok, named).len(), 1);
     }
 
     fn get(path: &str) -> Entry {
