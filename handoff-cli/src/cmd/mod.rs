@@ -1,5 +1,6 @@
 //! One file per subcommand; each returns its exit code or a [`crate::failure::Failure`].
 
+pub mod checkup;
 pub mod doctor;
 pub mod dry_run;
 pub mod fences;

@@ -3,12 +3,11 @@
 //! plan and prints). No cluster call. `deploy/rbac.yaml` is its output without arguments.
 
 use clap::Args;
-use ghcr_auth::reassert::Consumers;
-use handoff_app::rights::{self, EsoRights, Ghcr, Source, Subject};
+use handoff_app::rights::{self, Subject};
 
-use super::ghcr::{FanoutArgs, SecretArgs, route};
+use super::ghcr::{FanoutArgs, SecretArgs};
 use crate::args::{FindArgs, Global, TargetArgs};
-use crate::config::{FileConfig, split_ref};
+use crate::config::split_ref;
 use crate::exit;
 use crate::failure::Failure;
 use crate::output::Output;
@@ -36,7 +35,7 @@ pub struct RbacArgs {
 
 /// Prints the manifests; exit 0, or 2 for bad input.
 pub fn run(global: &Global, args: &RbacArgs, out: &mut Output) -> Result<u8, Failure> {
-    let checkup = super::doctor::checkup(
+    let checkup = super::checkup::checkup(
         global,
         &args.targets,
         &args.find,
@@ -73,70 +72,4 @@ pub fn run(global: &Global, args: &RbacArgs, out: &mut Output) -> Result<u8, Fai
         print!("{text}");
     }
     Ok(exit::SUCCESS)
-}
-
-/// What `ghcr reassert` would write and drive with these flags over `[ghcr]`; `None` when
-/// neither names anything.
-pub(crate) fn ghcr_plan(
-    args: &SecretArgs,
-    fanout: &FanoutArgs,
-    file: &FileConfig,
-    default_ns: &str,
-) -> Result<Option<Ghcr>, Failure> {
-    let named = !args.namespace_list.is_empty()
-        || args.namespace_selector.is_some()
-        || args.root_secret.is_some()
-        || !args.source.is_empty()
-        || args.secret_name.is_some()
-        || !fanout.secret_key.is_empty()
-        || fanout.push_secret.is_some()
-        || fanout.external_secret.is_some();
-    if !named && file.ghcr.is_none() {
-        return Ok(None);
-    }
-    let (route, sources) = route(args, fanout, file.ghcr.as_ref(), default_ns)?;
-    let spec = route.direct;
-    let namespaces = |c: Consumers| match c {
-        Consumers::Namespaces(l) => (l, false),
-        // A selector, or a way to name consumers this CLI does not know yet: the rights to
-        // list namespaces, the broader grant.
-        _ => (Vec::new(), true),
-    };
-    let (consumers, mut selector) = namespaces(spec.consumers);
-    let eso = match route.eso {
-        Some(e) => {
-            let (consumers, by_label) = namespaces(e.consumers);
-            selector |= by_label;
-            Some(EsoRights {
-                push_secret: (e.push_secret.namespace, e.push_secret.name),
-                external_secret: e.external_secret,
-                consumers,
-            })
-        }
-        None => None,
-    };
-    Ok(Some(Ghcr {
-        secret_name: spec.secret_name,
-        consumers,
-        selector,
-        root: spec.root.map(|r| (r.namespace, r.name)),
-        staged: route
-            .keys
-            .into_iter()
-            .map(|k| (k.secret.namespace, k.secret.name))
-            .collect(),
-        eso,
-        sources: sources
-            .into_iter()
-            .map(|s| Source {
-                resource: if s.resource.plural == "helmrepositories" {
-                    "helmrepositories"
-                } else {
-                    "ocirepositories"
-                },
-                namespace: s.namespace,
-                name: s.name,
-            })
-            .collect(),
-    }))
 }
