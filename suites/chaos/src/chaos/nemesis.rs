@@ -14,6 +14,7 @@
 pub mod checker;
 pub mod history;
 mod person;
+mod poll;
 pub mod schedule;
 pub mod seed;
 pub mod work;

@@ -5,8 +5,8 @@
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::Value;
 
+use super::poll::poll_async;
 use super::schedule::Fault;
-use super::seed::poll_async;
 use crate::chaos::cell::{Cell, LEASE, PARENT, TARGET};
 
 /// Makes the edit `fault` names once its object is in the state it edits (a member fenced

@@ -12,6 +12,7 @@ use tokio::sync::watch;
 
 use super::checker::{Event, Outcome};
 use super::history::{Recorder, WORK};
+use super::poll::poll;
 use super::schedule::{Actor, Fault, Plan, Role};
 use super::work;
 use crate::chaos::cell::{Cell, PARENT, TARGET};
@@ -311,27 +312,6 @@ fn unpaused(spec: &Value) -> Value {
         m.remove("suspend");
     }
     s
-}
-
-/// Polls `f` every 50 ms until it gives something or `until` resolves.
-async fn poll<T>(until: impl Future<Output = ()>, f: impl Fn() -> Option<T>) -> Option<T> {
-    poll_async(until, || std::future::ready(f())).await
-}
-
-pub(super) async fn poll_async<T, F: Future<Output = Option<T>>>(
-    until: impl Future<Output = ()>,
-    f: impl Fn() -> F,
-) -> Option<T> {
-    let mut until = std::pin::pin!(until);
-    loop {
-        if let Some(v) = f().await {
-            return Some(v);
-        }
-        tokio::select! {
-            () = &mut until => return None,
-            () = tokio::time::sleep(Duration::from_millis(50)) => {}
-        }
-    }
 }
 
 /// Sends signal `name` to `pid`; whether it was delivered (the process may just have exited).
