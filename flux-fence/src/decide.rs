@@ -103,7 +103,7 @@ pub enum Unclear {
     Differs,
 }
 
-/// The answer of [`decide_release`].
+/// The answer of [`crate::release::decide_release`].
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum ReleaseDecision {
@@ -282,26 +282,6 @@ pub fn lost_write(read: Option<&Value>, keys: &AnnotationKeys, plan: &AcquirePla
     } else {
         LostWrite::Unclear(Unclear::Differs)
     }
-}
-
-/// Decides a release of `held` on the object as read (`None`: not found).
-///
-/// # Guarantees
-/// The patch tests the uid and our owner value, so it never applies to an object that is not
-/// ours; each restored mark is tested to still hold the marked value. A moved
-/// [`crate::mark::Restore::Exact`] mark keeps the fence ([`ReleaseDecision::MarkMoved`]) unless it is the
-/// only one and it is the pause set back to `false` (a person's `flux resume`): then the patch
-/// keeps that value, tested, and releases ([`crate::release::decide_release_marks`] says so).
-///
-/// # Errors
-/// [`FenceError::Json`] only if the patch cannot be encoded.
-pub fn decide_release(
-    read: Option<&Value>,
-    keys: &AnnotationKeys,
-    held: &Held,
-) -> Result<ReleaseDecision, FenceError> {
-    crate::release::decide_release_marks(read, keys, held, crate::release::Moved::Withhold)
-        .map(|d| d.decision)
 }
 
 /// Reconstructs what a fence holds from the annotations alone (for fence discovery and

@@ -16,10 +16,11 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use serde_json::{Value, json};
 
 use crate::api::{error, resource_name};
-use crate::decide::{ReleaseDecision, annotation, decide_release, held_from_annotations};
+use crate::decide::{ReleaseDecision, annotation, held_from_annotations};
 use crate::lease_decide::{is_expired, transitions};
 use crate::mark::MarkAt;
 use crate::mark::RecordedMark;
+use crate::release::decide_release;
 use crate::{AnnotationKeys, Clock, FenceError, LeaseConfig, ObjectRef, OwnerValue};
 
 /// Where to look.

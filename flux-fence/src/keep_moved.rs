@@ -14,7 +14,8 @@ use kube::api::Patch;
 use serde_json::Value;
 
 use crate::api::{CallFailure, classify, error};
-use crate::decide::{Held, ReleaseDecision, annotation, decide_release, held_from_annotations};
+use crate::decide::{Held, ReleaseDecision, annotation, held_from_annotations};
+use crate::release::decide_release;
 use crate::release::{Moved, ReleaseMarks, decide_release_marks};
 use crate::{AnnotationKeys, FenceError, Fencer, Holder, ObjectRef};
 

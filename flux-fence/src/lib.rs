@@ -68,7 +68,7 @@
 //! 5. **Prove.** [`Fencer::prove`] re-reads: same uid and our owner value.
 //! 6. **Release.** [`Fencer::release`] consumes the guard and sends ONE JSON Patch: `test` uid
 //!    and owner, `test` each mark still holds its value, restore priors (replace or remove),
-//!    remove the fence annotations ([`decide::decide_release`]). Any process can release a fence left
+//!    remove the fence annotations ([`release::decide_release`]). Any process can release a fence left
 //!    behind, from the annotations alone ([`Fencer::adopt_recorded`]). The acquire and release
 //!    patches also add and remove the label `<prefix>/fenced=true`. A moved exact mark keeps
 //!    the fence, except a person's `flux resume` alone (`spec.suspend` set to false): kept as

@@ -9,7 +9,7 @@
 //!    Operator's resume, asked for Flux back,
 //!    so their value is kept (tested: a further change refuses the patch), the other marks are
 //!    restored and the fence removed ([`ReleaseMarks::resumed`]). Every release goes through
-//!    here ([`crate::decide::decide_release`], [`crate::Fencer::release`]).
+//!    here ([`decide_release`], [`crate::Fencer::release`]).
 //! 4. With [`Moved::KeepAll`] (an operator's `fences release --keep-moved`) every moved mark
 //!    is kept the same way.
 
@@ -18,6 +18,25 @@ use serde_json::{Value, json};
 use crate::decide::{Held, ReleaseDecision, annotation, label};
 use crate::mark::{MarkAt, RecordedMark, Restore};
 use crate::{AnnotationKeys, FenceError, pointer};
+
+/// Decides a release of `held` on the object as read (`None`: not found).
+///
+/// # Guarantees
+/// The patch tests the uid and our owner value, so it never applies to an object that is not
+/// ours; each restored mark is tested to still hold the marked value. A moved
+/// [`crate::mark::Restore::Exact`] mark keeps the fence ([`ReleaseDecision::MarkMoved`]) unless it is the
+/// only one and it is the pause set back to `false` (a person's `flux resume`): then the patch
+/// keeps that value, tested, and releases ([`decide_release_marks`] says so).
+///
+/// # Errors
+/// [`FenceError::Json`] only if the patch cannot be encoded.
+pub fn decide_release(
+    read: Option<&Value>,
+    keys: &AnnotationKeys,
+    held: &Held,
+) -> Result<ReleaseDecision, FenceError> {
+    decide_release_marks(read, keys, held, Moved::Withhold).map(|d| d.decision)
+}
 
 /// How a release treats [`Restore::Exact`] marks another writer moved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

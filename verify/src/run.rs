@@ -8,11 +8,11 @@ use flux_fence::decide::AcquireDecision;
 use flux_fence::decide::LostWrite;
 use flux_fence::decide::ReleaseDecision;
 use flux_fence::decide::decide_acquire;
-use flux_fence::decide::decide_release;
 use flux_fence::lease_decide::{
     LeaseDecision, LeaseReleaseDecision, RenewDecision, decide_lease_acquire, decide_lease_park,
     decide_lease_release, decide_renew, is_stale,
 };
+use flux_fence::release::decide_release;
 use flux_suspend::Strategy;
 use flux_suspend::flux::{RECONCILE_ANNOTATION, RECONCILE_DISABLED};
 use flux_suspend::judge::{Judge, Member, Read, Role, Seen, Verdict, first_broken};

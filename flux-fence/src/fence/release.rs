@@ -1,4 +1,4 @@
-//! Releasing one fence: read, ask [`crate::decide::decide_release`], write one CAS patch that
+//! Releasing one fence: read, ask [`crate::release::decide_release`], write one CAS patch that
 //! tests every mark and restores its prior value; a lost answer is judged by a re-read.
 
 use kube::api::Patch;
@@ -6,11 +6,12 @@ use kube::api::Patch;
 use super::{Fencer, MAX_ATTEMPTS, rejected, resource_version};
 use crate::FenceError;
 use crate::api::{CallFailure, classify, error};
-use crate::decide::{ReleaseDecision, decide_release};
+use crate::decide::ReleaseDecision;
 use crate::events::{self, EventKind};
 use crate::guard::FenceGuard;
 use crate::mark::MarkAt;
 use crate::outcome::{Kept, ReleaseOutcome};
+use crate::release::decide_release;
 use crate::release::{Moved, decide_release_marks};
 
 impl Fencer {
