@@ -78,6 +78,7 @@ pub mod judge;
 pub mod object;
 pub mod quiesce;
 pub mod readiness;
+mod refusal;
 pub mod report;
 pub mod retire;
 pub mod session;

@@ -104,7 +104,7 @@ pub enum PauseOutcome {
     /// Someone else holds a member of the chain; nothing of that member was changed.
     Refused {
         object: String,
-        why: crate::session::Refusal,
+        why: crate::refusal::Refusal,
     },
 }
 
