@@ -27,7 +27,7 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
-use crate::{bins, cluster, envtest, fluxcli, paths, proc, realflux};
+use crate::{bins, cluster, envtest, fluxcli, paths, proc};
 
 /// `cargo xtask bench [--quick]`.
 pub fn run(quick: bool) -> anyhow::Result<()> {
@@ -74,7 +74,7 @@ pub fn run_real(only: Option<&str>) -> anyhow::Result<()> {
         .inspect_err(|e| eprintln!("xtask: the flux CLI cases are skipped: {e:#}"))
         .ok();
     let state = paths::scratch().join("bench-real-cluster");
-    let plane = realflux::Plane::start(&state)?;
+    let plane = cluster::RealPlane::start(&state)?;
     let mut cmd = Command::new(bench);
     cmd.current_dir(&root)
         .env("FLUX_HANDOFF_KUBECONFIG", &plane.kubeconfig)

@@ -333,3 +333,45 @@ mod tests {
         assert!(kubeconfig_of("ready server=https://127.0.0.1:1").is_err());
     }
 }
+
+/// A control plane with the real controllers owned by this process (for `xtask ci`): stopped
+/// with everything beside it by `stop` and by `Drop`.
+#[derive(Debug)]
+pub struct RealPlane {
+    child: Option<std::process::Child>,
+    state: PathBuf,
+    pub kubeconfig: PathBuf,
+}
+
+impl RealPlane {
+    pub fn start(state: &Path) -> anyhow::Result<Self> {
+        let (child, line) = start(state, false, Flux::Real)?;
+        eprintln!("xtask: real Flux: {line}");
+        Ok(Self {
+            child: Some(child),
+            state: state.to_path_buf(),
+            kubeconfig: kubeconfig_of(&line)?,
+        })
+    }
+
+    pub fn stop(mut self) -> anyhow::Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> anyhow::Result<()> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        let stopped = stop(&self.state);
+        let _ = child.wait();
+        stopped
+    }
+}
+
+impl Drop for RealPlane {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            eprintln!("xtask: stopping the real-Flux control plane: {e:#}");
+        }
+    }
+}

@@ -447,7 +447,7 @@ fn ci_real() -> anyhow::Result<()> {
     if !proc::succeeds("cargo", &["nextest", "--version"], &root) {
         anyhow::bail!("cargo-nextest is missing: cargo install --locked cargo-nextest");
     }
-    let real = realflux::Plane::start(&paths::scratch().join("ci-real-cluster"))?;
+    let real = cluster::RealPlane::start(&paths::scratch().join("ci-real-cluster"))?;
     let env = [("FLUX_HANDOFF_REAL_KUBECONFIG", real.kubeconfig.as_os_str())];
     proc::run_env(
         "cargo",

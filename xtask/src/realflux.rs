@@ -254,48 +254,6 @@ pub fn stop(state: &Path) -> anyhow::Result<()> {
     first_err.map_or(Ok(()), Err)
 }
 
-/// A control plane with the real controllers owned by this process (for `xtask ci`): stopped
-/// with everything beside it by `stop` and by `Drop`.
-#[derive(Debug)]
-pub struct Plane {
-    child: Option<std::process::Child>,
-    state: PathBuf,
-    pub kubeconfig: PathBuf,
-}
-
-impl Plane {
-    pub fn start(state: &Path) -> anyhow::Result<Self> {
-        let (child, line) = crate::cluster::start(state, false, Flux::Real)?;
-        eprintln!("xtask: real Flux: {line}");
-        Ok(Self {
-            child: Some(child),
-            state: state.to_path_buf(),
-            kubeconfig: crate::cluster::kubeconfig_of(&line)?,
-        })
-    }
-
-    pub fn stop(mut self) -> anyhow::Result<()> {
-        self.shutdown()
-    }
-
-    fn shutdown(&mut self) -> anyhow::Result<()> {
-        let Some(mut child) = self.child.take() else {
-            return Ok(());
-        };
-        let stopped = crate::cluster::stop(&self.state);
-        let _ = child.wait();
-        stopped
-    }
-}
-
-impl Drop for Plane {
-    fn drop(&mut self) {
-        if let Err(e) = self.shutdown() {
-            eprintln!("xtask: stopping the real-Flux control plane: {e:#}");
-        }
-    }
-}
-
 fn random_hex() -> anyhow::Result<String> {
     let mut bytes = [0u8; 16];
     fs::File::open("/dev/urandom")

@@ -51,13 +51,13 @@ use futures::FutureExt;
 use kube::Client;
 use tracing::Instrument;
 
+pub use crate::refusal::{Refusal, field_manager};
 pub use by_object::{ObjectFence, decide_holder, holder_of};
 pub use error::{CleanupError, SessionError};
 pub use guard::WriteRefused;
 pub use lines::Members;
 pub use options::{ParentSpec, SessionOptions, TargetSpec};
 pub use recover::Recovered;
-pub use crate::refusal::{Refusal, field_manager};
 pub use resume::{ResumeError, ResumeOptions, Resumed, resume_holder};
 pub use wait_lease::{LeaseWait, LeaseWaiting, WaitDecision, decide_wait};
 pub use watch::{BrokenPause, Change, what_broke};
