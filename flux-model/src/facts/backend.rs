@@ -13,8 +13,7 @@ use testkit::TestNs;
 use testkit::fixtures::{kustomization, kustomization_resource};
 
 use super::real::RealFlux;
-
-pub const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
+pub use super::terms::{Mark, REQUESTED_AT, Workload};
 
 /// Which Flux the facts run against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,24 +22,6 @@ pub enum Backend {
     Model,
     /// The real kustomize-controller v1.9.6 on the real-Flux control plane.
     Real,
-}
-
-/// What a fact's Kustomization deploys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Workload {
-    /// A `ConfigMap`; no health phase (`wait: false`).
-    Plain,
-    /// A Deployment with `wait: true`: the health phase runs, and [`Setup::hang`] parks it.
-    Waiting,
-    /// As `Waiting`, but its health check fails (short timeout) until [`Setup::heal`].
-    Failing,
-}
-
-/// A position in the backend's observations; later waits see only what came after it.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Mark {
-    pub(super) events: usize,
-    pub(super) log: usize,
 }
 
 #[allow(clippy::large_enum_variant)] // one value per test

@@ -7,6 +7,7 @@
 mod backend;
 mod policy;
 mod real;
+mod terms;
 
 use crate::model::status::{READY, RECONCILING, condition};
 use crate::model::{BUMP_ANNOTATION, COMPETING_WRITER, Outcome, Phase};

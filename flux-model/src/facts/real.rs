@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use testkit::fixtures::{kustomization_resource, ocirepository_resource};
 use testkit::real_flux::{FLUX_NS, SHARD_KEY, SOURCE, Shard};
 
-use super::backend::{Mark, REQUESTED_AT, Workload};
+use super::terms::{Mark, REQUESTED_AT, Workload};
 
 /// Bound of every wait (a shard's first reconcile included).
 const WAIT: Duration = Duration::from_secs(90);
