@@ -6,7 +6,10 @@
 //! `crate::cmd::fences::evidence::Evidence` → `cmd::fences::evidence`). `use crate::{a, b::c}`
 //! groups are followed. `#[cfg(test)] mod` blocks are left out: a unit test may drive the whole
 //! command line from the top (`Cli::try_parse_from`) without that being a layer's arrow.
-//! `super::` and `self::` paths are left out too (a command's own files, one directory). The check fails naming one circle, in order, so the layers stay one-way:
+//! `super::a::b` paths are arrows too, resolved from the file's own module (in
+//! `cmd/doctor.rs`, `super::rbac::x` is `cmd::rbac`), so two commands of one directory cannot
+//! import each other unseen; `self::` paths stay inside their file. The check fails naming one
+//! circle, in order, so the layers stay one-way:
 //! `main` → `cli` → `cmd/*` → `args`, `session`, `settings`, `output`, … (see
 //! docs/design/architecture.md, "Layers of handoff-cli").
 
@@ -71,7 +74,11 @@ pub fn graph(files: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> {
     let mut graph = BTreeMap::new();
     for (module, source) in files {
         let mut targets = BTreeSet::new();
-        for path in crate_paths(&without_tests(&code_only(source))) {
+        let code = without_tests(&code_only(source));
+        let relative = super_paths(&code)
+            .into_iter()
+            .filter_map(|(up, path)| resolve_super(module, up, &path));
+        for path in crate_paths(&code).into_iter().chain(relative) {
             let segs: Vec<&str> = path.split("::").collect();
             let target = (1..=segs.len())
                 .rev()
@@ -265,6 +272,44 @@ pub fn crate_paths(code: &str) -> Vec<String> {
     found
 }
 
+/// Every path written after `super::` (once or more), groups expanded, with how many levels it
+/// goes up: `use super::{a, b::c}` gives `(1, a)`, `(1, b::c)`; `super::super::x` `(2, x)`.
+pub fn super_paths(code: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("super::") {
+        let before = rest[..at].chars().next_back();
+        rest = &rest[at + "super::".len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        let mut up = 1;
+        while let Some(after) = rest.trim_start().strip_prefix("super::") {
+            up += 1;
+            rest = after;
+        }
+        let mut paths = Vec::new();
+        rest = tree(rest, String::new(), &mut paths);
+        found.extend(paths.into_iter().map(|p| (up, p)));
+    }
+    found
+}
+
+/// `path`, written `up` levels of `super::` above the file of `module`, as a path from the
+/// crate root; `None` above the root.
+pub fn resolve_super(module: &str, up: usize, path: &str) -> Option<String> {
+    let mut segs: Vec<&str> = if module == "crate" {
+        Vec::new()
+    } else {
+        module.split("::").collect()
+    };
+    for _ in 0..up {
+        segs.pop()?;
+    }
+    segs.push(path);
+    Some(segs.join("::"))
+}
+
 /// Reads one use tree (`a::b`, `a::{b, c::d}`) after a prefix; returns what follows it.
 fn tree<'a>(mut s: &'a str, prefix: String, found: &mut Vec<String>) -> &'a str {
     let mut path = prefix;
@@ -385,6 +430,43 @@ mod tests {
         assert_eq!(arrows("cli"), ["cmd::ghcr"]);
         assert_eq!(arrows("cmd::ghcr"), ["args"], "its own paths are no arrow");
         assert_eq!(find_cycle(&g), None);
+    }
+
+    #[test]
+    fn layers_super_paths_are_arrows_from_the_files_own_module() {
+        let code = code_only(
+            "use super::ghcr::{FanoutArgs, route};\nlet c = super::rbac::plan(); \
+             use super::super::exit; let s = self::x; fn f() -> my_super::y {}\n",
+        );
+        assert_eq!(
+            super_paths(&code),
+            [
+                (1, "ghcr::FanoutArgs".to_string()),
+                (1, "ghcr::route".to_string()),
+                (1, "rbac::plan".to_string()),
+                (2, "exit".to_string())
+            ]
+        );
+        assert_eq!(
+            resolve_super("cmd::doctor", 1, "rbac::plan").as_deref(),
+            Some("cmd::rbac::plan")
+        );
+        assert_eq!(
+            resolve_super("cmd::fences::evidence", 2, "exit").as_deref(),
+            Some("cmd::exit")
+        );
+        assert_eq!(resolve_super("cli", 1, "exit").as_deref(), Some("exit"));
+        assert_eq!(resolve_super("crate", 1, "x"), None);
+        // Two commands of one directory importing each other through `super::`: a circle.
+        let g = graph(&files(&[
+            ("cmd/mod.rs", ""),
+            ("cmd/doctor.rs", "let p = super::rbac::ghcr_plan();"),
+            ("cmd/rbac.rs", "let c = super::doctor::checkup();"),
+        ]));
+        assert_eq!(
+            find_cycle(&g).map(|c| c.join(" -> ")).as_deref(),
+            Some("cmd::doctor -> cmd::rbac -> cmd::doctor")
+        );
     }
 
     #[test]
