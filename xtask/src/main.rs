@@ -16,6 +16,7 @@
 //! - `cargo xtask api [--bless]` — each library's public API (rustdoc JSON) against the
 //!   committed listing `api/<crate>.txt`; `--bless` rewrites the listings.
 //! - `cargo xtask layers` — no import circle between the files of handoff-cli's `src/`.
+//! - `cargo xtask docpaths` — every repository path docs/design names exists.
 //! - `cargo xtask actionlint` — actionlint (built and cached) on the action and `docs/*.yml`.
 //! - `cargo xtask verify [--quick]` — the model check of the handoff protocol.
 //! - `cargo xtask chaos [--quick] [--only S,S]` / `chaos --nemesis [--seeds N] [--seed S]` — the
@@ -34,6 +35,7 @@ mod daemon;
 mod demo;
 mod deny;
 mod dist;
+mod docpaths;
 mod envtest;
 mod eso;
 mod flux;
@@ -108,8 +110,11 @@ commands:
                           a difference, printing the changed lines. --bless rewrites the
                           listings instead
   layers                  fail naming the circle when handoff-cli's src/ files import each
-                          other in a circle (the file graph of `crate::` paths); print
-                          `layers: handoff-cli files=N arrows=M`
+                          other in a circle (the file graph of `crate::` and `super::`
+                          paths); print `layers: handoff-cli files=N arrows=M`
+  docpaths                fail naming each repository path (`flux-fence/src/x.rs`, in
+                          backticks) that docs/design names and that does not exist; print
+                          `docpaths: files=N paths=M`
   publish                 cargo publish --dry-run of the libraries in dependency order, as ci
                           runs it, in target/publish; first removes what cargo kept of earlier
                           packages of them (unpacked copies, builds), which it would reuse at
@@ -119,7 +124,7 @@ commands:
   ci                      install what the tests need when missing (cargo-nextest,
                           cargo-deny; as root docker-registry, apache2-utils and libfaketime,
                           otherwise it names the command and fails), fmt check, the public-API listings
-                          (api, below), layers, cargo publish --dry-run of the libraries in
+                          (api, below), layers, docpaths, cargo publish --dry-run of the libraries in
                           dependency order, clippy -D warnings, cargo
                           deny check (deny.toml; advisories only when their database on GitHub
                           can be fetched, else one line says so), actionlint, build the
@@ -245,6 +250,7 @@ fn main() -> ExitCode {
         ["api"] => api::run(false),
         ["api", "--bless"] => api::run(true),
         ["layers"] => layers::run(),
+        ["docpaths"] => docpaths::run(),
         ["publish"] => publish::dry_run(),
         ["actionlint"] => actionlint::run(),
         ["ci", "real"] => ci_real(),
@@ -336,6 +342,8 @@ fn ci() -> anyhow::Result<()> {
     api::run(false)?;
     // No import circle between handoff-cli's files (pure, reads src/ only).
     layers::run()?;
+    // Every repository path the design docs name exists (pure, reads docs/design only).
+    docpaths::run()?;
     publish::dry_run()?;
     run(
         "cargo",
