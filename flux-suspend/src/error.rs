@@ -22,6 +22,18 @@ pub enum SuspendError {
         /// write (a reconcile in flight).
         writers: Vec<OtherWriter>,
     },
+    /// A member read during the proof no longer held the pause (another writer resumed it,
+    /// removed its `reconcile: disabled`, took or removed its fence, or recreated it): the
+    /// proof stops at once instead of waiting out its deadline (`managedFields` on the
+    /// object names who changed it).
+    #[error(
+        "the pause was broken during the stable-pause proof: {object}: {why}; no later pass \
+         can mend that, so the proof stopped"
+    )]
+    BrokenDuringProof {
+        object: Box<ObjectRef>,
+        why: crate::judge::Broken,
+    },
     /// An object did not acknowledge its `requestedAt` nonce in time (its controller may be
     /// down, or still running a long reconcile that began before the suspend).
     #[error("{object} did not acknowledge the suspend within {}s", waited.as_secs())]
@@ -107,6 +119,7 @@ impl SuspendError {
             | Self::AckTimeout { .. }
             | Self::RestartTimeout { .. }
             | Self::QuiesceTimeout { .. } => ErrorClass::Timeout,
+            Self::BrokenDuringProof { .. } => ErrorClass::PauseBroken,
             Self::Fence { source, .. } => source.class(),
             Self::Cancelled { .. } => ErrorClass::Cancelled,
             _ => ErrorClass::KubeApi,

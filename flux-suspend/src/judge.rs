@@ -195,11 +195,17 @@ pub fn first_broken(members: &[Member], reads: &[Read]) -> Option<(usize, Broken
 
 /// The judge's answer to one pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Verdict {
     /// Not proven yet; keep observing until the caller's deadline.
     Pending,
     /// Proven: the work phase may start.
     Proven(Proof),
+    /// Member `member` (chain order) was read and no longer holds the pause: another writer
+    /// resumed it (`spec.suspend` false or removed), removed its `reconcile: disabled`, took or
+    /// removed its fence, or recreated it. No later pass mends that by itself, so waiting for
+    /// the deadline would only cost its length: stop here. An unreadable member is no break.
+    Broken { member: usize, why: Broken },
 }
 
 /// Evidence that the chain's pause is stable. Only [`Judge::observe`] can mint one, so a
@@ -330,6 +336,14 @@ impl Judge {
             }
         }
 
+        let broken = reads
+            .iter()
+            .zip(&self.members)
+            .enumerate()
+            .find_map(|(i, (r, m))| match m.broken(r) {
+                None | Some(Broken::Unreadable) => None,
+                Some(why) => Some((i, why)),
+            });
         match seen {
             None => {
                 self.counters.incr(Counter::Unreadable);
@@ -342,7 +356,10 @@ impl Judge {
                 self.streak = if counted { self.streak + 1 } else { 0 };
             }
         }
-        if self.streak >= REQUIRED_PASSES {
+        if let Some((member, why)) = broken {
+            self.streak = 0;
+            Verdict::Broken { member, why }
+        } else if self.streak >= REQUIRED_PASSES {
             Verdict::Proven(Proof {
                 passes: self.streak,
                 counters: self.counters,

@@ -1,5 +1,6 @@
 //! Tier 2: another writer during the proof window resets the proof; one that never stops makes
-//! it time out, and the timeout line names the right predicate — with counts only.
+//! it time out, and the timeout line names the right predicate — with counts only. A change
+//! no later pass can mend (the pause resumed, the fence taken) ends the proof at once.
 
 mod common;
 
@@ -10,6 +11,7 @@ use std::time::Duration;
 use common::*;
 use flux_suspend::handoff::SuspendError;
 use flux_suspend::io::Timing;
+use flux_suspend::judge::Broken;
 use flux_suspend::report::Counter;
 use flux_suspend::retire::Strategy;
 use flux_suspend::steps::Step;
@@ -145,8 +147,19 @@ async fn other_writer_bumping_the_parent_times_out_with_parent_changed() {
     assert_writer_named(&err, PARENT);
 }
 
+/// A change no later pass can mend ends the proof at once, naming the member and the change.
+fn assert_broken(err: &SuspendError, name: &str, why: Broken) {
+    match err {
+        SuspendError::BrokenDuringProof { object, why: w, .. } => {
+            assert_eq!((object.name.as_str(), *w), (name, why), "{err}");
+        }
+        other => panic!("expected a pause broken during the proof, got {other}"),
+    }
+    assert_eq!(err.class(), flux_fence::ErrorClass::PauseBroken);
+}
+
 #[tokio::test]
-async fn other_writer_taking_the_parent_owner_counts_parent_not_owned() {
+async fn other_writer_taking_the_parent_owner_breaks_the_proof_at_once() {
     let w = World::new("sus-ow-po").await;
     let err = pause_with_writer(
         &w,
@@ -154,8 +167,7 @@ async fn other_writer_taking_the_parent_owner_counts_parent_not_owned() {
         json!({ "metadata": { "annotations": { OWNER_KEY: "someone-else;9" } } }),
     )
     .await;
-    assert!(counters(&err).get(Counter::ParentNotOwned) > 0, "{err}");
-    assert_fixed_line(&err);
+    assert_broken(&err, PARENT, Broken::NotOurs);
     // Cleanup did not touch the foreign owner's parent.
     assert_eq!(
         annotation(&w.get(PARENT).await, OWNER_KEY),
@@ -164,17 +176,15 @@ async fn other_writer_taking_the_parent_owner_counts_parent_not_owned() {
 }
 
 #[tokio::test]
-async fn other_writer_unsuspending_the_child_counts_child_not_owned() {
+async fn other_writer_unsuspending_the_child_breaks_the_proof_at_once() {
     let w = World::new("sus-ow-cs").await;
     let err = pause_with_writer(&w, TARGET, json!({ "spec": { "suspend": false } })).await;
-    assert!(counters(&err).get(Counter::ChildNotOwned) > 0, "{err}");
-    assert_fixed_line(&err);
+    assert_broken(&err, TARGET, Broken::Unsuspended);
 }
 
 #[tokio::test]
-async fn other_writer_unsuspending_the_parent_counts_parent_not_owned() {
+async fn other_writer_unsuspending_the_parent_breaks_the_proof_at_once() {
     let w = World::new("sus-ow-ps").await;
     let err = pause_with_writer(&w, PARENT, json!({ "spec": { "suspend": false } })).await;
-    assert!(counters(&err).get(Counter::ParentNotOwned) > 0, "{err}");
-    assert_fixed_line(&err);
+    assert_broken(&err, PARENT, Broken::Unsuspended);
 }

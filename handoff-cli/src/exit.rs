@@ -65,7 +65,8 @@ Exit codes:
   7    cleanup failed: something is still held or unsettled (see `flux-handoff fences`)
   8    pause broken while the command ran: someone removed or changed a fence, deleted or
        recreated a paused object, or unsuspended it; the command was stopped (the line names
-       the object, the change and the field manager)
+       the object, the change and the field manager); during the proof, such a change ends
+       it at its next pass, not at --timeout
   9    fences --overdue: a pause is held past its --max-hold (listed, alerted with
        --events-addr; nothing was changed or resumed)
   130  interrupted by SIGINT/SIGTERM (held fences were released first; a second signal

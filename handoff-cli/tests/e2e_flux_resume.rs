@@ -143,3 +143,86 @@ async fn resumed_mid_run(name: &str, patch: serde_json::Value, want: Option<serd
     assert!(!err.contains("still held or unsettled"), "{err}");
     assert!(!err.contains("--keep-moved"), "{err}");
 }
+
+/// A person's `flux resume` of the child while the stable pause is being proven: no later pass
+/// can mend that, so the run ends at the next pass with exit 8 (pause broken), naming the
+/// child, instead of waiting out `--timeout` for exit 4. The proof is slowed by a 5 s interval
+/// and the resume sent once the CLI says the target acknowledged (the proof starts next), so it lands
+/// inside the proof, not before. Afterwards nothing is held and the child keeps the person's
+/// `spec.suspend: false`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proof_a_flux_resume_during_the_proof_ends_it_at_once_with_exit_8() {
+    use std::io::BufRead;
+    let c = Cluster::seeded("proof-resumed").await;
+    // `Cluster::cli`'s flags with a slow proof: passes 5 s apart.
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_flux-handoff"));
+    cmd.env_remove("GITHUB_ACTIONS")
+        .env_remove("FLUX_HANDOFF_CONFIG")
+        .env_remove("FLUX_HANDOFF_HOLDER")
+        .arg("--kubeconfig")
+        .arg(&c.kubeconfig)
+        .args([
+            "--namespace",
+            &c.ns.name,
+            "--interval",
+            "5s",
+            "--timeout",
+            "60s",
+        ])
+        .stdin(Stdio::null())
+        .args(["run", "--target", TARGET])
+        .args(c.handoff_flags())
+        .args(["--", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let mut lines = Vec::new();
+    for line in &rx {
+        // The proof starts right after this line (as the chaos suite's writer scenario knows).
+        let proving = line.contains("target acknowledged the suspend");
+        lines.push(line);
+        if proving {
+            ks(&c)
+                .patch(
+                    TARGET,
+                    &PatchParams::apply("flux"),
+                    &Patch::Merge(json!({ "spec": { "suspend": false } })),
+                )
+                .await
+                .unwrap();
+            break;
+        }
+    }
+    lines.extend(rx.iter());
+    reader.join().unwrap();
+    let code = child.wait().unwrap().code().unwrap_or(-1);
+    let err = lines.join("\n");
+    assert_eq!(code, 8, "{err}");
+    assert!(
+        err.contains("broken during the stable-pause proof")
+            && err.contains(&format!("{}/{TARGET}", c.ns.name)),
+        "{err}"
+    );
+    for name in [PARENT, TARGET] {
+        assert_eq!(
+            annotation(&c.get(name).await, OWNER_KEY),
+            None,
+            "{name}: {err}"
+        );
+    }
+    assert!(
+        !suspended(&c.get(TARGET).await),
+        "the person's resume is kept: {err}"
+    );
+    assert!(!suspended(&c.get(PARENT).await), "{err}");
+}

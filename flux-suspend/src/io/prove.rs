@@ -22,7 +22,9 @@ pub struct ProofTarget {
 /// - Every pass reads every member afresh; any change by another writer resets the proof.
 ///
 /// # Errors
-/// [`SuspendError::ProofTimeout`], whose Display is the redacted counter line.
+/// [`SuspendError::ProofTimeout`], whose Display is the redacted counter line;
+/// [`SuspendError::BrokenDuringProof`] as soon as a pass reads a member another writer resumed,
+/// unfenced or recreated (no later pass would mend it).
 pub async fn prove_stable_pause(
     client: &Client,
     chain: &[ProofTarget],
@@ -43,12 +45,21 @@ pub async fn prove_stable_pause(
         )
         .await;
         match lock(&judge).observe(&reads) {
-            Verdict::Proven(proof) => Some(proof),
-            Verdict::Pending => None,
+            Verdict::Proven(proof) => Some(Ok(proof)),
+            Verdict::Broken { member, why } => chain.get(member).map(|t| {
+                Err(SuspendError::BrokenDuringProof {
+                    object: Box::new(t.object.clone()),
+                    why,
+                })
+            }),
+            _ => None,
         }
     })
     .await;
-    proven.ok_or_else(|| {
+    if let Some(done) = proven {
+        return done;
+    }
+    Err({
         let judge = lock(&judge);
         let writers = judge
             .writers()

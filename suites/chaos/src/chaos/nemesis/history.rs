@@ -19,6 +19,12 @@ use super::checker::{Event, Object};
 pub const WORK: &str = "nemesis-work";
 /// The owner annotation of a fence.
 const OWNER: &str = "flux-handoff.io/owner";
+/// Bound of each request of a watch (starting it, each event, a relist): the server ends a
+/// watch after 10 s, so a longer silence is a connection a restart cut without a FIN.
+const BOUND: Duration = Duration::from_secs(12);
+/// How long [`Recorder::catch_up`] waits: two bounds, so a watch stuck on a dead connection
+/// when it starts is restarted and delivers within it.
+const CATCH_UP: Duration = Duration::from_secs(30);
 
 /// Watches running; [`Recorder::events`] is what they saw so far.
 pub struct Recorder {
@@ -99,7 +105,7 @@ impl Recorder {
             &ApiResource::erase::<ConfigMap>(&()),
         );
         want.push(rv_of(cms.get_opt(WORK).await?.as_ref()));
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        let deadline = tokio::time::Instant::now() + CATCH_UP;
         loop {
             let seen = self.events();
             if want
@@ -118,8 +124,8 @@ impl Recorder {
                     .collect();
                 let last = seen.iter().map(|e| e.rv).max().unwrap_or_default();
                 anyhow::bail!(
-                    "the watches did not catch up with the server within 15 s: versions {missing:?} \
-                     not seen (the newest seen is {last})"
+                    "the watches did not catch up with the server within {CATCH_UP:?}: versions \
+                     {missing:?} not seen (the newest seen is {last})"
                 );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -140,13 +146,17 @@ async fn follow(
 ) {
     loop {
         let wp = WatchParams::default().timeout(10);
-        let stream = match api.watch(&wp, &rv).await {
-            Ok(s) => s,
-            Err(kube::Error::Api(s)) if s.code == 410 => {
+        // Bounded: a request sent on a connection a restart left half open gets no answer,
+        // and a watch never started would hold the history still (a soak's catch-up then
+        // waits for versions nothing delivers).
+        let started = tokio::time::timeout(BOUND, api.watch(&wp, &rv)).await;
+        let stream = match started {
+            Ok(Ok(s)) => s,
+            Ok(Err(kube::Error::Api(s))) if s.code == 410 => {
                 relist(&api, &mut rv, object.as_ref(), (&events, &members)).await;
                 continue;
             }
-            Err(_) => {
+            Ok(Err(_)) | Err(_) => {
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;
             }
@@ -154,9 +164,7 @@ async fn follow(
         let mut stream = std::pin::pin!(stream);
         // Bounded on this side too (the server ends a watch after 10 s): a connection cut by
         // a restart without a FIN would otherwise hold the history still.
-        while let Ok(Some(item)) =
-            tokio::time::timeout(Duration::from_secs(12), stream.next()).await
-        {
+        while let Ok(Some(item)) = tokio::time::timeout(BOUND, stream.next()).await {
             let e = match item {
                 Ok(e) => e,
                 Err(kube::Error::Api(s)) if s.code == 410 => {
@@ -196,14 +204,14 @@ async fn relist(
     object: Option<&Object>,
     (events, members): (&Mutex<Vec<Event>>, &[String]),
 ) {
-    match api.list(&ListParams::default()).await {
-        Ok(list) => {
+    match tokio::time::timeout(BOUND, api.list(&ListParams::default())).await {
+        Ok(Ok(list)) => {
             for o in &list.items {
                 push(events, object, members, o, false);
             }
             *rv = list.metadata.resource_version.unwrap_or_default();
         }
-        Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        Ok(Err(_)) | Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
     }
 }
 
