@@ -1,15 +1,8 @@
-use kube::api::{ApiResource, GroupVersionKind};
-
 use super::*;
 use crate::{Epoch, Holder};
 
 fn ks(name: &str) -> ObjectRef {
-    let gvk = GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization");
-    ObjectRef::new(
-        ApiResource::from_gvk_with_plural(&gvk, "kustomizations"),
-        "flux-system",
-        name,
-    )
+    crate::guard::test_kustomization("flux-system", name)
 }
 
 fn member(name: &str, holder: &str, child: bool) -> Member {

@@ -163,3 +163,15 @@ impl Drop for FenceGuard {
         }
     }
 }
+
+/// A Kustomization `namespace/name`, for the crate's unit tests.
+#[cfg(test)]
+pub(crate) fn test_kustomization(namespace: &str, name: &str) -> ObjectRef {
+    let gvk =
+        kube::api::GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization");
+    ObjectRef::new(
+        ApiResource::from_gvk_with_plural(&gvk, "kustomizations"),
+        namespace,
+        name,
+    )
+}

@@ -172,7 +172,6 @@ pub fn overdue_pauses(
 
 #[cfg(test)]
 mod tests {
-    use kube::api::{ApiResource, GroupVersionKind};
 
     use super::*;
     use crate::discover::ReleasePlan;
@@ -223,12 +222,7 @@ mod tests {
     }
 
     fn ks(name: &str) -> ObjectRef {
-        let gvk = GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization");
-        ObjectRef::new(
-            ApiResource::from_gvk_with_plural(&gvk, "kustomizations"),
-            "ns",
-            name,
-        )
+        crate::guard::test_kustomization("ns", name)
     }
 
     fn fence(name: &str, owner: &str, since: &str, max: Option<u64>, target: bool) -> FoundFence {

@@ -418,17 +418,11 @@ fn decide_at_work(lease: Option<&discover::FoundLease>, holder: &Holder) -> bool
 
 #[cfg(test)]
 mod tests {
-    use kube::api::{ApiResource, GroupVersionKind};
 
     use super::*;
 
     fn ks(name: &str) -> ObjectRef {
-        let gvk = GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization");
-        ObjectRef::new(
-            ApiResource::from_gvk_with_plural(&gvk, "kustomizations"),
-            "ns",
-            name,
-        )
+        crate::guard::test_kustomization("ns", name)
     }
 
     #[test]

@@ -13,8 +13,8 @@ use crate::config::{self, FileConfig};
 use crate::failure::Failure;
 use crate::settings;
 
-/// What these flags and the config file configure (`doctor` checks it, `rbac` grants it); exit 2 for bad
-/// input. No target named: only the objects of the default namespace.
+/// What these flags and the config file configure (`doctor` checks it, `rbac` grants it);
+/// exit 2 for bad input. No target named: only the objects of the default namespace.
 pub(crate) fn checkup(
     global: &Global,
     targets: &TargetArgs,

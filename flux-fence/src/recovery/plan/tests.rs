@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{ApiResource, GroupVersionKind};
 
 use super::*;
 use crate::ObjectRef;
@@ -12,11 +11,7 @@ use crate::mark::MarkAt;
 use crate::recovery::assess::{Action, LeaseView, Liveness, Orphan, Row, Withhold};
 
 fn ks(name: &str) -> ObjectRef {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization"),
-        "kustomizations",
-    );
-    ObjectRef::new(ar, "ns", name)
+    crate::guard::test_kustomization("ns", name)
 }
 
 fn lease(holder: Option<&str>, parked: bool, expired: bool) -> LeaseView {
