@@ -30,6 +30,9 @@ func main() {
 	port := flag.Int("port", 0, "secure port of the API server (0: a free loopback port)")
 	etcdPort := flag.Int("etcd-port", 0, "client port of etcd (0: a free loopback port)")
 	stdinEOF := flag.Bool("exit-on-stdin-eof", false, "shut down when standard input closes (the parent died)")
+	noWatchCache := flag.Bool("no-watch-cache", false, "serve every watch from etcd (--watch-cache=false): "+
+		"a watch resumed after a restart from a version seen before it gets every event since, "+
+		"where the watch cache, which starts at the restart's revision, answers 410 Gone")
 	flag.Parse()
 	if *dir == "" {
 		fail("--dir is required")
@@ -41,7 +44,7 @@ func main() {
 			_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
 		}()
 	}
-	if err := run(*dir, *crds, *port, *etcdPort); err != nil {
+	if err := run(*dir, *crds, *port, *etcdPort, *noWatchCache); err != nil {
 		fail(err.Error())
 	}
 }
@@ -51,7 +54,7 @@ func fail(msg string) {
 	os.Exit(1)
 }
 
-func run(dir, crdDir string, port, etcdPort int) error {
+func run(dir, crdDir string, port, etcdPort int, noWatchCache bool) error {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return err
@@ -76,7 +79,7 @@ func run(dir, crdDir string, port, etcdPort int) error {
 
 	server := fmt.Sprintf("https://127.0.0.1:%d", port)
 	cmd := app.NewAPIServerCommand()
-	cmd.SetArgs([]string{
+	args := []string{
 		"--etcd-servers=" + etcdURL,
 		"--cert-dir=" + filepath.Join(dir, "certs"),
 		"--tls-cert-file=" + m.servingCert,
@@ -95,7 +98,11 @@ func run(dir, crdDir string, port, etcdPort int) error {
 		"--allow-privileged=true",
 		"--endpoint-reconciler-type=none",
 		"--v=0",
-	})
+	}
+	if noWatchCache {
+		args = append(args, "--watch-cache=false")
+	}
+	cmd.SetArgs(args)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Execute() }()
 

@@ -137,6 +137,7 @@ async fn one(
 ) -> anyhow::Result<(i32, Vec<Finding>, bool)> {
     let cell = Mini::new(s, plane, client).await?;
     let before = cell.state().await?;
+    let since = cell.version().await?;
     let gate = |f: &str| cell.dir.join(f);
     let script = format!(
         "touch {s}; while [ ! -e {g} ]; do sleep 0.1; done; touch {d}",
@@ -191,6 +192,7 @@ async fn one(
         problems.extend(check_and_recover(&cell, &before, base).await?);
     }
     problems.extend(cell.model_alive().await);
+    problems.extend(cell.watch_resumes(&since).await);
     cell.model.shutdown().await;
     Ok((code, problems, missed))
 }

@@ -2,6 +2,7 @@
 //! the work `ConfigMap`), each from the resourceVersion of a list made before anything ran, every
 //! event kept with its resourceVersion (straight to the API server, never through the proxy).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -29,7 +30,18 @@ const CATCH_UP: Duration = Duration::from_secs(30);
 /// Watches running; [`Recorder::events`] is what they saw so far.
 pub struct Recorder {
     events: Arc<Mutex<Vec<Event>>>,
+    /// Times a watch was answered 410 Gone and its resource listed again: the history may
+    /// miss what was written before the list, so [`Recorder::catch_up`] refuses to hand it on.
+    gaps: Arc<AtomicUsize>,
     tasks: Vec<JoinHandle<()>>,
+}
+
+/// Where a watch keeps what it sees.
+#[derive(Clone)]
+struct Sink {
+    events: Arc<Mutex<Vec<Event>>>,
+    gaps: Arc<AtomicUsize>,
+    members: Arc<Vec<String>>,
 }
 
 impl Drop for Recorder {
@@ -47,6 +59,7 @@ impl Recorder {
         let members: Arc<Vec<String>> =
             Arc::new(members.iter().map(|m| (*m).to_string()).collect());
         let events = Arc::new(Mutex::new(Vec::new()));
+        let gaps = Arc::new(AtomicUsize::new(0));
         let mut tasks = Vec::new();
         for (ar, object) in [
             (testkit::fixtures::kustomization_resource(), None::<Object>),
@@ -59,10 +72,18 @@ impl Recorder {
                 push(&events, object.as_ref(), &members, o, false);
             }
             let rv = list.metadata.resource_version.unwrap_or_default();
-            let to = (events.clone(), members.clone());
+            let to = Sink {
+                events: events.clone(),
+                gaps: gaps.clone(),
+                members: members.clone(),
+            };
             tasks.push(tokio::spawn(follow(api, rv, object, to)));
         }
-        Ok(Self { events, tasks })
+        Ok(Self {
+            events,
+            gaps,
+            tasks,
+        })
     }
 
     /// Every event so far.
@@ -75,7 +96,10 @@ impl Recorder {
     }
 
     /// Waits (bounded) until the history holds the current version of each named object,
-    /// so nothing written before this call is missing.
+    /// so nothing written before this call is missing. A history with a gap (a watch that
+    /// had to list again) is refused: it may miss a release or a fence, and a checker judging
+    /// it could pass what it never saw. The campaign's control plane serves watches from etcd
+    /// (`--no-watch-cache`), so a watch resumed after a restart has no gap.
     pub async fn catch_up(
         &self,
         client: &Client,
@@ -107,6 +131,13 @@ impl Recorder {
         want.push(rv_of(cms.get_opt(WORK).await?.as_ref()));
         let deadline = tokio::time::Instant::now() + CATCH_UP;
         loop {
+            let gaps = self.gaps.load(Ordering::SeqCst);
+            if gaps > 0 {
+                anyhow::bail!(
+                    "the history has a gap: a watch was answered 410 Gone {gaps} time(s) and \
+                     listed again, so writes before the list may be missing"
+                );
+            }
             let seen = self.events();
             if want
                 .iter()
@@ -138,12 +169,7 @@ fn rv_of(o: Option<&DynamicObject>) -> Option<u64> {
 }
 
 /// Watches `api` from `rv` for ever, again from the last version seen when a watch ends.
-async fn follow(
-    api: Api<DynamicObject>,
-    mut rv: String,
-    object: Option<Object>,
-    (events, members): (Arc<Mutex<Vec<Event>>>, Arc<Vec<String>>),
-) {
+async fn follow(api: Api<DynamicObject>, mut rv: String, object: Option<Object>, sink: Sink) {
     loop {
         let wp = WatchParams::default().timeout(10);
         // Bounded: a request sent on a connection a restart left half open gets no answer,
@@ -153,7 +179,7 @@ async fn follow(
         let stream = match started {
             Ok(Ok(s)) => s,
             Ok(Err(kube::Error::Api(s))) if s.code == 410 => {
-                relist(&api, &mut rv, object.as_ref(), (&events, &members)).await;
+                relist(&api, &mut rv, object.as_ref(), &sink).await;
                 continue;
             }
             Ok(Err(_)) | Err(_) => {
@@ -168,7 +194,7 @@ async fn follow(
             let e = match item {
                 Ok(e) => e,
                 Err(kube::Error::Api(s)) if s.code == 410 => {
-                    relist(&api, &mut rv, object.as_ref(), (&events, &members)).await;
+                    relist(&api, &mut rv, object.as_ref(), &sink).await;
                     break;
                 }
                 Err(_) => break,
@@ -181,7 +207,7 @@ async fn follow(
                     continue;
                 }
                 WatchEvent::Error(e) if e.code == 410 => {
-                    relist(&api, &mut rv, object.as_ref(), (&events, &members)).await;
+                    relist(&api, &mut rv, object.as_ref(), &sink).await;
                     break;
                 }
                 WatchEvent::Error(_) => break,
@@ -189,25 +215,22 @@ async fn follow(
             if let Some(v) = &o.metadata.resource_version {
                 rv.clone_from(v);
             }
-            push(&events, object.as_ref(), &members, &o, deleted);
+            push(&sink.events, object.as_ref(), &sink.members, &o, deleted);
         }
     }
 }
 
-/// After "too old resource version" (410), what a restarted API server answers: its watch
-/// cache starts at the current revision. Nothing was written while it was down, so the
-/// objects as a list shows them now continue the history, and the watch goes on from the
-/// list's version. (Within one seed's seconds nothing else makes a version too old.)
-async fn relist(
-    api: &Api<DynamicObject>,
-    rv: &mut String,
-    object: Option<&Object>,
-    (events, members): (&Mutex<Vec<Event>>, &[String]),
-) {
+/// After "too old resource version" (410): what a restarted API server with a watch cache
+/// answers (the cache starts at the restart's revision), or etcd after a compaction. The
+/// objects as a list shows them now continue the history and the watch goes on from the
+/// list's version, but whatever was written between the last event seen and the list is
+/// missing: counted as a gap.
+async fn relist(api: &Api<DynamicObject>, rv: &mut String, object: Option<&Object>, sink: &Sink) {
+    sink.gaps.fetch_add(1, Ordering::SeqCst);
     match tokio::time::timeout(BOUND, api.list(&ListParams::default())).await {
         Ok(Ok(list)) => {
             for o in &list.items {
-                push(events, object, members, o, false);
+                push(&sink.events, object, &sink.members, o, false);
             }
             *rv = list.metadata.resource_version.unwrap_or_default();
         }

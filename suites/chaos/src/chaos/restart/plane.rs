@@ -69,6 +69,12 @@ impl Plane {
             .args(["--port", &self.port.to_string()])
             .args(["--etcd-port", &self.etcd_port.to_string()])
             .arg("--exit-on-stdin-eof")
+            // Watches from etcd: a history recorder's watch resumed after a restart gets
+            // every event since the version it saw last. The watch cache starts at the
+            // restart's revision and answers 410 Gone, and a relist then skips whatever was
+            // written between the server's start and the relist (a soak group lost a version
+            // that way: "versions [3923] not seen").
+            .arg("--no-watch-cache")
             .stdin(Stdio::piped())
             .stdout(std::fs::File::create(&out)?)
             .stderr(std::fs::File::create(self.state.join("log"))?)
