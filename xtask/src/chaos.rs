@@ -17,7 +17,7 @@
 //!
 //! `cargo xtask ci` runs `--quick --dev` and a quick nemesis. See docs/chaos.md.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, bail};
@@ -115,6 +115,9 @@ pub fn run(flags: &Flags) -> anyhow::Result<()> {
     build_bins(flags.dev)?;
     let launcher = envtest::ensure_built()?;
     let id = std::process::id();
+    if flags.nemesis {
+        return nemesis(flags, &launcher, id);
+    }
     let plane = cluster::Private::start(
         &launcher,
         &paths::scratch().join(format!("chaos-cluster-{id}")),
@@ -137,17 +140,6 @@ pub fn run(flags: &Flags) -> anyhow::Result<()> {
     if let Some(only) = &flags.only {
         cmd.arg("--only").arg(only);
     }
-    if flags.nemesis {
-        cmd.arg("--nemesis");
-    }
-    for (flag, value) in [("--seeds", flags.seeds), ("--seed", flags.seed)] {
-        if let Some(v) = value {
-            cmd.arg(flag).arg(v.to_string());
-        }
-    }
-    if let Some(m) = &flags.mutant {
-        cmd.arg("--mutant").arg(m);
-    }
     let status = cmd.status().context("cannot start flux-chaos");
     let stopped = plane.stop();
     // flux-chaos removes its scratch files; what a failed run left stays for inspection.
@@ -157,6 +149,57 @@ pub fn run(flags: &Flags) -> anyhow::Result<()> {
         bail!("flux-chaos found violations or failed ({status})");
     }
     stopped
+}
+
+/// The nemesis runs on a control plane it starts and restarts itself (as the soak does), so
+/// no shared one is started here.
+fn nemesis(flags: &Flags, launcher: &Path, id: u32) -> anyhow::Result<()> {
+    let dir = paths::scratch().join(format!("nemesis-{id}"));
+    let mut cmd = on_own_plane(flags.dev, launcher, &dir);
+    cmd.arg("--nemesis");
+    for (flag, value) in [("--seeds", flags.seeds), ("--seed", flags.seed)] {
+        if let Some(v) = value {
+            cmd.arg(flag).arg(v.to_string());
+        }
+    }
+    if let Some(m) = &flags.mutant {
+        cmd.arg("--mutant").arg(m);
+    }
+    let status = cmd.status().context("cannot start flux-chaos")?;
+    if !status.success() {
+        bail!(
+            "the nemesis found violations or failed ({status}); state in {}",
+            dir.display()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// `flux-chaos` set up to start (and restart) a control plane of its own under `dir/plane`,
+/// with the Action's directory: the nemesis's and the soak's invocation, less their mode.
+pub fn on_own_plane(dev: bool, launcher: &Path, dir: &Path) -> Command {
+    let root = paths::root();
+    let plane = dir.join("plane");
+    let mut cmd = Command::new(built(dev, "flux-chaos"));
+    cmd.current_dir(&root)
+        .env(
+            "FLUX_HANDOFF_KUBECONFIG",
+            plane.join("envtest").join("kubeconfig"),
+        )
+        .arg("--out")
+        .arg(dir.join("out"))
+        .arg("--handoff-bin")
+        .arg(built(dev, "flux-handoff"))
+        .arg("--launcher")
+        .arg(launcher)
+        .arg("--crds")
+        .arg(paths::crds())
+        .arg("--action")
+        .arg(root.join("action"))
+        .arg("--plane-dir")
+        .arg(&plane);
+    cmd
 }
 
 fn bin(flags: &Flags, name: &str) -> PathBuf {

@@ -168,9 +168,11 @@ commands:
                           line last; fails on any violation (docs/chaos.md). --only runs the
                           named scenarios. ci runs --quick --dev
   chaos --nemesis [--seeds N] [--seed S] [--dev]
-                          the randomized campaign instead: per seed, queued runs, pauses and
-                          janitors under random faults, each history judged by the API
-                          server's order; ends `nemesis: seeds=N operations=N faults=N
+                          the randomized campaign instead, on a control plane of its own:
+                          per seed, queued runs, pauses, Action jobs (main.js, post.js, the
+                          runner's cancels) and janitors under random faults (API server
+                          restarts among them), each history judged by the API server's
+                          order; ends `nemesis: seeds=N operations=N faults=N
                           violations=N`. Seeds 1..N (default 10), or S..S+N. ci runs a quick one
   soak [--jobs N] [--seed S] [--group G] [--dev]
                           the merge-queue soak: N deploy jobs (default 200) through the GitHub

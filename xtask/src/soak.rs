@@ -14,8 +14,6 @@
 //!
 //! `cargo xtask ci` runs a quick one (`--jobs 20 --dev`). See docs/chaos.md, "Soak".
 
-use std::process::Command;
-
 use anyhow::{Context, bail};
 
 use crate::{chaos, envtest, paths};
@@ -68,32 +66,13 @@ impl Flags {
 
 /// `cargo xtask soak ...`.
 pub fn run(flags: &Flags) -> anyhow::Result<()> {
-    let root = paths::root();
     chaos::build_bins(flags.dev)?;
     let launcher = envtest::ensure_built()?;
     let dir = paths::scratch().join(format!("soak-{}", std::process::id()));
-    let plane = dir.join("plane");
-    let mut cmd = Command::new(chaos::built(flags.dev, "flux-chaos"));
-    cmd.current_dir(&root)
-        .env(
-            "FLUX_HANDOFF_KUBECONFIG",
-            plane.join("envtest").join("kubeconfig"),
-        )
-        .arg("--soak")
+    let mut cmd = chaos::on_own_plane(flags.dev, &launcher, &dir);
+    cmd.arg("--soak")
         .args(["--jobs", &flags.jobs.to_string()])
-        .args(["--seed", &flags.seed.to_string()])
-        .arg("--out")
-        .arg(dir.join("out"))
-        .arg("--handoff-bin")
-        .arg(chaos::built(flags.dev, "flux-handoff"))
-        .arg("--launcher")
-        .arg(&launcher)
-        .arg("--crds")
-        .arg(paths::crds())
-        .arg("--action")
-        .arg(root.join("action"))
-        .arg("--plane-dir")
-        .arg(&plane);
+        .args(["--seed", &flags.seed.to_string()]);
     if let Some(g) = flags.group {
         cmd.args(["--group", &g.to_string()]);
     }

@@ -89,12 +89,12 @@ struct Args {
     /// Soak: play only this group of the schedule (a replay).
     #[arg(long, value_name = "G", requires = "soak")]
     group: Option<usize>,
-    /// Soak: the repository's `action/` directory.
-    #[arg(long, value_name = "DIR", requires = "soak")]
+    /// Soak and nemesis: the repository's `action/` directory.
+    #[arg(long, value_name = "DIR")]
     action: Option<PathBuf>,
-    /// Soak: the state directory of its control plane (`FLUX_HANDOFF_KUBECONFIG` names
-    /// `<DIR>/envtest/kubeconfig`).
-    #[arg(long, value_name = "DIR", requires = "soak")]
+    /// Soak and nemesis: the state directory of their control plane, which they restart
+    /// (`FLUX_HANDOFF_KUBECONFIG` names `<DIR>/envtest/kubeconfig`).
+    #[arg(long, value_name = "DIR")]
     plane_dir: Option<PathBuf>,
 }
 
@@ -183,22 +183,27 @@ async fn run() -> anyhow::Result<bool> {
     if args.soak {
         return soak(&args, &s).await;
     }
-    // The admin token every CLI run carries must never be printed either.
-    let admin = testkit::admin_config().await?;
-    if let Some(token) = &admin.auth_info.token {
-        chaos::secret(secrecy::ExposeSecret::expose_secret(token));
-    }
     if args.nemesis {
+        let (Some(action), Some(plane_dir)) = (args.action.clone(), args.plane_dir.clone()) else {
+            bail!("--nemesis needs --action and --plane-dir");
+        };
         let o = chaos::nemesis::Options {
             first: args.seed.unwrap_or(1),
             seeds: args
                 .seeds
                 .unwrap_or(if args.seed.is_some() { 1 } else { 10 }),
             rogue: args.mutant.is_some(),
+            action,
+            plane_dir,
         };
-        let passed = chaos::nemesis::run(&s, &o, kube::Client::try_from(admin)?).await?;
+        let passed = chaos::nemesis::run(&s, &o).await?;
         let _ = std::fs::remove_dir_all(&s.scratch);
         return Ok(passed);
+    }
+    // The admin token every CLI run carries must never be printed either.
+    let admin = testkit::admin_config().await?;
+    if let Some(token) = &admin.auth_info.token {
+        chaos::secret(secrecy::ExposeSecret::expose_secret(token));
     }
     let base = chaos::discover::run(&s).await?;
     eprintln!(

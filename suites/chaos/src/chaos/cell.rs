@@ -222,6 +222,65 @@ impl Site {
         })
     }
 
+    /// After a seed or a soak group: whatever is still fenced or held is recovered (`fences
+    /// recover --yes --include-paused`, straight to the API server). Returns what is left
+    /// afterwards (`… still fenced after recovery`, `Lease still held …`, and with `before` an
+    /// object whose spec is not as it was then), and whether the recovery had to run.
+    ///
+    /// It does not wait for `fences` to call the Lease expired: that reads the holder's
+    /// `renewTime`, two minutes ahead after a skewed run. Recovery watches the Lease for a
+    /// duration on its own monotonic clock.
+    pub async fn recover_rest(
+        &self,
+        before: Option<&State>,
+    ) -> anyhow::Result<(Vec<String>, bool)> {
+        let mut after = self.state().await?;
+        let mut recovery = None;
+        if !after.fenced().is_empty() || after.lease_holder.is_some() {
+            let (code, _, err) = self
+                .direct(&["fences", "recover", "--yes", "--include-paused"])
+                .await?;
+            recovery = Some((code, err));
+            after = self.state().await?;
+        }
+        let mut left: Vec<String> = after
+            .fenced()
+            .into_iter()
+            .map(|n| format!("{n} still fenced after recovery"))
+            .collect();
+        left.extend(
+            after
+                .lease_holder
+                .as_ref()
+                .map(|h| format!("Lease still held by {h} after recovery")),
+        );
+        if let Some(before) = before {
+            left.extend(
+                after
+                    .objects
+                    .iter()
+                    .filter(|(n, o)| {
+                        before
+                            .objects
+                            .get(*n)
+                            .is_some_and(|b| unpaused(&b.spec) != unpaused(&o.spec))
+                    })
+                    .map(|(n, _)| format!("{n}: spec not as before")),
+            );
+        }
+        let ran = recovery.is_some();
+        if let Some((code, err)) = recovery
+            && code != 0
+            && !left.is_empty()
+        {
+            left.push(format!(
+                "fences recover exited {code}: {}",
+                super::last_line(&err)
+            ));
+        }
+        Ok((left, ran))
+    }
+
     /// Polls `fences` until the Lease is free, absent, or expired (bounded).
     pub async fn wait_lease_expired(&self, bound: Duration) -> anyhow::Result<()> {
         let deadline = tokio::time::Instant::now() + bound;
@@ -306,4 +365,16 @@ pub fn listed(fences: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// `spec` with `suspend: false` dropped: a removed pause (Flux Operator's resume, kept by the
+/// release) is the same spec as one set back to false.
+fn unpaused(spec: &Value) -> Value {
+    let mut s = spec.clone();
+    if s.get("suspend") == Some(&Value::Bool(false))
+        && let Some(m) = s.as_object_mut()
+    {
+        m.remove("suspend");
+    }
+    s
 }

@@ -1,9 +1,13 @@
 //! The nemesis (issue 36): a randomized fault campaign judged by the API server's own order.
 //!
-//! Per seed ([`schedule::plan`]): a fresh seeded cell, 2–4 actors (`run --wait-lease` queued
-//! on one Lease, `pause` then `resume`, a `fences recover --yes` janitor), 1–3 faults at random
-//! moments (hung requests, a write answered 504 and applied later, resets, refused connects,
-//! SIGKILL, SIGSTOP/SIGCONT of a holder, a person's `flux resume`) and sometimes a run whose
+//! The campaign runs on a control plane of its own (the restart scenario's [`Plane`]: fixed
+//! ports and data, so a restart serves the same address). Per seed ([`schedule::plan`]): a
+//! fresh seeded namespace with the controller model and a fault proxy, 2–4 actors (`run
+//! --wait-lease` queued on one Lease, `pause` then `resume`, a deploy job through the GitHub
+//! Action's main and post steps with the runner's cancel sequence, a `fences recover --yes`
+//! janitor), 1–3 faults at random moments (hung requests, a write answered 504 and applied
+//! later, resets, refused connects, API server restarts, SIGKILL, SIGSTOP/SIGCONT of a holder,
+//! a person's `flux resume` or Flux Operator's, a shortened Lease) and sometimes a run whose
 //! clock is two minutes ahead. Every run's command writes the work `ConfigMap` naming its holder
 //! ([`work`]); [`history`] records every write of the chain, the Lease and the work; the pure
 //! [`checker`] judges it (I1, I2), and the suite's leak scan looks for secrets (I3).
@@ -20,24 +24,60 @@ pub mod seed;
 pub mod work;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 
 use super::Settings;
 use super::cell::{PARENT, TARGET};
+use super::restart::plane::Plane;
 
-/// Which seeds, and whether the rogue mutant plays.
+/// Which seeds, whether the rogue mutant plays, and where the campaign's control plane and
+/// the Action live.
 #[derive(Debug, Clone)]
 pub struct Options {
     pub first: u64,
     pub seeds: u64,
     pub rogue: bool,
+    /// The repository's `action/` directory (main.js, post.js).
+    pub action: PathBuf,
+    /// The control plane's state directory; its kubeconfig is `<dir>/envtest/kubeconfig`,
+    /// which `FLUX_HANDOFF_KUBECONFIG` must name (the fault proxy and the work read it).
+    pub plane_dir: PathBuf,
+}
+
+/// Starts the campaign's control plane; what every seed shares.
+async fn stage(s: &Settings, o: &Options) -> anyhow::Result<seed::Env> {
+    let (Some(launcher), Some(crds)) = (&s.launcher, &s.crds) else {
+        bail!("the nemesis needs --launcher and --crds: it runs a control plane it restarts");
+    };
+    let plane = Plane::start(launcher, crds, &o.plane_dir).await?;
+    let expected = testkit::plane::kubeconfig()?;
+    if expected != plane.kubeconfig {
+        bail!(
+            "{} must name {} (the nemesis's own control plane), not {}",
+            testkit::plane::KUBECONFIG_ENV,
+            plane.kubeconfig.display(),
+            expected.display()
+        );
+    }
+    // The admin token every CLI run carries must never be printed either.
+    super::secret(plane.token()?.trim());
+    let client = plane.client().await?;
+    Ok(seed::Env {
+        plane: Arc::new(tokio::sync::Mutex::new(plane)),
+        client,
+        action: o.action.clone(),
+    })
 }
 
 /// Runs the campaign; whether it found no violation.
-pub async fn run(s: &Settings, o: &Options, admin: kube::Client) -> anyhow::Result<bool> {
+pub async fn run(s: &Settings, o: &Options) -> anyhow::Result<bool> {
     let started = Instant::now();
+    let env = stage(s, o).await?;
+    let admin = env.client.clone();
     let mut faults: BTreeMap<&str, usize> = schedule::KINDS.iter().map(|k| (*k, 0)).collect();
     let mut exits: BTreeMap<String, usize> = BTreeMap::new();
     let (mut operations, mut violations, mut after_break) = (0, 0, 0);
@@ -58,7 +98,7 @@ pub async fn run(s: &Settings, o: &Options, admin: kube::Client) -> anyhow::Resu
             .collect();
         eprintln!("nemesis: seed {seed}: actors {roles:?} faults {planned:?}");
         let t0 = Instant::now();
-        let played = seed::play(s, &plan)
+        let played = seed::play(s, &env, &plan)
             .await
             .with_context(|| format!("nemesis seed {seed}"))?;
         let v = checker::check(&played.history, &[PARENT, TARGET], &played.outcomes);
@@ -97,7 +137,7 @@ pub async fn run(s: &Settings, o: &Options, admin: kube::Client) -> anyhow::Resu
         }
         for u in &played.unrecovered {
             violations += 1;
-            eprintln!("nemesis: VIOLATION seed={seed} I2: after recovery: {u}");
+            eprintln!("nemesis: VIOLATION seed={seed} I2: {u}");
             eprintln!("nemesis:   replay: {}", replay(seed, o.rogue));
         }
     }

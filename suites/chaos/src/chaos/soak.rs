@@ -106,6 +106,7 @@ pub async fn run(s: &Settings, o: &Options) -> anyhow::Result<bool> {
             namespace: mini.namespace.clone(),
             dir: mini.dir.join("jobs"),
             seed: o.seed,
+            wait_lease: job::WAIT_LEASE,
         },
         plane: Arc::new(tokio::sync::Mutex::new(plane)),
         proxy: Arc::new(proxy),

@@ -7,11 +7,11 @@ use serde_json::Value;
 
 use super::poll::poll_async;
 use super::schedule::Fault;
-use crate::chaos::cell::{Cell, LEASE, PARENT, TARGET};
+use crate::chaos::cell::{LEASE, PARENT, Site, TARGET};
 
 /// Makes the edit `fault` names once its object is in the state it edits (a member fenced
 /// and suspended, the Lease held), or gives up when `until_done` resolves; whether it was made.
-pub(super) async fn edit(cell: &Cell, fault: &Fault, until_done: impl Future<Output = ()>) -> bool {
+pub(super) async fn edit(cell: &Site, fault: &Fault, until_done: impl Future<Output = ()>) -> bool {
     match fault {
         Fault::FluxResume { member } | Fault::OperatorResume { member } => {
             let name = [PARENT, TARGET][member % 2];

@@ -25,6 +25,11 @@ pub enum Role {
     Run,
     /// `flux-handoff pause --wait-lease ...`, the work, then `resume --holder` after `hold_ms`.
     PauseResume { hold_ms: u64 },
+    /// A deploy job through the GitHub Action: `node action/main.js` (`command: run`,
+    /// `--wait-lease`), the runner's cancel sequence `cancel_ms` after it started when drawn,
+    /// then `node action/post.js` (the soak's job, `soak/job.rs`). Its command exits 42 after
+    /// its writes when `fails`.
+    Action { cancel_ms: Option<u64>, fails: bool },
     /// `flux-handoff fences recover --yes`, straight to the API server.
     Janitor,
     /// The mutant: one work write naming the first actor's holder before anything is fenced.
@@ -67,6 +72,8 @@ pub enum Fault {
     /// A person shortens a held Lease's `leaseDurationSeconds` to `seconds` ("to speed up
     /// recovery"): no path may take it over before the holder's own duration.
     LeaseEdit { seconds: i32 },
+    /// The API server is stopped and started again after `down_ms` (same data, address, CA).
+    Restart { down_ms: u64 },
 }
 
 impl Fault {
@@ -83,6 +90,7 @@ impl Fault {
             Self::FluxResume { .. } => "flux_resume",
             Self::OperatorResume { .. } => "operator_resume",
             Self::LeaseEdit { .. } => "lease_edit",
+            Self::Restart { .. } => "restart",
         }
     }
 }
@@ -104,6 +112,7 @@ impl fmt::Display for Fault {
             Self::FluxResume { member } => write!(f, "flux_resume member {member}"),
             Self::OperatorResume { member } => write!(f, "operator_resume member {member}"),
             Self::LeaseEdit { seconds } => write!(f, "lease_edit duration {seconds}s"),
+            Self::Restart { down_ms } => write!(f, "restart down {down_ms}ms"),
         }
     }
 }
@@ -124,7 +133,7 @@ pub struct Plan {
 }
 
 /// The fault kinds a plan may draw, in the order they are counted.
-pub const KINDS: [&str; 10] = [
+pub const KINDS: [&str; 11] = [
     "hang",
     "late_504",
     "reset",
@@ -134,6 +143,7 @@ pub const KINDS: [&str; 10] = [
     "flux_resume",
     "operator_resume",
     "lease_edit",
+    "restart",
     "clock_skew",
 ];
 
@@ -154,12 +164,16 @@ pub fn plan(seed: u64, rogue: bool) -> Plan {
     // Clock skew on at most one run per seed.
     let skew_one = rng.random_bool(0.3);
     for i in 0..n {
-        let role = match rng.random_range(0..6u8) {
+        let role = match rng.random_range(0..8u8) {
             // The first actor always holds something, so every seed has work to judge.
             _ if i == 0 => Role::Run,
             0..=2 => Role::Run,
             3 | 4 => Role::PauseResume {
                 hold_ms: rng.random_range(200..1500),
+            },
+            5 | 6 => Role::Action {
+                cancel_ms: rng.random_bool(0.35).then(|| rng.random_range(500..6000)),
+                fails: rng.random_bool(0.15),
             },
             _ => Role::Janitor,
         };
@@ -187,7 +201,7 @@ pub fn plan(seed: u64, rogue: bool) -> Plan {
 
 fn fault(rng: &mut StdRng) -> Fault {
     let pick = |rng: &mut StdRng, from: &[&'static str]| from[rng.random_range(0..from.len())];
-    match rng.random_range(0..9u8) {
+    match rng.random_range(0..10u8) {
         0 => Fault::Hang {
             request: pick(rng, &CUT),
             nth: rng.random_range(1..=4),
@@ -217,8 +231,11 @@ fn fault(rng: &mut StdRng) -> Fault {
         7 => Fault::OperatorResume {
             member: rng.random_range(0..2),
         },
-        _ => Fault::LeaseEdit {
+        8 => Fault::LeaseEdit {
             seconds: rng.random_range(1..=3),
+        },
+        _ => Fault::Restart {
+            down_ms: rng.random_range(0..3000),
         },
     }
 }
@@ -256,8 +273,27 @@ mod tests {
             .collect();
         seen.sort_unstable();
         seen.dedup();
-        assert_eq!(seen.len(), 9, "{seen:?}");
+        assert_eq!(seen.len(), 10, "{seen:?}");
         assert!(seen.iter().all(|k| KINDS.contains(k)));
         assert!((0..100).any(|s| plan(s, false).actors.iter().any(|a| a.skewed)));
+        let actions: Vec<Role> = (0..100)
+            .flat_map(|s| plan(s, false).actors)
+            .map(|a| a.role)
+            .filter(|r| matches!(r, Role::Action { .. }))
+            .collect();
+        assert!(actions.iter().any(|r| matches!(
+            r,
+            Role::Action {
+                cancel_ms: Some(_),
+                ..
+            }
+        )));
+        assert!(actions.iter().any(|r| matches!(
+            r,
+            Role::Action {
+                cancel_ms: None,
+                ..
+            }
+        )));
     }
 }

@@ -1,13 +1,14 @@
-//! One seed played: a fresh cell, its history recorded, the plan's actors started and its
-//! faults injected at their offsets, then what is left recovered.
+//! One seed played: a fresh stage on the campaign's restartable control plane, its history
+//! recorded, the plan's actors started and its faults injected at their offsets, then what is
+//! left recovered.
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
-use serde_json::Value;
 use tokio::sync::watch;
 
 use super::checker::{Event, Outcome};
@@ -15,7 +16,11 @@ use super::history::{Recorder, WORK};
 use super::poll::poll;
 use super::schedule::{Actor, Fault, Plan, Role};
 use super::work;
-use crate::chaos::cell::{Cell, PARENT, TARGET};
+use crate::chaos::cell::{PARENT, Site, TARGET};
+use crate::chaos::restart::mini::Mini;
+use crate::chaos::restart::plane::{Plane, signal};
+use crate::chaos::soak::job;
+use crate::chaos::soak::schedule::Job;
 use crate::chaos::{Settings, finish, last_line};
 
 /// Debian's libfaketime (`cargo xtask ci` installs it).
@@ -24,6 +29,33 @@ const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 const BOUND: Duration = Duration::from_secs(150);
 /// How long a queued run waits for the Lease.
 const WAIT_LEASE: &str = "30s";
+
+/// What every seed shares: the campaign's control plane (restartable: same address, CA and
+/// data) and the repository's `action/` directory.
+pub struct Env {
+    pub plane: Arc<tokio::sync::Mutex<Plane>>,
+    pub client: kube::Client,
+    pub action: PathBuf,
+}
+
+/// One seed's stage: a fresh seeded namespace with its controller model and [`Site`] (through
+/// `Deref`), a fault proxy of its own, and the campaign's plane.
+struct Stage {
+    mini: Mini,
+    proxy: fault_proxy::Proxy,
+    plane: Arc<tokio::sync::Mutex<Plane>>,
+    action: PathBuf,
+    handoff_bin: PathBuf,
+    seed: u64,
+}
+
+impl std::ops::Deref for Stage {
+    type Target = Site;
+
+    fn deref(&self) -> &Site {
+        &self.mini
+    }
+}
 
 /// What one seed left to judge.
 #[derive(Debug)]
@@ -55,9 +87,20 @@ pub fn holder(seed: u64, i: usize) -> String {
     format!("nem{seed}-a{i}")
 }
 
-/// Plays `plan` in a fresh cell.
-pub async fn play(s: &Settings, plan: &Plan) -> anyhow::Result<Played> {
-    let cell = Arc::new(Cell::new(s, "nem").await?);
+/// Plays `plan` on a fresh stage.
+pub async fn play(s: &Settings, env: &Env, plan: &Plan) -> anyhow::Result<Played> {
+    let mini = {
+        let plane = env.plane.lock().await;
+        Mini::named(s, &plane, &env.client, "nem").await?
+    };
+    let cell = Arc::new(Stage {
+        mini,
+        proxy: fault_proxy::Proxy::start().await?,
+        plane: env.plane.clone(),
+        action: env.action.clone(),
+        handoff_bin: s.bin.clone(),
+        seed: plan.seed,
+    });
     let before = cell.state().await?;
     let cm: ConfigMap =
         serde_json::from_value(serde_json::json!({ "metadata": { "name": WORK } }))?;
@@ -89,11 +132,13 @@ pub async fn play(s: &Settings, plan: &Plan) -> anyhow::Result<Played> {
     }
     let (done_tx, done) = watch::channel(false);
     let mut faults = Vec::new();
+    let recorder = Arc::new(recorder);
     for t in plan.faults.clone() {
-        let (cell, live, done) = (cell.clone(), live.clone(), done.clone());
+        let (cell, live, done, recorder) =
+            (cell.clone(), live.clone(), done.clone(), recorder.clone());
         faults.push(tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(t.at_ms)).await;
-            inject(&cell, &live, &t.fault, done)
+            inject(&cell, &live, &recorder, &t.fault, done)
                 .await
                 .then(|| t.fault.kind())
         }));
@@ -105,7 +150,9 @@ pub async fn play(s: &Settings, plan: &Plan) -> anyhow::Result<Played> {
         }
         let (cell, live, a) = (cell.clone(), live.clone(), a.clone());
         let h = holder(plan.seed, i);
-        actors.push(tokio::spawn(async move { act(&cell, &live, &a, &h).await }));
+        actors.push(tokio::spawn(
+            async move { act(&cell, &live, &a, i, &h).await },
+        ));
     }
     for a in actors {
         let (o, n) = a.await??;
@@ -125,9 +172,9 @@ pub async fn play(s: &Settings, plan: &Plan) -> anyhow::Result<Played> {
         .await?;
     let history = recorder.events();
     drop(recorder);
-    let (unrecovered, recovered) = recover(&cell, &before).await?;
+    let (unrecovered, recovered) = cell.recover_rest(Some(&before)).await?;
     if let Ok(cell) = Arc::try_unwrap(cell) {
-        cell.shutdown().await;
+        cell.mini.model.shutdown().await;
     }
     Ok(Played {
         history,
@@ -138,11 +185,12 @@ pub async fn play(s: &Settings, plan: &Plan) -> anyhow::Result<Played> {
     })
 }
 
-/// Runs one actor; its outcomes and how many `flux-handoff` processes it started.
+/// Runs actor `index`; its outcomes and how many `flux-handoff` processes it started.
 async fn act(
-    cell: &Cell,
+    cell: &Stage,
     live: &Live,
     a: &Actor,
+    index: usize,
     h: &str,
 ) -> anyhow::Result<(Vec<Outcome>, usize)> {
     tokio::time::sleep(Duration::from_millis(a.at_ms)).await;
@@ -190,6 +238,31 @@ async fn act(
             let resumed = watched(live, c, h, "resume").await?;
             (vec![paused, resumed], 2)
         }
+        Role::Action { cancel_ms, fails } => {
+            // The Action names its own holder (from the run id); the runner's cancel sequence
+            // ends it, not the nemesis's signals, so it is no victim.
+            let ctx = job::Ctx {
+                action: cell.action.clone(),
+                handoff_bin: cell.handoff_bin.clone(),
+                kubeconfig,
+                direct: cell.direct.clone(),
+                config: cell.config.clone(),
+                namespace: cell.namespace.clone(),
+                dir: cell.dir.join("jobs"),
+                seed: cell.seed,
+                wait_lease: WAIT_LEASE,
+            };
+            let j = Job {
+                index,
+                at_ms: 0,
+                writes: a.writes,
+                fails: *fails,
+                cancel_ms: *cancel_ms,
+            };
+            let ran = job::run(&ctx, &j).await?;
+            let steps = crate::chaos::soak::group::outcomes(&ran);
+            (steps.into(), 2)
+        }
         Role::Janitor => {
             let mut c = cell.cli(&cell.direct);
             c.args(["fences", "recover", "--yes"]);
@@ -230,8 +303,15 @@ async fn watched(
 }
 
 /// Injects `fault` now (or when its moment comes, until `done`); whether it was injected.
-async fn inject(cell: &Cell, live: &Live, fault: &Fault, mut done: watch::Receiver<bool>) -> bool {
+async fn inject(
+    cell: &Stage,
+    live: &Live,
+    recorder: &Recorder,
+    fault: &Fault,
+    mut done: watch::Receiver<bool>,
+) -> bool {
     let count = |request: &str| cell.proxy.counts().get(request).copied().unwrap_or(0);
+    let finished = *done.borrow();
     let until_done = async move {
         let _ = done.wait_for(|d| *d).await;
     };
@@ -281,15 +361,15 @@ async fn inject(cell: &Cell, live: &Live, fault: &Fault, mut done: watch::Receiv
                 return false;
             };
             if let Fault::Stop { ms, .. } = fault {
-                if !signal("STOP", pid) {
+                if signal("STOP", pid).is_err() {
                     return false;
                 }
                 tokio::time::sleep(Duration::from_millis(*ms)).await;
-                signal("CONT", pid);
+                let _ = signal("CONT", pid);
                 true
             } else {
                 lock(&live.killed).insert(h.clone());
-                let sent = signal("KILL", pid);
+                let sent = signal("KILL", pid).is_ok();
                 if !sent {
                     lock(&live.killed).remove(&h);
                 }
@@ -299,77 +379,26 @@ async fn inject(cell: &Cell, live: &Live, fault: &Fault, mut done: watch::Receiv
         Fault::FluxResume { .. } | Fault::OperatorResume { .. } | Fault::LeaseEdit { .. } => {
             super::person::edit(cell, fault, until_done).await
         }
+        Fault::Restart { down_ms } => {
+            if finished {
+                return false;
+            }
+            let mut plane = cell.plane.lock().await;
+            // Everything so far is in the history before the server goes down (a restarted
+            // server's watch cache starts at its current revision; the recorder lists again).
+            let _ = recorder
+                .catch_up(&cell.client, &cell.namespace, &[PARENT, TARGET])
+                .await;
+            if plane.stop().await.is_err() {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(*down_ms)).await;
+            // A server that does not come back ends the campaign at the next request; the
+            // restart still happened.
+            if let Err(e) = plane.spawn().await {
+                eprintln!("nemesis: the API server did not come back: {e:#}");
+            }
+            true
+        }
     }
-}
-
-/// `spec` with `suspend: false` dropped: a removed pause (Flux Operator's resume, kept by the
-/// release) is the same spec as one set back to false.
-fn unpaused(spec: &Value) -> Value {
-    let mut s = spec.clone();
-    if s.get("suspend") == Some(&Value::Bool(false))
-        && let Some(m) = s.as_object_mut()
-    {
-        m.remove("suspend");
-    }
-    s
-}
-
-/// Sends signal `name` to `pid`; whether it was delivered (the process may just have exited).
-fn signal(name: &str, pid: u32) -> bool {
-    std::process::Command::new("kill")
-        .args([&format!("-{name}"), &pid.to_string()])
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// After the seed: what is left is recovered (`fences recover --yes --include-paused`);
-/// anything still fenced or held, or a spec not as before, is returned, and whether the
-/// recovery had to run.
-async fn recover(
-    cell: &Cell,
-    before: &crate::chaos::cell::State,
-) -> anyhow::Result<(Vec<String>, bool)> {
-    let mut after = cell.state().await?;
-    let mut recovery = None;
-    if !after.fenced().is_empty() || after.lease_holder.is_some() {
-        // No wait for `fences` to call the Lease expired: that reads the holder's renewTime,
-        // two minutes ahead after a skewed run. Recovery watches the Lease for a duration on its
-        // own monotonic clock.
-        let (code, _, err) = cell
-            .direct(&["fences", "recover", "--yes", "--include-paused"])
-            .await?;
-        recovery = Some((code, err));
-        after = cell.state().await?;
-    }
-    let mut left: Vec<String> = after
-        .fenced()
-        .into_iter()
-        .map(|n| format!("{n} still fenced"))
-        .collect();
-    left.extend(
-        after
-            .lease_holder
-            .map(|h| format!("Lease still held by {h}")),
-    );
-    left.extend(
-        after
-            .objects
-            .iter()
-            .filter(|(n, o)| {
-                before
-                    .objects
-                    .get(*n)
-                    .is_some_and(|b| unpaused(&b.spec) != unpaused(&o.spec))
-            })
-            .map(|(n, _)| format!("{n}: spec not as before")),
-    );
-    let ran = recovery.is_some();
-    if let Some((code, err)) = recovery
-        && code != 0
-        && !left.is_empty()
-    {
-        left.push(format!("fences recover exited {code}: {}", last_line(&err)));
-    }
-    Ok((left, ran))
 }

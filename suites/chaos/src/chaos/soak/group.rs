@@ -114,7 +114,7 @@ pub async fn play(env: &Env, g: &Group) -> anyhow::Result<Played> {
             leaked.push(x.text);
         }
     }
-    leaked.extend(recover(&env.site).await?);
+    leaked.extend(env.site.recover_rest(None).await?.0);
     let jobs = ran.into_iter().map(|r| judge(r, &fired)).collect();
     Ok(Played {
         jobs,
@@ -124,9 +124,9 @@ pub async fn play(env: &Env, g: &Group) -> anyhow::Result<Played> {
     })
 }
 
-/// The job's two steps as the checker's outcomes: each says whether something is still held
-/// (its error lines), and neither was killed by the harness.
-fn outcomes(r: &Ran) -> [Outcome; 2] {
+/// The job's two steps as the checker's outcomes (`action` and `post`): each says whether
+/// something is still held (its error lines), and neither was killed by the harness.
+pub(crate) fn outcomes(r: &Ran) -> [Outcome; 2] {
     let errors = |lines: &[job::Line]| {
         lines
             .iter()
@@ -138,7 +138,7 @@ fn outcomes(r: &Ran) -> [Outcome; 2] {
     [
         Outcome {
             holder: r.holder.clone(),
-            verb: "run",
+            verb: "action",
             code: r.main,
             killed: false,
             last: errors(&r.main_lines),
@@ -271,35 +271,4 @@ async fn inject(
             }
         }
     }
-}
-
-/// After the group: anything still fenced or held is recovered (`fences recover --yes
-/// --include-paused`, straight to the API server) so the next group starts clean; what is
-/// still held afterwards is returned.
-async fn recover(site: &Site) -> anyhow::Result<Vec<String>> {
-    let mut after = site.state().await?;
-    if after.fenced().is_empty() && after.lease_holder.is_none() {
-        return Ok(Vec::new());
-    }
-    let (code, _, err) = site
-        .direct(&["fences", "recover", "--yes", "--include-paused"])
-        .await?;
-    after = site.state().await?;
-    let mut left: Vec<String> = after
-        .fenced()
-        .into_iter()
-        .map(|n| format!("{n} still fenced after recovery"))
-        .collect();
-    left.extend(
-        after
-            .lease_holder
-            .map(|h| format!("Lease still held by {h} after recovery")),
-    );
-    if code != 0 && !left.is_empty() {
-        left.push(format!(
-            "fences recover exited {code}: {}",
-            crate::chaos::last_line(&err)
-        ));
-    }
-    Ok(left)
 }

@@ -47,6 +47,9 @@ pub struct Ctx {
     /// Scratch: one directory per job.
     pub dir: PathBuf,
     pub seed: u64,
+    /// The `wait-lease` input: [`WAIT_LEASE`] in the soak, shorter in the nemesis (its runs
+    /// queue behind holders it kills, which only a janitor or the seed's end frees).
+    pub wait_lease: &'static str,
 }
 
 /// One line a step printed, and when.
@@ -192,7 +195,7 @@ fn runner_env(ctx: &Ctx, job: &Job, dir: &Path) -> anyhow::Result<Vec<(String, S
         ("KUBECONFIG", ctx.kubeconfig.display().to_string()),
         ("CONFIG", ctx.config.display().to_string()),
         ("REASON", format!("merge-group run {run_id}")),
-        ("WAIT-LEASE", WAIT_LEASE.into()),
+        ("WAIT-LEASE", ctx.wait_lease.into()),
         ("KEEP-PAUSED", "false".into()),
         ("RECOVER-FINISHED-RUNS", "false".into()),
         ("POST-WAIT-SECONDS", "60".into()),
