@@ -4,7 +4,7 @@
 
 use flux_suspend::flux::{RECONCILE_ANNOTATION, RECONCILE_DISABLED, REQUESTED_AT_ANNOTATION};
 
-use crate::model::{Action, Handoff};
+use crate::spec::{Action, Handoff};
 use crate::state::{Exec, P, State, T};
 use crate::world::{Obj, sym};
 

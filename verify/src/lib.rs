@@ -47,6 +47,7 @@ mod model;
 mod props;
 mod reduce;
 mod run;
+mod spec;
 mod state;
 mod tools;
 mod trace;
@@ -56,7 +57,7 @@ use std::time::{Duration, Instant};
 
 use stateright::{Checker, Model};
 
-pub use model::{Action, Bounds, Handoff, Mutant};
+pub use spec::{Action, Bounds, Handoff, Mutant};
 pub use state::State;
 
 /// The result of one exploration.

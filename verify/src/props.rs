@@ -2,7 +2,7 @@
 
 use stateright::Property;
 
-use crate::model::Handoff;
+use crate::spec::Handoff;
 use crate::state::{P, State, T, ToolPc, ghost};
 
 /// Every property the checker evaluates, safety first, liveness last.

@@ -90,7 +90,7 @@ pub fn skip_local(s: &mut State, r: usize) {
     loop {
         let run = &mut s.runs[r];
         match run.pc {
-            Pc::ReadRelease(o) if run.held[o].is_none() => run.pc = crate::run::next_release(o),
+            Pc::ReadRelease(o) if run.held[o].is_none() => run.pc = crate::state::next_release(o),
             Pc::EndLease if run.epoch == 0 || run.kept => run.pc = Pc::Done,
             _ => return,
         }

@@ -19,8 +19,8 @@ use flux_suspend::judge::{Judge, Member, Read, Role, Seen, Verdict, first_broken
 use flux_suspend::steps::{Step, pause_steps};
 use serde_json::Value;
 
-use crate::model::{Actor, Handoff, Mutant};
-use crate::state::{Hold, P, Pc, SeenC, State, T, ghost};
+use crate::spec::{Actor, Handoff, Mutant};
+use crate::state::{Hold, P, Pc, SeenC, State, T, ghost, next_release};
 use crate::world::{LeaseObj, Obj, at, lease_config, sym, text};
 
 impl Handoff {
@@ -481,13 +481,4 @@ fn set_owner(obj: &mut Value, key: &str, owner: &str) {
         obj["metadata"]["annotations"] = serde_json::json!({});
     }
     obj["metadata"]["annotations"][key] = Value::String(owner.to_string());
-}
-
-/// Releases go target first, then parent, then the Lease.
-pub(crate) fn next_release(o: usize) -> Pc {
-    if o == T {
-        Pc::ReadRelease(P)
-    } else {
-        Pc::EndLease
-    }
 }

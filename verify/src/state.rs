@@ -210,3 +210,12 @@ pub struct State {
     pub flips: u8,
     pub ghost: u8,
 }
+
+/// Releases go target first, then parent, then the Lease.
+pub(crate) fn next_release(o: usize) -> Pc {
+    if o == T {
+        Pc::ReadRelease(P)
+    } else {
+        Pc::EndLease
+    }
+}

@@ -10,7 +10,7 @@ use flux_fence::lease_decide::{
 };
 use flux_fence::{Epoch, OwnerValue};
 
-use crate::model::{Actor, Handoff, Mutant};
+use crate::spec::{Actor, Handoff, Mutant};
 use crate::state::{P, State, T, Tool, ToolPc};
 use crate::world::{LeaseObj, lease_config, sym, text};
 

@@ -1,6 +1,6 @@
 //! A readable line per step of a counterexample: actor, step, object state.
 
-use crate::model::{Action, Handoff};
+use crate::spec::{Action, Handoff};
 use crate::state::{P, State, T};
 use crate::world::{Obj, text};
 
