@@ -5,7 +5,15 @@ use kube::api::{ApiResource, PatchParams, PostParams};
 
 use crate::FenceError;
 
-pub use crate::fence::{MAX_ATTEMPTS, READ_RETRY_BUDGET};
+/// The Lease's resource, as error messages name it.
+pub(crate) const LEASE_RESOURCE: &str = "leases.coordination.k8s.io";
+
+/// How many read-decide-write rounds an acquire or release makes before it reports contention.
+pub const MAX_ATTEMPTS: usize = 4;
+
+/// How long a read that fails transiently is sent again ([`get_retrying`], `Fencer::read`):
+/// an API server restart takes seconds.
+pub const READ_RETRY_BUDGET: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The field manager every write of flux-handoff names (fences, releases, the Lease, Events,
 /// the controller restart, re-fences, reconcile requests, Secrets), so `managedFields` and

@@ -311,8 +311,7 @@ pub fn inspect(
             marks: held.marks,
             release,
             lease: annotation(obj, &keys.lease).map(str::to_string),
-            max_hold: annotation(obj, &keys.max_hold)
-                .and_then(crate::recovery::overdue::parse_max_hold),
+            max_hold: annotation(obj, &keys.max_hold).and_then(crate::lease_decide::parse_max_hold),
             reason: annotation(obj, &keys.reason).map(str::to_string),
         },
     })

@@ -21,12 +21,7 @@ use crate::{AnnotationKeys, Clock, FenceError, Mark, OwnerValue, SystemClock};
 
 mod release;
 
-/// How many read-decide-write rounds an acquire or release makes before it reports contention.
-pub const MAX_ATTEMPTS: usize = 4;
-
-/// How long [`Fencer::read`] keeps sending a read that fails transiently (an API server
-/// restart takes seconds).
-pub const READ_RETRY_BUDGET: std::time::Duration = std::time::Duration::from_secs(30);
+use crate::api::{MAX_ATTEMPTS, READ_RETRY_BUDGET};
 
 /// Takes and releases owner fences for one owner value.
 #[derive(Clone)]
@@ -531,7 +526,7 @@ pub(crate) fn lease_mark(
     lease: Option<&str>,
     max_hold: Option<std::time::Duration>,
 ) -> Vec<Mark> {
-    let max_hold = max_hold.map(crate::recovery::overdue::format_max_hold);
+    let max_hold = max_hold.map(crate::lease_decide::format_max_hold);
     for (key, value) in [
         (&keys.lease, lease.map(str::to_string)),
         (&keys.max_hold, max_hold),

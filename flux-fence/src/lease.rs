@@ -15,17 +15,21 @@ use crate::lease_decide::{
     LeaseDecision, RecoverRefusal, RenewDecision, decide_lease_acquire, decide_renew, is_stale,
     transitions, with_holder_duration,
 };
-use crate::lease_settle::{Settled, adopt, settle_lost_write};
 use crate::{Clock, Epoch, FenceError, Holder, LeaseConfig, LossReason, OwnerValue};
 
 /// How many read-decide-write rounds a Lease call makes before it reports contention.
 pub const LEASE_ATTEMPTS: usize = 4;
 
 mod guard;
+mod record;
+mod settle;
+
+pub(crate) use settle::settle_lost_take;
+use settle::{Settled, adopt, settle_lost_write};
 
 pub use guard::LeaseGuard;
 
-pub(crate) const RESOURCE: &str = "leases.coordination.k8s.io";
+pub(crate) use crate::api::LEASE_RESOURCE as RESOURCE;
 
 /// The Lease's state as this holder knows it, for [`LeaseHandle::state`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,7 +144,7 @@ impl Lease {
         let api: Api<KubeLease> = Api::namespaced(client.clone(), &cfg.namespace);
         let target = format!("{}/{}", cfg.namespace, cfg.name);
         // A write of ours whose answer was lost, and no write answered since: it may still
-        // be applied, after any read (lease_settle).
+        // be applied, after any read (lease/settle.rs).
         let mut pending = false;
         for _ in 0..LEASE_ATTEMPTS {
             let read = read_lease(&api, &cfg.name, &target, crate::api::READ_RETRY_BUDGET).await?;

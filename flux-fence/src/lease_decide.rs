@@ -13,6 +13,7 @@ use crate::{Epoch, FenceError, Holder};
 
 mod duration;
 mod settle;
+pub(crate) use duration::{format_max_hold, parse_max_hold};
 pub use duration::{holder_duration, with_holder_duration};
 pub use settle::{LeaseSettle, decide_lease_settle, decide_recover_settle};
 

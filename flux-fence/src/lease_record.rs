@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use crate::api::{error, get_retrying};
 use crate::discover::{FoundFence, inspect};
 use crate::lease_decide::LeaseReleaseDecision;
-use crate::{AnnotationKeys, FenceError, LeaseConfig, LeaseHandle, ObjectRef, OwnerValue};
+use crate::{AnnotationKeys, FenceError, LeaseConfig, ObjectRef, OwnerValue};
 
 /// One recorded member: enough to read it back by name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -251,6 +251,37 @@ impl Pending {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Adds `m` to the record under `key` (the first key given stays); whether it was new.
+    pub(crate) fn add(&self, key: &str, m: &RecordedMember) -> bool {
+        let mut inner = self.lock();
+        inner.key.get_or_insert_with(|| key.to_string());
+        let added = !inner.members.contains(m);
+        if added {
+            inner.members.push(m.clone());
+        }
+        added
+    }
+
+    /// Takes `m` out of the record again (it was never recorded on the server).
+    pub(crate) fn forget(&self, m: &RecordedMember) {
+        self.lock().members.retain(|x| x != m);
+    }
+
+    /// Notes that every member recorded under `owner` is released: the release of the Lease
+    /// may clear that record.
+    pub(crate) fn settle(&self, key: &str, owner: &str) {
+        let mut inner = self.lock();
+        inner.key.get_or_insert_with(|| key.to_string());
+        if !inner.settled.iter().any(|s| s == owner) {
+            inner.settled.push(owner.to_string());
+        }
+    }
+
+    /// The members recorded, in order.
+    pub(crate) fn members(&self) -> Vec<RecordedMember> {
+        self.lock().members.clone()
+    }
+
     /// Writes the record onto `lease` (the renewal about to be sent), as [`decide_stamp`] says.
     pub(crate) fn stamp(
         &self,
@@ -308,51 +339,6 @@ impl Pending {
     }
 }
 
-impl LeaseHandle {
-    /// Records `obj` on the Lease under `key` and asserts the Lease: `Ok` means the server
-    /// recorded us as holder at our epoch, with `obj` in the record, at a moment after this
-    /// call began. Call it before every fence write ([`crate::Fencer`] does).
-    ///
-    /// # Errors
-    /// As [`LeaseHandle::assert`], and [`FenceError::ChainRecorded`] when the Lease carries a
-    /// record this holder may not replace.
-    pub async fn record(&self, key: &str, obj: &ObjectRef) -> Result<(), FenceError> {
-        let m = RecordedMember::of(obj);
-        let added = {
-            let mut inner = self.pending().lock();
-            inner.key.get_or_insert_with(|| key.to_string());
-            let added = !inner.members.contains(&m);
-            if added {
-                inner.members.push(m.clone());
-            }
-            added
-        };
-        let asserted = self.assert().await;
-        if added && matches!(asserted, Err(FenceError::ChainRecorded { .. })) {
-            // Never recorded, so never fenced: later renewals must not keep failing on it.
-            self.pending().lock().members.retain(|x| *x != m);
-        }
-        asserted
-    }
-
-    /// Says that every member recorded under `owner` (a record this holder took over, e.g. in
-    /// a recovery, or its own) is released or provably not fenced: the release of the Lease
-    /// may then clear that record. No I/O.
-    pub fn settle_record(&self, key: &str, owner: &str) {
-        let mut inner = self.pending().lock();
-        inner.key.get_or_insert_with(|| key.to_string());
-        if !inner.settled.iter().any(|s| s == owner) {
-            inner.settled.push(owner.to_string());
-        }
-    }
-
-    /// The members this holder recorded, in order.
-    #[must_use]
-    pub fn recorded(&self) -> Vec<RecordedMember> {
-        self.pending().lock().members.clone()
-    }
-}
-
 /// Reads the record on the Lease `cfg` (`None`: no Lease, or no record).
 ///
 /// # Errors
@@ -366,7 +352,7 @@ pub async fn read_record(
     let target = cfg.to_string();
     let read = get_retrying(&api, &cfg.name, &target, crate::api::READ_RETRY_BUDGET)
         .await
-        .map_err(|e| error("get", crate::lease::RESOURCE.into(), target.clone(), e))?;
+        .map_err(|e| error("get", crate::api::LEASE_RESOURCE.into(), target.clone(), e))?;
     match read {
         None => Ok(None),
         Some(lease) => ChainRecord::on_lease(&lease, keys),

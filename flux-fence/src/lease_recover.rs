@@ -9,10 +9,10 @@ use kube::api::Api;
 
 use crate::api::{CallFailure, classify, error};
 use crate::lease::LEASE_ATTEMPTS;
+use crate::lease::settle_lost_take;
 use crate::lease::{LeaseRecover, RESOURCE, read_lease};
 use crate::lease_decide::GoneHolder;
 use crate::lease_decide::{RecoverDecision, RecoverRefusal, decide_recover, transitions};
-use crate::lease_settle::settle_lost_take;
 use crate::{Clock, Epoch, FenceError, Holder, Lease, LeaseConfig, LeaseGuard};
 
 impl Lease {
@@ -38,7 +38,7 @@ impl Lease {
     ) -> Result<LeaseRecover, FenceError> {
         let api: Api<KubeLease> = Api::namespaced(client.clone(), &cfg.namespace);
         let target = format!("{}/{}", cfg.namespace, cfg.name);
-        // A take-over whose answer was lost may still land (lease_settle).
+        // A take-over whose answer was lost may still land (lease/settle.rs).
         let mut pending = false;
         for _ in 0..LEASE_ATTEMPTS {
             let read = read_lease(&api, &cfg.name, &target, crate::api::READ_RETRY_BUDGET).await?;

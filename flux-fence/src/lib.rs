@@ -124,7 +124,6 @@ pub mod lease_deadline;
 pub mod lease_decide;
 pub mod lease_record;
 mod lease_recover;
-mod lease_settle;
 pub mod liveness;
 pub mod mark;
 mod one_line;

@@ -59,13 +59,25 @@ pub fn with_holder_duration(mut lease: KubeLease, cfg: &LeaseConfig) -> KubeLeas
         .get_or_insert_with(Default::default);
     annotations.insert(cfg.duration_key.clone(), secs.to_string());
     match cfg.max_hold {
-        Some(d) => annotations.insert(
-            cfg.max_hold_key.clone(),
-            crate::recovery::overdue::format_max_hold(d),
-        ),
+        Some(d) => annotations.insert(cfg.max_hold_key.clone(), format_max_hold(d)),
         None => annotations.remove(&cfg.max_hold_key),
     };
     lease
+}
+
+/// A max-hold as written in its annotation: a human duration (`2h`, `1h 30m`, `90s`).
+#[must_use]
+pub(crate) fn format_max_hold(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+/// A max-hold annotation as read: a human duration above zero; `None` for anything else (a
+/// value someone edited to nonsense limits nothing).
+#[must_use]
+pub(crate) fn parse_max_hold(text: &str) -> Option<Duration> {
+    humantime::parse_duration(text.trim())
+        .ok()
+        .filter(|d| !d.is_zero())
 }
 
 #[cfg(test)]
@@ -142,5 +154,20 @@ mod tests {
         let annotations = unlimited.metadata.annotations.as_ref().unwrap();
         assert!(!annotations.contains_key(&keys.max_hold), "{annotations:?}");
         assert_eq!(annotations[&keys.duration], "60");
+    }
+
+    #[test]
+    fn max_hold_values_read_back_as_written_and_nonsense_limits_nothing() {
+        for d in [
+            Duration::from_hours(2),
+            Duration::from_secs(90),
+            Duration::from_millis(1500),
+        ] {
+            assert_eq!(parse_max_hold(&format_max_hold(d)), Some(d), "{d:?}");
+        }
+        assert_eq!(format_max_hold(Duration::from_hours(2)), "2h");
+        for bad in ["", "0", "0s", "abc", "-1h", "2 parsecs"] {
+            assert_eq!(parse_max_hold(bad), None, "{bad:?}");
+        }
     }
 }

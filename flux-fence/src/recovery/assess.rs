@@ -88,7 +88,7 @@ impl LeaseView {
                 .annotations
                 .as_ref()
                 .and_then(|a| a.get(&keys.max_hold))
-                .and_then(|v| super::overdue::parse_max_hold(v)),
+                .and_then(|v| crate::lease_decide::parse_max_hold(v)),
         })
     }
 

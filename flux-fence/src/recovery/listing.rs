@@ -7,11 +7,12 @@ use std::fmt::{self, Write as _};
 use serde_json::{Value, json};
 
 use super::assess::{Action, LeaseView, Liveness, Row, assess};
-use super::overdue::{OverduePause, format_max_hold, overdue, overdue_pauses};
+use super::overdue::{OverduePause, overdue, overdue_pauses};
 use super::run::{Recovery, Snapshot};
 use super::words::{age, duration_since, short_ref};
 use crate::FenceError;
 use crate::discover::{Listing, Scope};
+use crate::lease_decide::format_max_hold;
 
 /// What [`Recovery::list`] found: the snapshot, every fence judged, and how to name things.
 #[derive(Debug, Clone, PartialEq)]

@@ -25,6 +25,7 @@ use super::assess::ChildMark;
 use super::words::{age, short_ref};
 use crate::ObjectRef;
 use crate::discover::{FoundFence, FoundState};
+use crate::lease_decide::format_max_hold;
 
 /// Whether a hold taken at `since` with the limit `max_hold` is past it at `now`: held
 /// strictly longer than `max_hold`. A `since` in the future (another clock) is not overdue.
@@ -34,21 +35,6 @@ use crate::discover::{FoundFence, FoundState};
 #[must_use]
 pub fn overdue(since: Timestamp, max_hold: Duration, now: Timestamp) -> bool {
     Duration::try_from(now.duration_since(since)).is_ok_and(|held| held > max_hold)
-}
-
-/// A max-hold as written in its annotation: a human duration (`2h`, `1h 30m`, `90s`).
-#[must_use]
-pub fn format_max_hold(d: Duration) -> String {
-    humantime::format_duration(d).to_string()
-}
-
-/// A max-hold annotation as read: a human duration above zero; `None` for anything else (a
-/// value someone edited to nonsense limits nothing).
-#[must_use]
-pub fn parse_max_hold(text: &str) -> Option<Duration> {
-    humantime::parse_duration(text.trim())
-        .ok()
-        .filter(|d| !d.is_zero())
 }
 
 /// One pause held past its max-hold.
@@ -203,21 +189,6 @@ mod tests {
                 want,
                 "{since} {max:?} {now}"
             );
-        }
-    }
-
-    #[test]
-    fn max_hold_values_read_back_as_written_and_nonsense_limits_nothing() {
-        for d in [
-            Duration::from_hours(2),
-            Duration::from_secs(90),
-            Duration::from_millis(1500),
-        ] {
-            assert_eq!(parse_max_hold(&format_max_hold(d)), Some(d), "{d:?}");
-        }
-        assert_eq!(format_max_hold(Duration::from_hours(2)), "2h");
-        for bad in ["", "0", "0s", "abc", "-1h", "2 parsecs"] {
-            assert_eq!(parse_max_hold(bad), None, "{bad:?}");
         }
     }
 

@@ -8,8 +8,8 @@ use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use kube::Client;
 use kube::api::Api;
 
+use super::{LEASE_ATTEMPTS, LeaseGuard, LeaseRecover, RESOURCE, read_lease};
 use crate::api::{CallFailure, classify, error};
-use crate::lease::{LEASE_ATTEMPTS, LeaseGuard, LeaseRecover, RESOURCE, read_lease};
 use crate::lease_decide::{
     GoneHolder, LeaseSettle, RecoverDecision, decide_lease_settle, decide_recover,
     decide_recover_settle,
