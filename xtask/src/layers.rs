@@ -1,6 +1,10 @@
-//! `cargo xtask layers`: no import circle between the files of handoff-cli's `src/`.
+//! `cargo xtask layers`: no import circle between the files of any workspace crate's `src/`.
 //!
-//! Each file is a node (its module path: `cmd/fences/mod.rs` is `cmd::fences`); each
+//! Every member of the workspace (`members` of the root `Cargo.toml`) is read: the library
+//! (`src/lib.rs` and every file under `src/` but `src/main.rs` and `src/bin/`), or, for a crate
+//! without one, its binary (`src/main.rs` and the rest of `src/` but `src/bin/`). A binary
+//! beside a library reaches it by the crate's name, as any client does, so it is not read;
+//! nor are the one-file binaries of `src/bin/`. Each file is a node (its module path: `cmd/fences/mod.rs` is `cmd::fences`); each
 //! `crate::a::b` path written in it, outside comments and string literals, is an arrow to the
 //! file of the longest module prefix of that path (`crate::cli::Global` → `cli`,
 //! `crate::cmd::fences::evidence::Evidence` → `cmd::fences::evidence`). `use crate::{a, b::c}`
@@ -16,36 +20,73 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// The crate whose `src/` is checked, relative to the workspace root.
-pub const CHECKED: &str = "handoff-cli/src";
-
-/// Reads every `.rs` file under `CHECKED`, prints `layers: handoff-cli files=N arrows=M`, and
-/// fails naming a circle when there is one.
+/// Reads every workspace crate's `src/`, prints `layers: crates=N files=N arrows=M`, and fails
+/// naming every crate with a circle, one circle each.
 pub fn run() -> anyhow::Result<()> {
-    let src = crate::paths::root().join(CHECKED);
-    let mut files = Vec::new();
-    collect(&src, &src, &mut files)?;
-    let graph = graph(&files);
-    let arrows: usize = graph.values().map(BTreeSet::len).sum();
-    println!("layers: handoff-cli files={} arrows={arrows}", graph.len());
-    match find_cycle(&graph) {
-        None => Ok(()),
-        Some(cycle) => anyhow::bail!("layers: import circle in {CHECKED}: {}", cycle.join(" -> ")),
+    let root = crate::paths::root();
+    let (mut files, mut arrows, mut circles) = (0, 0, Vec::new());
+    let members = members(&std::fs::read_to_string(root.join("Cargo.toml"))?);
+    for member in &members {
+        let src = root.join(member).join("src");
+        let lib = src.join("lib.rs").exists();
+        let mut read = Vec::new();
+        collect(&src, &src, lib, &mut read)?;
+        let graph = graph(&read);
+        files += graph.len();
+        arrows += graph.values().map(BTreeSet::len).sum::<usize>();
+        if let Some(cycle) = find_cycle(&graph) {
+            circles.push(format!("{member}/src: {}", cycle.join(" -> ")));
+        }
+    }
+    println!(
+        "layers: crates={} files={files} arrows={arrows}",
+        members.len()
+    );
+    if circles.is_empty() {
+        Ok(())
+    } else {
+        anyhow::bail!("layers: import circles:\n  {}", circles.join("\n  "))
     }
 }
 
-fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) -> anyhow::Result<()> {
+/// The workspace's members, as the root manifest lists them (`members = ["a", "b/c"]`).
+pub fn members(manifest: &str) -> Vec<String> {
+    let Some(start) = manifest.find("members") else {
+        return Vec::new();
+    };
+    let rest = &manifest[start..];
+    let (Some(open), Some(close)) = (rest.find('['), rest.find(']')) else {
+        return Vec::new();
+    };
+    rest[open + 1..close]
+        .split(',')
+        .map(|m| m.trim().trim_matches('"').to_string())
+        .filter(|m| !m.is_empty())
+        .collect()
+}
+
+/// Every `.rs` file under `dir` as (module, source), but `src/bin/` and, when the crate has a
+/// library (`lib`), its `src/main.rs`.
+fn collect(
+    root: &Path,
+    dir: &Path,
+    lib: bool,
+    out: &mut Vec<(String, String)>,
+) -> anyhow::Result<()> {
     let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
     entries.sort_by_key(std::fs::DirEntry::path);
     for entry in entries {
         let path = entry.path();
+        let rel = path
+            .strip_prefix(root)?
+            .to_string_lossy()
+            .replace('\\', "/");
+        if rel == "bin" || (lib && rel == "main.rs") {
+            continue;
+        }
         if path.is_dir() {
-            collect(root, &path, out)?;
+            collect(root, &path, lib, out)?;
         } else if path.extension().is_some_and(|e| e == "rs") {
-            let rel = path
-                .strip_prefix(root)?
-                .to_string_lossy()
-                .replace('\\', "/");
             out.push((module_of(&rel), std::fs::read_to_string(&path)?));
         }
     }
@@ -365,6 +406,26 @@ mod tests {
         list.iter()
             .map(|(rel, src)| (module_of(rel), src.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn layers_every_workspace_member_is_read() {
+        let manifest = "[workspace]\nresolver = \"3\"\nmembers = [\"flux-fence\", \"suites/chaos\",\n  \"verify\"]\n\n[workspace.package]\nedition = \"2024\"\n";
+        assert_eq!(members(manifest), ["flux-fence", "suites/chaos", "verify"]);
+        assert!(members("[package]\nname = \"x\"\n").is_empty());
+        // The real manifest: every crate of the workspace, the libraries first.
+        let real = std::fs::read_to_string(crate::paths::root().join("Cargo.toml")).unwrap();
+        let m = members(&real);
+        for c in [
+            "flux-fence",
+            "flux-suspend",
+            "ghcr-auth",
+            "handoff-cli",
+            "verify",
+            "xtask",
+        ] {
+            assert!(m.iter().any(|x| x == c), "{c} not in {m:?}");
+        }
     }
 
     #[test]

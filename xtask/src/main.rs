@@ -15,7 +15,7 @@
 //!   plugin manifest against the catalog's rules.
 //! - `cargo xtask api [--bless]` — each library's public API (rustdoc JSON) against the
 //!   committed listing `api/<crate>.txt`; `--bless` rewrites the listings.
-//! - `cargo xtask layers` — no import circle between the files of handoff-cli's `src/`.
+//! - `cargo xtask layers` — no import circle between the files of any workspace crate's `src/`.
 //! - `cargo xtask docpaths` — every repository path docs/design names exists.
 //! - `cargo xtask actionlint` — actionlint (built and cached) on the action and `docs/*.yml`.
 //! - `cargo xtask verify [--quick]` — the model check of the handoff protocol.
@@ -109,9 +109,10 @@ commands:
                           api/<crate>.txt; print `api: <crate> root_items=N items=M`; fail on
                           a difference, printing the changed lines. --bless rewrites the
                           listings instead
-  layers                  fail naming the circle when handoff-cli's src/ files import each
-                          other in a circle (the file graph of `crate::` and `super::`
-                          paths); print `layers: handoff-cli files=N arrows=M`
+  layers                  fail naming each crate whose src/ files import each other in a
+                          circle (every workspace member's library, or its binary when it
+                          has no library; the file graph of `crate::` and `super::` paths);
+                          print `layers: crates=N files=N arrows=M`
   docpaths                fail naming each repository path (`flux-fence/src/x.rs`, in
                           backticks) that docs/design names and that does not exist; print
                           `docpaths: files=N paths=M`
