@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 
 use super::Settings;
 use super::cell::{PARENT, TARGET};
@@ -50,22 +50,8 @@ pub struct Options {
 
 /// Starts the campaign's control plane; what every seed shares.
 async fn stage(s: &Settings, o: &Options) -> anyhow::Result<seed::Env> {
-    let (Some(launcher), Some(crds)) = (&s.launcher, &s.crds) else {
-        bail!("the nemesis needs --launcher and --crds: it runs a control plane it restarts");
-    };
-    let plane = Plane::start(launcher, crds, &o.plane_dir).await?;
-    let expected = testkit::plane::kubeconfig()?;
-    if expected != plane.kubeconfig {
-        bail!(
-            "{} must name {} (the nemesis's own control plane), not {}",
-            testkit::plane::KUBECONFIG_ENV,
-            plane.kubeconfig.display(),
-            expected.display()
-        );
-    }
-    // The admin token every CLI run carries must never be printed either.
-    super::secret(plane.token()?.trim());
-    let client = plane.client().await?;
+    // The admin token every CLI run carries must never be printed either (`Plane::own`).
+    let (plane, client) = Plane::own(s, &o.plane_dir, "nemesis").await?;
     Ok(seed::Env {
         plane: Arc::new(tokio::sync::Mutex::new(plane)),
         client,

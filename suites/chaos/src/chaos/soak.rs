@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 
@@ -61,21 +61,7 @@ pub fn replay(o: &Options, g: usize) -> String {
 /// Runs the soak; whether it passed.
 pub async fn run(s: &Settings, o: &Options) -> anyhow::Result<bool> {
     let started = Instant::now();
-    let (Some(launcher), Some(crds)) = (&s.launcher, &s.crds) else {
-        bail!("the soak needs --launcher and --crds: it runs a control plane it restarts");
-    };
-    let plane = Plane::start(launcher, crds, &o.plane_dir).await?;
-    let expected = testkit::plane::kubeconfig()?;
-    if expected != plane.kubeconfig {
-        bail!(
-            "{} must name {} (the soak's own control plane), not {}",
-            testkit::plane::KUBECONFIG_ENV,
-            plane.kubeconfig.display(),
-            expected.display()
-        );
-    }
-    super::secret(plane.token()?.trim());
-    let client = plane.client().await?;
+    let (plane, client) = Plane::own(s, &o.plane_dir, "soak").await?;
     let mini = Mini::new(s, &plane, &client).await?;
     eprintln!(
         "soak: control plane up, namespace {} ({:.0}s)",

@@ -46,6 +46,32 @@ impl Plane {
         Ok(p)
     }
 
+    /// The control plane of `who` (the soak, the nemesis), which it restarts: started under
+    /// `dir`, which `FLUX_HANDOFF_KUBECONFIG` must name (the fault proxy and the work read it),
+    /// its admin token registered as a secret no output may hold; with an admin client.
+    pub(crate) async fn own(
+        s: &crate::chaos::Settings,
+        dir: &Path,
+        who: &str,
+    ) -> anyhow::Result<(Self, Client)> {
+        let (Some(launcher), Some(crds)) = (&s.launcher, &s.crds) else {
+            bail!("the {who} needs --launcher and --crds: it runs a control plane it restarts");
+        };
+        let plane = Self::start(launcher, crds, dir).await?;
+        let expected = testkit::plane::kubeconfig()?;
+        if expected != plane.kubeconfig {
+            bail!(
+                "{} must name {} (the {who}'s own control plane), not {}",
+                testkit::plane::KUBECONFIG_ENV,
+                plane.kubeconfig.display(),
+                expected.display()
+            );
+        }
+        crate::chaos::secret(plane.token()?.trim());
+        let client = plane.client().await?;
+        Ok((plane, client))
+    }
+
     pub(crate) fn token(&self) -> anyhow::Result<String> {
         Ok(std::fs::read_to_string(
             self.state.join("envtest/admin.token"),
