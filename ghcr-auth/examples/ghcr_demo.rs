@@ -24,7 +24,7 @@ use ghcr_auth::image::ImageRef;
 use ghcr_auth::plan::SecretTarget;
 use ghcr_auth::reassert::{Consumers, Reasserter, TargetSpec};
 use ghcr_auth::registry::{ProverOptions, RegistryProver};
-use ghcr_auth::{GhcrError, mask};
+use ghcr_auth::{GhcrError, mask_in_github_actions};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 #[derive(Debug, Default)]
@@ -112,7 +112,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
-    mask::mask_in_github_actions(&config, &mut std::io::stdout())?;
+    mask_in_github_actions(&config, &mut std::io::stdout())?;
 
     // 2. Prove against the registry before touching the cluster.
     let prover = RegistryProver::new(

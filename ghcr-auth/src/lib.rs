@@ -48,7 +48,7 @@
 //!    **validate** it ([`credential::DockerConfig::parse`]): one `auths` entry per registry, `auth`
 //!    consistent with username/password, no repeated keys, no control characters. It lives as
 //!    `SecretString`s; Debug shows registries only.
-//! 2. **Mask** it in GitHub Actions, and only there ([`mask::mask_in_github_actions`]): the
+//! 2. **Mask** it in GitHub Actions, and only there ([`mask_in_github_actions`]): the
 //!    token, its base64 forms and the whole config, before any other output. [`Redactor`]
 //!    scrubs text from elsewhere as defence in depth.
 //! 3. **Prove** it against the registry ([`registry::RegistryProver`]): an anonymous manifest
@@ -68,8 +68,9 @@
 //!    fresh `requestedAt` nonce and wait for `Ready=True` acknowledging that nonce.
 //!
 //! A command line or another tool can take these steps as the flux-handoff CLI does:
-//! [`spec`] resolves its flags over its config ([`GhcrSettings`]) before any I/O,
-//! [`flow::check`] runs steps 1–3, and [`Reassertion::run`] steps 5–6 (inside a proven pause,
+//! [`credential_input`], [`route_spec`] and [`source_refs`] resolve its flags over its config
+//! ([`GhcrSettings`]) before any I/O,
+//! [`check_credential`] runs steps 1–3, and [`Reassertion::run`] steps 5–6 (inside a proven pause,
 //! with the Lease as the gate). They report to a [`Progress`] and fail with a [`FlowError`]
 //! whose [`ErrorClass`] maps to an exit code.
 //!
@@ -83,7 +84,7 @@
 //! # Features
 //!
 //! - `registry` (default): the registry proof, [`registry::RegistryProver`] and
-//!   [`flow::check`], and with them reqwest over rustls. Without it the crate depends on no
+//!   [`check_credential`], and with them reqwest over rustls. Without it the crate depends on no
 //!   HTTP client and no TLS stack of its own: reading, validating, masking, planning and
 //!   reasserting, and the Flux source proof, go through kube alone. The pure parts of
 //!   [`registry`] (challenge parsing, status classification) stay.
@@ -97,14 +98,14 @@
 #![cfg_attr(not(feature = "registry"), allow(rustdoc::broken_intra_doc_links))]
 
 pub mod credential;
-pub mod error;
+mod error;
 pub mod eso;
 pub mod fanout;
-pub mod flow;
+mod flow;
 pub mod image;
 pub mod input;
 mod json_keys;
-pub mod mask;
+mod mask;
 mod outcome;
 pub mod plan;
 pub mod reassert;
@@ -112,15 +113,22 @@ pub mod registry;
 pub mod route;
 pub mod selector;
 pub mod source;
-pub mod spec;
+mod spec;
 pub mod stage;
 
-// The root holds the flow and what an embedder names to call it; the parts are reached
-// through their modules (`credential::DockerConfig`, `mask::MaskCommands`, ...).
-pub use error::GhcrError;
+// The root holds the flow, its errors, its settings and the masks: each item has one path.
+// The parts are reached through their modules (`credential::DockerConfig`, `plan::...`).
+pub use error::{BoxError, CredentialProblem, GhcrError};
+#[cfg(feature = "registry")]
+pub use flow::check as check_credential;
 pub use flow::{ErrorClass, FlowError, Progress, Reassertion};
-pub use mask::Redactor;
-pub use spec::{CredentialInput, GhcrSettings};
+pub use mask::{
+    GITHUB_ACTIONS_ENV, MaskCommands, Redactor, is_github_actions, mask_in_github_actions,
+};
+pub use spec::{
+    CredentialInput, GhcrSettings, InputError, credential_input, route_spec, secret_spec,
+    source_refs,
+};
 
 /// The README's program is compiled as a doc test, so the example a user copies builds.
 #[cfg(doctest)]

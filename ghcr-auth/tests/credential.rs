@@ -2,11 +2,11 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use ghcr_auth::CredentialProblem;
+use ghcr_auth::MaskCommands;
 use ghcr_auth::Redactor;
 use ghcr_auth::credential::DockerConfig;
-use ghcr_auth::error::CredentialProblem;
-use ghcr_auth::mask::MaskCommands;
-use ghcr_auth::mask::is_github_actions;
+use ghcr_auth::is_github_actions;
 use proptest::prelude::*;
 use secrecy::{ExposeSecret, SecretString};
 

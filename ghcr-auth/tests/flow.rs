@@ -1,4 +1,4 @@
-//! Tiers 2 and 3: the steps a caller runs ([`ghcr_auth::flow`]) against a real local registry
+//! Tiers 2 and 3: the steps a caller runs ([`ghcr_auth::check_credential`], [`ghcr_auth::Reassertion`]) against a real local registry
 //! and the real kube-apiserver: what they report, how they fail, and what the server holds.
 
 mod support;
@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use flux_fence::{Holder, Lease, LeaseAcquire, LeaseConfig, SystemClock};
 use ghcr_auth::credential::DockerConfig;
+use ghcr_auth::credential_input;
 use ghcr_auth::reassert::{Consumers, Reasserter, TargetSpec};
-use ghcr_auth::spec::credential_input;
 use ghcr_auth::{ErrorClass, FlowError, GhcrSettings, Progress, Reassertion};
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::api::core::v1::Secret;
@@ -69,7 +69,7 @@ async fn flow_check_proves_the_credential_then_that_a_wrong_password_is_refused(
     let flags = settings(&reg.host, "team/app:v1", PASS, true);
     let input = credential_input(&flags, &GhcrSettings::default()).unwrap();
     let mut seen = Recorded::default();
-    let checked = ghcr_auth::flow::check(&input, Vec::new(), &mut seen).await;
+    let checked = ghcr_auth::check_credential(&input, Vec::new(), &mut seen).await;
     std::fs::remove_file(flags.credential_file.unwrap()).unwrap();
     let config = checked.unwrap();
     assert!(config.credential_for(&reg.host).is_some());
@@ -93,7 +93,7 @@ async fn flow_check_of_a_wrong_password_is_a_registry_refusal_naming_the_image_o
     let flags = settings(&reg.host, "team/app:v1", wrong, false);
     let input = credential_input(&flags, &GhcrSettings::default()).unwrap();
     let mut seen = Recorded::default();
-    let checked = ghcr_auth::flow::check(&input, Vec::new(), &mut seen).await;
+    let checked = ghcr_auth::check_credential(&input, Vec::new(), &mut seen).await;
     std::fs::remove_file(flags.credential_file.unwrap()).unwrap();
     let e = checked.unwrap_err();
     assert!(matches!(e, FlowError::RegistryRefused(_)), "{e:?}");

@@ -10,11 +10,11 @@ use std::fmt::Write as _;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
+use ghcr_auth::BoxError;
+use ghcr_auth::MaskCommands;
 use ghcr_auth::Redactor;
 use ghcr_auth::credential::DockerConfig;
-use ghcr_auth::error::BoxError;
 use ghcr_auth::image::ImageRef;
-use ghcr_auth::mask::MaskCommands;
 use ghcr_auth::plan::SecretTarget;
 use ghcr_auth::reassert::{Consumers, Reasserter, TargetSpec};
 use ghcr_auth::registry::{ProverOptions, RegistryProver};

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use ghcr_auth::BoxError;
 use ghcr_auth::GhcrError;
 use ghcr_auth::credential::DockerConfig;
 use ghcr_auth::credential::{SECRET_KEY, SECRET_TYPE};
-use ghcr_auth::error::BoxError;
 use ghcr_auth::plan::{Drift, Refusal, SecretTarget, TargetRole, holds};
 use ghcr_auth::reassert::{Consumers, Reasserter, SecretOutcome, TargetSpec};
 use k8s_openapi::ByteString;

@@ -159,7 +159,7 @@ mod tests {
         )
         .unwrap();
         let g = cfg.ghcr.unwrap();
-        let route = ghcr_auth::spec::route_spec(&GhcrConfig::default(), &g, "default").unwrap();
+        let route = ghcr_auth::route_spec(&GhcrConfig::default(), &g, "default").unwrap();
         let eso = route.eso.unwrap();
         assert_eq!(eso.external_secret, "ghcr-auth");
         assert_eq!(eso.push_secret.to_string(), "flux-system/seed-ghcr");

@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use ghcr_auth::InputError;
 use ghcr_auth::fanout::Route;
 use ghcr_auth::source::SourceRef;
-use ghcr_auth::spec::InputError;
-use ghcr_auth::{CredentialInput, GhcrSettings, spec};
+use ghcr_auth::{CredentialInput, GhcrSettings, credential_input, route_spec, source_refs};
 
 use crate::config::GhcrConfig;
 use crate::failure::Failure;
@@ -111,8 +111,8 @@ pub(crate) fn route(
     l.external_secret.clone_from(&fanout.external_secret);
     l.allow_incomplete_fanout = fanout.allow_incomplete_fanout.then_some(true);
     let file = file(c);
-    let route = spec::route_spec(&l, &file, default_ns).map_err(usage)?;
-    Ok((route, spec::source_refs(&l, &file).map_err(usage)?))
+    let route = route_spec(&l, &file, default_ns).map_err(usage)?;
+    Ok((route, source_refs(&l, &file).map_err(usage)?))
 }
 
 fn secret_layer(args: &SecretArgs) -> GhcrSettings {
@@ -138,7 +138,7 @@ pub fn credential(
     l.images.clone_from(&args.image);
     l.insecure_http_hosts.clone_from(&args.insecure_http_host);
     l.negative_check = args.negative_check.then_some(true);
-    spec::credential_input(&l, &file(c)).map_err(usage)
+    credential_input(&l, &file(c)).map_err(usage)
 }
 
 /// The `[ghcr]` table as the lower settings layer (none: an empty one).

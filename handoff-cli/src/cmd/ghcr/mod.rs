@@ -1,6 +1,6 @@
 //! `flux-handoff ghcr check` and `ghcr reassert`: prove a registry credential, then reassert it
 //! into Kubernetes Secrets inside a handoff. The rules and steps live in ghcr-auth
-//! ([`ghcr_auth::spec`]: the inputs, [`ghcr_auth::flow`]: the proof and the work); here are the
+//! ([`ghcr_auth::CredentialInput`]: the inputs, [`ghcr_auth::check_credential`] and [`ghcr_auth::Reassertion`]: the proof and the work); here are the
 //! flags and `[ghcr]` config ([`input`]), the output and the exit codes.
 
 mod dry_run;
@@ -76,7 +76,7 @@ pub async fn run(
 
 /// Reads, validates, masks (before any other output) and proves the credential; no cluster I/O.
 async fn check(input: &CredentialInput, out: &mut Output) -> Result<DockerConfig, Failure> {
-    let check = ghcr_auth::flow::check(input, std::io::stderr(), out);
+    let check = ghcr_auth::check_credential(input, std::io::stderr(), out);
     check.await.map_err(|e| failure(&e))
 }
 
