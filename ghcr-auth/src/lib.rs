@@ -7,7 +7,7 @@
 //! use ghcr_auth::reassert::{Consumers, Reasserter, TargetSpec};
 //! use ghcr_auth::registry::{ProverOptions, RegistryProver};
 //! use ghcr_auth::source::{SourceProof, SourceRef, prove_source};
-//! use ghcr_auth::mask;
+//! use ghcr_auth::mask_in_github_actions;
 //! use ghcr_auth::credential::CredentialFormat;
 //! use ghcr_auth::credential::CredentialSource;
 //! use ghcr_auth::credential::DockerConfig;
@@ -18,7 +18,7 @@
 //!     &CredentialSource::Env("GHCR_TOKEN".into()),
 //!     &CredentialFormat::Token { registry: "ghcr.io".into(), username: "ci-bot".into() },
 //! )?;
-//! mask::mask_in_github_actions(&config, &mut std::io::stdout())?;
+//! mask_in_github_actions(&config, &mut std::io::stdout())?;
 //!
 //! // 2. Prove it against the registry before touching the cluster.
 //! let image: ImageRef = "ghcr.io/acme/app:1.4.2".parse()?;
