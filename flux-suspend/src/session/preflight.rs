@@ -10,7 +10,7 @@ use flux_fence::decide::decide_acquire;
 use flux_fence::discover::FoundState;
 use flux_fence::lease_record::ChainRecord;
 use flux_fence::lease_record::read_members;
-use flux_fence::{AnnotationKeys, Epoch, Holder, Mark, ObjectRef, OwnerValue};
+use flux_fence::{AnnotationKeys, Epoch, Holder, ObjectRef, OwnerValue};
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
@@ -187,7 +187,9 @@ fn refuse_foreign(
     holder: &Holder,
 ) -> Result<(), SessionError> {
     let owner = OwnerValue::new(holder.clone(), Epoch(0));
-    let marks = [Mark::field("/spec/suspend", serde_json::json!(true)).exclusive()];
+    let marks = [crate::handoff::pause_mark(crate::object::is_operator_kind(
+        &obj.resource,
+    ))];
     let decision = decide_acquire(Some(read), keys, &owner, &marks, reason, Timestamp::now())
         .map_err(|e| SessionError::Invalid(e.to_string()))?;
     let why = match decision {
