@@ -52,6 +52,19 @@ pub fn is_operator_kind(resource: &ApiResource) -> bool {
     resource.group == flux::OPERATOR_GROUP
 }
 
+/// The kinds a chain record's members are read as (each member by a GET of its own name, never
+/// a list): Flux's own kinds and Flux Operator's. Discovery by listing keeps to Flux's own
+/// kinds, so a cluster without the operator's CRDs, or a role without them, lists as before.
+#[must_use]
+pub fn recorded_kinds() -> Vec<ApiResource> {
+    vec![
+        kustomization_resource(),
+        helmrelease_resource(),
+        resourceset_resource(),
+        fluxinstance_resource(),
+    ]
+}
+
 /// A `ResourceSet` `namespace/name`.
 #[must_use]
 pub fn resource_set(namespace: &str, name: &str) -> ObjectRef {

@@ -80,7 +80,8 @@ impl Plane {
         format!("{}/{}/{NAME}", self.short, self.ns.name)
     }
 
-    fn run(&self) -> Child {
+    /// `flux-handoff` against this namespace, its Lease flag to add after the subcommand.
+    fn cli(&self) -> (Command, [String; 2]) {
         let kubeconfig = testkit::plane::kubeconfig().unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_flux-handoff"));
         cmd.env_remove("GITHUB_ACTIONS")
@@ -89,12 +90,30 @@ impl Plane {
             .arg("--kubeconfig")
             .arg(&kubeconfig)
             .args(["--namespace", &self.ns.name, "--interval", "200ms"])
-            .args(["--timeout", "30s", "run", "--target", &self.target()])
-            .args(["--lease", &format!("{}/flux-handoff", self.ns.name)])
+            .args(["--timeout", "30s"])
+            .stdin(Stdio::null());
+        let lease = ["--lease".into(), format!("{}/flux-handoff", self.ns.name)];
+        (cmd, lease)
+    }
+
+    /// Runs `flux-handoff ARGS... --lease L` to completion: exit code and stderr.
+    async fn call(&self, args: &[&str]) -> (i32, String) {
+        let (mut cmd, lease) = self.cli();
+        cmd.args(args).args(lease);
+        let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code().unwrap_or(-1), err)
+    }
+
+    fn run(&self) -> Child {
+        let (mut cmd, lease) = self.cli();
+        cmd.args(["run", "--target", &self.target()])
+            .args(lease)
             .args(["--", "sh", "-c", WORKS])
             .env("MARKER", &self.marker)
             .env("GO", &self.go)
-            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         cmd.spawn().unwrap()
@@ -289,4 +308,29 @@ fn operator_kinds_a_selector_of_an_operator_kind_is_a_usage_error() {
             "{kind}: {err}"
         );
     }
+}
+
+/// `pause` parks the fence; `resume --holder` finds the operator object through the chain on
+/// the Lease (read by name: discovery lists Flux's own kinds only) and gives it back exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_kinds_a_parked_pause_is_resumed_by_its_holder_through_the_chain_record() {
+    let resource = fluxinstance_resource();
+    let p = Plane::new("op-park", Controller::FluxInstance, &resource).await;
+    let before = p.get().await;
+    let (code, err) = p.call(&["pause", "--target", &p.target()]).await;
+    assert_eq!(code, 0, "{err}");
+    let paused = p.get().await;
+    assert_eq!(annotation(&paused, OPERATOR), Some("disabled"), "{err}");
+    let owner = annotation(&paused, OWNER_KEY).expect("fenced").to_string();
+    let holder = owner.split(';').next().unwrap().to_string();
+
+    let (code, err) = p.call(&["resume", "--holder", &holder]).await;
+    assert_eq!(code, 0, "{err}");
+    let after = p.get().await;
+    assert_eq!(
+        after["metadata"]["annotations"], before["metadata"]["annotations"],
+        "{err}"
+    );
+    assert!(p.lease_holder().await.is_empty(), "Lease still held: {err}");
+    p.model.shutdown().await;
 }

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::flux::order::{Node, release_order};
 use crate::handoff::Chain;
-use crate::object::{api, helmrelease_resource, kustomization, kustomization_resource};
+use crate::object::{api, kustomization};
 use crate::session::recover::{Recovered, finished_runs};
 use crate::session::{ParentSpec, SessionError, SessionOptions};
 
@@ -138,7 +138,7 @@ async fn recorded_elsewhere(
     if owner.holder == *ours {
         return Ok(());
     }
-    let kinds = [kustomization_resource(), helmrelease_resource()];
+    let kinds = crate::object::recorded_kinds();
     let found = read_members(client, &opts.keys, &kinds, &record, Timestamp::now())
         .await
         .map_err(|e| unclear(format!("its chain record could not be checked: {e}")))?;
