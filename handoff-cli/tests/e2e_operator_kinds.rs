@@ -334,3 +334,34 @@ async fn operator_kinds_a_parked_pause_is_resumed_by_its_holder_through_the_chai
     assert!(p.lease_holder().await.is_empty(), "Lease still held: {err}");
     p.model.shutdown().await;
 }
+
+/// `resume rset/NS/NAME`, as `flux resume`: finds the holder on the fence, releases it, asks
+/// for a reconcile and waits for Ready — read from the Ready condition's `observedGeneration`,
+/// the operator writing no top-level one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_kinds_resume_by_object_releases_and_waits_for_the_operators_ready() {
+    let resource = resourceset_resource();
+    let p = Plane::new("op-resume", Controller::ResourceSet, &resource).await;
+    let (code, err) = p.call(&["pause", &p.target()]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(annotation(&p.get().await, OPERATOR), Some("disabled"));
+    let started = std::time::Instant::now();
+    let (code, err) = p.call(&["resume", &p.target()]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "waited {:?} for Ready: {err}",
+        started.elapsed()
+    );
+    let after = p.get().await;
+    assert_eq!(annotation(&after, OPERATOR), None, "{err}");
+    assert_eq!(annotation(&after, OWNER_KEY), None, "{err}");
+    let nonce = annotation(&after, REQUESTED_AT).expect("a reconcile requested");
+    assert_eq!(
+        after["status"]["lastHandledReconcileAt"],
+        json!(nonce),
+        "{err}"
+    );
+    assert!(p.lease_holder().await.is_empty(), "Lease still held: {err}");
+    p.model.shutdown().await;
+}
