@@ -176,13 +176,32 @@ pub struct RecordedMark {
 /// `false`.
 pub const PAUSE_FIELD: &str = "/spec/suspend";
 
+/// The pause of a Flux Operator object (`ResourceSet`, `FluxInstance`), which have no
+/// `spec.suspend`: the annotation a fence sets to [`PAUSE_DISABLED`] and `flux-operator
+/// resume` sets to `enabled` (its web UI removes it).
+pub const PAUSE_ANNOTATION: &str = "fluxcd.controlplane.io/reconcile";
+
+/// The value of [`PAUSE_ANNOTATION`] that pauses (compared in any case, as the operator does).
+pub const PAUSE_DISABLED: &str = "disabled";
+
 impl RecordedMark {
     /// Whether `found`, the value at this mark as read, is another writer's resume of the
     /// pause this mark set: the mark set [`PAUSE_FIELD`] to `true` and it now holds `false`
-    /// (what `flux resume` writes) or is gone (Flux Operator's resume removes the field).
-    /// Any other value there is not a resume.
+    /// (what `flux resume` writes) or is gone (Flux Operator's resume removes the field); or
+    /// the mark set [`PAUSE_ANNOTATION`] to `disabled` and it is gone or holds a value that
+    /// does not pause (`enabled`, what `flux-operator resume` writes). Any other value there is
+    /// not a resume.
     #[must_use]
     pub fn resumed_by(&self, found: Option<&Value>) -> bool {
+        if self.at == MarkAt::Annotation(PAUSE_ANNOTATION.into())
+            && self.value == Value::String(PAUSE_DISABLED.into())
+        {
+            return match found {
+                None => true,
+                Some(Value::String(v)) => !v.eq_ignore_ascii_case(PAUSE_DISABLED),
+                Some(_) => false,
+            };
+        }
         self.at == MarkAt::Field(PAUSE_FIELD.into())
             && self.value == Value::Bool(true)
             && matches!(found, None | Some(Value::Bool(false)))

@@ -3,7 +3,8 @@
 //! the crate's own tests (`tests/model_*.rs`) check them against those facts.
 //!
 //! 1. [`model`] plays kustomize-controller (and its Deployment) on `Kustomization`s, and
-//!    helm-controller on `HelmRelease`s ([`model::Controller::Helm`]): the work queue and its
+//!    helm-controller on `HelmRelease`s ([`model::Controller::Helm`]), and Flux Operator on
+//!    `ResourceSet`s and `FluxInstance`s ([`model::Controller::ResourceSet`]): the work queue and its
 //!    triggers (facts 1, 2), the deferred finalisation (fact 3), suspend (fact 4), the phases
 //!    of a working reconcile with their status writes (fact 5), and the parent's apply of its
 //!    children, skipping `reconcile: disabled` ones (facts 6, 7). Tests hang, fail, restart

@@ -13,6 +13,12 @@ pub const RECONCILE_DISABLED: &str = "disabled";
 /// Annotation whose change requests a reconcile; its value is copied into
 /// `status.lastHandledReconcileAt` by every finished reconcile (fact 3).
 pub const REQUESTED_AT_ANNOTATION: &str = "reconcile.fluxcd.io/requestedAt";
+/// The Flux Operator's API group (`ResourceSet`, `FluxInstance`).
+pub const OPERATOR_GROUP: &str = "fluxcd.controlplane.io";
+/// The Flux Operator's pause: these kinds have no `spec.suspend`; their controllers return
+/// early while this annotation reads [`RECONCILE_DISABLED`] (any case), as `flux-operator
+/// suspend` and its MCP tools set it (docs/design/flux-model.md, "Flux Operator").
+pub const OPERATOR_RECONCILE_ANNOTATION: &str = "fluxcd.controlplane.io/reconcile";
 /// Labels kustomize-controller puts on what a Kustomization applies.
 pub const PARENT_NAME_LABEL: &str = "kustomize.toolkit.fluxcd.io/name";
 pub const PARENT_NAMESPACE_LABEL: &str = "kustomize.toolkit.fluxcd.io/namespace";
@@ -39,9 +45,31 @@ pub fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
     obj.pointer("/metadata/labels")?.get(key)?.as_str()
 }
 
-/// `spec.suspend == true`.
+/// Whether `obj` is a Flux Operator object (its `apiVersion` is in [`OPERATOR_GROUP`]).
+#[must_use]
+pub fn is_operator_object(obj: &Value) -> bool {
+    obj.get("apiVersion")
+        .and_then(Value::as_str)
+        .and_then(|v| v.split_once('/'))
+        .is_some_and(|(group, _)| group == OPERATOR_GROUP)
+}
+
+/// Whether `display`, an object as [`flux_fence::ObjectRef`] displays it (`Kind ns/name`),
+/// names a Flux Operator kind.
+#[must_use]
+pub fn is_operator_display(display: &str) -> bool {
+    display.starts_with("ResourceSet ") || display.starts_with("FluxInstance ")
+}
+
+/// Whether `obj`'s controller is paused: `spec.suspend == true` for Flux's own kinds; for a
+/// Flux Operator object, [`OPERATOR_RECONCILE_ANNOTATION`] reading `disabled` in any case, as
+/// the operator's `IsDisabled` compares it (flux-operator `api/v1/resourceset_types.go`).
 #[must_use]
 pub fn suspended(obj: &Value) -> bool {
+    if is_operator_object(obj) {
+        return annotation(obj, OPERATOR_RECONCILE_ANNOTATION)
+            .is_some_and(|v| v.eq_ignore_ascii_case(RECONCILE_DISABLED));
+    }
     obj.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true)
 }
 

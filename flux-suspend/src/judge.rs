@@ -22,8 +22,12 @@ pub struct Seen {
     pub resource_version: String,
     /// The raw owner annotation value, if any.
     pub owner: Option<String>,
-    /// `spec.suspend == true`.
+    /// The controller is paused: `spec.suspend == true`, or for a Flux Operator object
+    /// (`operator`) `fluxcd.controlplane.io/reconcile: disabled` ([`crate::flux::suspended`]).
     pub suspended: bool,
+    /// A Flux Operator object (`ResourceSet`, `FluxInstance`): paused by its reconcile
+    /// annotation, not `spec.suspend`.
+    pub operator: bool,
     /// `kustomize.toolkit.fluxcd.io/reconcile: disabled` is present.
     pub reconcile_disabled: bool,
     /// The field manager of the object's newest change when that was another writer's (not a
@@ -41,9 +45,17 @@ impl Seen {
             resource_version: resource_version.into(),
             owner: None,
             suspended: false,
+            operator: false,
             reconcile_disabled: false,
             last_writer: None,
         }
+    }
+
+    /// Whether the object is a Flux Operator kind, paused by its reconcile annotation.
+    #[must_use]
+    pub fn with_operator(mut self, operator: bool) -> Self {
+        self.operator = operator;
+        self
     }
 
     /// The field manager of another writer's newest change, if it was one.
@@ -145,6 +157,9 @@ pub enum Broken {
     Unsuspended,
     /// `kustomize.toolkit.fluxcd.io/reconcile: disabled` is gone.
     ReconcileEnabled,
+    /// A Flux Operator object's `fluxcd.controlplane.io/reconcile: disabled` is gone or reads
+    /// otherwise (a person's `flux-operator resume` sets it to `enabled`).
+    OperatorEnabled,
 }
 
 impl std::fmt::Display for Broken {
@@ -155,6 +170,9 @@ impl std::fmt::Display for Broken {
             Self::NotOurs => "its owner annotation is not ours any more",
             Self::Unsuspended => "spec.suspend is not true any more",
             Self::ReconcileEnabled => "its reconcile: disabled annotation is gone",
+            Self::OperatorEnabled => {
+                "its fluxcd.controlplane.io/reconcile annotation is not disabled any more"
+            }
         })
     }
 }
@@ -170,6 +188,8 @@ impl Member {
             Some(Broken::Recreated)
         } else if seen.owner.as_deref() != Some(self.owner.as_str()) {
             Some(Broken::NotOurs)
+        } else if !seen.suspended && seen.operator {
+            Some(Broken::OperatorEnabled)
         } else if !seen.suspended {
             Some(Broken::Unsuspended)
         } else if self.needs_reconcile_disabled && !seen.reconcile_disabled {

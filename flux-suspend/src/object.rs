@@ -26,6 +26,57 @@ pub fn helmrelease_resource() -> ApiResource {
     )
 }
 
+/// `fluxcd.controlplane.io/v1` `ResourceSet` (Flux Operator), paused by its reconcile
+/// annotation ([`flux::OPERATOR_RECONCILE_ANNOTATION`]).
+#[must_use]
+pub fn resourceset_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(flux::OPERATOR_GROUP, "v1", "ResourceSet"),
+        "resourcesets",
+    )
+}
+
+/// `fluxcd.controlplane.io/v1` `FluxInstance` (Flux Operator), paused by its reconcile
+/// annotation ([`flux::OPERATOR_RECONCILE_ANNOTATION`]).
+#[must_use]
+pub fn fluxinstance_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(flux::OPERATOR_GROUP, "v1", "FluxInstance"),
+        "fluxinstances",
+    )
+}
+
+/// Whether `resource` is a Flux Operator kind (paused by an annotation, not `spec.suspend`).
+#[must_use]
+pub fn is_operator_kind(resource: &ApiResource) -> bool {
+    resource.group == flux::OPERATOR_GROUP
+}
+
+/// The kinds a chain record's members are read as (each member by a GET of its own name, never
+/// a list): Flux's own kinds and Flux Operator's. Discovery by listing keeps to Flux's own
+/// kinds, so a cluster without the operator's CRDs, or a role without them, lists as before.
+#[must_use]
+pub fn recorded_kinds() -> Vec<ApiResource> {
+    vec![
+        kustomization_resource(),
+        helmrelease_resource(),
+        resourceset_resource(),
+        fluxinstance_resource(),
+    ]
+}
+
+/// A `ResourceSet` `namespace/name`.
+#[must_use]
+pub fn resource_set(namespace: &str, name: &str) -> ObjectRef {
+    ObjectRef::new(resourceset_resource(), namespace, name)
+}
+
+/// A `FluxInstance` `namespace/name`.
+#[must_use]
+pub fn flux_instance(namespace: &str, name: &str) -> ObjectRef {
+    ObjectRef::new(fluxinstance_resource(), namespace, name)
+}
+
 /// A Kustomization `namespace/name`.
 #[must_use]
 pub fn kustomization(namespace: &str, name: &str) -> ObjectRef {
@@ -64,6 +115,7 @@ pub fn seen(obj: &Value, owner_key: &str) -> Seen {
         resource_version: text("/metadata/resourceVersion"),
         owner: flux::annotation(obj, owner_key).map(str::to_string),
         suspended: flux::suspended(obj),
+        operator: flux::is_operator_object(obj),
         reconcile_disabled: flux::annotation(obj, flux::RECONCILE_ANNOTATION)
             == Some(flux::RECONCILE_DISABLED),
         last_writer: other_writer(obj),

@@ -16,7 +16,9 @@
 use flux_fence::ObjectRef;
 use kube::api::ApiResource;
 
-use flux_suspend::object::{helmrelease_resource, kustomization_resource};
+use flux_suspend::object::{
+    fluxinstance_resource, helmrelease_resource, kustomization_resource, resourceset_resource,
+};
 
 /// A name that is not of the expected form; its Display is one line naming the text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -49,13 +51,29 @@ pub fn split_namespaced(text: &str, default_ns: &str) -> Result<(String, String)
     }
 }
 
-/// The Flux kind a user means: `ks`, `kustomization(s)` (any case) or `hr`,
-/// `helmrelease(s)`.
+/// The Flux kind a user means (any case): `ks`, `kustomization(s)`; `hr`, `helmrelease(s)`;
+/// and Flux Operator's `rset`, `resourceset(s)` and `fi`, `fluxinstance(s)` (the short names
+/// `kubectl` knows them by), paused by their reconcile annotation.
 #[must_use]
 pub fn kind_resource(kind: &str) -> Option<ApiResource> {
     match kind.to_ascii_lowercase().as_str() {
         "ks" | "kustomization" | "kustomizations" => Some(kustomization_resource()),
         "hr" | "helmrelease" | "helmreleases" => Some(helmrelease_resource()),
+        "rset" | "resourceset" | "resourcesets" => Some(resourceset_resource()),
+        "fi" | "fluxinstance" | "fluxinstances" => Some(fluxinstance_resource()),
+        _ => None,
+    }
+}
+
+/// The short kind `kind_resource` takes for `kind` (`Kustomization` -> `ks`, `ResourceSet` ->
+/// `rset`, ...); `None` for a kind flux-handoff does not pause.
+#[must_use]
+pub fn short_kind(kind: &str) -> Option<&'static str> {
+    match kind {
+        "Kustomization" => Some("ks"),
+        "HelmRelease" => Some("hr"),
+        "ResourceSet" => Some("rset"),
+        "FluxInstance" => Some("fi"),
         _ => None,
     }
 }
@@ -69,7 +87,7 @@ pub fn kind_resource(kind: &str) -> Option<ApiResource> {
 pub fn parse_object(text: &str, default_ns: &str) -> Result<ObjectRef, NameError> {
     let bad = || NameError {
         text: text.to_string(),
-        expected: "[kind/][namespace/]name (kind ks or hr)",
+        expected: "[kind/][namespace/]name (kind ks, hr, rset or fi)",
     };
     let parts: Vec<&str> = text.split('/').collect();
     let (kind, rest) = match parts.as_slice() {
@@ -95,6 +113,11 @@ mod tests {
             ("hr/podinfo", "HelmRelease", "flux-system", "podinfo"),
             ("hr/apps/podinfo", "HelmRelease", "apps", "podinfo"),
             ("Kustomization/a/b", "Kustomization", "a", "b"),
+            ("rset/apps/tenants", "ResourceSet", "apps", "tenants"),
+            ("rset/tenants", "ResourceSet", "flux-system", "tenants"),
+            ("ResourceSets/a/b", "ResourceSet", "a", "b"),
+            ("fi/flux-system/flux", "FluxInstance", "flux-system", "flux"),
+            ("fluxinstance/flux", "FluxInstance", "flux-system", "flux"),
         ];
         for (text, kind, ns, name) in cases {
             let o = parse_object(text, "flux-system").unwrap();
@@ -113,6 +136,20 @@ mod tests {
             assert_eq!(e.text, bad);
             assert_eq!(e.to_string().lines().count(), 1);
         }
+    }
+
+    #[test]
+    fn operator_kinds_parse_to_the_flux_operator_group_and_back_to_their_short_kind() {
+        for (text, short) in [("rset/a/b", "rset"), ("fi/a/b", "fi"), ("hr/a/b", "hr")] {
+            let o = parse_object(text, "x").unwrap();
+            assert_eq!(short_kind(&o.resource.kind), Some(short), "{text}");
+            let operator = flux_suspend::object::is_operator_kind(&o.resource);
+            assert_eq!(operator, short != "hr", "{text}");
+            if operator {
+                assert_eq!(o.resource.api_version, "fluxcd.controlplane.io/v1");
+            }
+        }
+        assert_eq!(short_kind("GitRepository"), None);
     }
 
     #[test]

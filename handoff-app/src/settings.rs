@@ -231,7 +231,8 @@ pub fn resolve(flags: &Flags, file: &Tables<'_>) -> Result<SessionOptions, Strin
         for t in file.targets {
             let kind = kind_resource(&t.kind).ok_or_else(|| {
                 format!(
-                    "config: target {:?}: unknown kind {:?} (Kustomization, HelmRelease)",
+                    "config: target {:?}: unknown kind {:?} (Kustomization, HelmRelease, \
+                     ResourceSet, FluxInstance)",
                     t.name, t.kind
                 )
             })?;

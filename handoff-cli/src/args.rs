@@ -71,8 +71,8 @@ pub enum LogFormat {
 
 #[derive(Debug, Args, Clone)]
 pub struct TargetArgs {
-    /// Flux object to pause: `[kind/][namespace/]name`, kind `ks` (Kustomization, default) or
-    /// `hr` (`HelmRelease`). Repeatable. Default: the config file's `[[targets]]`.
+    /// Flux object to pause: `[kind/][namespace/]name`, kind `ks` (Kustomization, default),
+    /// `hr` (`HelmRelease`), `rset` (`ResourceSet`) or `fi` (`FluxInstance`). Repeatable. Default: the config file's `[[targets]]`.
     #[arg(long, short = 't', value_name = "TARGET")]
     pub target: Vec<String>,
     /// The Kustomization that applies the target, `[namespace/]name`; default: from the

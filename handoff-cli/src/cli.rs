@@ -15,13 +15,15 @@ back — with owner fences (compare-and-swap on every write), a stable-pause pro
 trusts frozen status, and reports that never print secrets or identities.
 
 A handoff: acquire the Lease, fence the chain top-down (parent, then target: owner annotation,
-spec.suspend=true, a requestedAt nonce, reconcile: disabled on the target, and the Flux
-Operator's suspendedBy where no one set one), retire in-flight
+spec.suspend=true — on a Flux Operator ResourceSet or FluxInstance its
+fluxcd.controlplane.io/reconcile: disabled instead — a requestedAt nonce, reconcile: disabled on
+the target, and the Flux Operator's suspendedBy where no one set one), retire in-flight
 reconciles (--retire ack|restart|none), prove the pause is stable, work, then release bottom-up
 and release the Lease — on every exit path, including SIGINT and SIGTERM.
 
-Targets are named (`apps`, `ks/NS/NAME`, `hr/NS/NAME`) or selected, as `flux suspend --all`
-and `kubectl -l` select them: `-l team=web` or `--all` (`--kind hr`, `-n`, `--in`, `-A`),
+Targets are named (`apps`, `ks/NS/NAME`, `hr/NS/NAME`, `rset/NS/NAME`, `fi/NS/NAME`) or
+selected, as `flux suspend --all` and `kubectl -l` select them: `-l team=web` or `--all`
+(`--kind hr`, `-n`, `--in`, `-A`),
 listed once before any write; dependencies (spec.dependsOn) are released first, and a
 selection that matches nothing is exit 2 with nothing written.
 

@@ -190,7 +190,8 @@ fn cluster_flags(words: &[String]) -> (Option<String>, Option<String>, String) {
     (kubeconfig, context, ns)
 }
 
-/// The targets of the namespace in `words`: Kustomization names, `HelmReleases` as `hr/<name>`.
+/// The targets of the namespace in `words`: Kustomization names, `HelmReleases` as `hr/<name>`,
+/// Flux Operator `ResourceSets` as `rset/<name>` and `FluxInstances` as `fi/<name>`.
 async fn targets(words: &[String]) -> Vec<String> {
     use kube::api::{Api, DynamicObject, ListParams};
     let (kubeconfig, context, ns) = cluster_flags(words);
@@ -206,6 +207,8 @@ async fn targets(words: &[String]) -> Vec<String> {
     for (resource, prefix) in [
         (flux_suspend::object::kustomization_resource(), ""),
         (flux_suspend::object::helmrelease_resource(), "hr/"),
+        (flux_suspend::object::resourceset_resource(), "rset/"),
+        (flux_suspend::object::fluxinstance_resource(), "fi/"),
     ] {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
         if let Ok(Ok(list)) =

@@ -96,13 +96,21 @@ fn refused(object: &str, why: &Refusal, h: &Hints) -> String {
     let name = crate::output::short_name(object);
     let mut parts = name.splitn(3, '/');
     let (kind, ns, obj) = (parts.next(), parts.next(), parts.next());
-    let resource = match kind {
-        Some("hr") => "helmreleases.helm.toolkit.fluxcd.io",
-        _ => "kustomizations.kustomize.toolkit.fluxcd.io",
+    let (resource, resume) = match kind {
+        Some("hr") => ("helmreleases.helm.toolkit.fluxcd.io", "flux resume"),
+        Some("resourceset") => (
+            "resourcesets.fluxcd.controlplane.io",
+            "flux-operator resume",
+        ),
+        Some("fluxinstance") => (
+            "fluxinstances.fluxcd.controlplane.io",
+            "flux-operator resume",
+        ),
+        _ => ("kustomizations.kustomize.toolkit.fluxcd.io", "flux resume"),
     };
     format!(
         "kubectl -n {} get {resource} {} --show-managed-fields -o yaml (names who set it; \
-         `flux resume` it if it should run)",
+         `{resume}` it if it should run)",
         ns.unwrap_or_default(),
         obj.unwrap_or_default()
     )

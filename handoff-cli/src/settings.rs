@@ -116,7 +116,10 @@ pub fn kinds(given: &[String]) -> Result<Vec<ApiResource>, String> {
     let mut kinds = Vec::new();
     for k in given {
         let ar = handoff_app::names::kind_resource(k)
-            .ok_or_else(|| format!("--kind {k:?}: not a kind flux-handoff pauses (ks, hr)"))?;
+            .filter(|ar| !flux_suspend::object::is_operator_kind(ar))
+            .ok_or_else(|| {
+                format!("--kind {k:?}: not a kind a selector takes (ks, hr; name rset and fi)")
+            })?;
         if !kinds.contains(&ar) {
             kinds.push(ar);
         }

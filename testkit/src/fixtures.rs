@@ -31,6 +31,38 @@ pub fn ocirepository_resource() -> ApiResource {
     )
 }
 
+/// API resource of Flux Operator `ResourceSets` (`fluxcd.controlplane.io/v1`).
+#[must_use]
+pub fn resourceset_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("fluxcd.controlplane.io", "v1", "ResourceSet"),
+        "resourcesets",
+    )
+}
+
+/// API resource of Flux Operator `FluxInstances` (`fluxcd.controlplane.io/v1`).
+#[must_use]
+pub fn fluxinstance_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("fluxcd.controlplane.io", "v1", "FluxInstance"),
+        "fluxinstances",
+    )
+}
+
+/// A Flux Operator object of `resource` named `name` in `ns`, with `spec` (neither kind has a
+/// `spec.suspend`: `fluxcd.controlplane.io/reconcile: disabled` pauses it).
+#[must_use]
+pub fn operator_object(
+    resource: &ApiResource,
+    ns: &str,
+    name: &str,
+    spec: &Value,
+) -> DynamicObject {
+    let mut o = DynamicObject::new(name, resource).within(ns);
+    o.data = json!({ "spec": spec });
+    o
+}
+
 /// Starts a Kustomization fixture.
 #[must_use]
 pub fn kustomization(name: &str) -> Kustomization {

@@ -248,3 +248,80 @@ fn release_engine_not_ours_gone_and_recreated_are_decided_before_any_mark() {
         }
     }
 }
+
+/// A Flux Operator target's fence: `fluxcd.controlplane.io/reconcile: disabled` is its pause
+/// (exact), with the nonce and the parent's `reconcile: disabled` as for Flux's own kinds.
+fn operator_held() -> Held {
+    let mut h = held();
+    h.marks[0] = rec(operator(), json!("disabled"), None, Restore::Exact);
+    h
+}
+
+fn operator() -> MarkAt {
+    MarkAt::Annotation(crate::mark::PAUSE_ANNOTATION.into())
+}
+
+#[test]
+fn operator_kinds_release_keeps_a_persons_resume_alone_and_withholds_anything_else() {
+    let keys = AnnotationKeys::default();
+    let requested = MarkAt::Annotation(REQUESTED_AT.into());
+    // (case, the operator annotation as found, `kustomize…/reconcile` as found, answer)
+    let table: [(&str, Option<&str>, Option<&str>, Short); 6] = [
+        (
+            "nothing moved: everything restored (the annotation removed)",
+            Some("disabled"),
+            Some("disabled"),
+            Ok((
+                vec![reconcile(), requested.clone(), operator()],
+                vec![],
+                None,
+            )),
+        ),
+        (
+            "flux-operator resume (enabled): kept, the rest restored",
+            Some("enabled"),
+            Some("disabled"),
+            Ok((
+                vec![reconcile(), requested.clone()],
+                vec![operator()],
+                Some(operator()),
+            )),
+        ),
+        (
+            "annotation removed (the web UI's resume): kept, the rest restored",
+            None,
+            Some("disabled"),
+            Ok((
+                vec![reconcile(), requested.clone()],
+                vec![operator()],
+                Some(operator()),
+            )),
+        ),
+        (
+            "Disabled in another case still pauses: no resume, withheld",
+            Some("Disabled"),
+            Some("disabled"),
+            Err(operator()),
+        ),
+        (
+            "resumed and the parent's reconcile removed too: withheld",
+            Some("enabled"),
+            None,
+            Err(reconcile()),
+        ),
+        (
+            "the parent's reconcile removed alone: withheld",
+            Some("disabled"),
+            None,
+            Err(reconcile()),
+        ),
+    ];
+    for (case, op, r, want) in table {
+        let mut obj = read(Value::Null, r, "fh-1");
+        if let Some(v) = op {
+            obj["metadata"]["annotations"][crate::mark::PAUSE_ANNOTATION] = json!(v);
+        }
+        let got = decide_release_marks(Some(&obj), &keys, &operator_held(), Moved::Withhold);
+        assert_eq!(short(got.unwrap()), want, "{case}");
+    }
+}

@@ -25,12 +25,20 @@ const WATCH_TIMEOUT_SECS: u32 = 290;
 pub(crate) struct Observed {
     pub generation: i64,
     pub requested_at: Option<String>,
+    /// Every annotation, for Flux Operator's `AnnotationChangedPredicate`.
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
-/// The trigger predicate (`GenerationChanged OR ReconcileRequested`); a new object always
-/// passes, as a create event does.
-pub(crate) fn should_queue(old: Option<&Observed>, new: &Observed) -> bool {
-    old.is_none_or(|o| o.generation != new.generation || o.requested_at != new.requested_at)
+/// The trigger predicate: Flux's own controllers `GenerationChanged OR ReconcileRequested`;
+/// Flux Operator's (`any_annotation`) `GenerationChanged OR AnnotationChanged` (flux-operator
+/// `internal/controller/resourceset_manager.go`, `fluxinstance_manager.go`). A new object
+/// always passes, as a create event does.
+pub(crate) fn should_queue(old: Option<&Observed>, new: &Observed, any_annotation: bool) -> bool {
+    old.is_none_or(|o| {
+        o.generation != new.generation
+            || o.requested_at != new.requested_at
+            || (any_annotation && o.annotations != new.annotations)
+    })
 }
 
 #[derive(Debug)]
@@ -77,7 +85,8 @@ pub(crate) async fn run(inner: Arc<Inner>, mut commands: mpsc::UnboundedReceiver
             Some(key) = timers.recv() => start(key, &mut keys, &mut tasks),
             Some(change) = changes.recv() => match change {
                 Change::Upsert(key, new) => {
-                    if should_queue(seen.get(&key), &new) {
+                    let any = inner.config.controller.is_operator();
+                    if should_queue(seen.get(&key), &new, any) {
                         start(key.clone(), &mut keys, &mut tasks);
                     }
                     seen.insert(key, new);
@@ -170,14 +179,11 @@ fn seen_of(o: &DynamicObject) -> (String, Observed) {
         o.metadata.namespace.as_deref().unwrap_or_default(),
         o.metadata.name.as_deref().unwrap_or_default()
     );
+    let annotations = o.metadata.annotations.clone().unwrap_or_default();
     let seen = Observed {
         generation: o.metadata.generation.unwrap_or(0),
-        requested_at: o
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(REQUESTED_AT))
-            .cloned(),
+        requested_at: annotations.get(REQUESTED_AT).cloned(),
+        annotations,
     };
     (key, seen)
 }
@@ -187,18 +193,36 @@ mod tests {
     use super::*;
 
     fn s(generation: i64, requested_at: Option<&str>) -> Observed {
+        let mut annotations = std::collections::BTreeMap::new();
+        if let Some(r) = requested_at {
+            annotations.insert(REQUESTED_AT.to_string(), r.to_string());
+        }
         Observed {
             generation,
             requested_at: requested_at.map(str::to_string),
+            annotations,
         }
     }
 
     #[test]
     fn predicates_queue_new_generation_and_requested_at_only() {
-        assert!(should_queue(None, &s(1, None)));
-        assert!(should_queue(Some(&s(1, None)), &s(2, None)));
-        assert!(should_queue(Some(&s(1, None)), &s(1, Some("n"))));
-        assert!(should_queue(Some(&s(1, Some("a"))), &s(1, Some("b"))));
-        assert!(!should_queue(Some(&s(1, Some("a"))), &s(1, Some("a"))));
+        for any in [false, true] {
+            assert!(should_queue(None, &s(1, None), any));
+            assert!(should_queue(Some(&s(1, None)), &s(2, None), any));
+            assert!(should_queue(Some(&s(1, None)), &s(1, Some("n")), any));
+            assert!(should_queue(Some(&s(1, Some("a"))), &s(1, Some("b")), any));
+            assert!(!should_queue(Some(&s(1, Some("a"))), &s(1, Some("a")), any));
+        }
+    }
+
+    #[test]
+    fn operator_kinds_any_annotation_change_queues_an_operator_object_only() {
+        let mut disabled = s(1, Some("a"));
+        disabled
+            .annotations
+            .insert("fluxcd.controlplane.io/reconcile".into(), "disabled".into());
+        assert!(should_queue(Some(&s(1, Some("a"))), &disabled, true));
+        assert!(!should_queue(Some(&s(1, Some("a"))), &disabled, false));
+        assert!(!should_queue(Some(&disabled), &disabled.clone(), true));
     }
 }

@@ -91,6 +91,10 @@ pub const FIELD_MANAGER: &str = "kustomize-controller";
 pub const STATUS_MANAGER: &str = "gotk-kustomize-controller";
 /// Finalizer kustomize-controller puts on Kustomizations.
 pub const FINALIZER: &str = "finalizers.fluxcd.io";
+/// Finalizer Flux Operator puts on its objects (flux-operator `api/v1/common_types.go`).
+pub const OPERATOR_FINALIZER: &str = "fluxcd.controlplane.io/finalizer";
+/// Flux Operator's pause: its controllers return early while this reads `disabled` (any case).
+pub const OPERATOR_RECONCILE_ANNOTATION: &str = "fluxcd.controlplane.io/reconcile";
 /// Annotation that excludes an object from a parent's apply and prune (fact 6).
 pub const RECONCILE_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/reconcile";
 /// Label naming the parent Kustomization of an applied object.
@@ -122,6 +126,31 @@ pub enum Controller {
     /// helm-controller reconciling `HelmRelease`s: the same queue, phases (fetch chart, render,
     /// upgrade, health) and deferred finalisation with `lastHandledReconcileAt`; no children.
     Helm,
+    /// Flux Operator reconciling `ResourceSet`s (docs/design/flux-model.md "Flux Operator"):
+    /// queued on a new generation or *any* annotation change; paused by
+    /// [`OPERATOR_RECONCILE_ANNOTATION`] `disabled`, and the deferred finalisation still records
+    /// `lastHandledReconcileAt` then; no `spec.suspend`, no top-level `observedGeneration`.
+    ResourceSet,
+    /// Flux Operator reconciling `FluxInstance`s, as [`Controller::ResourceSet`].
+    FluxInstance,
+}
+
+impl Controller {
+    /// Whether this is one of Flux Operator's controllers.
+    #[must_use]
+    pub fn is_operator(self) -> bool {
+        matches!(self, Self::ResourceSet | Self::FluxInstance)
+    }
+
+    /// The finalizer this controller adds on first sight.
+    #[must_use]
+    pub fn finalizer(self) -> &'static str {
+        if self.is_operator() {
+            OPERATOR_FINALIZER
+        } else {
+            FINALIZER
+        }
+    }
 }
 
 /// How the model runs.
@@ -175,6 +204,13 @@ impl ModelConfig {
     #[must_use]
     pub fn with_git(mut self, parent: &str, children: Vec<Value>) -> Self {
         self.git.push((parent.to_string(), children));
+        self
+    }
+
+    /// Plays another controller than kustomize-controller.
+    #[must_use]
+    pub fn playing(mut self, controller: Controller) -> Self {
+        self.controller = controller;
         self
     }
 
@@ -292,6 +328,8 @@ impl Inner {
         match self.config.controller {
             Controller::Kustomize => kustomization_resource(),
             Controller::Helm => testkit::fixtures::helmrelease_resource(),
+            Controller::ResourceSet => testkit::fixtures::resourceset_resource(),
+            Controller::FluxInstance => testkit::fixtures::fluxinstance_resource(),
         }
     }
 

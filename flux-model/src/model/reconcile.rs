@@ -15,7 +15,7 @@ use super::status::{
     HEALTHY, Mark, PROGRESSING, READY, RECONCILING, REQUESTED_AT, delete_condition,
     finalize_status, now_rfc3339, parse_go_duration, set_condition,
 };
-use super::{Controller, FINALIZER, Inner, Phase, STATUS_MANAGER, split_key};
+use super::{Controller, Inner, OPERATOR_RECONCILE_ANNOTATION, Phase, STATUS_MANAGER, split_key};
 
 /// What the work queue does with the key afterwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,7 +60,18 @@ pub(crate) async fn reconcile(inner: &Arc<Inner>, key: &str) -> Requeue {
         Err(e) => return finished_with_error(inner, key, run, &e.into()),
     };
     let read = Read::of(&obj, key, run);
-    let suspended = obj.data["spec"]["suspend"].as_bool().unwrap_or(false);
+    let controller = inner.config.controller;
+    let suspended = if controller.is_operator() {
+        // flux-operator `api/v1/resourceset_types.go` `IsDisabled`: the annotation, any case.
+        obj.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(OPERATOR_RECONCILE_ANNOTATION))
+            .is_some_and(|v| v.eq_ignore_ascii_case("disabled"))
+    } else {
+        obj.data["spec"]["suspend"].as_bool().unwrap_or(false)
+    };
+    let finalizer = controller.finalizer();
     inner.events.push(ModelEvent::Started {
         key: key.into(),
         run,
@@ -73,7 +84,7 @@ pub(crate) async fn reconcile(inner: &Arc<Inner>, key: &str) -> Requeue {
     let finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
 
     if obj.metadata.deletion_timestamp.is_some() {
-        let rest: Vec<String> = finalizers.into_iter().filter(|f| f != FINALIZER).collect();
+        let rest: Vec<String> = finalizers.into_iter().filter(|f| f != finalizer).collect();
         return match set_finalizers(&api, name, &rest).await {
             Ok(()) | Err(kube::Error::Api(_)) => {
                 let outcome = Outcome::Deleted;
@@ -87,9 +98,9 @@ pub(crate) async fn reconcile(inner: &Arc<Inner>, key: &str) -> Requeue {
             Err(e) => finished_with_error(inner, key, run, &e.into()),
         };
     }
-    if inner.config.add_finalizer && !finalizers.iter().any(|f| f == FINALIZER) {
+    if inner.config.add_finalizer && !finalizers.iter().any(|f| f == finalizer) {
         let mut all = finalizers;
-        all.push(FINALIZER.into());
+        all.push(finalizer.into());
         if let Err(e) = set_finalizers(&api, name, &all).await {
             return finished_with_error(inner, key, run, &e.into());
         }
@@ -194,6 +205,14 @@ async fn finish(
         && matches!(outcome, Outcome::Succeeded | Outcome::Suspended)
     {
         status["observedGeneration"] = json!(read.generation);
+    }
+    // Flux Operator's `finalizeObjectStatus` (flux-operator `internal/controller/common.go`)
+    // records the request on every path, the disabled one included, and its status has no
+    // top-level `observedGeneration` (only each condition's).
+    if inner.config.controller.is_operator()
+        && let Some(s) = status.as_object_mut()
+    {
+        s.remove("observedGeneration");
     }
     match patcher.write(&status).await {
         Ok(()) => {
@@ -350,6 +369,9 @@ fn mark_succeeded(status: &mut Value, controller: Controller, revision: &str, ge
             "UpgradeSucceeded",
             format!("Helm upgrade succeeded for revision {revision}"),
         ),
+        Controller::ResourceSet | Controller::FluxInstance => {
+            ("ReconciliationSucceeded", "Reconciliation finished".into())
+        }
     };
     let m = Mark {
         type_: READY,
@@ -415,6 +437,9 @@ fn mark_phase(
         (Controller::Helm, Phase::Fetch) => "Fetching chart",
         (Controller::Helm, Phase::Build) => "Rendering release",
         (Controller::Helm, Phase::Apply) => "Running 'upgrade' action",
+        (_, Phase::Fetch) => "Computing inputs",
+        (_, Phase::Build) => "Building resources",
+        (_, Phase::Apply) => "Applying resources",
         (_, Phase::Health) => "Running health checks",
     };
     let m = format!("{verb} for revision {revision} with a timeout of {timeout}");

@@ -14,7 +14,8 @@ impl Handoff {
     ) -> Result<Option<PauseOutcome>, SuspendError> {
         let nonce = new_nonce();
         let by = suspended_by(&self.fencer.owner().holder, opts.reason.as_deref());
-        let marks = fence_marks(&nonce, is_target, &by);
+        let operator = crate::object::is_operator_kind(&obj.resource);
+        let marks = fence_marks(&nonce, is_target, operator, &by);
         // A busy controller moves the resourceVersion with every status write, so a CAS can
         // lose several rounds in a row. Contention is a value: re-read and try again, backing
         // off, within the phase budget — never a write without the test.

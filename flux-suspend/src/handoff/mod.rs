@@ -14,7 +14,10 @@ mod fence;
 mod pause;
 mod ready;
 mod resume;
-use crate::flux::{RECONCILE_ANNOTATION, RECONCILE_DISABLED, REQUESTED_AT_ANNOTATION};
+use crate::flux::{
+    OPERATOR_RECONCILE_ANNOTATION, RECONCILE_ANNOTATION, RECONCILE_DISABLED,
+    REQUESTED_AT_ANNOTATION,
+};
 use crate::io::{self, ControllerRef, ProofTarget, Timing};
 use crate::judge::{Member, Proof, Role};
 use crate::retire::Strategy;
@@ -328,13 +331,15 @@ pub fn suspended_by(holder: &flux_fence::Holder, reason: Option<&str>) -> String
     }
 }
 
-/// The marks of a fence: `spec.suspend=true` (exclusive), the `requestedAt` nonce, for a
-/// target `reconcile: disabled`, and `fluxcd.controlplane.io/suspendedBy` = `by` where no one
-/// else set one (a value someone else set stays, and the release leaves it; ours is removed
-/// on release unless someone changed it since).
-pub(crate) fn fence_marks(nonce: &str, is_target: bool, by: &str) -> Vec<Mark> {
+/// The marks of a fence: the pause, exclusive — `spec.suspend=true`, or for a Flux Operator
+/// kind (`operator`) `fluxcd.controlplane.io/reconcile: disabled`, which is all that pauses
+/// those — the `requestedAt` nonce, for a target `reconcile: disabled`, and
+/// `fluxcd.controlplane.io/suspendedBy` = `by` where no one else set one (a value someone else
+/// set stays, and the release leaves it; ours is removed on release unless someone changed it
+/// since).
+pub(crate) fn fence_marks(nonce: &str, is_target: bool, operator: bool, by: &str) -> Vec<Mark> {
     let mut marks = vec![
-        Mark::field("/spec/suspend", json!(true)).exclusive(),
+        pause_mark(operator),
         Mark::annotation(REQUESTED_AT_ANNOTATION, nonce.to_string()).restore(Restore::IfUnchanged),
         Mark::annotation(SUSPENDED_BY_ANNOTATION, by)
             .restore(Restore::IfUnchanged)
@@ -344,6 +349,18 @@ pub(crate) fn fence_marks(nonce: &str, is_target: bool, by: &str) -> Vec<Mark> {
         marks.push(Mark::annotation(RECONCILE_ANNOTATION, RECONCILE_DISABLED));
     }
     marks
+}
+
+/// The exclusive mark that pauses an object's controller: `spec.suspend=true`, or for a Flux
+/// Operator kind `fluxcd.controlplane.io/reconcile: disabled` (the only pause those kinds
+/// have). Exclusive: an object someone else already paused this way is refused.
+pub(crate) fn pause_mark(operator: bool) -> Mark {
+    let pause = if operator {
+        Mark::annotation(OPERATOR_RECONCILE_ANNOTATION, RECONCILE_DISABLED)
+    } else {
+        Mark::field("/spec/suspend", json!(true))
+    };
+    pause.exclusive()
 }
 
 /// The distinct parents and targets of `chains`, in order; an object that is both is invalid.
@@ -379,4 +396,44 @@ fn resource_version(v: &serde_json::Value) -> Option<String> {
 #[must_use]
 pub fn new_nonce() -> String {
     k8s_openapi::jiff::Timestamp::now().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operator_kinds_fence_with_their_reconcile_annotation_as_the_exclusive_pause() {
+        let at = |m: &Mark| m.at.clone();
+        for (operator, is_target) in [(true, true), (true, false), (false, true), (false, false)] {
+            let marks = fence_marks("n1", is_target, operator, "by");
+            let exclusive: Vec<MarkAt> = marks.iter().filter(|m| m.exclusive).map(at).collect();
+            let want = if operator {
+                MarkAt::Annotation(OPERATOR_RECONCILE_ANNOTATION.into())
+            } else {
+                MarkAt::Field("/spec/suspend".into())
+            };
+            assert_eq!(exclusive, vec![want], "operator={operator}");
+            let pause = marks.iter().find(|m| m.exclusive).unwrap();
+            let value = if operator {
+                json!("disabled")
+            } else {
+                json!(true)
+            };
+            assert_eq!((&pause.value, pause.restore), (&value, Restore::Exact));
+            // No spec.suspend on a kind that has none; the nonce and suspendedBy as for any.
+            let fields: Vec<MarkAt> = marks.iter().map(at).collect();
+            assert_eq!(
+                fields.contains(&MarkAt::Field("/spec/suspend".into())),
+                !operator
+            );
+            for key in [REQUESTED_AT_ANNOTATION, SUSPENDED_BY_ANNOTATION] {
+                assert!(fields.contains(&MarkAt::Annotation(key.into())), "{key}");
+            }
+            assert_eq!(
+                fields.contains(&MarkAt::Annotation(RECONCILE_ANNOTATION.into())),
+                is_target
+            );
+        }
+    }
 }

@@ -238,7 +238,8 @@ impl Fence {
             target,
             read,
         } = self;
-        let marks = fence_marks(&new_nonce(), target, by);
+        let operator = crate::object::is_operator_kind(&object.resource);
+        let marks = fence_marks(&new_nonce(), target, operator, by);
         // Kept to name who set a refused mark (its managed fields).
         let seen = read.clone();
         let found = fencer

@@ -37,6 +37,10 @@ impl Event {
         match self {
             Event::Step(step) => step_line(*step, members),
             Event::Released(o) => format!("released: {o}"),
+            Event::ReleasedKeepingResume(o) if crate::flux::is_operator_display(o) => format!(
+                "released: {o}, keeping fluxcd.controlplane.io/reconcile as another writer left \
+                 it (a resume while paused)"
+            ),
             Event::ReleasedKeepingResume(o) => format!(
                 "released: {o}, keeping spec.suspend as another writer left it (a `flux \
                  resume` while paused)"

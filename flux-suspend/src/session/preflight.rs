@@ -10,7 +10,7 @@ use flux_fence::decide::decide_acquire;
 use flux_fence::discover::FoundState;
 use flux_fence::lease_record::ChainRecord;
 use flux_fence::lease_record::read_members;
-use flux_fence::{AnnotationKeys, Epoch, Holder, Mark, ObjectRef, OwnerValue};
+use flux_fence::{AnnotationKeys, Epoch, Holder, ObjectRef, OwnerValue};
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::flux::order::{Node, release_order};
 use crate::handoff::Chain;
-use crate::object::{api, helmrelease_resource, kustomization, kustomization_resource};
+use crate::object::{api, kustomization};
 use crate::session::recover::{Recovered, finished_runs};
 use crate::session::{ParentSpec, SessionError, SessionOptions};
 
@@ -138,7 +138,7 @@ async fn recorded_elsewhere(
     if owner.holder == *ours {
         return Ok(());
     }
-    let kinds = [kustomization_resource(), helmrelease_resource()];
+    let kinds = crate::object::recorded_kinds();
     let found = read_members(client, &opts.keys, &kinds, &record, Timestamp::now())
         .await
         .map_err(|e| unclear(format!("its chain record could not be checked: {e}")))?;
@@ -187,7 +187,9 @@ fn refuse_foreign(
     holder: &Holder,
 ) -> Result<(), SessionError> {
     let owner = OwnerValue::new(holder.clone(), Epoch(0));
-    let marks = [Mark::field("/spec/suspend", serde_json::json!(true)).exclusive()];
+    let marks = [crate::handoff::pause_mark(crate::object::is_operator_kind(
+        &obj.resource,
+    ))];
     let decision = decide_acquire(Some(read), keys, &owner, &marks, reason, Timestamp::now())
         .map_err(|e| SessionError::Invalid(e.to_string()))?;
     let why = match decision {

@@ -258,7 +258,7 @@ pub async fn resume_holder(
     .await;
     // The holder's chain on record finds its fences wherever they are, whatever the scope.
     let found = match found {
-        Ok(f) => with_record(client, opts, &kinds, f).await,
+        Ok(f) => with_record(client, opts, &crate::object::recorded_kinds(), f).await,
         Err(e) => Err(e),
     };
     let (found, record) = match found {

@@ -56,6 +56,9 @@ pub enum Change {
     Unsuspended,
     /// `kustomize.toolkit.fluxcd.io/reconcile: disabled` is gone.
     ReconcileEnabled,
+    /// A Flux Operator object's `fluxcd.controlplane.io/reconcile` is not `disabled` any more
+    /// (removed, or `enabled` as `flux-operator resume` writes): its pause.
+    OperatorEnabled,
 }
 
 impl Change {
@@ -64,7 +67,10 @@ impl Change {
     /// not touch it.
     #[must_use]
     pub fn still_ours(&self) -> bool {
-        matches!(self, Self::Unsuspended | Self::ReconcileEnabled)
+        matches!(
+            self,
+            Self::Unsuspended | Self::ReconcileEnabled | Self::OperatorEnabled
+        )
     }
 }
 
@@ -79,6 +85,9 @@ impl std::fmt::Display for Change {
             Self::Unsuspended => f.write_str("spec.suspend was set to false"),
             Self::ReconcileEnabled => {
                 f.write_str("its kustomize.toolkit.fluxcd.io/reconcile: disabled was removed")
+            }
+            Self::OperatorEnabled => {
+                f.write_str("its fluxcd.controlplane.io/reconcile: disabled was removed or changed")
             }
         }
     }
@@ -134,6 +143,14 @@ pub fn what_broke(
             return Some((Change::OwnerChanged { to }, manager_of(obj, &owner_field)));
         }
         Some(_) => {}
+    }
+    if !flux::suspended(obj) && flux::is_operator_object(obj) {
+        let field = [
+            "f:metadata",
+            "f:annotations",
+            &format!("f:{}", flux::OPERATOR_RECONCILE_ANNOTATION),
+        ];
+        return Some((Change::OperatorEnabled, manager_of(obj, &field)));
     }
     if !flux::suspended(obj) {
         return Some((
