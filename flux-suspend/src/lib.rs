@@ -81,18 +81,22 @@ pub mod readiness;
 mod refusal;
 pub mod report;
 pub mod retire;
-pub mod session;
+mod session;
 #[cfg(unix)]
 pub mod signals;
 pub mod steps;
 
-// The root is the session: what an embedder names to pause, work and hand back. The layers
-// under it are reached through their modules (`handoff::Handoff`, `judge::Proof`, ...).
+// The root is the session: what an embedder names to pause, work and hand back, each item
+// at one path (the session module itself is private). The layers under it are reached
+// through their modules (`handoff::Handoff`, `judge::Proof`, ...).
 pub use cancel::Cancel;
 pub use retire::Strategy;
+pub use session::dry_run;
 pub use session::{
-    CleanupError, Event, Outcome, ParentSpec, Parked, Paused, ResumeError, ResumeOptions, Resumed,
-    Session, SessionError, SessionOptions, TargetSpec, resume_holder,
+    BrokenPause, Change, CleanupError, Event, LeaseWait, LeaseWaiting, Members, ObjectFence,
+    Outcome, ParentSpec, Parked, Paused, Recovered, Refusal, ResumeError, ResumeOptions, Resumed,
+    STOP_GRACE, Session, SessionError, SessionOptions, TargetSpec, WaitDecision, WriteRefused,
+    decide_holder, decide_wait, field_manager, holder_of, resume_holder, what_broke,
 };
 
 /// The README's program is compiled as a doc test, so the example a user copies builds.

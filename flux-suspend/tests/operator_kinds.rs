@@ -4,7 +4,7 @@
 use flux_suspend::flux::{is_operator_object, suspended};
 use flux_suspend::judge::{Broken, Member, Read, Role};
 use flux_suspend::object::{is_operator_kind, resource_set, seen};
-use flux_suspend::session::{Change, what_broke};
+use flux_suspend::{Change, what_broke};
 use serde_json::{Value, json};
 
 const OWNER_KEY: &str = "flux-handoff.io/owner";

@@ -161,7 +161,7 @@ async fn ack_refused_when_another_holder_fenced_the_parent_and_target_untouched(
         panic!("{out:?}")
     };
     // Typed: another holder's fence, named by its owner value (not a foreign suspend).
-    let flux_suspend::session::Refusal::FencedBy { holder } = &why else {
+    let flux_suspend::Refusal::FencedBy { holder } = &why else {
         panic!("{why:?}")
     };
     assert!(holder.contains(&other.owner().to_string()), "{why}");
@@ -198,7 +198,7 @@ async fn ack_refused_when_target_already_suspended_by_someone_else_and_parent_re
         object.contains(TARGET)
             && matches!(
                 &why,
-                flux_suspend::session::Refusal::MarkTaken { at, field_manager }
+                flux_suspend::Refusal::MarkTaken { at, field_manager }
                     if *at == flux_fence::mark::MarkAt::Field("/spec/suspend".into())
                         && field_manager.as_deref() == Some(flux_model::model::COMPETING_WRITER)
             ),

@@ -26,7 +26,7 @@ use crate::names::{kind_resource, parse_object, split_namespaced};
 use flux_suspend::io::ControllerRef;
 use flux_suspend::object::kustomization_resource;
 use flux_suspend::retire::Strategy;
-use flux_suspend::session::{ParentSpec, SessionOptions, TargetSpec};
+use flux_suspend::{ParentSpec, SessionOptions, TargetSpec};
 
 /// The longest duration accepted anywhere (7 days). Every wait adds its duration to the clock;
 /// a value beyond this is a typo, and one like `99999999999999h` would overflow that addition.

@@ -6,8 +6,8 @@
 //! anything.
 
 use flux_fence::recovery::short_ref;
+use flux_suspend::Refusal;
 use flux_suspend::handoff::SuspendError;
-use flux_suspend::session::Refusal;
 use flux_suspend::{SessionError, SessionOptions, Strategy};
 
 /// What the failed command was asked to do, for the hint.

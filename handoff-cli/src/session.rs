@@ -5,9 +5,9 @@
 use std::str::FromStr;
 
 use flux_fence::Holder;
+use flux_suspend::LeaseWait;
+use flux_suspend::Members;
 use flux_suspend::handoff::SuspendError;
-use flux_suspend::session::LeaseWait;
-use flux_suspend::session::Members;
 use flux_suspend::steps::Step;
 use flux_suspend::{Cancel, Event, Session, SessionError, SessionOptions};
 use kube::Client;

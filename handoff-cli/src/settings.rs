@@ -6,8 +6,8 @@
 use flux_fence::ObjectRef;
 use flux_fence::discover::Scope;
 use flux_fence::recovery::short_ref;
+use flux_suspend::LeaseWait;
 use flux_suspend::SessionOptions;
-use flux_suspend::session::LeaseWait;
 use handoff_app::select::{LabelSelector, SelectError, Selection};
 use handoff_app::settings::Flags;
 use kube::api::ApiResource;

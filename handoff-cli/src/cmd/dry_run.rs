@@ -1,11 +1,11 @@
 //! `--dry-run=server` of `pause`, `run` and `ghcr reassert`: the preflight, then the Lease
 //! acquisition and each fence write sent with the server's `dryRun=All`
-//! ([`flux_suspend::session::dry_run`]) — and for `ghcr reassert` each Secret write too — one
+//! ([`flux_suspend::dry_run`]) — and for `ghcr reassert` each Secret write too — one
 //! line per write with the server's answer. Nothing is changed, nothing is waited for, the
 //! command of `run` is not run, and nothing is left to release.
 
 use flux_fence::dry_run::Answer;
-use flux_suspend::session::dry_run::dry_run;
+use flux_suspend::dry_run::dry_run;
 use flux_suspend::{Cancel, SessionOptions};
 use kube::Client;
 use serde_json::{Value, json};

@@ -11,9 +11,9 @@ use std::str::FromStr;
 
 use flux_fence::recovery::short_ref;
 use flux_fence::{Holder, ObjectRef};
+use flux_suspend::Members;
+use flux_suspend::holder_of;
 use flux_suspend::io::Timing;
-use flux_suspend::session::Members;
-use flux_suspend::session::holder_of;
 use flux_suspend::{ParentSpec, ResumeError, ResumeOptions, resume_holder};
 use handoff_app::select::{LabelSelector, SelectError, Selection};
 use serde_json::json;

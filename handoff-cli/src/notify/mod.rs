@@ -23,8 +23,8 @@ mod event;
 pub mod sender;
 
 use clap::Args;
-use flux_suspend::session::{CleanupError, Event, Members, SessionError};
 use flux_suspend::steps::Step;
+use flux_suspend::{CleanupError, Event, Members, SessionError};
 
 pub use event::Kind;
 pub use sender::Notifier;

@@ -6,7 +6,7 @@ use std::cell::RefCell;
 
 use clap::Args;
 use flux_suspend::Cancel;
-use flux_suspend::session::STOP_GRACE;
+use flux_suspend::STOP_GRACE;
 use ghcr_auth::credential::DockerConfig;
 use ghcr_auth::fanout::Route;
 use ghcr_auth::reassert::Reasserter;
