@@ -189,7 +189,11 @@ environment:
                             target/flux-handoff/cluster, the one tests share)
 ";
 
-/// Seeds of the nemesis in `ci` (about 3 minutes here; docs/chaos.md has the figures).
+/// Seeds of the nemesis in `ci`: 24..=35, the first twelve in a row whose schedules draw
+/// every fault kind and an Action job (flux-chaos's test
+/// `nemesis_the_ci_seeds_plan_every_fault_kind_and_an_action_job` holds it to that); about
+/// 2 minutes here, docs/chaos.md has the figures.
+const NEMESIS_CI_FIRST: &str = "24";
 const NEMESIS_CI_SEEDS: &str = "12";
 /// Jobs of the soak in `ci` (docs/chaos.md, "Soak", has the figures).
 const SOAK_CI_JOBS: &str = "20";
@@ -407,6 +411,8 @@ fn ci() -> anyhow::Result<()> {
     // The nemesis's quick campaign: fixed seeds, so a red CI names a seed that replays.
     chaos::run(&chaos::Flags::parse(&[
         "--nemesis",
+        "--seed",
+        NEMESIS_CI_FIRST,
         "--seeds",
         NEMESIS_CI_SEEDS,
         "--dev",

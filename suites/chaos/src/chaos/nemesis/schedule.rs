@@ -258,6 +258,27 @@ mod tests {
     }
 
     #[test]
+    fn nemesis_the_ci_seeds_plan_every_fault_kind_and_an_action_job() {
+        // xtask's NEMESIS_CI_FIRST and NEMESIS_CI_SEEDS: seeds 24..=35.
+        let plans: Vec<Plan> = (24..36).map(|s| plan(s, false)).collect();
+        let mut kinds: Vec<&str> = plans
+            .iter()
+            .flat_map(|p| p.faults.iter().map(|t| t.fault.kind()))
+            .collect();
+        if plans.iter().any(|p| p.actors.iter().any(|a| a.skewed)) {
+            kinds.push("clock_skew");
+        }
+        kinds.sort_unstable();
+        kinds.dedup();
+        assert_eq!(kinds.len(), KINDS.len(), "{kinds:?}");
+        assert!(plans.iter().any(|p| {
+            p.actors
+                .iter()
+                .any(|a| matches!(a.role, Role::Action { .. }))
+        }));
+    }
+
+    #[test]
     fn nemesis_the_rogue_mutant_comes_first_and_changes_nothing_else() {
         let (p, m) = (plan(7, false), plan(7, true));
         assert_eq!(m.actors[0].role, Role::Rogue);
