@@ -16,7 +16,7 @@
 //!   by its owner, so only a record whose fences are all gone is replaced. Anything else (a
 //!   malformed record, a record of a newer epoch) refuses the fence write.
 //! - The record is cleared only by the release of the Lease, and only when its owner is the
-//!   releasing holder or an owner the releaser settled ([`LeaseHandle::settle_record`]) after
+//!   releasing holder or an owner the releaser settled ([`crate::LeaseHandle::settle_record`]) after
 //!   releasing every recorded member ([`clears_on_release`]). A park keeps it; so does
 //!   [`crate::LeaseGuard::leave_held`].
 //!
