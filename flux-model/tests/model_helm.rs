@@ -1,10 +1,13 @@
 //! Tier 2: the model playing helm-controller (docs/design/flux-model.md "helm-controller": the same
 //! trigger predicates and the same deferred status patch on the suspended path).
 
+mod common;
+
+use common::patch;
 use flux_model::model::status::condition_status;
 use flux_model::model::{FluxModel, ModelConfig, ModelHandle, Outcome, Phase};
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use serde_json::{Value, json};
+use kube::api::{Api, DynamicObject, PostParams};
+use serde_json::json;
 use testkit::TestNs;
 use testkit::fixtures::helmrelease_resource;
 
@@ -27,14 +30,6 @@ fn helmrelease(ns: &str, name: &str, suspend: bool) -> DynamicObject {
                       "kind": "HelmRepository", "name": "podinfo" } } } },
     }))
     .unwrap()
-}
-
-async fn patch(api: &Api<DynamicObject>, name: &str, body: Value) -> DynamicObject {
-    let pp = PatchParams {
-        field_manager: Some("test-writer".into()),
-        ..PatchParams::default()
-    };
-    api.patch(name, &pp, &Patch::Merge(body)).await.unwrap()
 }
 
 #[tokio::test]

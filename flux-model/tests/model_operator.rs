@@ -3,10 +3,13 @@
 //! disabled`, not `spec.suspend`; any annotation change queues a reconcile; the deferred status
 //! patch records `lastHandledReconcileAt` on the disabled path too.
 
+mod common;
+
+use common::patch;
 use flux_model::model::status::condition_status;
 use flux_model::model::{Controller, FluxModel, ModelConfig, ModelHandle, Outcome, Phase};
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
-use serde_json::{Value, json};
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use serde_json::json;
 use testkit::TestNs;
 use testkit::fixtures::{fluxinstance_resource, operator_object, resourceset_resource};
 
@@ -23,14 +26,6 @@ async fn setup(
     let config = ModelConfig::namespaced(&ns.name).playing(controller);
     let model = FluxModel::start(ns.client.clone(), config);
     (ns, api, model)
-}
-
-async fn patch(api: &Api<DynamicObject>, name: &str, body: Value) -> DynamicObject {
-    let pp = PatchParams {
-        field_manager: Some("test-writer".into()),
-        ..PatchParams::default()
-    };
-    api.patch(name, &pp, &Patch::Merge(body)).await.unwrap()
 }
 
 #[tokio::test]

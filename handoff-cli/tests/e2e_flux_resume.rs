@@ -36,20 +36,6 @@ fn marker(c: &Cluster) -> PathBuf {
     std::env::temp_dir().join(format!("flux-handoff-{}.resume", c.ns.name))
 }
 
-/// Waits for the run to end and returns its exit code and stderr.
-async fn ended(mut child: Child) -> (i32, String) {
-    tokio::task::spawn_blocking(move || {
-        let status = child.wait().unwrap();
-        let mut err = String::new();
-        if let Some(mut e) = child.stderr.take() {
-            let _ = std::io::Read::read_to_string(&mut e, &mut err);
-        }
-        (status.code().unwrap_or(-1), err)
-    })
-    .await
-    .unwrap()
-}
-
 fn ks(c: &Cluster) -> kube::Api<DynamicObject> {
     kube::Api::namespaced_with(
         c.ns.client.clone(),

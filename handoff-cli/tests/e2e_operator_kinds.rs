@@ -11,12 +11,13 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::OWNER_KEY;
+use common::{OWNER_KEY, ended};
 use flux_model::model::{Controller, FluxModel, ModelConfig, ModelHandle, Outcome};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use testkit::TestNs;
+use testkit::fenced::annotation;
 use testkit::fixtures::{fluxinstance_resource, operator_object, resourceset_resource};
 
 const OPERATOR: &str = "fluxcd.controlplane.io/reconcile";
@@ -140,25 +141,8 @@ impl Plane {
     }
 }
 
-fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
-    obj.pointer("/metadata/annotations")?.get(key)?.as_str()
-}
-
 async fn command_runs(marker: &std::path::Path) {
     common::wait_for_file(marker, "the command to start (the pause proven)").await;
-}
-
-async fn ended(mut child: Child) -> (i32, String) {
-    tokio::task::spawn_blocking(move || {
-        let status = child.wait().unwrap();
-        let mut err = String::new();
-        if let Some(mut e) = child.stderr.take() {
-            let _ = std::io::Read::read_to_string(&mut e, &mut err);
-        }
-        (status.code().unwrap_or(-1), err)
-    })
-    .await
-    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

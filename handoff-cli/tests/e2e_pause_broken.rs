@@ -50,21 +50,6 @@ async fn command_pid(path: &Path) -> i32 {
     );
 }
 
-/// Waits for the run to end (the command sleeps 20 s: an unwatched run ends by itself) and
-/// returns its exit code and stderr.
-async fn ended(mut child: Child) -> (i32, String) {
-    tokio::task::spawn_blocking(move || {
-        let status = child.wait().unwrap();
-        let mut err = String::new();
-        if let Some(mut e) = child.stderr.take() {
-            let _ = std::io::Read::read_to_string(&mut e, &mut err);
-        }
-        (status.code().unwrap_or(-1), err)
-    })
-    .await
-    .unwrap()
-}
-
 fn ks(c: &Cluster) -> kube::Api<DynamicObject> {
     kube::Api::namespaced_with(
         c.ns.client.clone(),

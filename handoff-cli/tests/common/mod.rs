@@ -112,3 +112,18 @@ pub async fn wait_for_file(marker: &std::path::Path, what: &str) {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// Waits (off the runtime's threads) for a spawned CLI process to end; its exit code (-1 when
+/// a signal ended it) and its stderr.
+pub async fn ended(mut child: std::process::Child) -> (i32, String) {
+    tokio::task::spawn_blocking(move || {
+        let status = child.wait().unwrap();
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut err);
+        }
+        (status.code().unwrap_or(-1), err)
+    })
+    .await
+    .unwrap()
+}
