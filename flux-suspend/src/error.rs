@@ -56,6 +56,20 @@ pub enum SuspendError {
         waited: Duration,
         blockers: Vec<Blocker>,
     },
+    /// A replicas gate's Deployment did not reach its count in time: `replicas` is what its
+    /// status last reported, `pods` how many Pods matching its selector were left (terminating
+    /// ones included).
+    #[error(
+        "{object} not scaled to {want} within {}s: its status reports {replicas} replica(s), {pods} Pod(s) left",
+        waited.as_secs()
+    )]
+    ScaleTimeout {
+        object: String,
+        waited: Duration,
+        want: i32,
+        replicas: i64,
+        pods: usize,
+    },
     /// An object the handoff needs is not there or not what it should be.
     #[error("{step}: {detail}")]
     Invalid { step: &'static str, detail: String },
@@ -118,7 +132,8 @@ impl SuspendError {
             Self::ProofTimeout { .. }
             | Self::AckTimeout { .. }
             | Self::RestartTimeout { .. }
-            | Self::QuiesceTimeout { .. } => ErrorClass::Timeout,
+            | Self::QuiesceTimeout { .. }
+            | Self::ScaleTimeout { .. } => ErrorClass::Timeout,
             Self::BrokenDuringProof { .. } => ErrorClass::PauseBroken,
             Self::Fence { source, .. } => source.class(),
             Self::Cancelled { .. } => ErrorClass::Cancelled,

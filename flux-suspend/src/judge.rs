@@ -160,6 +160,9 @@ pub enum Broken {
     /// A Flux Operator object's `fluxcd.controlplane.io/reconcile: disabled` is gone or reads
     /// otherwise (a person's `flux-operator resume` sets it to `enabled`).
     OperatorEnabled,
+    /// A replicas gate's Deployment no longer has the gate's count in `spec.replicas`
+    /// (someone scaled it by hand, or an autoscaler did).
+    Rescaled,
 }
 
 impl std::fmt::Display for Broken {
@@ -173,6 +176,7 @@ impl std::fmt::Display for Broken {
             Self::OperatorEnabled => {
                 "its fluxcd.controlplane.io/reconcile annotation is not disabled any more"
             }
+            Self::Rescaled => "its spec.replicas is not the gate's count any more",
         })
     }
 }

@@ -46,6 +46,28 @@ pub fn fluxinstance_resource() -> ApiResource {
     )
 }
 
+/// `apps/v1` Deployment: the kind of a replicas gate ([`crate::TargetSpec::scaled`]), fenced
+/// by its replica count and never paused by a Flux mark.
+#[must_use]
+pub fn deployment_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("apps", "v1", "Deployment"),
+        "deployments",
+    )
+}
+
+/// A Deployment `namespace/name`.
+#[must_use]
+pub fn deployment(namespace: &str, name: &str) -> ObjectRef {
+    ObjectRef::new(deployment_resource(), namespace, name)
+}
+
+/// Whether `resource` is a Deployment (a replicas gate's kind).
+#[must_use]
+pub fn is_gate_kind(resource: &ApiResource) -> bool {
+    resource.group == "apps" && resource.kind == "Deployment"
+}
+
 /// Whether `resource` is a Flux Operator kind (paused by an annotation, not `spec.suspend`).
 #[must_use]
 pub fn is_operator_kind(resource: &ApiResource) -> bool {
@@ -53,7 +75,7 @@ pub fn is_operator_kind(resource: &ApiResource) -> bool {
 }
 
 /// The kinds a chain record's members are read as (each member by a GET of its own name, never
-/// a list): Flux's own kinds and Flux Operator's. Discovery by listing keeps to Flux's own
+/// a list): Flux's own kinds, Flux Operator's, and the Deployments of replicas gates. Discovery by listing keeps to Flux's own
 /// kinds, so a cluster without the operator's CRDs, or a role without them, lists as before.
 #[must_use]
 pub fn recorded_kinds() -> Vec<ApiResource> {
@@ -62,6 +84,7 @@ pub fn recorded_kinds() -> Vec<ApiResource> {
         helmrelease_resource(),
         resourceset_resource(),
         fluxinstance_resource(),
+        deployment_resource(),
     ]
 }
 

@@ -28,6 +28,9 @@ pub enum Step {
     /// `restart`: a pre-restart parent execution may have re-applied a target's Git state;
     /// put back any mark it reverted (CAS), so the proof starts over on a fenced target.
     RefenceReverted,
+    /// Replicas gates: wait until each gated Deployment reports its count with no Pod of any
+    /// other left ([`crate::io::wait_scaled`]).
+    AwaitScaled,
     /// Two consecutive stable passes.
     Prove,
 }
@@ -44,6 +47,7 @@ pub fn describe(step: Step) -> &'static str {
         Step::AwaitTargetAcks => "waiting for the targets to acknowledge the suspend",
         Step::RestartController => "restarting the controller",
         Step::RefenceReverted => "checking the fences after the restart",
+        Step::AwaitScaled => "waiting for the gated Deployments to scale",
         Step::Prove => "proving the stable pause",
     }
 }
@@ -88,6 +92,7 @@ impl std::fmt::Display for Waiting {
             Step::RestartController => {
                 "old controller pods are still there or their replacements are not ready"
             }
+            Step::AwaitScaled => "Pods of another count are still there",
             Step::Prove => "the chain has not yet read unchanged on two passes in a row",
             Step::FenceParents | Step::FenceTargets | Step::RefenceReverted => {
                 "another writer keeps changing the object"
@@ -135,6 +140,21 @@ pub fn pause_steps(strategy: Strategy, quiesce: bool, has_parents: bool) -> Vec<
         Strategy::QuietWindow => {}
     }
     steps.push(Step::Prove);
+    steps
+}
+
+/// `steps` with [`Step::AwaitScaled`] before the proof when the pause has replicas gates: the
+/// Flux chain is fenced and acknowledged first (no parent applies a gate over its count), and
+/// the proof's passes follow the scale, so the pause is proven as the work will find it.
+#[must_use]
+pub fn with_gates(mut steps: Vec<Step>, has_gates: bool) -> Vec<Step> {
+    if has_gates {
+        let prove = steps
+            .iter()
+            .position(|s| *s == Step::Prove)
+            .unwrap_or(steps.len());
+        steps.insert(prove, Step::AwaitScaled);
+    }
     steps
 }
 
@@ -227,6 +247,21 @@ mod tests {
         // Only acknowledgement waits: the gate does not shorten the others.
         for step in [Prove, RestartController, QuiesceTargets] {
             assert!(!line(step, 60).contains("feature-gates"), "{step:?}");
+        }
+    }
+
+    #[test]
+    fn replicas_gate_scales_after_every_acknowledgement_and_before_the_proof() {
+        for strategy in [Strategy::Ack, Strategy::Restart, Strategy::QuietWindow] {
+            let plain = pause_steps(strategy, false, true);
+            assert_eq!(with_gates(plain.clone(), false), plain);
+            let gated = with_gates(plain.clone(), true);
+            assert_eq!(gated.len(), plain.len() + 1);
+            assert_eq!(
+                &gated[gated.len() - 2..],
+                &[AwaitScaled, Prove],
+                "{strategy:?}"
+            );
         }
     }
 

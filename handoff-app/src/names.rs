@@ -17,7 +17,8 @@ use flux_fence::ObjectRef;
 use kube::api::ApiResource;
 
 use flux_suspend::object::{
-    fluxinstance_resource, helmrelease_resource, kustomization_resource, resourceset_resource,
+    deployment_resource, fluxinstance_resource, helmrelease_resource, kustomization_resource,
+    resourceset_resource,
 };
 
 /// A name that is not of the expected form; its Display is one line naming the text.
@@ -74,6 +75,7 @@ pub fn short_kind(kind: &str) -> Option<&'static str> {
         "HelmRelease" => Some("hr"),
         "ResourceSet" => Some("rset"),
         "FluxInstance" => Some("fi"),
+        "Deployment" => Some("deploy"),
         _ => None,
     }
 }
@@ -87,10 +89,13 @@ pub fn short_kind(kind: &str) -> Option<&'static str> {
 pub fn parse_object(text: &str, default_ns: &str) -> Result<ObjectRef, NameError> {
     let bad = || NameError {
         text: text.to_string(),
-        expected: "[kind/][namespace/]name (kind ks, hr, rset or fi)",
+        expected: "[kind/][namespace/]name (kind ks, hr, rset or fi; deploy/namespace/name)",
     };
     let parts: Vec<&str> = text.split('/').collect();
     let (kind, rest) = match parts.as_slice() {
+        // A Deployment (a replicas gate) only in the full form: `deploy/x` stays Kustomization
+        // `x` of namespace `deploy`, as it always was.
+        [k, _, _] if is_deploy(k) => (deployment_resource(), parts[1..].join("/")),
         [k, _, _] => (kind_resource(k).ok_or_else(bad)?, parts[1..].join("/")),
         [k, name] if kind_resource(k).is_some() => {
             (kind_resource(k).ok_or_else(bad)?, (*name).to_string())
@@ -99,6 +104,54 @@ pub fn parse_object(text: &str, default_ns: &str) -> Result<ObjectRef, NameError
     };
     let (ns, name) = split_namespaced(&rest, default_ns).map_err(|_| bad())?;
     Ok(ObjectRef::new(kind, ns, name))
+}
+
+fn is_deploy(kind: &str) -> bool {
+    matches!(
+        kind.to_ascii_lowercase().as_str(),
+        "deploy" | "deployment" | "deployments"
+    )
+}
+
+/// Parses a target as `run`, `pause` and `--dry-run` take it: [`parse_object`]'s forms, or a
+/// replicas gate `deploy/namespace/name=N` (the Deployment scaled to `N` while the pause
+/// holds; [`flux_suspend::TargetSpec::scaled`]). A count is taken by a Deployment only, and a
+/// Deployment only with one.
+///
+/// ```
+/// use handoff_app::names::parse_target;
+///
+/// let (gate, count) = parse_target("deploy/kube-system/cluster-autoscaler=0", "x").unwrap();
+/// assert_eq!((gate.to_string().as_str(), count), ("Deployment kube-system/cluster-autoscaler", Some(0)));
+/// assert!(parse_target("deploy/kube-system/cluster-autoscaler", "x").is_err());
+/// assert!(parse_target("ks/apps/web=0", "x").is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`NameError`] naming the text.
+pub fn parse_target(text: &str, default_ns: &str) -> Result<(ObjectRef, Option<i32>), NameError> {
+    let gate = NameError {
+        text: text.to_string(),
+        expected: "target: a replica count goes with a Deployment only, \
+                   deploy/namespace/name=N (N from 0)",
+    };
+    let (object, count) = match text.rsplit_once('=') {
+        Some((object, n)) => {
+            // Digits only: no sign, no space, no `0x`.
+            let digits = !n.is_empty() && n.len() <= 9 && n.bytes().all(|b| b.is_ascii_digit());
+            let Some(n) = digits.then(|| n.parse::<i32>().ok()).flatten() else {
+                return Err(gate);
+            };
+            (parse_object(object, default_ns)?, Some(n))
+        }
+        None => (parse_object(text, default_ns)?, None),
+    };
+    let is_gate = flux_suspend::object::is_gate_kind(&object.resource);
+    if is_gate != count.is_some() {
+        return Err(gate);
+    }
+    Ok((object, count))
 }
 
 #[cfg(test)]
@@ -150,6 +203,51 @@ mod tests {
             }
         }
         assert_eq!(short_kind("GitRepository"), None);
+    }
+
+    #[test]
+    fn replicas_gate_targets_are_a_deployment_with_a_count_and_nothing_else() {
+        let ok = [
+            ("deploy/kube-system/ca=0", "kube-system", "ca", 0),
+            ("Deployment/a/b=12", "a", "b", 12),
+            ("deployments/a/b=007", "a", "b", 7),
+        ];
+        for (text, ns, name, n) in ok {
+            let (o, count) = parse_target(text, "x").unwrap();
+            assert_eq!(
+                (
+                    o.resource.kind.as_str(),
+                    o.namespace.as_str(),
+                    o.name.as_str(),
+                    count
+                ),
+                ("Deployment", ns, name, Some(n)),
+                "{text}"
+            );
+            assert_eq!(short_kind(&o.resource.kind), Some("deploy"));
+        }
+        for bad in [
+            "deploy/a/b",
+            "deploy/a/b=",
+            "deploy/a/b=-1",
+            "deploy/a/b=+1",
+            "deploy/a/b= 1",
+            "deploy/a/b=1.5",
+            "deploy/a/b=9999999999",
+            "ks/a/b=0",
+            "a/b=0",
+            "deploy/a/b=0=0",
+        ] {
+            let e = parse_target(bad, "x").unwrap_err();
+            assert_eq!(e.to_string().lines().count(), 1, "{bad}");
+        }
+        // Two parts keep their old meaning: Kustomization `b` in namespace `deploy`.
+        let (o, count) = parse_target("deploy/b", "x").unwrap();
+        assert_eq!(
+            (o.resource.kind.as_str(), o.namespace.as_str(), count),
+            ("Kustomization", "deploy", None)
+        );
+        assert_eq!(parse_target("hr/a/b", "x").unwrap().1, None);
     }
 
     #[test]

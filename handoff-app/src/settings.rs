@@ -22,7 +22,7 @@ use std::time::Duration;
 use flux_fence::{AnnotationKeys, LeaseConfig, ObjectRef};
 use serde::Deserialize;
 
-use crate::names::{kind_resource, parse_object, split_namespaced};
+use crate::names::{kind_resource, parse_target, split_namespaced};
 use flux_suspend::io::ControllerRef;
 use flux_suspend::object::kustomization_resource;
 use flux_suspend::retire::Strategy;
@@ -243,9 +243,13 @@ pub fn resolve(flags: &Flags, file: &Tables<'_>) -> Result<SessionOptions, Strin
         }
     } else {
         for t in &flags.targets {
-            let object = parse_object(t, ns).map_err(|e| format!("--target: {e}"))?;
+            let (object, replicas) = parse_target(t, ns).map_err(|e| format!("--target: {e}"))?;
             let parent = parent_spec(flags.parent.as_deref(), &object.namespace)?;
-            targets.push(TargetSpec::new(object).with_parent(parent));
+            let spec = match replicas {
+                Some(n) => TargetSpec::scaled(object, n),
+                None => TargetSpec::new(object),
+            };
+            targets.push(spec.with_parent(parent));
         }
     }
     if targets.is_empty() {

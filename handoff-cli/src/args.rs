@@ -72,7 +72,10 @@ pub enum LogFormat {
 #[derive(Debug, Args, Clone)]
 pub struct TargetArgs {
     /// Flux object to pause: `[kind/][namespace/]name`, kind `ks` (Kustomization, default),
-    /// `hr` (`HelmRelease`), `rset` (`ResourceSet`) or `fi` (`FluxInstance`). Repeatable. Default: the config file's `[[targets]]`.
+    /// `hr` (`HelmRelease`), `rset` (`ResourceSet`) or `fi` (`FluxInstance`); or a replicas
+    /// gate `deploy/namespace/name=N`: the Deployment scaled to N under the pause of the
+    /// Kustomization that applies it, its count restored on release. Repeatable. Default: the
+    /// config file's `[[targets]]`.
     #[arg(long, short = 't', value_name = "TARGET")]
     pub target: Vec<String>,
     /// The Kustomization that applies the target, `[namespace/]name`; default: from the
@@ -212,7 +215,8 @@ pub struct HolderArg {
 /// Targets named positionally, as `flux suspend` and `kubectl get` take them: added to -t.
 #[derive(Debug, Args, Clone, Default)]
 pub struct Positional {
-    /// Flux objects to pause, `[kind/][namespace/]name` (as -t; both may be given).
+    /// Flux objects to pause, `[kind/][namespace/]name`, or `deploy/namespace/name=N` (as -t;
+    /// both may be given).
     #[arg(value_name = "TARGET")]
     pub objects: Vec<String>,
 }

@@ -11,8 +11,13 @@
 //!    loop restarts (the old process is killed, fact 9) and [`super::ModelEvent::RolledOut`] is
 //!    recorded. After the grace period the model deletes them with `gracePeriodSeconds=0`, as a
 //!    kubelet confirms termination.
-//! 4. Deployment status (`observedGeneration`, `replicas`, `updatedReplicas`, `readyReplicas`,
+//! 4. A lower replica count deletes the newest Pods of the current template with their grace
+//!    period (a scale down; terminating Pods are confirmed after it, as in 3).
+//! 5. Deployment status (`observedGeneration`, `replicas`, `updatedReplicas`, `readyReplicas`,
 //!    `availableReplicas`) follows.
+//!
+//! Any other Deployment named by [`DeploymentConfig::workload`] (e.g. a cluster autoscaler a
+//! replicas gate scales to 0) is played the same way, without touching the controller loop.
 //!
 //! # Caveats
 //! Found on kube-apiserver v1.36.3: a graceful DELETE of a Pod **without** `spec.nodeName` removes
@@ -56,6 +61,8 @@ const RETRY: Duration = Duration::from_secs(1);
 pub struct DeploymentConfig {
     /// Namespace of the Deployment (Flux's is `flux-system`).
     pub namespace: String,
+    /// Name of the Deployment ([`DEPLOYMENT_NAME`] for the controller's).
+    pub name: String,
     /// Create the Deployment when it does not exist.
     pub create: bool,
     /// Replicas of a created Deployment.
@@ -68,6 +75,7 @@ impl Default for DeploymentConfig {
     fn default() -> Self {
         Self {
             namespace: "flux-system".into(),
+            name: DEPLOYMENT_NAME.into(),
             create: true,
             replicas: 1,
             termination_grace: Duration::from_secs(1),
@@ -83,6 +91,23 @@ impl DeploymentConfig {
             namespace: namespace.into(),
             ..Self::default()
         }
+    }
+
+    /// Another Deployment, `namespace/name`, that must exist: its Pods and status are played
+    /// (scale up and down, rollouts) but the controller loop is not its process.
+    #[must_use]
+    pub fn workload(namespace: &str, name: &str) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+            create: false,
+            ..Self::default()
+        }
+    }
+
+    /// Whether this is the controller's own Deployment (its rollout kills the controller loop).
+    fn is_controller(&self) -> bool {
+        self.name == DEPLOYMENT_NAME
     }
 }
 
@@ -136,7 +161,7 @@ async fn watch_and_play(
     if cfg.create {
         ensure_deployment(&inner.client, &cfg.namespace, cfg.replicas).await?;
     }
-    let fields = format!("metadata.name={DEPLOYMENT_NAME}");
+    let fields = format!("metadata.name={}", cfg.name);
     let list = deps.list(&ListParams::default().fields(&fields)).await?;
     let mut rv = list.metadata.resource_version.unwrap_or_default();
     if let Some(d) = list.items.into_iter().next() {
@@ -172,7 +197,7 @@ async fn play(
     let hash = template_hash(&template);
     let replicas = spec.replicas.unwrap_or(1);
     let all = pods
-        .list(&ListParams::default().labels(&format!("app={DEPLOYMENT_NAME}")))
+        .list(&ListParams::default().labels(&selector_of(&spec, &cfg.name)))
         .await?
         .items;
     let live: Vec<&Pod> = all
@@ -200,16 +225,26 @@ async fn play(
         .filter(|p| hash_of(p).as_deref() != Some(hash.as_str()))
         .filter_map(|p| p.metadata.name.clone())
         .collect();
-    let missing = usize::try_from(replicas)
-        .unwrap_or(0)
-        .saturating_sub(current);
+    let want = usize::try_from(replicas).unwrap_or(0);
+    let missing = want.saturating_sub(current);
     for _ in 0..missing {
         create_ready_pod(&pods, &template, &hash, cfg).await?;
     }
     if !old.is_empty() {
         terminate_old(inner, cfg, &pods, &template, old, finishers).await;
     }
-    let ready = i32::try_from(current + missing).unwrap_or(i32::MAX);
+    // A scale down: the newest Pods of the current template go first.
+    let mut extra: Vec<&&Pod> = current_pods.clone();
+    extra.sort_by_key(|p| std::cmp::Reverse(p.metadata.creation_timestamp.clone()));
+    let extra: Vec<String> = extra
+        .into_iter()
+        .take(current.saturating_sub(want))
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    if !extra.is_empty() {
+        terminate(cfg, &pods, extra, finishers).await;
+    }
+    let ready = i32::try_from(current.min(want) + missing).unwrap_or(i32::MAX);
     write_status(inner, cfg, dep, ready).await
 }
 
@@ -223,25 +258,38 @@ async fn terminate_old(
     old: Vec<String>,
     finishers: &mut JoinSet<()>,
 ) {
+    let controller = cfg.is_controller();
+    terminate(cfg, pods, old, finishers).await;
+    if controller {
+        // The old process dies with its Pod: every in-flight reconcile is killed.
+        inner.clone().restart().await;
+        let restarted_at = template["metadata"]["annotations"][RESTARTED_AT]
+            .as_str()
+            .unwrap_or_default();
+        inner.events.push(ModelEvent::RolledOut {
+            restarted_at: restarted_at.to_string(),
+        });
+    }
+}
+
+/// Deletes `names` with their grace period and confirms termination after it, as a kubelet.
+async fn terminate(
+    cfg: &DeploymentConfig,
+    pods: &Api<Pod>,
+    names: Vec<String>,
+    finishers: &mut JoinSet<()>,
+) {
     let grace = u32::try_from(cfg.termination_grace.as_secs())
         .unwrap_or(u32::MAX)
         .max(1);
-    for name in &old {
+    for name in &names {
         let dp = DeleteParams {
             grace_period_seconds: Some(grace),
             ..DeleteParams::default()
         };
         let _ = pods.delete(name, &dp).await;
     }
-    // The old process dies with its Pod: every in-flight reconcile is killed.
-    inner.clone().restart().await;
-    let restarted_at = template["metadata"]["annotations"][RESTARTED_AT]
-        .as_str()
-        .unwrap_or_default();
-    inner.events.push(ModelEvent::RolledOut {
-        restarted_at: restarted_at.to_string(),
-    });
-    let (pods2, wait) = (pods.clone(), cfg.termination_grace);
+    let (pods2, wait, old) = (pods.clone(), cfg.termination_grace, names);
     finishers.spawn(async move {
         tokio::time::sleep(wait).await;
         for name in old {
@@ -288,12 +336,8 @@ async fn write_status(
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
-        deps.patch_status(
-            DEPLOYMENT_NAME,
-            &pp,
-            &Patch::Merge(json!({ "status": status })),
-        )
-        .await?;
+        deps.patch_status(&cfg.name, &pp, &Patch::Merge(json!({ "status": status })))
+            .await?;
     }
     Ok(())
 }
@@ -312,7 +356,7 @@ async fn create_ready_pod(
     spec["terminationGracePeriodSeconds"] = json!(cfg.termination_grace.as_secs().max(1));
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {
-            "name": format!("{DEPLOYMENT_NAME}-{hash}-{}", testkit::random_suffix(5)),
+            "name": format!("{}-{hash}-{}", cfg.name, testkit::random_suffix(5)),
             "labels": labels,
             "annotations": template["metadata"]["annotations"],
         },
@@ -356,6 +400,24 @@ async fn mark_ready(pods: &Api<Pod>, pod: &Pod) -> anyhow::Result<()> {
     };
     pods.patch_status(name, &pp, &Patch::Merge(status)).await?;
     Ok(())
+}
+
+/// The Deployment's `spec.selector.matchLabels` as a label selector.
+fn selector_of(spec: &k8s_openapi::api::apps::v1::DeploymentSpec, name: &str) -> String {
+    let labels = spec
+        .selector
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    // Never an empty selector (every Pod of the namespace): the model's own default.
+    if labels.is_empty() {
+        format!("app={name}")
+    } else {
+        labels
+    }
 }
 
 /// A short, label-safe hash of the pod template.

@@ -252,13 +252,9 @@ impl ModelHandle {
             t.abort();
             let _ = t.await;
         }
-        let dep = self
-            .inner
-            .deployment_task
-            .lock()
-            .expect("deployment lock")
-            .take();
-        if let Some(t) = dep {
+        let deps =
+            std::mem::take(&mut *self.inner.deployment_tasks.lock().expect("deployment lock"));
+        for t in deps {
             t.abort();
             let _ = t.await;
         }
@@ -270,12 +266,12 @@ impl Drop for ModelHandle {
         if let Some(t) = self.inner.stop() {
             t.abort();
         }
-        if let Some(t) = self
+        for t in self
             .inner
-            .deployment_task
+            .deployment_tasks
             .lock()
             .expect("deployment lock")
-            .take()
+            .drain(..)
         {
             t.abort();
         }

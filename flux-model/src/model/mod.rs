@@ -171,6 +171,8 @@ pub struct ModelConfig {
     pub git: Vec<(String, Vec<Value>)>,
     /// Play the controller Deployment too.
     pub deployment: Option<DeploymentConfig>,
+    /// Other Deployments whose Pods and status are played ([`DeploymentConfig::workload`]).
+    pub workloads: Vec<DeploymentConfig>,
     /// Bound of every `wait_*` hook.
     pub wait_timeout: Duration,
 }
@@ -196,6 +198,7 @@ impl ModelConfig {
             add_finalizer: true,
             git: Vec::new(),
             deployment: None,
+            workloads: Vec::new(),
             wait_timeout: Duration::from_mins(1),
         }
     }
@@ -225,6 +228,15 @@ impl ModelConfig {
     #[must_use]
     pub fn with_deployment(mut self, deployment: DeploymentConfig) -> Self {
         self.deployment = Some(deployment);
+        self
+    }
+
+    /// Plays Deployment `namespace/name` (which must exist) as a workload: Pods and status
+    /// follow its replica count and template ([`DeploymentConfig::workload`]).
+    #[must_use]
+    pub fn with_workload(mut self, namespace: &str, name: &str) -> Self {
+        self.workloads
+            .push(DeploymentConfig::workload(namespace, name));
         self
     }
 }
@@ -259,17 +271,22 @@ impl FluxModel {
             stopped: AtomicBool::new(false),
             process: Mutex::new(Process { task: None, tx }),
             restart_lock: tokio::sync::Mutex::new(()),
-            deployment_task: Mutex::new(None),
+            deployment_tasks: Mutex::new(Vec::new()),
         });
         for (parent, children) in &inner.config.git {
             knobs.git.insert(inner.key(parent), children.clone());
         }
         *inner.knobs.lock().expect("knobs lock") = knobs;
         inner.spawn_process();
-        if let Some(dep) = inner.config.deployment.clone() {
-            let task = tokio::spawn(deployment::run(inner.clone(), dep));
-            *inner.deployment_task.lock().expect("deployment lock") = Some(task);
-        }
+        let played = inner
+            .config
+            .deployment
+            .iter()
+            .chain(&inner.config.workloads);
+        let tasks = played
+            .map(|dep| tokio::spawn(deployment::run(inner.clone(), dep.clone())))
+            .collect();
+        *inner.deployment_tasks.lock().expect("deployment lock") = tasks;
         ModelHandle { inner }
     }
 }
@@ -291,7 +308,7 @@ pub(crate) struct Inner {
     stopped: AtomicBool,
     process: Mutex<Process>,
     restart_lock: tokio::sync::Mutex<()>,
-    deployment_task: Mutex<Option<JoinHandle<()>>>,
+    deployment_tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Inner {

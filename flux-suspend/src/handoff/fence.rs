@@ -2,7 +2,7 @@
 
 use super::{
     AcquireOutcome, CONTENDED_BACKOFF_START, Handoff, HeldFence, ObjectRef, PauseOptions,
-    PauseOutcome, Step, SuspendError, fence_marks, new_nonce, suspended_by,
+    PauseOutcome, Step, SuspendError, member_marks, new_nonce, suspended_by,
 };
 
 impl Handoff {
@@ -10,12 +10,16 @@ impl Handoff {
         &mut self,
         obj: &ObjectRef,
         is_target: bool,
+        replicas: Option<i32>,
         opts: &PauseOptions,
     ) -> Result<Option<PauseOutcome>, SuspendError> {
-        let nonce = new_nonce();
         let by = suspended_by(&self.fencer.owner().holder, opts.reason.as_deref());
-        let operator = crate::object::is_operator_kind(&obj.resource);
-        let marks = fence_marks(&nonce, is_target, operator, &by);
+        let marks = member_marks(obj, &new_nonce(), is_target, &by, replicas);
+        // A gate has no nonce: nothing acknowledges a Deployment's fence.
+        let nonce = marks.iter().find_map(|m| {
+            (m.at == super::MarkAt::Annotation(super::REQUESTED_AT_ANNOTATION.into()))
+                .then(|| m.value.as_str().unwrap_or_default().to_string())
+        });
         // A busy controller moves the resourceVersion with every status write, so a CAS can
         // lose several rounds in a row. Contention is a value: re-read and try again, backing
         // off, within the phase budget — never a write without the test.
@@ -82,7 +86,7 @@ impl Handoff {
             }
             AcquireOutcome::Ambiguous { guard, why } => {
                 // Keep it, so cleanup releases it with a CAS if it turns out to be ours.
-                self.push(is_target, HeldFence::new(guard, Some(nonce)));
+                self.push(is_target, HeldFence::new(guard, nonce));
                 return Err(SuspendError::Invalid {
                     step: "fencing",
                     detail: format!("{obj}: response lost and the re-read is unclear ({why:?})"),
@@ -101,7 +105,7 @@ impl Handoff {
                 });
             }
         };
-        self.push(is_target, HeldFence::new(guard, Some(nonce)));
+        self.push(is_target, HeldFence::new(guard, nonce));
         Ok(None)
     }
 

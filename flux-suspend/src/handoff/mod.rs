@@ -1,23 +1,23 @@
 //! The pause and the resume of a handoff: the I/O that walks [`crate::steps::pause_steps`].
 
 use flux_fence::mark::MarkAt;
-use flux_fence::mark::Restore;
 use flux_fence::outcome::AcquireOutcome;
-use flux_fence::{FenceGuard, Fencer, Mark, ObjectRef};
+use flux_fence::{FenceGuard, Fencer, ObjectRef};
 use kube::Client;
 use serde_json::json;
 
 use crate::cancel::Cancel;
 pub use crate::error::{OtherWriter, SuspendError};
+pub use marks::SUSPENDED_BY_ANNOTATION;
+pub use marks::suspended_by;
+pub(crate) use marks::{REPLICAS_POINTER, gate_marks, member_marks, pause_mark};
 
 mod fence;
+mod marks;
 mod pause;
 mod ready;
 mod resume;
-use crate::flux::{
-    OPERATOR_RECONCILE_ANNOTATION, RECONCILE_ANNOTATION, RECONCILE_DISABLED,
-    REQUESTED_AT_ANNOTATION,
-};
+use crate::flux::{RECONCILE_ANNOTATION, RECONCILE_DISABLED, REQUESTED_AT_ANNOTATION};
 use crate::io::{self, ControllerRef, ProofTarget, Timing};
 use crate::judge::{Member, Proof, Role};
 use crate::retire::Strategy;
@@ -33,13 +33,26 @@ const CONTENDED_BACKOFF_START: std::time::Duration = std::time::Duration::from_m
 pub struct Chain {
     pub parent: Option<ObjectRef>,
     pub target: ObjectRef,
+    /// A replicas gate's count ([`crate::TargetSpec::scaled`]); `None` for a Flux object.
+    pub replicas: Option<i32>,
 }
 
 impl Chain {
     /// `target`, under `parent` when a parent Kustomization applies it.
     #[must_use]
     pub fn new(parent: Option<ObjectRef>, target: ObjectRef) -> Self {
-        Self { parent, target }
+        Self {
+            parent,
+            target,
+            replicas: None,
+        }
+    }
+
+    /// The same chain as a replicas gate: its target, a Deployment, scaled to `replicas`.
+    #[must_use]
+    pub fn scaled(mut self, replicas: i32) -> Self {
+        self.replicas = Some(replicas);
+        self
     }
 }
 
@@ -151,6 +164,22 @@ impl HeldFence {
             acked: None,
         }
     }
+
+    /// The count a replicas gate holds its Deployment at (its `/spec/replicas` mark); `None`
+    /// for a Flux object's fence.
+    fn gate(&self) -> Option<i32> {
+        gate_count(&self.guard.held().marks)
+    }
+}
+
+/// The count of a replicas gate's recorded marks ([`gate_marks`]); `None` for any other
+/// fence.
+fn gate_count(marks: &[flux_fence::mark::RecordedMark]) -> Option<i32> {
+    marks
+        .iter()
+        .find(|m| m.at == MarkAt::Field(REPLICAS_POINTER.into()))
+        .and_then(|m| m.value.as_i64())
+        .and_then(|n| i32::try_from(n).ok())
 }
 
 /// One handoff: the fences it holds, parents and targets, and how to release them.
@@ -318,52 +347,8 @@ impl Drop for Handoff {
     }
 }
 
-/// The Flux Operator's annotation naming who suspended an object (its web UI shows it).
-pub const SUSPENDED_BY_ANNOTATION: &str = "fluxcd.controlplane.io/suspendedBy";
-
-/// The `suspendedBy` value: `flux-handoff HOLDER` and the reason when given (validated, never a
-/// secret: it is on the fence's reason annotation too).
-#[must_use]
-pub fn suspended_by(holder: &flux_fence::Holder, reason: Option<&str>) -> String {
-    match reason {
-        Some(r) if !r.is_empty() => format!("flux-handoff {holder}: {r}"),
-        _ => format!("flux-handoff {holder}"),
-    }
-}
-
-/// The marks of a fence: the pause, exclusive — `spec.suspend=true`, or for a Flux Operator
-/// kind (`operator`) `fluxcd.controlplane.io/reconcile: disabled`, which is all that pauses
-/// those — the `requestedAt` nonce, for a target `reconcile: disabled`, and
-/// `fluxcd.controlplane.io/suspendedBy` = `by` where no one else set one (a value someone else
-/// set stays, and the release leaves it; ours is removed on release unless someone changed it
-/// since).
-pub(crate) fn fence_marks(nonce: &str, is_target: bool, operator: bool, by: &str) -> Vec<Mark> {
-    let mut marks = vec![
-        pause_mark(operator),
-        Mark::annotation(REQUESTED_AT_ANNOTATION, nonce.to_string()).restore(Restore::IfUnchanged),
-        Mark::annotation(SUSPENDED_BY_ANNOTATION, by)
-            .restore(Restore::IfUnchanged)
-            .if_absent(),
-    ];
-    if is_target {
-        marks.push(Mark::annotation(RECONCILE_ANNOTATION, RECONCILE_DISABLED));
-    }
-    marks
-}
-
-/// The exclusive mark that pauses an object's controller: `spec.suspend=true`, or for a Flux
-/// Operator kind `fluxcd.controlplane.io/reconcile: disabled` (the only pause those kinds
-/// have). Exclusive: an object someone else already paused this way is refused.
-pub(crate) fn pause_mark(operator: bool) -> Mark {
-    let pause = if operator {
-        Mark::annotation(OPERATOR_RECONCILE_ANNOTATION, RECONCILE_DISABLED)
-    } else {
-        Mark::field("/spec/suspend", json!(true))
-    };
-    pause.exclusive()
-}
-
 /// The distinct parents and targets of `chains`, in order; an object that is both is invalid.
+/// A replicas gate is a target (released first, before the parent that applies it).
 pub(crate) fn members(chains: &[Chain]) -> Result<(Vec<ObjectRef>, Vec<ObjectRef>), SuspendError> {
     let mut parents: Vec<ObjectRef> = Vec::new();
     let mut targets: Vec<ObjectRef> = Vec::new();
@@ -386,6 +371,14 @@ pub(crate) fn members(chains: &[Chain]) -> Result<(Vec<ObjectRef>, Vec<ObjectRef
     Ok((parents, targets))
 }
 
+/// The count of `target` when `chains` make it a replicas gate.
+pub(crate) fn gate_of(chains: &[Chain], target: &ObjectRef) -> Option<i32> {
+    chains
+        .iter()
+        .find(|c| c.target == *target)
+        .and_then(|c| c.replicas)
+}
+
 fn resource_version(v: &serde_json::Value) -> Option<String> {
     v.pointer("/metadata/resourceVersion")
         .and_then(serde_json::Value::as_str)
@@ -396,44 +389,4 @@ fn resource_version(v: &serde_json::Value) -> Option<String> {
 #[must_use]
 pub fn new_nonce() -> String {
     k8s_openapi::jiff::Timestamp::now().to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn operator_kinds_fence_with_their_reconcile_annotation_as_the_exclusive_pause() {
-        let at = |m: &Mark| m.at.clone();
-        for (operator, is_target) in [(true, true), (true, false), (false, true), (false, false)] {
-            let marks = fence_marks("n1", is_target, operator, "by");
-            let exclusive: Vec<MarkAt> = marks.iter().filter(|m| m.exclusive).map(at).collect();
-            let want = if operator {
-                MarkAt::Annotation(OPERATOR_RECONCILE_ANNOTATION.into())
-            } else {
-                MarkAt::Field("/spec/suspend".into())
-            };
-            assert_eq!(exclusive, vec![want], "operator={operator}");
-            let pause = marks.iter().find(|m| m.exclusive).unwrap();
-            let value = if operator {
-                json!("disabled")
-            } else {
-                json!(true)
-            };
-            assert_eq!((&pause.value, pause.restore), (&value, Restore::Exact));
-            // No spec.suspend on a kind that has none; the nonce and suspendedBy as for any.
-            let fields: Vec<MarkAt> = marks.iter().map(at).collect();
-            assert_eq!(
-                fields.contains(&MarkAt::Field("/spec/suspend".into())),
-                !operator
-            );
-            for key in [REQUESTED_AT_ANNOTATION, SUSPENDED_BY_ANNOTATION] {
-                assert!(fields.contains(&MarkAt::Annotation(key.into())), "{key}");
-            }
-            assert_eq!(
-                fields.contains(&MarkAt::Annotation(RECONCILE_ANNOTATION.into())),
-                is_target
-            );
-        }
-    }
 }

@@ -30,9 +30,11 @@ impl Handoff {
         progress: &mut (dyn FnMut(Step) + Send),
     ) -> Result<PauseOutcome, SuspendError> {
         let (parents, targets) = members(chains)?;
+
         // One deadline for the whole pause, divided among its waits as they come.
         let deadline = tokio::time::Instant::now() + opts.timing.timeout;
-        for step in pause_steps(opts.strategy, opts.quiesce, !parents.is_empty()) {
+        let steps = pause_steps(opts.strategy, opts.quiesce, !parents.is_empty());
+        for step in crate::steps::with_gates(steps, chains.iter().any(|c| c.replicas.is_some())) {
             if self.cancel.is_stopped() {
                 return Err(SuspendError::Cancelled { step });
             }
@@ -55,7 +57,9 @@ impl Handoff {
                 Step::FenceParents => {
                     for p in &parents {
                         let span = member_span("fence", p, false);
-                        if let Some(refused) = self.fence(p, false, opts).instrument(span).await? {
+                        if let Some(refused) =
+                            self.fence(p, false, None, opts).instrument(span).await?
+                        {
                             return Ok(refused);
                         }
                     }
@@ -79,7 +83,10 @@ impl Handoff {
                 Step::FenceTargets => {
                     for t in &targets {
                         let span = member_span("fence", t, true);
-                        if let Some(refused) = self.fence(t, true, opts).instrument(span).await? {
+                        let replicas = super::gate_of(chains, t);
+                        if let Some(refused) =
+                            self.fence(t, true, replicas, opts).instrument(span).await?
+                        {
                             return Ok(refused);
                         }
                     }
@@ -102,6 +109,7 @@ impl Handoff {
                     .await?;
                 }
                 Step::RefenceReverted => self.refence_and_reack(timing).await?,
+                Step::AwaitScaled => self.await_scaled(timing).await?,
                 Step::Prove => {
                     let chain = self.proof_chain();
                     let prove = io::prove_stable_pause(
@@ -119,6 +127,28 @@ impl Handoff {
             progress(step);
         }
         unreachable!("pause_steps always ends with Prove")
+    }
+
+    /// Waits until every replicas gate's Deployment reports its count with no Pod of any other
+    /// left ([`io::wait_scaled`]), one gate after the other within the step's budget.
+    async fn await_scaled(&self, timing: Timing) -> Result<(), SuspendError> {
+        let owner_key = &self.fencer.keys().owner;
+        let owner = self.fencer.owner().to_string();
+        for h in &self.targets {
+            let Some(want) = h.gate() else { continue };
+            let object = h.guard.object();
+            let scaled = io::wait_scaled(
+                &self.client,
+                object,
+                want,
+                owner_key,
+                &owner,
+                h.guard.uid(),
+                timing,
+            );
+            self.wait(Step::AwaitScaled, timing.timeout, scaled).await?;
+        }
+        Ok(())
     }
 
     /// A read-only wait of `step`, abandoned when the handoff is stopped; reports that it still
@@ -171,7 +201,9 @@ impl Handoff {
             io::refence(&self.client, &h.guard, &owner_key, lease.as_ref()).await?;
         }
         let at = MarkAt::Annotation(REQUESTED_AT_ANNOTATION.into());
-        for h in self.parents.iter_mut().chain(self.targets.iter_mut()) {
+        // A gate has no nonce to renew: no controller reconciles a Deployment's fence.
+        let flux_members = self.parents.iter_mut().chain(self.targets.iter_mut());
+        for h in flux_members.filter(|h| h.gate().is_none()) {
             let nonce = new_nonce();
             let ours = self
                 .fencer
@@ -243,7 +275,7 @@ impl Handoff {
     pub(super) fn acked_versions(&self) -> Option<Vec<String>> {
         self.parents
             .iter()
-            .chain(&self.targets)
+            .chain(self.targets.iter().filter(|h| h.gate().is_none()))
             .map(|h| h.acked.clone())
             .collect()
     }
@@ -273,7 +305,12 @@ impl Handoff {
         self.parents
             .iter()
             .map(|h| member(h, Role::Parent, false))
-            .chain(self.targets.iter().map(|h| member(h, Role::Target, true)))
+            .chain(
+                self.targets
+                    .iter()
+                    .filter(|h| h.gate().is_none())
+                    .map(|h| member(h, Role::Target, true)),
+            )
             .collect()
     }
 }

@@ -102,7 +102,11 @@ impl Handoff {
             return Err(e);
         }
         if let Some(timing) = wait_ready {
-            for (obj, uid) in &released {
+            // A gate's Deployment has its count back; it has no Flux Ready to wait for.
+            let flux = released
+                .iter()
+                .filter(|(o, _)| !crate::object::is_gate_kind(&o.resource));
+            for (obj, uid) in flux {
                 wait_ready_after_resume(&self.client, obj, uid, &self.fencer.keys().owner, timing)
                     .await?;
             }

@@ -6,6 +6,7 @@ mod quiesce;
 mod recheck;
 mod refence;
 mod restart;
+mod scaled;
 
 pub use ack::{WATCH_CHECK, wait_acknowledged, wait_acknowledged_since};
 pub use prove::{ProofTarget, prove_stable_pause};
@@ -16,6 +17,7 @@ pub use restart::{
     ControllerRef, RESTARTED_AT, RestartSnapshot, execute_restart, restart_controller,
     snapshot_controller,
 };
+pub use scaled::wait_scaled;
 
 use std::time::Duration;
 

@@ -16,7 +16,7 @@ use kube::Client;
 use serde::Serialize;
 
 use crate::cancel::Cancel;
-use crate::handoff::{Chain, fence_marks, members, new_nonce, suspended_by};
+use crate::handoff::{Chain, member_marks, members, new_nonce, suspended_by};
 use crate::session::{SessionError, SessionOptions, preflight};
 
 /// One write of the plan ([`plan`]), before it is sent.
@@ -197,9 +197,11 @@ async fn sent(
                     .map(|i| reads.swap_remove(i).1);
                 let fencer = Fencer::new(client.clone(), opts.keys.clone(), owner.clone())
                     .with_events(false);
+                let replicas = crate::handoff::gate_of(&chains, &object);
                 let fence = Fence {
                     object,
                     target,
+                    replicas,
                     read,
                 };
                 if let Some(w) = fence.send(&fencer, opts, &by, &lease_cfg).await? {
@@ -219,6 +221,8 @@ async fn sent(
 struct Fence {
     object: ObjectRef,
     target: bool,
+    /// A replicas gate's count.
+    replicas: Option<i32>,
     /// The preflight's read of it.
     read: Option<serde_json::Value>,
 }
@@ -236,10 +240,10 @@ impl Fence {
         let Self {
             object,
             target,
+            replicas,
             read,
         } = self;
-        let operator = crate::object::is_operator_kind(&object.resource);
-        let marks = fence_marks(&new_nonce(), target, operator, by);
+        let marks = member_marks(&object, &new_nonce(), target, by, replicas);
         // Kept to name who set a refused mark (its managed fields).
         let seen = read.clone();
         let found = fencer
@@ -285,10 +289,10 @@ mod tests {
     use crate::object::kustomization;
 
     fn chain(parent: Option<&str>, target: &str) -> Chain {
-        Chain {
-            parent: parent.map(|p| kustomization("ns", p)),
-            target: kustomization("ns", target),
-        }
+        Chain::new(
+            parent.map(|p| kustomization("ns", p)),
+            kustomization("ns", target),
+        )
     }
 
     fn fence(name: &str, target: bool) -> Planned {

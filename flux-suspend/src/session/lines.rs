@@ -63,6 +63,7 @@ fn step_line(step: Step, m: &Members) -> String {
         Step::AwaitTargetAcks => "target acknowledged the suspend".into(),
         Step::RestartController => "controller restarted; every old pod gone".into(),
         Step::RefenceReverted => "fences checked after the restart".into(),
+        Step::AwaitScaled => format!("gate scaled: {targets}"),
         Step::Prove => "pause proven".into(),
     }
 }

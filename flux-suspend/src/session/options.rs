@@ -18,6 +18,9 @@ pub struct TargetSpec {
     pub object: ObjectRef,
     /// The object that applies it.
     pub parent: ParentSpec,
+    /// A replicas gate ([`TargetSpec::scaled`]): the count a Deployment target is scaled to
+    /// while the pause holds. `None` for a Flux object.
+    pub replicas: Option<i32>,
 }
 
 impl TargetSpec {
@@ -28,6 +31,30 @@ impl TargetSpec {
         Self {
             object,
             parent: ParentSpec::FromLabels,
+            replicas: None,
+        }
+    }
+
+    /// A replicas gate: Deployment `object` scaled to `replicas` under the pause of the
+    /// Kustomization that applies it (its labels), its prior count kept in the fence's record
+    /// and restored exactly on release (a count someone else changed meanwhile is withheld,
+    /// the fence kept). The pause is proven once the Flux chain is and the Deployment reports
+    /// that count with no Pod of any other left.
+    ///
+    /// ```
+    /// use flux_suspend::object::deployment;
+    /// use flux_suspend::{SessionOptions, TargetSpec};
+    ///
+    /// let gate = TargetSpec::scaled(deployment("kube-system", "cluster-autoscaler"), 0);
+    /// assert!(SessionOptions::new(vec![gate]).validate().is_ok());
+    /// let negative = TargetSpec::scaled(deployment("kube-system", "cluster-autoscaler"), -1);
+    /// assert!(SessionOptions::new(vec![negative]).validate().is_err());
+    /// ```
+    #[must_use]
+    pub fn scaled(object: ObjectRef, replicas: i32) -> Self {
+        Self {
+            replicas: Some(replicas),
+            ..Self::new(object)
         }
     }
 
@@ -177,6 +204,26 @@ impl SessionOptions {
             return invalid("the max-hold must be above zero".into());
         }
         for t in &self.targets {
+            let gate = crate::object::is_gate_kind(&t.object.resource);
+            match t.replicas {
+                Some(n) if n < 0 => {
+                    return invalid(format!("{}: a replica count cannot be negative", t.object));
+                }
+                Some(_) if !gate => {
+                    return invalid(format!(
+                        "{}: only a Deployment takes a replica count",
+                        t.object
+                    ));
+                }
+                None if gate => {
+                    return invalid(format!(
+                        "{}: a Deployment is a target only with the count to scale it to \
+                         (deploy/NS/NAME=N)",
+                        t.object
+                    ));
+                }
+                _ => {}
+            }
             let is_parent = self
                 .targets
                 .iter()

@@ -54,6 +54,7 @@ pub(crate) async fn preflight(
         chains.push(Chain {
             parent,
             target: t.object.clone(),
+            replicas: t.replicas,
         });
     }
     // Several targets are fenced dependents first, so the release frees each object after the
@@ -187,9 +188,13 @@ fn refuse_foreign(
     holder: &Holder,
 ) -> Result<(), SessionError> {
     let owner = OwnerValue::new(holder.clone(), Epoch(0));
-    let marks = [crate::handoff::pause_mark(crate::object::is_operator_kind(
-        &obj.resource,
-    ))];
+    let marks = if crate::object::is_gate_kind(&obj.resource) {
+        crate::handoff::gate_marks(0)
+    } else {
+        vec![crate::handoff::pause_mark(crate::object::is_operator_kind(
+            &obj.resource,
+        ))]
+    };
     let decision = decide_acquire(Some(read), keys, &owner, &marks, reason, Timestamp::now())
         .map_err(|e| SessionError::Invalid(e.to_string()))?;
     let why = match decision {
