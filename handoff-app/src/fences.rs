@@ -16,9 +16,12 @@ pub fn child_mark() -> ChildMark {
 }
 
 /// The recovery of fences on Kustomizations and `HelmRelease`s (every namespace unless
-/// scoped with [`Recovery::scope`]) and of the Lease `lease`.
+/// scoped with [`Recovery::scope`]) and of the Lease `lease`; the members its chain record
+/// names are read as any kind a pause fences (`flux_suspend::object::recorded_kinds`: Flux
+/// Operator objects and replicas gates too).
 #[must_use]
 pub fn recovery(client: Client, keys: AnnotationKeys, lease: LeaseConfig) -> Recovery {
     let kinds = vec![kustomization_resource(), helmrelease_resource()];
     Recovery::new(client, keys, lease, kinds, child_mark())
+        .recorded_kinds(flux_suspend::object::recorded_kinds())
 }

@@ -270,3 +270,55 @@ async fn replicas_gate_a_count_on_anything_but_a_deployment_is_a_usage_error() {
     assert_eq!(dep["spec"]["replicas"], json!(2));
     g.c.model.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_gate_a_parked_gate_is_recovered_through_the_chain_record() {
+    let g = Gate::new("gate-park").await;
+    let dir = std::env::temp_dir().join(format!("fh-gate-{}", testkit::random_suffix(6)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("flux-handoff.toml");
+    std::fs::write(&cfg, "[lease]\nduration = \"2s\"\n").unwrap();
+    let cfg = cfg.to_str().unwrap().to_string();
+    let lease = format!("{}/flux-handoff", g.c.ns.name);
+    let target = g.target();
+
+    // A pause left parked: the Deployment at 0 under its parent's pause, nobody to resume it.
+    let mut args = vec!["--config", &cfg, "pause", "--target", &target];
+    let flags = g.c.handoff_flags();
+    args.extend(flags.iter().map(String::as_str));
+    let out = g.c.run(&args).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(g.dep().await["spec"]["replicas"], json!(0));
+
+    // Recovery finds the gate on the Lease's chain record (Deployments are never listed) and
+    // gives the count back before the parent's pause.
+    let args = [
+        "--config",
+        &cfg,
+        "fences",
+        "--lease",
+        &lease,
+        "recover",
+        "--yes",
+        "--include-paused",
+    ];
+    let out = g.c.run(&args).await;
+    let err = stderr(&out);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code(&out), 0, "{err}");
+    let (at_gate, at_parent) = (
+        err.find(&format!("released: deployment/{}/{GATED}", g.c.ns.name)),
+        err.find(&format!("released: ks/{}/{TARGET}", g.c.ns.name)),
+    );
+    assert!(
+        at_gate.is_some() && at_parent.is_some() && at_gate < at_parent,
+        "{err}"
+    );
+    let after = g.dep().await;
+    assert_eq!(after["spec"]["replicas"], json!(2), "{err}");
+    assert!(annotation(&after, OWNER_KEY).is_none(), "{err}");
+    let parent = g.c.get(TARGET).await;
+    assert!(!suspended(&parent) && annotation(&parent, OWNER_KEY).is_none());
+    g.wait_pods(2).await;
+    g.c.model.shutdown().await;
+}

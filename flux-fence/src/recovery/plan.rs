@@ -210,6 +210,28 @@ impl RecoverPlan {
     pub fn is_empty(&self) -> bool {
         self.take_lease.is_none() && self.release.is_empty()
     }
+
+    /// Sets the chain record as read and keeps, fail-closed, every parent of the record's
+    /// holder while the record names a member of a kind this reader does not know: that member
+    /// may be one of their children still fenced, and no parent is released while a child of
+    /// its holder is held. Its children are released as planned. Pure.
+    #[must_use]
+    pub fn with_record(mut self, record: Option<RecordHold>) -> Self {
+        if let Some(r) = record.as_ref().filter(|r| !r.unknown.is_empty()) {
+            let holder = r.owner.split(';').next().unwrap_or_default();
+            let (kept, release): (Vec<_>, Vec<_>) = std::mem::take(&mut self.release)
+                .into_iter()
+                .partition(|p| !p.child && p.holder == holder);
+            self.release = release;
+            for p in kept {
+                let holder = p.holder.clone();
+                self.keep
+                    .push((Subject::Fence(p.object), KeepReason::ChildKept { holder }));
+            }
+        }
+        self.record = record;
+        self
+    }
 }
 
 /// The Lease holder and version a recovery must watch before it may judge that holder gone:

@@ -271,7 +271,7 @@ impl Recovery {
             {
                 let now = self.clock.now();
                 let members =
-                    read_members(&self.client, &self.keys, &self.kinds, &record, now).await?;
+                    read_members(&self.client, &self.keys, &self.recorded, &record, now).await?;
                 merge_found(&mut all.fences, members.found);
             }
             let children = held_children(holder.as_str(), &found, &all.fences, &self.child);

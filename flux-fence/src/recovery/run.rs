@@ -39,6 +39,9 @@ pub struct Recovery {
     pub(super) keys: AnnotationKeys,
     pub(super) lease: LeaseConfig,
     pub(super) kinds: Vec<ApiResource>,
+    /// The kinds a chain record's members are read as, each by a GET of its own name
+    /// ([`Recovery::recorded_kinds`]; default: `kinds`).
+    pub(super) recorded: Vec<ApiResource>,
     pub(super) child: ChildMark,
     pub(super) scope: Scope,
     pub(super) listing: Listing,
@@ -142,6 +145,7 @@ impl Recovery {
             client,
             keys,
             lease,
+            recorded: kinds.clone(),
             kinds,
             child,
             scope: Scope::All,
@@ -166,6 +170,17 @@ impl Recovery {
     #[must_use]
     pub fn ci_evidence(mut self, source: Arc<dyn LivenessSource>, wait: Option<Duration>) -> Self {
         self.ci = Some((source, wait));
+        self
+    }
+
+    /// The kinds a chain record's members may be, read each by a GET of its own name and never
+    /// listed (default: the kinds listed). A fence on a kind beyond the listed ones (a Flux
+    /// Operator object, a replicas gate's Deployment) is then found through the record of the
+    /// Lease it was taken under, and released like the others; a recorded member of a kind
+    /// in neither list is left alone and keeps the Lease held.
+    #[must_use]
+    pub fn recorded_kinds(mut self, kinds: Vec<ApiResource>) -> Self {
+        self.recorded = kinds;
         self
     }
 
@@ -271,7 +286,7 @@ impl Recovery {
             .flatten();
         let mut record_unknown = Vec::new();
         if let Some(r) = &record {
-            let members = read_members(&self.client, &self.keys, &self.kinds, r, now).await?;
+            let members = read_members(&self.client, &self.keys, &self.recorded, r, now).await?;
             merge_found(&mut report.fences, members.found);
             record_unknown = members.unknown;
         }
@@ -350,11 +365,12 @@ impl Recovery {
             snapshot.lease.as_ref(),
             &self.child,
         );
-        let mut plan = plan_recover(&rows, snapshot.lease.as_ref(), &evidence, &self.opts);
-        plan.record = snapshot
+        let record = snapshot
             .record
             .as_ref()
             .map(|r| recorded_hold(r, &snapshot.report, &snapshot.record_unknown));
+        let plan =
+            plan_recover(&rows, snapshot.lease.as_ref(), &evidence, &self.opts).with_record(record);
         Ok(Planned {
             snapshot,
             rows,

@@ -131,6 +131,7 @@ fn recovery_for(
         vec![kustomization_resource(), helmrelease_resource()],
         ChildMark::annotation(RECONCILE_ANNOTATION, RECONCILE_DISABLED),
     )
+    .recorded_kinds(crate::object::recorded_kinds())
     .scope(Scope::Namespaces(namespaces))
     .holder(ours.clone())
     .ci_evidence(Arc::clone(source), Some(Duration::ZERO))

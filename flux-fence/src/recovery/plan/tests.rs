@@ -425,3 +425,53 @@ fn chain_record_settles_only_once_every_recorded_fence_of_its_holder_is_released
         "a member of a kind never read may still be fenced"
     );
 }
+
+#[test]
+fn replicas_gate_a_recorded_member_of_an_unknown_kind_keeps_its_holders_parents() {
+    let planned = |name: &str, holder: &str, child: bool| PlannedRelease {
+        object: ks(name),
+        holder: holder.into(),
+        epoch: Some(1),
+        child,
+        why: Orphan::NoLease,
+    };
+    let plan = || RecoverPlan {
+        release: vec![
+            planned("child", "h1", true),
+            planned("parent", "h1", false),
+            planned("other-parent", "h2", false),
+        ],
+        ..RecoverPlan::default()
+    };
+    let record = |unknown: Vec<String>| RecordHold {
+        owner: "h1;1".into(),
+        fenced: vec![ks("child"), ks("parent")],
+        unknown,
+    };
+    let names = |p: &RecoverPlan| -> Vec<String> {
+        p.release.iter().map(|r| r.object.name.clone()).collect()
+    };
+    // Every member known: the plan as it was.
+    let known = plan().with_record(Some(record(vec![])));
+    assert_eq!(names(&known), ["child", "parent", "other-parent"]);
+    assert!(known.keep.is_empty());
+    // A member of a kind this reader cannot read may be a child still fenced: the holder's
+    // parent is kept; its child and another holder's parent go as planned.
+    let unknown = plan().with_record(Some(record(vec!["Widget ns/w".into()])));
+    assert_eq!(names(&unknown), ["child", "other-parent"]);
+    assert_eq!(
+        unknown.keep,
+        vec![(
+            Subject::Fence(ks("parent")),
+            KeepReason::ChildKept {
+                holder: "h1".into()
+            }
+        )]
+    );
+    assert!(unknown.record.is_some());
+    // No record: nothing changes.
+    assert_eq!(
+        names(&plan().with_record(None)),
+        ["child", "parent", "other-parent"]
+    );
+}
