@@ -41,6 +41,7 @@ mod eso;
 mod flux;
 mod fluxcli;
 mod layers;
+mod operator;
 mod paths;
 mod proc;
 mod publish;
@@ -69,7 +70,7 @@ commands:
                           ESO v0.16.2, built once from Go modules: staged key, PushSecret,
                           an ExternalSecret per consumer, the root last; docs/fanout.md)
   demo down               stop a demo left running by --keep
-  cluster up [--flux model|real] [--detach]
+  cluster up [--flux model|real [--operator]] [--detach]
                           build (cached) and start the local control plane: a real
                           kube-apiserver with embedded etcd, RBAC on, Flux CRDs installed,
                           and the Flux controller model (flux-model) with the flux-system tree
@@ -79,7 +80,8 @@ commands:
                           real kustomize-, source-, helm- and notification-controller (built
                           from Go modules, cached; xtask/flux/) with upstream's CRDs, and
                           seeds the tree from an OCI artifact in a local registry
-                          (docs/real-flux.md)
+                          (docs/real-flux.md); --operator adds the real Flux Operator v0.59.0
+                          (built with GOTOOLCHAIN=go1.27.3, cached; xtask/operator/)
   cluster down            stop the controller model, then the control plane, and delete their
                           state
   cluster check [--kubeconfig K]
@@ -203,7 +205,7 @@ fn main() -> ExitCode {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = match args.as_slice() {
         ["cluster", "up", flags @ ..] => match cluster_flags(flags) {
-            Ok((detach, flux)) => cluster::up(detach, flux),
+            Ok((detach, flux, with_operator)) => cluster::up(detach, flux, with_operator),
             Err(e) => {
                 eprintln!("xtask: {e}");
                 eprint!("{USAGE}");
@@ -310,14 +312,16 @@ fn demo_flags(flags: &[&str]) -> anyhow::Result<(bool, realflux::Flux, demo::Fan
     Ok((keep, flux, fanout))
 }
 
-/// `[--flux model|real] [--detach]` of `cluster up`, in any order.
-fn cluster_flags(flags: &[&str]) -> anyhow::Result<(bool, realflux::Flux)> {
+/// `[--flux model|real] [--operator] [--detach]` of `cluster up`, in any order.
+fn cluster_flags(flags: &[&str]) -> anyhow::Result<(bool, realflux::Flux, bool)> {
     let mut detach = false;
+    let mut with_operator = false;
     let mut flux = realflux::Flux::Model;
     let mut it = flags.iter();
     while let Some(flag) = it.next() {
         match *flag {
             "--detach" => detach = true,
+            "--operator" => with_operator = true,
             "--flux" => {
                 let value = it
                     .next()
@@ -327,7 +331,7 @@ fn cluster_flags(flags: &[&str]) -> anyhow::Result<(bool, realflux::Flux)> {
             other => anyhow::bail!("unknown flag `{other}` for cluster up"),
         }
     }
-    Ok((detach, flux))
+    Ok((detach, flux, with_operator))
 }
 
 fn ci() -> anyhow::Result<()> {
