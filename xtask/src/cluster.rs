@@ -26,8 +26,8 @@ const MODEL_BIN: &str = "flux-model";
 /// How long the model gets to shut down its controllers after SIGTERM.
 const MODEL_STOP_GRACE: Duration = Duration::from_secs(10);
 
-/// `cargo xtask cluster up [--flux model|real] [--detach]`.
-pub fn up(detach: bool, flux: Flux) -> anyhow::Result<()> {
+/// `cargo xtask cluster up [--flux model|real [--operator]] [--detach]`.
+pub fn up(detach: bool, flux: Flux, with_operator: bool) -> anyhow::Result<()> {
     let state = paths::cluster_state();
     if let Some(line) = running(&state) {
         if Flux::of(&state) != flux {
@@ -50,7 +50,7 @@ pub fn up(detach: bool, flux: Flux) -> anyhow::Result<()> {
         }
         bail!("a control plane is already running ({line}); `cargo xtask cluster down` first");
     }
-    let (mut child, line) = start(&state, detach, flux)?;
+    let (mut child, line) = start_with(&state, detach, flux, with_operator)?;
     println!("{line}");
     if detach {
         return Ok(());
@@ -125,12 +125,26 @@ pub fn stop(state: &Path) -> anyhow::Result<()> {
 /// launcher and its ready line, written to `state/ready` once all is ready. With `detach`,
 /// everything runs in its own process group.
 pub fn start(state: &Path, detach: bool, flux: Flux) -> anyhow::Result<(Child, String)> {
+    start_with(state, detach, flux, false)
+}
+
+/// [`start`], with the real Flux Operator beside the real controllers when `with_operator`
+/// (only with [`Flux::Real`]).
+pub fn start_with(
+    state: &Path,
+    detach: bool,
+    flux: Flux,
+    with_operator: bool,
+) -> anyhow::Result<(Child, String)> {
+    if with_operator && flux != Flux::Real {
+        bail!("the Flux Operator runs only beside the real controllers (--flux real)");
+    }
     let bin = envtest::ensure_built()?;
     clean(state)?;
     flux.record(state)?;
     if flux == Flux::Real {
-        let crds = realflux::prepare(state)?;
-        return start_real(&bin, state, &crds, detach);
+        let crds = realflux::prepare(state, with_operator)?;
+        return start_real(&bin, state, &crds, detach, with_operator);
     }
     let model_bin = bins::build(&["flux-model"], &[MODEL_BIN])?.remove(0);
     let mut cmd = launcher(&bin, state, &paths::crds())?;
@@ -200,6 +214,7 @@ fn start_real(
     state: &Path,
     crds: &Path,
     detach: bool,
+    with_operator: bool,
 ) -> anyhow::Result<(Child, String)> {
     let mut cmd = launcher(bin, state, crds)?;
     cmd.stdin(Stdio::null());
@@ -209,7 +224,7 @@ fn start_real(
     let mut child = cmd.spawn().context("cannot start the launcher")?;
     fs::write(state.join("pid"), child.id().to_string())?;
     let line = wait_ready(&mut child, state)?;
-    match kubeconfig_of(&line).and_then(|k| realflux::start(state, &k, detach)) {
+    match kubeconfig_of(&line).and_then(|k| realflux::start(state, &k, detach, with_operator)) {
         Ok(seeded) => eprintln!("xtask: {seeded}"),
         Err(e) => {
             let _ = stop_pid(child.id());
@@ -345,7 +360,12 @@ pub struct RealPlane {
 
 impl RealPlane {
     pub fn start(state: &Path) -> anyhow::Result<Self> {
-        let (child, line) = start(state, false, Flux::Real)?;
+        Self::start_with(state, false)
+    }
+
+    /// [`RealPlane::start`], with the real Flux Operator when `with_operator`.
+    pub fn start_with(state: &Path, with_operator: bool) -> anyhow::Result<Self> {
+        let (child, line) = start_with(state, false, Flux::Real, with_operator)?;
         eprintln!("xtask: real Flux: {line}");
         Ok(Self {
             child: Some(child),

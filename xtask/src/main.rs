@@ -41,6 +41,7 @@ mod eso;
 mod flux;
 mod fluxcli;
 mod layers;
+mod operator;
 mod paths;
 mod proc;
 mod publish;
@@ -69,7 +70,7 @@ commands:
                           ESO v0.16.2, built once from Go modules: staged key, PushSecret,
                           an ExternalSecret per consumer, the root last; docs/fanout.md)
   demo down               stop a demo left running by --keep
-  cluster up [--flux model|real] [--detach]
+  cluster up [--flux model|real [--operator]] [--detach]
                           build (cached) and start the local control plane: a real
                           kube-apiserver with embedded etcd, RBAC on, Flux CRDs installed,
                           and the Flux controller model (flux-model) with the flux-system tree
@@ -79,7 +80,8 @@ commands:
                           real kustomize-, source-, helm- and notification-controller (built
                           from Go modules, cached; xtask/flux/) with upstream's CRDs, and
                           seeds the tree from an OCI artifact in a local registry
-                          (docs/real-flux.md)
+                          (docs/real-flux.md); --operator adds the real Flux Operator v0.59.0
+                          (built with GOTOOLCHAIN=go1.27.3, cached; xtask/operator/)
   cluster down            stop the controller model, then the control plane, and delete their
                           state
   cluster check [--kubeconfig K]
@@ -136,12 +138,20 @@ commands:
                           kustomize-, source-, helm- and notification-controller (cluster up
                           --flux real), the real_flux_ tests and the fact_ tests against the
                           real controllers (suites/realflux/tests/real_flux.rs), the
-                          flux_events_ tests (handoff-cli/tests/flux_events.rs), everything
-                          stopped on every exit path; then the External Secrets tier (ci eso)
+                          flux_events_ tests (handoff-cli/tests/flux_events.rs), and with the
+                          real Flux Operator v0.59.0 beside them (built from Go modules with
+                          GOTOOLCHAIN=go1.27.3, cached; xtask/operator/) the
+                          operator_kinds_real_ tests (suites/realflux/tests/operator_real.rs),
+                          everything stopped on every exit path; then the External Secrets
+                          tier (ci eso)
   ci eso                  only the External Secrets tier: the real External Secrets Operator
                           v0.16.2 (built from Go modules, cached; xtask/eso/) beside a private
                           control plane with its CRDs, the eso_fanout_ tests
                           (ghcr-auth/tests/eso_fanout.rs); everything stopped on every exit path
+  ci operator             only the operator_kinds_real_ tests
+                          (suites/realflux/tests/operator_real.rs) on a private real-Flux plane
+                          with the Flux Operator (as in ci real); everything stopped on every
+                          exit path
   eso prepare             build External Secrets (cached) and print `bin=<path> crds=<dir>`
   verify [--quick]        model-check the handoff protocol with the production decision
                           functions (crate verify, docs/verify.md): every property to the
@@ -203,7 +213,7 @@ fn main() -> ExitCode {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = match args.as_slice() {
         ["cluster", "up", flags @ ..] => match cluster_flags(flags) {
-            Ok((detach, flux)) => cluster::up(detach, flux),
+            Ok((detach, flux, with_operator)) => cluster::up(detach, flux, with_operator),
             Err(e) => {
                 eprintln!("xtask: {e}");
                 eprint!("{USAGE}");
@@ -262,6 +272,7 @@ fn main() -> ExitCode {
         ["actionlint"] => actionlint::run(),
         ["ci", "real"] => ci_real(),
         ["ci", "eso"] => ci_eso(),
+        ["ci", "operator"] => ci_operator(),
         ["eso", "prepare"] => eso::prepare(),
         ["verify"] => verify::run(false),
         ["verify", "--quick"] => verify::run(true),
@@ -310,14 +321,16 @@ fn demo_flags(flags: &[&str]) -> anyhow::Result<(bool, realflux::Flux, demo::Fan
     Ok((keep, flux, fanout))
 }
 
-/// `[--flux model|real] [--detach]` of `cluster up`, in any order.
-fn cluster_flags(flags: &[&str]) -> anyhow::Result<(bool, realflux::Flux)> {
+/// `[--flux model|real] [--operator] [--detach]` of `cluster up`, in any order.
+fn cluster_flags(flags: &[&str]) -> anyhow::Result<(bool, realflux::Flux, bool)> {
     let mut detach = false;
+    let mut with_operator = false;
     let mut flux = realflux::Flux::Model;
     let mut it = flags.iter();
     while let Some(flag) = it.next() {
         match *flag {
             "--detach" => detach = true,
+            "--operator" => with_operator = true,
             "--flux" => {
                 let value = it
                     .next()
@@ -327,7 +340,7 @@ fn cluster_flags(flags: &[&str]) -> anyhow::Result<(bool, realflux::Flux)> {
             other => anyhow::bail!("unknown flag `{other}` for cluster up"),
         }
     }
-    Ok((detach, flux))
+    Ok((detach, flux, with_operator))
 }
 
 fn ci() -> anyhow::Result<()> {
@@ -398,7 +411,8 @@ fn ci() -> anyhow::Result<()> {
             "--profile",
             "ci",
             "-E",
-            "not binary(real_flux) and not binary(flux_events) and not binary(eso_fanout)",
+            "not binary(real_flux) and not binary(flux_events) and not binary(eso_fanout) and not \
+             binary(operator_real)",
         ],
         &root,
         &env,
@@ -421,6 +435,43 @@ fn ci() -> anyhow::Result<()> {
     soak::run(&soak::Flags::parse(&["--jobs", SOAK_CI_JOBS, "--dev"])?)?;
     ci_real()?;
     ci_eso()
+}
+
+/// `cargo xtask ci operator`: only the `operator_kinds_real_` tests, on a private real-Flux
+/// plane with the Flux Operator (the same tests `ci real` runs on its plane).
+fn ci_operator() -> anyhow::Result<()> {
+    let root = paths::root();
+    if !proc::succeeds("cargo", &["nextest", "--version"], &root) {
+        anyhow::bail!("cargo-nextest is missing: cargo install --locked cargo-nextest");
+    }
+    let real = cluster::RealPlane::start_with(&paths::scratch().join("ci-operator-cluster"), true)?;
+    operator_tests(&real.kubeconfig)?;
+    real.stop()
+}
+
+/// The `operator_kinds_real_` tests (`suites/realflux/tests/operator_real.rs`) against the real
+/// Flux Operator on the real-Flux plane of `kubeconfig`, with the `flux-handoff` they run.
+fn operator_tests(kubeconfig: &std::path::Path) -> anyhow::Result<()> {
+    let cli = bins::build(&["handoff-cli"], &["flux-handoff"])?.remove(0);
+    let env = [
+        ("FLUX_HANDOFF_REAL_KUBECONFIG", kubeconfig.as_os_str()),
+        ("FLUX_HANDOFF_BIN", cli.as_os_str()),
+    ];
+    proc::run_env(
+        "cargo",
+        &[
+            "nextest",
+            "run",
+            "-p",
+            "realflux",
+            "--profile",
+            "ci",
+            "--test",
+            "operator_real",
+        ],
+        &paths::root(),
+        &env,
+    )
 }
 
 /// Tier 4 of `ci` (also `cargo xtask ci eso` alone): the `eso_fanout_` tests against the real
@@ -458,13 +509,14 @@ fn ci_eso() -> anyhow::Result<()> {
 /// Tier 3 of `ci` (also `cargo xtask ci real` alone): the `real_flux_` tests and the `fact_`
 /// tests against the real Flux controllers (built from Go modules, cached) on a private control
 /// plane of their own, then the `flux_events_` tests (handoff-cli's `flux_events` binary:
-/// `--events-addr` through the real notification-controller) on the same plane.
+/// `--events-addr` through the real notification-controller) and the `operator_kinds_real_`
+/// tests (the real Flux Operator, run beside the controllers) on the same plane.
 fn ci_real() -> anyhow::Result<()> {
     let root = paths::root();
     if !proc::succeeds("cargo", &["nextest", "--version"], &root) {
         anyhow::bail!("cargo-nextest is missing: cargo install --locked cargo-nextest");
     }
-    let real = cluster::RealPlane::start(&paths::scratch().join("ci-real-cluster"))?;
+    let real = cluster::RealPlane::start_with(&paths::scratch().join("ci-real-cluster"), true)?;
     let env = [("FLUX_HANDOFF_REAL_KUBECONFIG", real.kubeconfig.as_os_str())];
     proc::run_env(
         "cargo",
@@ -496,5 +548,6 @@ fn ci_real() -> anyhow::Result<()> {
         &root,
         &env,
     )?;
+    operator_tests(&real.kubeconfig)?;
     real.stop()
 }

@@ -7,6 +7,8 @@
 //! (its `TMPDIR`), `<name>.bin` (the binary's path, for tests that run a shard of their own);
 //! source-controller's artifact storage is `source-storage/`; `notification-controller.events`
 //! holds the URL of notification-controller's event server (what `--events-addr` takes).
+//! With the operator (`--operator`): `flux-operator.{pid,stdout,log}`, `flux-operator-tmp/` and
+//! `flux-operator-storage/` (its `--storage-path`, left empty: no Flux distribution to install).
 
 use std::fmt::Write as _;
 use std::fs;
@@ -19,9 +21,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use crate::bins;
 use crate::daemon::{self, Spec};
 use crate::flux::{self, Controller};
+use crate::{bins, operator};
 
 /// Which Flux runs beside the control plane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,32 +102,93 @@ const SHARD_KEY: &str = "sharding.fluxcd.io/key";
 /// How long a controller may take to start its workers.
 const START_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// Builds what `--flux real` needs (the controllers, cached; the setup tool) and writes the
-/// CRDs to install into `state/crds`; returns that directory.
-pub fn prepare(state: &Path) -> anyhow::Result<PathBuf> {
+/// Builds what `--flux real` needs (the controllers, cached; the setup tool; with
+/// `with_operator` the Flux Operator) and writes the CRDs to install into `state/crds`; returns that directory.
+pub fn prepare(state: &Path, with_operator: bool) -> anyhow::Result<PathBuf> {
     for c in flux::CONTROLLERS {
         c.ensure_built()?;
     }
+    let mut files = Vec::new();
+    if with_operator {
+        operator::ensure_built()?;
+        files.extend(operator::crds()?);
+    }
+    for c in flux::CONTROLLERS {
+        files.extend(c.crds()?);
+    }
     let crds = state.join("crds");
     fs::create_dir_all(&crds)?;
-    for c in flux::CONTROLLERS {
-        for file in c.crds()? {
-            let name = file.file_name().context("CRD file without a name")?;
-            fs::copy(&file, crds.join(name))
-                .with_context(|| format!("copying {}", file.display()))?;
-        }
+    for file in files {
+        let name = file.file_name().context("CRD file without a name")?;
+        fs::copy(&file, crds.join(name)).with_context(|| format!("copying {}", file.display()))?;
     }
     Ok(crds)
 }
 
 /// Starts the registry and the controllers against `kubeconfig` and seeds `flux-system` from
-/// the artifact; returns a one-line summary. Everything started is stopped on failure.
-pub fn start(state: &Path, kubeconfig: &Path, detach: bool) -> anyhow::Result<String> {
-    let result = start_inner(state, kubeconfig, detach);
+/// the artifact, then (with `with_operator`) the Flux Operator; returns a one-line summary.
+/// Everything started is stopped on failure.
+pub fn start(
+    state: &Path,
+    kubeconfig: &Path,
+    detach: bool,
+    with_operator: bool,
+) -> anyhow::Result<String> {
+    let result = start_inner(state, kubeconfig, detach).and_then(|seeded| {
+        if !with_operator {
+            return Ok(seeded);
+        }
+        let spec = operator_spec(state, kubeconfig)?.detach(detach);
+        daemon::start(&spec, state).context("starting flux-operator")?;
+        eprintln!("xtask: {} {} running", operator::NAME, operator::VERSION);
+        Ok(format!(
+            "{seeded}; {} {}",
+            operator::NAME,
+            operator::VERSION
+        ))
+    });
     if result.is_err() {
         let _ = stop(state);
     }
     result
+}
+
+/// The Flux Operator against `kubeconfig`, kept offline and alone: no leader election
+/// (upstream turns it on unless the flag is given, cmd/operator/main.go:139-142), metrics and
+/// health endpoints off (`0`), the web UI off (`--web-server-port=0`, and `WEB_SERVER_PORT`,
+/// which would override the flag, set to 0 too: main.go:376-386), the offline entitlement
+/// client (`MARKETPLACE_TYPE` empty, internal/entitlement/client.go:47-56), an empty
+/// `--storage-path` (no Flux distribution: a `FluxInstance` cannot install over the plane's
+/// own controllers), `RUNTIME_NAMESPACE=flux-system` (the only place a `FluxInstance` named
+/// `flux` is reconciled, main.go:235-241), and its events to the plane's notification-controller
+/// on loopback (`NOTIFICATION_CONTROLLER_ADDRESS`, internal/notifier/notifier.go:56; without it
+/// the operator posts to `notification-controller.flux-system.svc.cluster.local.`).
+fn operator_spec(state: &Path, kubeconfig: &Path) -> anyhow::Result<Spec> {
+    let bin = operator::ensure_built()?;
+    let events = fs::read_to_string(state.join(format!("{}.events", flux::NOTIFICATION.name)))
+        .context("reading the event server address of notification-controller")?;
+    let tmp = state.join(format!("{}-tmp", operator::NAME));
+    let storage = state.join(format!("{}-storage", operator::NAME));
+    fs::create_dir_all(&tmp)?;
+    fs::create_dir_all(&storage)?;
+    let mut spec = Spec::new(operator::NAME, bin, "Starting workers")
+        .ready_in_log()
+        .args([
+            "--enable-leader-election=false",
+            "--metrics-addr=0",
+            "--health-addr=0",
+            "--web-server-port=0",
+            "--log-level=info",
+        ])
+        .arg(format!("--storage-path={}", storage.display()))
+        .env("KUBECONFIG", &kubeconfig.to_string_lossy())
+        .env("TMPDIR", &tmp.to_string_lossy())
+        .env("RUNTIME_NAMESPACE", "flux-system")
+        .env("WEB_SERVER_PORT", "0")
+        .env("MARKETPLACE_TYPE", "")
+        .env("NOTIFICATION_CONTROLLER_ADDRESS", events.trim());
+    spec.timeout = START_TIMEOUT;
+    Ok(spec)
 }
 
 fn start_inner(state: &Path, kubeconfig: &Path, detach: bool) -> anyhow::Result<String> {
@@ -243,6 +306,9 @@ fn extra_args(value: Option<&str>) -> Vec<String> {
 /// Stops the controllers and the registry of `state` (those that run).
 pub fn stop(state: &Path) -> anyhow::Result<()> {
     let mut first_err = None;
+    if let Err(e) = daemon::stop(state, operator::NAME, operator::NAME, GRACE) {
+        first_err.get_or_insert(e);
+    }
     for c in flux::CONTROLLERS.iter().rev() {
         if let Err(e) = daemon::stop(state, c.name, c.name, GRACE) {
             first_err.get_or_insert(e);

@@ -22,6 +22,7 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use testkit::fixtures::kustomization_resource;
+#[allow(unused_imports)] // not every test binary uses it
 pub use testkit::real_flux::KUSTOMIZE_MANAGER;
 use testkit::real_flux::{FLUX_NS, SOURCE};
 
@@ -243,6 +244,7 @@ pub fn timing() -> Timing {
     Timing::new(Duration::from_millis(250), Duration::from_secs(90))
 }
 
+#[allow(unused_imports)] // not every test binary uses it
 pub use testkit::real_flux::Shard;
 
 /// The status of condition `type_`.
