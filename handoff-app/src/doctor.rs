@@ -136,6 +136,12 @@ impl Checkup {
             all_namespaces: self.all_namespaces,
             restart: (self.strategy == Strategy::Restart)
                 .then(|| (c.namespace.clone(), c.name.clone())),
+            gates: self
+                .targets
+                .iter()
+                .filter(|t| t.replicas.is_some())
+                .map(|t| (t.object.namespace.clone(), t.object.name.clone()))
+                .collect(),
             ghcr: self.ghcr.clone(),
         }
     }

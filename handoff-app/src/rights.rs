@@ -28,6 +28,9 @@ pub enum Feature {
     Discover,
     /// `--retire restart`: the controller Deployment and its Pods.
     RetireRestart,
+    /// A replicas gate (`deploy/NS/NAME=N`): the Deployment by name, and its Pods listed for
+    /// the proof that none of another count is left.
+    Gate,
     /// `ghcr reassert`: the pull Secret in each consumer namespace.
     GhcrConsumers,
     /// `ghcr reassert`: the root Secret Flux pulls with (it must exist).
@@ -54,6 +57,7 @@ impl Feature {
             Self::Events => "Events on fenced objects",
             Self::Discover => "resume and fences find fences by label",
             Self::RetireRestart => "--retire restart",
+            Self::Gate => "a replicas gate scales its Deployment and counts its Pods",
             Self::GhcrConsumers => "ghcr reassert writes the consumer pull Secret",
             Self::GhcrRoot => "ghcr reassert writes the root Secret",
             Self::GhcrSelector => "ghcr reassert finds consumer namespaces by label",
@@ -177,6 +181,8 @@ pub struct Plan {
     pub all_namespaces: bool,
     /// The controller Deployment `(namespace, name)`, when `--retire restart` is used.
     pub restart: Option<(String, String)>,
+    /// The Deployments of replicas gates, `(namespace, name)`.
+    pub gates: Vec<(String, String)>,
     /// `ghcr reassert`, when configured.
     pub ghcr: Option<Ghcr>,
 }
@@ -228,6 +234,13 @@ pub fn rights(plan: &Plan) -> Vec<Right> {
             Some(name),
         );
         out.add(Feature::RetireRestart, "list", ("", "pods"), Some(ns), None);
+    }
+    for (ns, name) in &plan.gates {
+        let deploy = ("apps", "deployments");
+        out.add(Feature::Gate, "get", deploy, Some(ns), Some(name));
+        out.add(Feature::Gate, "patch", deploy, Some(ns), Some(name));
+        out.add(Feature::Gate, "list", ("", "pods"), Some(ns), None);
+        out.add(Feature::Events, "create", ("", "events"), Some(ns), None);
     }
     if let Some(g) = &plan.ghcr {
         out.ghcr(g);

@@ -280,6 +280,39 @@ async fn rbac_pause_fences_doctor_and_resume_as_the_shipped_service_account() {
     }
 }
 
+/// A replicas gate as the SA bound to what `flux-handoff rbac` prints for it: the Deployment
+/// by name and the Pods of its namespace are granted, and pause and resume work with nothing
+/// more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_a_replicas_gate_pauses_and_resumes_as_the_generated_service_account() {
+    let c = common::gate::cluster("rbac-gate").await;
+    let gate = format!("deploy/{}/{}=0", c.ns.name, common::gate::GATED);
+    let kc = generated(&c, &["--target", &gate]).await;
+    let flags = c.handoff_flags();
+    let mut args = vec!["pause", "--target", gate.as_str()];
+    args.extend(flags.iter().map(String::as_str));
+    let out = sa::run_as(&c, &kc, &args).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let holder = stdout(&out).trim().to_string();
+    let deps: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(c.ns.client.clone(), &c.ns.name);
+    let replicas = |d: k8s_openapi::api::apps::v1::Deployment| d.spec.and_then(|s| s.replicas);
+    assert_eq!(
+        replicas(deps.get(common::gate::GATED).await.unwrap()),
+        Some(0)
+    );
+
+    let mut args = vec!["resume", "--holder", holder.as_str()];
+    args.extend(flags.iter().map(String::as_str));
+    let out = sa::run_as(&c, &kc, &args).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        replicas(deps.get(common::gate::GATED).await.unwrap()),
+        Some(2)
+    );
+    assert!(!suspended(&c.get(TARGET).await));
+}
+
 /// Under the shipped Role each acknowledgement is watched, not polled: the library reports
 /// the path it took per object (debug), and the watch is never refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

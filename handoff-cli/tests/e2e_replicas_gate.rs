@@ -11,14 +11,12 @@ use std::path::PathBuf;
 use std::process::{Child, Stdio};
 
 use common::{Cluster, OWNER_KEY, TARGET, annotation, code, ended, stderr, suspended};
-use flux_model::model::start_seeded;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
-use testkit::TestNs;
 
-const GATED: &str = "cluster-autoscaler";
+use common::gate::GATED;
 const RECONCILE: &str = "kustomize.toolkit.fluxcd.io/reconcile";
 
 /// The command: announces it runs, then waits for the go file (bounded: 20 s).
@@ -34,43 +32,18 @@ struct Gate {
 }
 
 impl Gate {
-    /// The seeded tree, and Deployment `cluster-autoscaler` (2 replicas) applied by its
-    /// Kustomization `infrastructure`, its Pods up.
+    /// [`common::gate::cluster`], its Pods up.
     async fn new(prefix: &str) -> Self {
-        let ns = TestNs::new(prefix).await.unwrap();
-        let deps: Api<Deployment> = Api::namespaced(ns.client.clone(), &ns.name);
-        let dep: Deployment = serde_json::from_value(json!({
-            "metadata": { "name": GATED, "labels": {
-                "kustomize.toolkit.fluxcd.io/name": TARGET,
-                "kustomize.toolkit.fluxcd.io/namespace": ns.name,
-            } },
-            "spec": {
-                "replicas": 2,
-                "selector": { "matchLabels": { "app": GATED } },
-                "template": {
-                    "metadata": { "labels": { "app": GATED } },
-                    "spec": { "containers": [{ "name": "ca", "image": "registry.k8s.io/ca:v1" }] },
-                },
-            },
-        }))
-        .unwrap();
-        deps.create(&PostParams::default(), &dep).await.unwrap();
-        let name = ns.name.clone();
-        let model = start_seeded(&ns.client, &ns.name, |c| c.with_workload(&name, GATED))
-            .await
-            .unwrap();
-        let pods = Api::namespaced(ns.client.clone(), &ns.name);
+        let c = common::gate::cluster(prefix).await;
+        let deps = Api::namespaced(c.ns.client.clone(), &c.ns.name);
+        let pods = Api::namespaced(c.ns.client.clone(), &c.ns.name);
         let tmp = std::env::temp_dir();
         let g = Self {
-            marker: tmp.join(format!("flux-handoff-{}.gate-runs", ns.name)),
-            go: tmp.join(format!("flux-handoff-{}.gate-go", ns.name)),
+            marker: tmp.join(format!("flux-handoff-{}.gate-runs", c.ns.name)),
+            go: tmp.join(format!("flux-handoff-{}.gate-go", c.ns.name)),
             deps,
             pods,
-            c: Cluster {
-                kubeconfig: testkit::plane::kubeconfig().unwrap(),
-                ns,
-                model,
-            },
+            c,
         };
         g.wait_pods(2).await;
         g

@@ -271,3 +271,31 @@ fn rbac_fanout_the_external_secrets_layout_needs_exactly_these_secret_and_eso_ri
         "{t:#?}"
     );
 }
+
+#[test]
+fn replicas_gate_rights_are_its_deployment_by_name_and_the_pods_of_its_namespace() {
+    let plan = Plan {
+        gates: vec![("kube-system".into(), "cluster-autoscaler".into())],
+        ..base()
+    };
+    let gate: Vec<String> = rights(&plan)
+        .iter()
+        .filter(|r| r.feature == Feature::Gate)
+        .map(|r| {
+            format!(
+                "{} {}/{} {:?} {:?}",
+                r.verb, r.group, r.resource, r.namespace, r.name
+            )
+        })
+        .collect();
+    assert_eq!(
+        gate,
+        [
+            r#"get apps/deployments Some("kube-system") Some("cluster-autoscaler")"#,
+            r#"patch apps/deployments Some("kube-system") Some("cluster-autoscaler")"#,
+            r#"list /pods Some("kube-system") None"#,
+        ]
+    );
+    // Nothing on Deployments without a gate.
+    assert!(rights(&base()).iter().all(|r| r.resource != "deployments"));
+}

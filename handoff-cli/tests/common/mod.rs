@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test binary uses a different part
 
 pub mod events;
+pub mod gate;
 pub mod release;
 pub mod runner;
 pub mod runner_checks;
