@@ -145,10 +145,15 @@ pub fn pause_steps(strategy: Strategy, quiesce: bool, has_parents: bool) -> Vec<
 
 /// `steps` with [`Step::AwaitScaled`] before the proof when the pause has replicas gates: the
 /// Flux chain is fenced and acknowledged first (no parent applies a gate over its count), and
-/// the proof's passes follow the scale, so the pause is proven as the work will find it.
+/// the proof's passes follow the scale, so the pause is proven as the work will find it. When
+/// every target is a gate, the target steps that wait on a Flux controller (quiet, its
+/// acknowledgement) go: nothing reconciles a Deployment's fence.
 #[must_use]
-pub fn with_gates(mut steps: Vec<Step>, has_gates: bool) -> Vec<Step> {
-    if has_gates {
+pub fn with_gates(mut steps: Vec<Step>, gates: usize, targets: usize) -> Vec<Step> {
+    if gates > 0 && gates == targets {
+        steps.retain(|s| !matches!(s, Step::QuiesceTargets | Step::AwaitTargetAcks));
+    }
+    if gates > 0 {
         let prove = steps
             .iter()
             .position(|s| *s == Step::Prove)
@@ -253,15 +258,21 @@ mod tests {
     #[test]
     fn replicas_gate_scales_after_every_acknowledgement_and_before_the_proof() {
         for strategy in [Strategy::Ack, Strategy::Restart, Strategy::QuietWindow] {
-            let plain = pause_steps(strategy, false, true);
-            assert_eq!(with_gates(plain.clone(), false), plain);
-            let gated = with_gates(plain.clone(), true);
-            assert_eq!(gated.len(), plain.len() + 1);
+            let plain = pause_steps(strategy, true, true);
+            assert_eq!(with_gates(plain.clone(), 0, 1), plain);
+            // A gate beside a Flux target: every step as before, the scale before the proof.
+            let mixed = with_gates(plain.clone(), 1, 2);
+            assert_eq!(mixed.len(), plain.len() + 1);
             assert_eq!(
-                &gated[gated.len() - 2..],
+                &mixed[mixed.len() - 2..],
                 &[AwaitScaled, Prove],
                 "{strategy:?}"
             );
+            // Gates only: no target step waits on a controller that never answers for them.
+            let gates = with_gates(plain.clone(), 2, 2);
+            assert!(!gates.contains(&AwaitTargetAcks) && !gates.contains(&QuiesceTargets));
+            assert!(gates.contains(&FenceTargets) && gates.contains(&AwaitScaled));
+            assert_eq!(gates.last(), Some(&Prove));
         }
     }
 

@@ -8,6 +8,22 @@ use super::{
     new_nonce, pause_steps, resource_version,
 };
 
+/// The pause's steps for these members: [`pause_steps`] and, for replicas gates,
+/// [`crate::steps::with_gates`].
+fn steps_for(
+    chains: &[Chain],
+    opts: &PauseOptions,
+    parents: &[flux_fence::ObjectRef],
+    targets: &[flux_fence::ObjectRef],
+) -> Vec<Step> {
+    let steps = pause_steps(opts.strategy, opts.quiesce, !parents.is_empty());
+    let gates = targets
+        .iter()
+        .filter(|t| super::gate_of(chains, t).is_some())
+        .count();
+    crate::steps::with_gates(steps, gates, targets.len())
+}
+
 impl Handoff {
     /// Pauses the chains: fence, retire in-flight executions, prove. `progress` is told each
     /// finished step.
@@ -33,8 +49,7 @@ impl Handoff {
 
         // One deadline for the whole pause, divided among its waits as they come.
         let deadline = tokio::time::Instant::now() + opts.timing.timeout;
-        let steps = pause_steps(opts.strategy, opts.quiesce, !parents.is_empty());
-        for step in crate::steps::with_gates(steps, chains.iter().any(|c| c.replicas.is_some())) {
+        for step in steps_for(chains, opts, &parents, &targets) {
             if self.cancel.is_stopped() {
                 return Err(SuspendError::Cancelled { step });
             }
