@@ -123,14 +123,19 @@ impl Controller {
 
     /// The upstream CRD manifests, `config/crd/bases/*.yaml` of the module.
     pub fn crds(self) -> anyhow::Result<Vec<PathBuf>> {
-        let bases = self.module_dir()?.join("config").join("crd").join("bases");
-        let mut files: Vec<PathBuf> = fs::read_dir(&bases)
-            .with_context(|| format!("reading {}", bases.display()))?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-            .collect();
-        files.sort();
-        Ok(files)
+        crd_files(&self.module_dir()?)
     }
+}
+
+/// The CRD manifests of a Go module's directory, `config/crd/bases/*.yaml`, sorted.
+pub fn crd_files(module: &std::path::Path) -> anyhow::Result<Vec<PathBuf>> {
+    let bases = module.join("config").join("crd").join("bases");
+    let mut files: Vec<PathBuf> = fs::read_dir(&bases)
+        .with_context(|| format!("reading {}", bases.display()))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    Ok(files)
 }

@@ -457,28 +457,28 @@ fn operator_tests(kubeconfig: &std::path::Path) -> anyhow::Result<()> {
         ("FLUX_HANDOFF_REAL_KUBECONFIG", kubeconfig.as_os_str()),
         ("FLUX_HANDOFF_BIN", cli.as_os_str()),
     ];
-    proc::run_env(
-        "cargo",
-        &[
-            "nextest",
-            "run",
-            "-p",
-            "realflux",
-            "--profile",
-            "ci",
-            "--test",
-            "operator_real",
-        ],
-        &paths::root(),
-        &env,
-    )
+    nextest("realflux", "operator_real", &env)
+}
+
+/// `cargo nextest run -p PACKAGE --profile ci --test TEST` in the workspace with `env`.
+fn nextest(package: &str, test: &str, env: &[(&str, &std::ffi::OsStr)]) -> anyhow::Result<()> {
+    let args = [
+        "nextest",
+        "run",
+        "-p",
+        package,
+        "--profile",
+        "ci",
+        "--test",
+        test,
+    ];
+    proc::run_env("cargo", &args, &paths::root(), env)
 }
 
 /// Tier 4 of `ci` (also `cargo xtask ci eso` alone): the `eso_fanout_` tests against the real
 /// External Secrets Operator (built from Go modules, cached; xtask/eso/) on a private control
 /// plane of their own, where they install ESO's CRDs.
 fn ci_eso() -> anyhow::Result<()> {
-    let root = paths::root();
     let eso_bin = eso::ensure_built()?;
     let crds = eso::crds()?;
     let bin = envtest::ensure_built()?;
@@ -488,21 +488,7 @@ fn ci_eso() -> anyhow::Result<()> {
         ("FLUX_HANDOFF_ESO_BIN", eso_bin.as_os_str()),
         ("FLUX_HANDOFF_ESO_CRDS", crds.as_os_str()),
     ];
-    proc::run_env(
-        "cargo",
-        &[
-            "nextest",
-            "run",
-            "-p",
-            "ghcr-auth",
-            "--profile",
-            "ci",
-            "--test",
-            "eso_fanout",
-        ],
-        &root,
-        &env,
-    )?;
+    nextest("ghcr-auth", "eso_fanout", &env)?;
     plane.stop()
 }
 
@@ -518,36 +504,8 @@ fn ci_real() -> anyhow::Result<()> {
     }
     let real = cluster::RealPlane::start_with(&paths::scratch().join("ci-real-cluster"), true)?;
     let env = [("FLUX_HANDOFF_REAL_KUBECONFIG", real.kubeconfig.as_os_str())];
-    proc::run_env(
-        "cargo",
-        &[
-            "nextest",
-            "run",
-            "-p",
-            "realflux",
-            "--profile",
-            "ci",
-            "--test",
-            "real_flux",
-        ],
-        &root,
-        &env,
-    )?;
-    proc::run_env(
-        "cargo",
-        &[
-            "nextest",
-            "run",
-            "-p",
-            "handoff-cli",
-            "--profile",
-            "ci",
-            "--test",
-            "flux_events",
-        ],
-        &root,
-        &env,
-    )?;
+    nextest("realflux", "real_flux", &env)?;
+    nextest("handoff-cli", "flux_events", &env)?;
     operator_tests(&real.kubeconfig)?;
     real.stop()
 }

@@ -182,15 +182,7 @@ fn run(cmd: &mut Command, dir: &Path) -> anyhow::Result<()> {
 /// Upstream's CRD manifests, `config/crd/bases/*.yaml` of the module (`FluxInstance`,
 /// `FluxReport`, `ResourceSet`, `ResourceSetInputProvider`).
 pub fn crds() -> anyhow::Result<Vec<PathBuf>> {
-    let bases = module_dir()?.join("config").join("crd").join("bases");
-    let mut files: Vec<PathBuf> = fs::read_dir(&bases)
-        .with_context(|| format!("reading {}", bases.display()))?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    files.sort();
-    Ok(files)
+    crate::flux::crd_files(&module_dir()?)
 }
 
 #[cfg(test)]
