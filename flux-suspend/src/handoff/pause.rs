@@ -46,7 +46,6 @@ impl Handoff {
         progress: &mut (dyn FnMut(Step) + Send),
     ) -> Result<PauseOutcome, SuspendError> {
         let (parents, targets) = members(chains)?;
-
         // One deadline for the whole pause, divided among its waits as they come.
         let deadline = tokio::time::Instant::now() + opts.timing.timeout;
         for step in steps_for(chains, opts, &parents, &targets) {
