@@ -14,12 +14,15 @@ impl Handoff {
         opts: &PauseOptions,
     ) -> Result<Option<PauseOutcome>, SuspendError> {
         let by = suspended_by(&self.fencer.owner().holder, opts.reason.as_deref());
-        let marks = member_marks(obj, &new_nonce(), is_target, &by, replicas);
         // A gate has no nonce: nothing acknowledges a Deployment's fence.
-        let nonce = marks.iter().find_map(|m| {
-            (m.at == super::MarkAt::Annotation(super::REQUESTED_AT_ANNOTATION.into()))
-                .then(|| m.value.as_str().unwrap_or_default().to_string())
-        });
+        let nonce = replicas.is_none().then(new_nonce);
+        let marks = member_marks(
+            obj,
+            nonce.as_deref().unwrap_or_default(),
+            is_target,
+            &by,
+            replicas,
+        );
         // A busy controller moves the resourceVersion with every status write, so a CAS can
         // lose several rounds in a row. Contention is a value: re-read and try again, backing
         // off, within the phase budget — never a write without the test.
