@@ -9,7 +9,7 @@ use crate::FenceError;
 pub(crate) const LEASE_RESOURCE: &str = "leases.coordination.k8s.io";
 
 /// How many read-decide-write rounds an acquire or release makes before it reports contention.
-pub const MAX_ATTEMPTS: usize = 4;
+pub(crate) const MAX_ATTEMPTS: usize = 4;
 
 /// How long a read that fails transiently is sent again ([`get_retrying`], `Fencer::read`):
 /// an API server restart takes seconds.

@@ -9,7 +9,7 @@ use crate::mark::{MarkAt, PriorRecord, RecordedMark};
 use crate::{AnnotationKeys, FenceError, Mark, OwnerValue, pointer};
 
 /// Longest reason text accepted (it is stored in an annotation and an Event message).
-pub const REASON_MAX_LEN: usize = 256;
+pub(crate) const REASON_MAX_LEN: usize = 256;
 
 /// What a fence holds: enough to release it with a CAS, by this process or another one.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,7 +69,7 @@ pub struct AcquirePlan {
     /// What the fence will hold.
     pub held: Held,
     /// The resourceVersion the patch tests.
-    pub read_resource_version: String,
+    pub(crate) read_resource_version: String,
     /// The rendered prior annotation the patch writes.
     pub prior_annotation: String,
     /// The patch: tests of uid and resourceVersion first, then the additions.
@@ -313,13 +313,13 @@ pub fn held_from_annotations(
 
 /// The value of annotation `key`, if present and a string.
 #[must_use]
-pub fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+pub(crate) fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
     obj.pointer(pointer::ANNOTATIONS)?.get(key)?.as_str()
 }
 
 /// The value of label `key`, if present and a string.
 #[must_use]
-pub fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+pub(crate) fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
     obj.pointer(pointer::LABELS)?.get(key)?.as_str()
 }
 
@@ -385,3 +385,6 @@ fn to_patch(ops: Vec<Value>) -> Result<json_patch::Patch, FenceError> {
         source,
     })
 }
+
+#[cfg(test)]
+mod tests;

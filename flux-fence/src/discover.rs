@@ -148,9 +148,9 @@ pub struct FoundLease {
     /// `leaseTransitions`.
     pub epoch: u64,
     /// `acquireTime`.
-    pub acquired: Option<Timestamp>,
+    pub(crate) acquired: Option<Timestamp>,
     /// `renewTime` (liveness evidence).
-    pub renewed: Option<Timestamp>,
+    pub(crate) renewed: Option<Timestamp>,
     /// Whether it looks expired by the caller's clock.
     pub expired: bool,
     /// The holder that parked it deliberately (`<prefix>/parked`), if that is its current
@@ -321,7 +321,7 @@ pub fn inspect(
 ///
 /// # Errors
 /// [`FenceError::Malformed`] for a negative `leaseTransitions`.
-pub fn inspect_lease(
+pub(crate) fn inspect_lease(
     lease: &KubeLease,
     keys: &AnnotationKeys,
     now: Timestamp,
@@ -358,7 +358,7 @@ pub fn inspect_lease(
 
 /// The owner annotation value of an object, if any (for callers filtering by holder).
 #[must_use]
-pub fn owner_of<'a>(obj: &'a Value, keys: &AnnotationKeys) -> Option<&'a str> {
+pub(crate) fn owner_of<'a>(obj: &'a Value, keys: &AnnotationKeys) -> Option<&'a str> {
     annotation(obj, keys.owner.as_str())
 }
 

@@ -8,7 +8,7 @@
 //! and validating admission and validation, and answers with the object it would have stored
 //! without storing it (Kubernetes API concepts, "Dry-run").
 //!
-//! The answer of each write is classified by the pure [`answer`].
+//! The answer of each write is classified by the pure `answer`.
 
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::jiff::Timestamp;
@@ -84,7 +84,7 @@ impl Answer {
 /// `admission webhook ... denied the request`, so only the message tells them apart. 400, 404,
 /// 409, 422 and other 4xx are refusals; 5xx and transport errors are failures.
 #[must_use]
-pub fn answer(result: Result<(), &kube::Error>) -> Answer {
+pub(crate) fn answer(result: Result<(), &kube::Error>) -> Answer {
     let Err(err) = result else {
         return Answer::WouldPass;
     };
@@ -120,7 +120,7 @@ impl Fencer {
     /// The dry run of [`Fencer::acquire_on`]: decides on `read` (or a fresh read) exactly as
     /// the acquire does, with the marks a fencer holding `lease` adds (its name, and its
     /// [`LeaseConfig::max_hold`] when set), and sends the patch with `dryRun=All`. A 409, or a 422 after which the
-    /// object moved, reads again and decides again (at most [`MAX_ATTEMPTS`] rounds), as the
+    /// object moved, reads again and decides again (at most `MAX_ATTEMPTS` rounds), as the
     /// acquire does. Writes nothing, records no Event, asserts no Lease.
     ///
     /// # Errors

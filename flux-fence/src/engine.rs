@@ -6,10 +6,10 @@
 //! applies the same rules to each (docs/design/protocol.md, "Giving fences back"):
 //!
 //! - **Order.** Children (targets) before parents, in the order given within each group; a
-//!   parent is never released while a child of its holder was kept ([`decide_next`]).
+//!   parent is never released while a child of its holder was kept (`decide_next`).
 //! - **Exactly that fence.** A member judged from a read is adopted only on exactly the owner
 //!   value it was judged on (holder and epoch, re-read from the object); a later fence of a
-//!   holder with the same name is never touched ([`same_fence`]).
+//!   holder with the same name is never touched (`same_fence`).
 //! - **Under the Lease.** When the caller holds a Lease for the release, it is asserted before
 //!   each member; a lost Lease stops the release and keeps the rest.
 //! - **One CAS each, bounded.** Each release is [`Fencer::release`] (a CAS on what was read,
@@ -34,7 +34,7 @@ use crate::outcome::{Kept, ReleaseOutcome};
 use crate::{FenceError, FenceGuard, Fencer, LeaseGuard, ObjectRef, OwnerValue};
 
 /// How long a release keeps trying against other writers or lost answers, by default.
-pub const CONTENTION_BUDGET: Duration = Duration::from_secs(30);
+pub(crate) const CONTENTION_BUDGET: Duration = Duration::from_secs(30);
 
 /// The first pause between two tries of a contended release (doubling, at most one second).
 const BACKOFF_START: Duration = Duration::from_millis(10);
@@ -58,7 +58,7 @@ pub enum Source {
         recovered: Option<String>,
     },
     /// A fence settled as an operator decided with `fences release --keep-moved`: the patch
-    /// [`crate::keep_moved::decide_keep_moved`] built on the read it judged (every value
+    /// `keep_moved::decide_keep_moved` built on the read it judged (every value
     /// other writers moved kept, every other mark restored), sent once as decided.
     KeepingMoved {
         /// The fenced object.
@@ -124,7 +124,7 @@ impl Member {
 
     /// A member settled as `fences release --keep-moved` decided (`plan`).
     #[must_use]
-    pub fn keeping_moved(object: ObjectRef, plan: KeepMoved, child: bool) -> Self {
+    pub(crate) fn keeping_moved(object: ObjectRef, plan: KeepMoved, child: bool) -> Self {
         Self {
             source: Source::KeepingMoved {
                 object,
@@ -209,7 +209,7 @@ impl Settled {
     /// Whether the member's fence is known to be off the object (released, gone, or no fence
     /// of its holder any more).
     #[must_use]
-    pub fn is_off(&self) -> bool {
+    pub(crate) fn is_off(&self) -> bool {
         matches!(
             self,
             Self::Released { .. } | Self::Gone { .. } | Self::NotOurs { .. }
@@ -227,7 +227,7 @@ pub enum Skip {
         /// The holder.
         holder: String,
     },
-    /// An earlier member was kept and the release stops at the first ([`Rules::stop_at_first`]).
+    /// An earlier member was kept and the release stops at the first (`Rules::stop_at_first`).
     Stopped,
     /// The Lease held for the release could not be asserted.
     LeaseLost(String),
@@ -239,13 +239,13 @@ pub enum Skip {
 pub struct Rules {
     /// Stop at the first member not released (a holder's own release: its parents wait for
     /// its targets); otherwise go on with the members of other holders (recovery).
-    pub stop_at_first: bool,
+    pub(crate) stop_at_first: bool,
     /// No try starts after this instant.
     pub deadline: Instant,
 }
 
 impl Rules {
-    /// Stop at the first member not released; tries bounded by [`CONTENTION_BUDGET`].
+    /// Stop at the first member not released; tries bounded by `CONTENTION_BUDGET`.
     #[must_use]
     pub fn one_holder() -> Self {
         Self {
@@ -256,7 +256,7 @@ impl Rules {
 
     /// Go on with other holders' members after one is not released.
     #[must_use]
-    pub fn many_holders() -> Self {
+    pub(crate) fn many_holders() -> Self {
         Self {
             stop_at_first: false,
             deadline: Instant::now() + CONTENTION_BUDGET,
@@ -273,7 +273,7 @@ impl Rules {
 
 /// What to do with the next member. Pure.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Next {
+pub(crate) enum Next {
     /// Release it.
     Release,
     /// Skip it, for this reason.
@@ -281,10 +281,10 @@ pub enum Next {
 }
 
 /// Decides the next member from what happened before it: `stopped` (a member was not
-/// released under [`Rules::stop_at_first`], or the Lease was lost) and the holders of which a
+/// released under `Rules::stop_at_first`, or the Lease was lost) and the holders of which a
 /// member was not released (`kept_of`). Pure.
 #[must_use]
-pub fn decide_next(child: bool, holder: &str, stopped: bool, kept_of: &[String]) -> Next {
+pub(crate) fn decide_next(child: bool, holder: &str, stopped: bool, kept_of: &[String]) -> Next {
     if stopped {
         return Next::Skip(Skip::Stopped);
     }
@@ -299,7 +299,7 @@ pub fn decide_next(child: bool, holder: &str, stopped: bool, kept_of: &[String])
 /// `members` in release order: children before parents, each group in the order given.
 /// Pure.
 #[must_use]
-pub fn release_order(members: Vec<Member>) -> Vec<Member> {
+pub(crate) fn release_order(members: Vec<Member>) -> Vec<Member> {
     let (mut children, parents): (Vec<_>, Vec<_>) = members.into_iter().partition(|m| m.child);
     children.extend(parents);
     children
@@ -308,7 +308,7 @@ pub fn release_order(members: Vec<Member>) -> Vec<Member> {
 /// Whether `found` is the fence a member was judged on: the same holder, and the same epoch
 /// when it was known. Pure.
 #[must_use]
-pub fn same_fence(found: &OwnerValue, holder: &str, epoch: Option<u64>) -> bool {
+pub(crate) fn same_fence(found: &OwnerValue, holder: &str, epoch: Option<u64>) -> bool {
     found.holder.as_str() == holder && epoch.is_none_or(|e| found.epoch.0 == e)
 }
 

@@ -10,9 +10,9 @@ use kube::api::{Api, ObjectMeta};
 use crate::{ObjectRef, OwnerValue};
 
 /// Event reason when a fence is taken.
-pub const REASON_FENCED: &str = "HandoffFenced";
+pub(crate) const REASON_FENCED: &str = "HandoffFenced";
 /// Event reason when a fence is released.
-pub const REASON_RELEASED: &str = "HandoffReleased";
+pub(crate) const REASON_RELEASED: &str = "HandoffReleased";
 /// Event reason when a gone holder's fence is released by a recovery (the message names the
 /// holder and the evidence).
 pub const REASON_RECOVERED: &str = "HandoffRecovered";

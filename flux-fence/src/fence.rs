@@ -131,7 +131,7 @@ impl Fencer {
     ///
     /// # Guarantees
     /// - Every write tests the uid and resourceVersion just read; a 409/422 re-reads and
-    ///   decides again (at most [`MAX_ATTEMPTS`] rounds), never retries blindly.
+    ///   decides again (at most `MAX_ATTEMPTS` rounds), never retries blindly.
     /// - An object with another owner is never written ([`AcquireOutcome::Refused`]).
     /// - A lost response is resolved by a re-read: adopted only on exactly our post-state,
     ///   else [`AcquireOutcome::Ambiguous`] keeps the guard-equivalent.
@@ -367,7 +367,7 @@ impl Fencer {
     ///
     /// # Guarantees
     /// With [`Fencer::with_lease`], the Lease is asserted before each write; 409/422 re-read
-    /// and decide again (at most [`MAX_ATTEMPTS`] rounds); a lost response is judged by a
+    /// and decide again (at most `MAX_ATTEMPTS` rounds); a lost response is judged by a
     /// re-read showing exactly the new mark and prior.
     ///
     /// # Errors

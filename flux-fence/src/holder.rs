@@ -7,7 +7,7 @@ use std::str::FromStr;
 use crate::FenceError;
 
 /// Longest holder accepted. It goes into annotation values and a Lease `holderIdentity`.
-pub const HOLDER_MAX_LEN: usize = 63;
+pub(crate) const HOLDER_MAX_LEN: usize = 63;
 
 /// Length of the random suffix of a generated holder.
 const SUFFIX_LEN: usize = 6;
@@ -16,7 +16,7 @@ const SUFFIX_LEN: usize = 6;
 /// `local-build01-4242-k2m9xq`.
 ///
 /// Restricted to `[a-z0-9.-]`, starting and ending with `[a-z0-9]`, at most
-/// [`HOLDER_MAX_LEN`] characters; so it never contains the `;` of an [`OwnerValue`].
+/// `HOLDER_MAX_LEN` characters; so it never contains the `;` of an [`OwnerValue`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Holder(String);
 
@@ -52,7 +52,7 @@ impl Holder {
     }
 
     /// `local-<host>-<pid>-<6 random [a-z0-9]>`; the host name is lowercased, other characters
-    /// become `-`, and it is shortened so the whole fits [`HOLDER_MAX_LEN`].
+    /// become `-`, and it is shortened so the whole fits `HOLDER_MAX_LEN`.
     #[must_use]
     pub fn local(host: &str, pid: u32) -> Self {
         let mut host: String = host

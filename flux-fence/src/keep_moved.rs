@@ -2,7 +2,7 @@
 //! (`flux-handoff fences release --keep-moved`): typically a person's `flux resume` together
 //! with another change, which every release withholds ([`crate::release`]).
 //!
-//! 1. [`decide_keep_moved`] (pure): the object as read, the keys and the named holder give the
+//! 1. `decide_keep_moved` (pure): the object as read, the keys and the named holder give the
 //!    settling patch (every moved [`crate::mark::Restore::Exact`] mark kept as found and
 //!    tested, every other mark restored, the fence annotations and label removed) or a typed
 //!    [`KeepMovedRefusal`].
@@ -24,9 +24,9 @@ use crate::{AnnotationKeys, FenceError, Fencer, Holder, ObjectRef};
 #[non_exhaustive]
 pub struct KeepMoved {
     /// The fence as recorded on the object.
-    pub held: Held,
+    pub(crate) held: Held,
     /// The resourceVersion read.
-    pub resource_version: String,
+    pub(crate) resource_version: String,
     /// The patch: tests of uid, owner, each restored and each kept value; the restores; the
     /// removal of the fence annotations and label.
     pub patch: json_patch::Patch,
@@ -34,7 +34,7 @@ pub struct KeepMoved {
     pub marks: ReleaseMarks,
 }
 
-/// Why [`decide_keep_moved`] writes nothing. Expected outcomes, not errors.
+/// Why `decide_keep_moved` writes nothing. Expected outcomes, not errors.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum KeepMovedRefusal {
@@ -80,7 +80,7 @@ pub enum KeepMovedOutcome {
 ///
 /// # Errors
 /// [`FenceError::Json`] only if the patch cannot be encoded.
-pub fn decide_keep_moved(
+pub(crate) fn decide_keep_moved(
     read: Option<&Value>,
     keys: &AnnotationKeys,
     holder: &Holder,
@@ -123,12 +123,12 @@ pub fn decide_keep_moved(
 }
 
 impl Fencer {
-    /// Reads `obj` and decides a settling release of `holder`'s fence ([`decide_keep_moved`]).
+    /// Reads `obj` and decides a settling release of `holder`'s fence (`decide_keep_moved`).
     /// The fence's owner is the one read, whatever this fencer's own owner value is.
     ///
     /// # Errors
     /// A failed read.
-    pub async fn plan_keeping_moved(
+    pub(crate) async fn plan_keeping_moved(
         &self,
         obj: &ObjectRef,
         holder: &Holder,

@@ -1,49 +1,14 @@
 //! The annotation (and label) keys a fence writes.
 
-pub use crate::holder::HOLDER_MAX_LEN;
+pub(crate) mod at_root;
+
+pub(crate) use at_root::AnnotationKeys;
 
 /// Default annotation prefix.
-pub const DEFAULT_PREFIX: &str = "flux-handoff.io";
-
-/// The keys of the owner, prior and reason annotations under one prefix.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct AnnotationKeys {
-    /// `<prefix>/owner`: `holder;epoch`.
-    pub owner: String,
-    /// `<prefix>/prior`: compact JSON recording the fence time and each mark's prior value.
-    pub prior: String,
-    /// `<prefix>/reason`: free text from the caller.
-    pub reason: String,
-    /// `<prefix>/parked` on the Lease: the holder that deliberately left it held (a pause
-    /// meant to outlive its process), so recovery does not mistake it for a crashed run.
-    pub parked: String,
-    /// `<prefix>/duration` on the Lease: the holder's own lease duration in whole seconds,
-    /// written by the holder with its `leaseDurationSeconds` on every acquire, take-over,
-    /// recovery and renewal. Readers that judge the holder's liveness wait for the longer of
-    /// the two ([`crate::lease_decide::holder_duration`]), so an edited
-    /// `leaseDurationSeconds` can only lengthen a wait, never shorten it.
-    pub duration: String,
-    /// `<prefix>/fenced`: a label (value [`FENCED_LABEL_VALUE`]) written and removed in the
-    /// same CAS patch as the owner annotation, so fences are listed with a server-side label
-    /// selector instead of reading every object.
-    pub fenced_label: String,
-    /// `<prefix>/lease` on a fenced object: the Lease (`namespace/name`) the fence was taken
-    /// under, written as a mark of the fence, so recovery judges a fence by its own Lease.
-    pub lease: String,
-    /// `<prefix>/chain` on the Lease: the record of every object its holder has fenced or is
-    /// about to fence (`crate::lease_record::ChainRecord`), written with the Lease's CAS before each fence.
-    pub chain: String,
-    /// `<prefix>/max-hold` on the Lease and on each fence: how long the holder means to hold
-    /// its pause (a human duration such as `2h`), written with the holder's duration on every
-    /// write of the Lease and as a mark of each fence (removed on release). Listings name a
-    /// pause held longer as overdue ([`crate::recovery::overdue`]); nothing is ever released
-    /// because of it.
-    pub max_hold: String,
-}
+pub(crate) const DEFAULT_PREFIX: &str = "flux-handoff.io";
 
 /// The value of the fenced label.
-pub const FENCED_LABEL_VALUE: &str = "true";
+pub(crate) const FENCED_LABEL_VALUE: &str = "true";
 
 impl AnnotationKeys {
     /// Keys under `prefix` (a DNS subdomain such as `flux-handoff.io`).
@@ -86,7 +51,7 @@ impl AnnotationKeys {
 
     /// Whether `key` is one of the three keys the fence itself manages.
     #[must_use]
-    pub fn is_own(&self, key: &str) -> bool {
+    pub(crate) fn is_own(&self, key: &str) -> bool {
         key == self.owner || key == self.prior || key == self.reason
     }
 }

@@ -20,50 +20,18 @@ use crate::{Clock, Epoch, FenceError, Holder, LeaseConfig, LossReason, OwnerValu
 /// How many read-decide-write rounds a Lease call makes before it reports contention.
 pub const LEASE_ATTEMPTS: usize = 4;
 
-mod guard;
+pub(crate) mod at_root;
+pub(crate) mod guard;
 mod record;
 mod settle;
 
 pub(crate) use settle::settle_lost_take;
 use settle::{Settled, adopt, settle_lost_write};
 
-pub use guard::LeaseGuard;
+pub(crate) use at_root::{Lease, LeaseAcquire, LeaseHandle, LeaseState};
+pub(crate) use guard::LeaseGuard;
 
 pub(crate) use crate::api::LEASE_RESOURCE as RESOURCE;
-
-/// The Lease's state as this holder knows it, for [`LeaseHandle::state`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum LeaseState {
-    /// Held: the last renewal (or the acquire) is within the holder's deadline.
-    Held,
-    /// Lost, for good (loss is sticky): taken over, deleted, released or parked by this
-    /// holder, or the holder's deadline passed without a successful renewal.
-    Lost(LossReason),
-}
-
-/// Entry points for the coordination Lease.
-#[derive(Debug, Clone, Copy)]
-pub struct Lease;
-
-/// The outcome of [`Lease::acquire`].
-#[derive(Debug)]
-#[non_exhaustive]
-#[must_use = "a held Lease is a value: check it before going on"]
-pub enum LeaseAcquire {
-    /// Ours; a heartbeat task renews it.
-    Acquired(LeaseGuard),
-    /// Someone else holds it. `expired` is informational only: it is never taken over here.
-    Held {
-        /// The holder found.
-        holder: String,
-        /// Whether it looks expired by our clock.
-        expired: bool,
-    },
-    /// Another party moved it on every attempt, or every answer was lost; in both cases no
-    /// write of ours can land any more (a lost one was settled first).
-    Contended,
-}
 
 /// The outcome of [`Lease::recover`].
 #[derive(Debug)]
@@ -224,10 +192,6 @@ struct Renewal {
     known: Option<KubeLease>,
 }
 
-/// A cheap, clonable handle to a held Lease: `assert` it before a protected mutation.
-#[derive(Debug, Clone)]
-pub struct LeaseHandle(Arc<Shared>);
-
 #[derive(Debug)]
 struct Shared {
     api: Api<KubeLease>,
@@ -246,7 +210,7 @@ struct Shared {
     /// `lost` is set.
     lost_tx: tokio::sync::watch::Sender<LeaseState>,
     /// The instant (monotonic) the last successful renewal was *sent*: the holder's
-    /// deadline counts from it ([`crate::lease_deadline`]).
+    /// deadline counts from it (`lease_deadline`).
     renewed: tokio::sync::watch::Sender<tokio::time::Instant>,
     /// The work's SIGTERM-to-SIGKILL grace ([`LeaseHandle::set_kill_grace`]).
     kill_grace: Mutex<std::time::Duration>,
@@ -254,7 +218,7 @@ struct Shared {
     record: crate::lease_record::Pending,
 }
 
-/// The holder's stop times as instants of the monotonic clock ([`SelfFence`] from the send
+/// The holder's stop times as instants of the monotonic clock (`SelfFence` from the send
 /// instant of the last successful renewal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -406,7 +370,7 @@ impl LeaseHandle {
     }
 
     /// The holder's stop times, from the send instant of the last successful renewal
-    /// ([`crate::lease_deadline::self_fence`] with the grace of
+    /// (`lease_deadline::self_fence` with the grace of
     /// [`LeaseHandle::set_kill_grace`]). Moves later with each successful renewal.
     #[must_use]
     pub fn deadline(&self) -> Deadline {

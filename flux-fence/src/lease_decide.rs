@@ -11,47 +11,14 @@ use kube::api::ObjectMeta;
 
 use crate::{Epoch, FenceError, Holder};
 
+pub(crate) mod at_root;
 mod duration;
 mod settle;
+pub(crate) use at_root::{LeaseConfig, LossReason};
+pub use duration::holder_duration;
+pub(crate) use duration::with_holder_duration;
 pub(crate) use duration::{format_max_hold, parse_max_hold};
-pub use duration::{holder_duration, with_holder_duration};
-pub use settle::{LeaseSettle, decide_lease_settle, decide_recover_settle};
-
-/// Where the Lease lives and how long it lasts. Build it with [`LeaseConfig::new`] (or
-/// [`Default`]) and the `with_` methods, or set the public fields; it may grow fields.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LeaseConfig {
-    /// Namespace (default `flux-system`).
-    pub namespace: String,
-    /// Name (default `flux-handoff`).
-    pub name: String,
-    /// `leaseDurationSeconds` (whole seconds, at least 1; default 60 s).
-    pub duration: Duration,
-    /// Heartbeat interval; keep it well below `duration` (default 15 s).
-    pub renew_every: Duration,
-    /// The Lease annotation that marks a parked pause (default
-    /// `flux-handoff.io/parked`). Taking a free Lease, recovering one and releasing one remove
-    /// it, so a parked mark never outlives the pause it marks (a later holder of the same name
-    /// must not look parked). It must equal [`crate::AnnotationKeys::parked`]: whatever takes
-    /// both ([`crate::recovery::adopt_holder`], [`crate::recovery::Recovery::new`], and
-    /// flux-suspend's session) sets it from the keys, so a custom prefix cannot split them.
-    pub parked_key: String,
-    /// The Lease annotation recording the holder's own duration (default
-    /// `flux-handoff.io/duration`), written with `leaseDurationSeconds` on every acquire,
-    /// take-over, recovery and renewal ([`with_holder_duration`]). It must equal
-    /// [`crate::AnnotationKeys::duration`]: set both keys with [`LeaseConfig::with_keys`].
-    pub duration_key: String,
-    /// How long the holder means to hold the Lease and its fences (`--max-hold`): written as
-    /// annotation [`Self::max_hold_key`] with every write of the holder and as a mark of each
-    /// fence taken under it, so listings can name a pause held longer as overdue
-    /// ([`crate::recovery::overdue`]). `None` (the default) writes none and removes one a
-    /// previous holder left. Nothing is ever released because time ran out.
-    pub max_hold: Option<Duration>,
-    /// The annotation of [`Self::max_hold`] (default `flux-handoff.io/max-hold`). It must equal
-    /// [`crate::AnnotationKeys::max_hold`]: set both keys with [`LeaseConfig::with_keys`].
-    pub max_hold_key: String,
-}
+pub(crate) use settle::{LeaseSettle, decide_lease_settle, decide_recover_settle};
 
 /// `namespace/name`.
 impl std::fmt::Display for LeaseConfig {
@@ -100,7 +67,7 @@ impl LeaseConfig {
         self
     }
 
-    /// The Lease annotation keys ([`Self::parked_key`], [`Self::duration_key`],
+    /// The Lease annotation keys ([`Self::parked_key`], `duration_key`,
     /// [`Self::max_hold_key`]) from `keys`.
     #[must_use]
     pub fn with_keys(mut self, keys: &crate::AnnotationKeys) -> Self {
@@ -148,29 +115,6 @@ pub enum LeaseDecision {
     },
 }
 
-/// Why a Lease counts as lost. Sticky once seen.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum LossReason {
-    /// The Lease was deleted.
-    Deleted,
-    /// Another holder (or none) is recorded.
-    HolderChanged {
-        /// The holder found.
-        holder: Option<String>,
-    },
-    /// Our holder at another epoch (the Lease changed hands in between).
-    EpochChanged,
-    /// We did not renew within the lease duration, so another party may have recovered it.
-    Stale,
-    /// No renewal succeeded in time by our own monotonic clock: the holder's deadline
-    /// ([`crate::lease_deadline`]) came, whatever requests were still pending, and the holder
-    /// stopped its work before recovery could take the Lease over.
-    SelfFenced,
-    /// We released it.
-    Released,
-}
-
 impl fmt::Display for LossReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -201,7 +145,7 @@ pub enum RenewDecision {
 /// Evidence, supplied by the caller, that a holder is gone, judged on one read of the Lease.
 ///
 /// The evidence is bound to the Lease's `resourceVersion` it was judged on (for example the
-/// one [`crate::recovery::Recovery::watch`] saw unchanged for a full lease duration, or the one
+/// one `Recovery::watch` saw unchanged for a full lease duration, or the one
 /// read when a CI system reported the holder's run finished): [`Lease::recover`](crate::Lease::recover)
 /// writes only while the Lease is still exactly that version, so any renewal since voids it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -323,7 +267,7 @@ pub fn decide_lease_acquire(
 }
 
 /// Decides a renewal of our Lease at `epoch`: the same Lease with our `renewTime`. The holder
-/// also restores its own duration on it ([`with_holder_duration`]) before writing, so an
+/// also restores its own duration on it (`with_holder_duration`) before writing, so an
 /// edited `leaseDurationSeconds` lasts until the next renewal at most.
 #[must_use]
 pub fn decide_renew(
@@ -407,7 +351,7 @@ pub fn decide_recover(
 /// `leaseTransitions`, so an empty holder at our epoch was cleared by our release (or by a
 /// recovery of our own run, which ends in the same state).
 #[must_use]
-pub fn release_landed(read: Option<&KubeLease>, epoch: Epoch) -> bool {
+pub(crate) fn release_landed(read: Option<&KubeLease>, epoch: Epoch) -> bool {
     let Some(spec) = read.and_then(|l| l.spec.as_ref()) else {
         return false;
     };
@@ -480,7 +424,7 @@ pub fn decide_lease_park(
 ///
 /// # Errors
 /// [`FenceError::Malformed`] for a negative value.
-pub fn transitions(spec: &LeaseSpec) -> Result<u64, FenceError> {
+pub(crate) fn transitions(spec: &LeaseSpec) -> Result<u64, FenceError> {
     let t = spec.lease_transitions.unwrap_or(0);
     u64::try_from(t).map_err(|_| FenceError::malformed("leaseTransitions", &t.to_string()))
 }
@@ -526,3 +470,6 @@ fn held_spec(
         ..old.clone()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -11,16 +11,16 @@
 //!
 //! - The record names one owner (`holder;epoch`) and lists members only ever added.
 //! - A holder writes its record only over an absent one, its own, or one of an older epoch
-//!   ([`decide_stamp`]): a Lease taken free that still carries a record of a dead epoch. The
+//!   (`decide_stamp`): a Lease taken free that still carries a record of a dead epoch. The
 //!   session's preflight refuses such a Lease while any member of that record is still fenced
 //!   by its owner, so only a record whose fences are all gone is replaced. Anything else (a
 //!   malformed record, a record of a newer epoch) refuses the fence write.
 //! - The record is cleared only by the release of the Lease, and only when its owner is the
 //!   releasing holder or an owner the releaser settled ([`crate::LeaseHandle::settle_record`]) after
-//!   releasing every recorded member ([`clears_on_release`]). A park keeps it; so does
+//!   releasing every recorded member (`clears_on_release`). A park keeps it; so does
 //!   [`crate::LeaseGuard::leave_held`].
 //!
-//! The pure decisions are [`decide_stamp`] and [`clears_on_release`]; the rest reads and
+//! The pure decisions are `decide_stamp` and `clears_on_release`; the rest reads and
 //! parses.
 
 use std::sync::{Mutex, PoisonError};
@@ -154,10 +154,10 @@ impl ChainRecord {
     }
 }
 
-/// The answer of [`decide_stamp`].
+/// The answer of `decide_stamp`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Stamp {
+pub(crate) enum Stamp {
     /// The Lease already records every member: write it as it is.
     Keep,
     /// Write this annotation value.
@@ -179,7 +179,7 @@ pub enum Stamp {
 ///
 /// # Errors
 /// [`FenceError::Json`] (not expected).
-pub fn decide_stamp(
+pub(crate) fn decide_stamp(
     current: Option<&str>,
     ours: &OwnerValue,
     members: &[RecordedMember],
@@ -226,7 +226,11 @@ pub fn decide_stamp(
 /// Whether the release of the Lease by `ours` removes the record found (`current`): only a
 /// record of `ours` or of an owner in `settled`. Pure.
 #[must_use]
-pub fn clears_on_release(current: Option<&str>, ours: &OwnerValue, settled: &[String]) -> bool {
+pub(crate) fn clears_on_release(
+    current: Option<&str>,
+    ours: &OwnerValue,
+    settled: &[String],
+) -> bool {
     let Some(found) = current.and_then(|t| ChainRecord::parse(t).ok()) else {
         return false;
     };
@@ -282,7 +286,7 @@ impl Pending {
         self.lock().members.clone()
     }
 
-    /// Writes the record onto `lease` (the renewal about to be sent), as [`decide_stamp`] says.
+    /// Writes the record onto `lease` (the renewal about to be sent), as `decide_stamp` says.
     pub(crate) fn stamp(
         &self,
         lease: &mut KubeLease,
@@ -316,7 +320,7 @@ impl Pending {
         }
     }
 
-    /// The release decision with the record removed when [`clears_on_release`] allows it.
+    /// The release decision with the record removed when `clears_on_release` allows it.
     pub(crate) fn on_release(
         &self,
         decision: LeaseReleaseDecision,

@@ -108,6 +108,7 @@
 pub mod api;
 mod class;
 mod clock;
+pub mod command;
 pub mod decide;
 pub mod discover;
 pub mod dry_run;
@@ -120,7 +121,7 @@ mod holder;
 pub mod keep_moved;
 pub mod keys;
 pub mod lease;
-pub mod lease_deadline;
+mod lease_deadline;
 pub mod lease_decide;
 pub mod lease_record;
 mod lease_recover;
@@ -132,7 +133,7 @@ pub mod pointer;
 pub mod recovery;
 pub mod release;
 mod remark;
-pub mod settle;
+mod settle;
 
 // The root holds what an embedder names to take part in a handoff; the rest is reached through
 // its module (`lease::LeaseRelease`, `decide::decide_acquire`, `api::patch_params`, ...).
@@ -142,10 +143,11 @@ pub use error::FenceError;
 pub use fence::Fencer;
 pub use guard::{FenceGuard, ObjectRef};
 pub use holder::{Epoch, Holder, OwnerValue};
-pub use keys::AnnotationKeys;
-pub use lease::{Lease, LeaseAcquire, LeaseGuard, LeaseHandle, LeaseState};
-pub use lease_decide::{LeaseConfig, LossReason};
-pub use mark::Mark;
+pub use keys::at_root::AnnotationKeys;
+pub use lease::at_root::{Lease, LeaseAcquire, LeaseHandle, LeaseState};
+pub use lease::guard::LeaseGuard;
+pub use lease_decide::at_root::{LeaseConfig, LossReason};
+pub use mark::at_root::Mark;
 pub use one_line::one_line;
 
 /// The README's program is compiled as a doc test, so the example a user copies builds.

@@ -7,6 +7,10 @@ use serde_json::Value;
 
 use crate::{AnnotationKeys, FenceError, pointer};
 
+pub(crate) mod at_root;
+
+pub(crate) use at_root::Mark;
+
 /// Where a mark writes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -47,25 +51,6 @@ pub enum Restore {
     /// The release restores the prior value only if the read shows the marked value; otherwise
     /// it leaves the other writer's value (e.g. `reconcile.fluxcd.io/requestedAt`).
     IfUnchanged,
-}
-
-/// A change the fence makes and records so it can undo it.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct Mark {
-    /// Where it writes.
-    pub at: MarkAt,
-    /// The value it writes (a JSON string for annotations).
-    pub value: Value,
-    /// How the release undoes it.
-    pub restore: Restore,
-    /// Refuse the acquire when the object already holds this value (someone else set it),
-    /// e.g. a Flux object already suspended by another hand.
-    pub exclusive: bool,
-    /// Write it only where the object holds no value there: a value someone else set is left
-    /// as it is, and this mark is then not part of the fence (not recorded, not released).
-    /// E.g. `fluxcd.controlplane.io/suspendedBy`.
-    pub if_absent: bool,
 }
 
 impl Mark {
@@ -174,25 +159,25 @@ pub struct RecordedMark {
 
 /// The pause of a Flux object: the field a fence sets to `true` and `flux resume` sets back to
 /// `false`.
-pub const PAUSE_FIELD: &str = "/spec/suspend";
+pub(crate) const PAUSE_FIELD: &str = "/spec/suspend";
 
 /// The pause of a Flux Operator object (`ResourceSet`, `FluxInstance`), which have no
 /// `spec.suspend`: the annotation a fence sets to [`PAUSE_DISABLED`] and `flux-operator
 /// resume` sets to `enabled` (its web UI removes it).
-pub const PAUSE_ANNOTATION: &str = "fluxcd.controlplane.io/reconcile";
+pub(crate) const PAUSE_ANNOTATION: &str = "fluxcd.controlplane.io/reconcile";
 
-/// The value of [`PAUSE_ANNOTATION`] that pauses (compared in any case, as the operator does).
-pub const PAUSE_DISABLED: &str = "disabled";
+/// The value of `PAUSE_ANNOTATION` that pauses (compared in any case, as the operator does).
+pub(crate) const PAUSE_DISABLED: &str = "disabled";
 
 impl RecordedMark {
     /// Whether `found`, the value at this mark as read, is another writer's resume of the
-    /// pause this mark set: the mark set [`PAUSE_FIELD`] to `true` and it now holds `false`
+    /// pause this mark set: the mark set `PAUSE_FIELD` to `true` and it now holds `false`
     /// (what `flux resume` writes) or is gone (Flux Operator's resume removes the field); or
-    /// the mark set [`PAUSE_ANNOTATION`] to `disabled` and it is gone or holds a value that
+    /// the mark set `PAUSE_ANNOTATION` to `disabled` and it is gone or holds a value that
     /// does not pause (`enabled`, what `flux-operator resume` writes). Any other value there is
     /// not a resume.
     #[must_use]
-    pub fn resumed_by(&self, found: Option<&Value>) -> bool {
+    pub(crate) fn resumed_by(&self, found: Option<&Value>) -> bool {
         if self.at == MarkAt::Annotation(PAUSE_ANNOTATION.into())
             && self.value == Value::String(PAUSE_DISABLED.into())
         {

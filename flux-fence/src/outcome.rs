@@ -25,7 +25,7 @@ pub enum AcquireOutcome {
     },
     /// The object does not exist.
     NotFound,
-    /// Another writer moved the object on every attempt ([`crate::api::MAX_ATTEMPTS`]).
+    /// Another writer moved the object on every attempt (`api::MAX_ATTEMPTS`).
     Contended,
     /// A response was lost and the re-read could not confirm the outcome. The guard is kept
     /// (unconfirmed) so cleanup can release with a CAS.

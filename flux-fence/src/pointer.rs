@@ -13,7 +13,7 @@ pub fn escape(token: &str) -> String {
 ///
 /// # Errors
 /// [`FenceError::Malformed`] for a `~` not followed by `0` or `1`.
-pub fn unescape(token: &str) -> Result<String, FenceError> {
+pub(crate) fn unescape(token: &str) -> Result<String, FenceError> {
     let mut out = String::with_capacity(token.len());
     let mut chars = token.chars();
     while let Some(c) = chars.next() {
@@ -45,16 +45,16 @@ pub fn annotation(key: &str) -> String {
 }
 
 /// The pointer to the annotations map.
-pub const ANNOTATIONS: &str = "/metadata/annotations";
+pub(crate) const ANNOTATIONS: &str = "/metadata/annotations";
 
 /// The pointer to label `key`: `/metadata/labels/<escaped key>`.
 #[must_use]
-pub fn label(key: &str) -> String {
+pub(crate) fn label(key: &str) -> String {
     format!("{LABELS}/{}", escape(key))
 }
 
 /// The pointer to the labels map.
-pub const LABELS: &str = "/metadata/labels";
+pub(crate) const LABELS: &str = "/metadata/labels";
 
 /// The parent of a pointer: `/spec/suspend` -> `/spec`, `/a` -> the empty pointer.
 pub(crate) fn parent(pointer: &str) -> &str {

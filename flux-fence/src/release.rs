@@ -5,12 +5,12 @@
 //! 2. A [`Restore::IfUnchanged`] mark another writer changed keeps their value, untested.
 //! 3. A [`Restore::Exact`] mark another writer changed ("moved") keeps the fence
 //!    ([`ReleaseDecision::MarkMoved`]) — except when the only moved mark is the pause set back
-//!    to `false` or removed ([`RecordedMark::resumed_by`]): a person's `flux resume`, or Flux
+//!    to `false` or removed (`RecordedMark::resumed_by`): a person's `flux resume`, or Flux
 //!    Operator's resume, asked for Flux back,
 //!    so their value is kept (tested: a further change refuses the patch), the other marks are
 //!    restored and the fence removed ([`ReleaseMarks::resumed`]). Every release goes through
 //!    here ([`decide_release`], [`crate::Fencer::release`]).
-//! 4. With [`Moved::KeepAll`] (an operator's `fences release --keep-moved`) every moved mark
+//! 4. With `Moved::KeepAll` (an operator's `fences release --keep-moved`) every moved mark
 //!    is kept the same way.
 
 use serde_json::{Value, json};
@@ -26,7 +26,7 @@ use crate::{AnnotationKeys, FenceError, pointer};
 /// ours; each restored mark is tested to still hold the marked value. A moved
 /// [`crate::mark::Restore::Exact`] mark keeps the fence ([`ReleaseDecision::MarkMoved`]) unless it is the
 /// only one and it is the pause set back to `false` (a person's `flux resume`): then the patch
-/// keeps that value, tested, and releases ([`decide_release_marks`] says so).
+/// keeps that value, tested, and releases (`decide_release_marks` says so).
 ///
 /// # Errors
 /// [`FenceError::Json`] only if the patch cannot be encoded.
@@ -41,7 +41,7 @@ pub fn decide_release(
 /// How a release treats [`Restore::Exact`] marks another writer moved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Moved {
+pub(crate) enum Moved {
     /// Keep the fence, unless the only moved mark is the pause set back to `false` (a
     /// person's `flux resume`): that value is kept and the fence released. Every release.
     Withhold,
@@ -65,7 +65,7 @@ pub struct ReleaseMarks {
 /// A release decision and what its patch does with the marks (empty unless it is a patch).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
-pub struct Decided {
+pub(crate) struct Decided {
     /// The decision.
     pub decision: ReleaseDecision,
     /// What [`ReleaseDecision::Patch`] does with each mark.
@@ -82,7 +82,7 @@ pub struct Decided {
 ///
 /// # Errors
 /// [`FenceError::Json`] only if the patch cannot be encoded.
-pub fn decide_release_marks(
+pub(crate) fn decide_release_marks(
     read: Option<&Value>,
     keys: &AnnotationKeys,
     held: &Held,

@@ -73,6 +73,17 @@ pub enum SuspendError {
     /// An object the handoff needs is not there or not what it should be.
     #[error("{step}: {detail}")]
     Invalid { step: &'static str, detail: String },
+    /// A release withheld: another writer changed `at` on `object` since the fence, a mark
+    /// other than the pause alone (a person's `flux resume` by itself is kept by the release),
+    /// so a plain release cannot restore it. The fence stays.
+    #[error(
+        "releasing: release of {} withheld: {at} was changed by another writer",
+        flux_fence::recovery::short_ref(object)
+    )]
+    Withheld {
+        object: Box<flux_fence::ObjectRef>,
+        at: flux_fence::mark::MarkAt,
+    },
     /// A fence operation failed.
     #[error("{step}")]
     Fence {

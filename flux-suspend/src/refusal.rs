@@ -42,8 +42,8 @@ pub enum Refusal {
     LeaseParked {
         /// The parked pause's holder.
         holder: String,
-        /// ` --lease NS/NAME` when it is not the default Lease, else empty.
-        lease_flag: String,
+        /// The Lease, `namespace/name`, when it is not the default one.
+        lease: Option<String>,
     },
     /// The Lease was still held after waiting the whole `--wait-lease` budget.
     LeaseStillHeld {
@@ -125,15 +125,15 @@ impl fmt::Display for Refusal {
                 lease,
             } => write!(
                 f,
-                "it records fences of {holder} that are still held ({}); `flux-handoff fences \
-                 recover --lease {lease}` releases them once that holder is provably gone",
+                "it records fences of {holder} that are still held ({}) under Lease {lease}, \
+                 released once that holder is provably gone",
                 held.join(", ")
             ),
             Self::RecordUnclear(why) => f.write_str(why),
-            Self::LeaseParked { holder, lease_flag } => write!(
+            Self::LeaseParked { holder, .. } => write!(
                 f,
                 "held by a parked pause of {holder}, which lasts until it is resumed (not waited \
-                 for); resume it with: flux-handoff resume --holder {holder}{lease_flag}"
+                 for)"
             ),
             Self::LeaseStillHeld {
                 holder,
@@ -222,18 +222,16 @@ mod tests {
                     held: vec!["ks/a/b".into(), "hr/a/c".into()],
                     lease: "flux-system/flux-handoff".into(),
                 },
-                "it records fences of h that are still held (ks/a/b, hr/a/c); `flux-handoff \
-                 fences recover --lease flux-system/flux-handoff` releases them once that holder \
-                 is provably gone",
+                "it records fences of h that are still held (ks/a/b, hr/a/c) under Lease \
+                 flux-system/flux-handoff, released once that holder is provably gone",
             ),
             (Refusal::RecordUnclear("bad record".into()), "bad record"),
             (
                 Refusal::LeaseParked {
                     holder: "h".into(),
-                    lease_flag: " --lease t/l".into(),
+                    lease: Some("t/l".into()),
                 },
-                "held by a parked pause of h, which lasts until it is resumed (not waited for); \
-                 resume it with: flux-handoff resume --holder h --lease t/l",
+                "held by a parked pause of h, which lasts until it is resumed (not waited for)",
             ),
             (
                 Refusal::LeaseStillHeld {

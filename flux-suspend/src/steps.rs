@@ -76,8 +76,8 @@ pub const LONG_ACK_WAIT: std::time::Duration = std::time::Duration::from_secs(20
 
 /// The hint of a long acknowledgement wait (fixed words).
 const HEALTH_CHECK_HINT: &str = "; a reconcile waiting on a health check runs to its timeout \
-     unless the controller has --feature-gates=CancelHealthCheckOnNewRevision=true (flux-handoff \
-     doctor tells)";
+     unless the controller has --feature-gates=CancelHealthCheckOnNewRevision=true (`doctor` \
+     tells)";
 
 impl std::fmt::Display for Waiting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -248,7 +248,7 @@ mod tests {
             format!("{}{HEALTH_CHECK_HINT}", short.replace("(10s", "(20s"))
         );
         assert!(long.contains("--feature-gates=CancelHealthCheckOnNewRevision=true"));
-        assert!(line(AwaitTargetAcks, 30).ends_with("(flux-handoff doctor tells)"));
+        assert!(line(AwaitTargetAcks, 30).ends_with("(`doctor` tells)"));
         // Only acknowledgement waits: the gate does not shorten the others.
         for step in [Prove, RestartController, QuiesceTargets] {
             assert!(!line(step, 60).contains("feature-gates"), "{step:?}");

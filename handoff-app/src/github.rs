@@ -53,6 +53,9 @@ pub struct StepReport {
     pub error: Option<String>,
     /// The one command to run next, when there is one.
     pub next: Option<String>,
+    /// The step holds nothing any more (it released all it took, or took nothing): the
+    /// output `cleanup=complete`, on which the Action's post step stands down.
+    pub cleanup_complete: bool,
 }
 
 impl StepReport {
@@ -68,10 +71,11 @@ impl StepReport {
     }
 
     /// The step outputs, `name=value` each: `holder`, `outcome`, `proven_after_s`,
-    /// `secrets_reasserted`. An empty value means "not reached".
+    /// `secrets_reasserted` (an empty value means "not reached"), then `cleanup=complete`
+    /// when the step holds nothing.
     #[must_use]
     pub fn outputs(&self) -> Vec<(&'static str, String)> {
-        vec![
+        let mut outputs = vec![
             ("holder", self.holder.clone().unwrap_or_default()),
             ("outcome", self.outcome.clone()),
             (
@@ -87,7 +91,11 @@ impl StepReport {
                     .map(|(n, _)| n.to_string())
                     .unwrap_or_default(),
             ),
-        ]
+        ];
+        if self.cleanup_complete {
+            outputs.push(("cleanup", "complete".into()));
+        }
+        outputs
     }
 
     /// The step summary in Markdown. Every value is made safe for one table cell.
@@ -237,7 +245,8 @@ mod tests {
                 ("secrets_reasserted", "4".to_string()),
             ]
         );
-        let r = StepReport::new("x", "cancelled", "130");
+        let mut r = StepReport::new("x", "cancelled", "130");
+        r.cleanup_complete = true;
         assert_eq!(
             r.outputs(),
             [
@@ -245,6 +254,7 @@ mod tests {
                 ("outcome", "cancelled".to_string()),
                 ("proven_after_s", String::new()),
                 ("secrets_reasserted", String::new()),
+                ("cleanup", "complete".to_string()),
             ]
         );
     }

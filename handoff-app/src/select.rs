@@ -35,6 +35,9 @@ use serde_json::Value;
 
 use crate::names::{is_dns_subdomain, split_namespaced};
 
+mod flags;
+pub use flags::{SelectFlags, kinds};
+
 /// Why a selection gave no targets; each Display is one line.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

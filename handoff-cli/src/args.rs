@@ -133,9 +133,15 @@ pub struct SelectArgs {
 }
 
 impl SelectArgs {
-    /// Whether -l or --all was given.
-    pub fn selects(&self) -> bool {
-        self.selector.is_some() || self.all
+    /// The flags, for [`handoff_app::select::SelectFlags::selection`].
+    pub fn flags(&self) -> handoff_app::select::SelectFlags {
+        let mut f = handoff_app::select::SelectFlags::default();
+        f.selector.clone_from(&self.selector);
+        f.all = self.all;
+        f.kinds.clone_from(&self.kind);
+        f.namespaces.clone_from(&self.namespaces);
+        f.all_namespaces = self.all_namespaces;
+        f
     }
 }
 

@@ -14,7 +14,7 @@ pub struct Failure {
     /// The command to run next, printed as a `next: COMMAND` line of its own, for a message
     /// that must stay exactly as it is: a proof timeout's line is fixed counter names and
     /// counts only. Every other failure carries its next step in the message
-    /// (`; next: COMMAND`, [`crate::next_step::with_next`]) and leaves this `None`.
+    /// (`; next: COMMAND`, [`handoff_app::next::with_next`]) and leaves this `None`.
     pub next: Option<String>,
 }
 
@@ -27,8 +27,9 @@ impl Failure {
         }
     }
 
-    pub fn usage(message: impl Into<String>) -> Self {
-        Self::new(exit::USAGE, message)
+    /// Exit 2 with one line: an error's or a message's text.
+    pub fn usage(message: impl std::fmt::Display) -> Self {
+        Self::new(exit::USAGE, message.to_string())
     }
 }
 

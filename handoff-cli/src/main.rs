@@ -4,11 +4,8 @@ mod args;
 mod cli;
 mod client;
 mod cmd;
-mod complete;
-mod config;
 mod exit;
 mod failure;
-mod next_step;
 mod notify;
 mod output;
 mod session;
@@ -34,7 +31,7 @@ fn main() -> ExitCode {
         else {
             return ExitCode::from(exit::INTERNAL);
         };
-        rt.block_on(complete::run(&Cli::command(), &args[1..]));
+        rt.block_on(handoff_app::complete::run(&Cli::command(), &args[1..]));
         return ExitCode::SUCCESS;
     }
     let cli = match Cli::try_parse() {
@@ -84,30 +81,22 @@ async fn dispatch(cli: Cli) -> u8 {
         return exit::INTERNAL;
     }
     let g = &cli.global;
-    if g.output == output::Format::Name && !output::lists_objects(command_name(&cli.command)) {
-        let line = format!(
-            "-o name: `{}` lists no objects; use -o json or -o yaml",
-            command_name(&cli.command)
-        );
-        out.finish(command_name(&cli.command), exit::USAGE, Some(&line), None);
+    let name = command_name(&cli.command);
+    if g.output == output::Format::Name && !output::lists_objects(name) {
+        let line = format!("-o name: `{name}` lists no objects; use -o json or -o yaml");
+        out.finish(name, exit::USAGE, Some(&line), None);
         return exit::USAGE;
     }
-    let (name, result) = match &cli.command {
+    let result = match &cli.command {
         // Boxed: a session's future (start, proof, work or park) is over 16 KiB.
-        Command::Pause(a) => (
-            "pause",
-            Box::pin(cmd::pause::run(g, a, &mut out, cancel)).await,
-        ),
-        Command::Resume(a) => ("resume", cmd::resume::run(g, a, &mut out).await),
-        Command::Run(a) => ("run", Box::pin(cmd::run::run(g, a, &mut out, cancel)).await),
-        Command::Fences(a) => ("fences", cmd::fences::run(g, a, &mut out).await),
-        Command::Doctor(a) => ("doctor", cmd::doctor::run(g, a, &mut out).await),
-        Command::Rbac(a) => ("rbac", cmd::rbac::run(g, a, &mut out)),
+        Command::Pause(a) => Box::pin(cmd::pause::run(g, a, &mut out, cancel)).await,
+        Command::Resume(a) => cmd::resume::run(g, a, &mut out).await,
+        Command::Run(a) => Box::pin(cmd::run::run(g, a, &mut out, cancel)).await,
+        Command::Fences(a) => cmd::fences::run(g, a, &mut out).await,
+        Command::Doctor(a) => cmd::doctor::run(g, a, &mut out).await,
+        Command::Rbac(a) => cmd::rbac::run(g, a, &mut out),
         // Boxed: the reassert future (a registry proof, a handoff, the Secrets) is over 16 KiB.
-        Command::Ghcr(a) => (
-            a.name(),
-            Box::pin(cmd::ghcr::run(g, a, &mut out, cancel)).await,
-        ),
+        Command::Ghcr(a) => Box::pin(cmd::ghcr::run(g, a, &mut out, cancel)).await,
         Command::Completions { shell } => {
             clap_complete::generate(
                 *shell,
@@ -124,7 +113,10 @@ async fn dispatch(cli: Cli) -> u8 {
                 // `flux-handoff man | head` closes the pipe early: not an error.
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::SUCCESS,
                 Err(e) => {
-                    eprintln!("error: {}", output::plain::line(&e.to_string()));
+                    eprintln!(
+                        "error: {}",
+                        handoff_app::render::plain::line(&e.to_string())
+                    );
                     exit::INTERNAL
                 }
             };

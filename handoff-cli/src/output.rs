@@ -11,9 +11,6 @@
 //! Nothing here ever receives a credential: callers pass phase names, counts and object names.
 
 mod actions;
-pub mod plain;
-mod progress;
-mod yaml;
 
 use std::io::Write;
 use std::time::Instant;
@@ -60,7 +57,7 @@ pub struct Output {
     /// The flux-style progress lines and Actions groups ([`progress`]).
     progress: progress::Progress,
     /// Where Flux-format events go (`--events-addr`; [`crate::notify`]).
-    events: Option<crate::notify::sender::Notifier>,
+    events: Option<handoff_app::notify::Notifier>,
 }
 
 impl Output {
@@ -84,17 +81,17 @@ impl Output {
     }
 
     /// Sends Flux-format events from now on ([`crate::notify::configure`]).
-    pub fn set_events(&mut self, notifier: crate::notify::sender::Notifier) {
+    pub fn set_events(&mut self, notifier: handoff_app::notify::Notifier) {
         self.events = Some(notifier);
     }
 
     /// The events' sender, when `--events-addr` is set.
-    pub fn events(&mut self) -> Option<&mut crate::notify::sender::Notifier> {
+    pub fn events(&mut self) -> Option<&mut handoff_app::notify::Notifier> {
         self.events.as_mut()
     }
 
     /// The sender, to wait for what is still in flight ([`crate::notify::flush`]).
-    pub fn take_events(&mut self) -> Option<crate::notify::sender::Notifier> {
+    pub fn take_events(&mut self) -> Option<handoff_app::notify::Notifier> {
         self.events.take()
     }
 
@@ -135,7 +132,8 @@ impl Output {
     /// Records the objects the command lists (`-o name` prints them), as `Kind ns/name` or
     /// already as `kind/ns/name`.
     pub fn list(&mut self, objects: &[String]) {
-        self.names.extend(objects.iter().map(|o| short_name(o)));
+        self.names
+            .extend(objects.iter().map(|o| handoff_app::names::short_name(o)));
     }
 
     /// Whether this run is inside GitHub Actions (`GITHUB_ACTIONS=true`).
@@ -233,16 +231,10 @@ impl Output {
                 paused: &self.paused,
                 proven_after_ms: self.proven_after,
             };
-            if let Err(e) = report.step_report().append_to_runner_files() {
+            let mut step = report.step_report();
+            step.cleanup_complete = self.cleanup_complete;
+            if let Err(e) = step.append_to_runner_files() {
                 eprintln!("::warning::{}", escape_data(&plain::line(&e)));
-            }
-            if self.cleanup_complete
-                && let Err(e) = append_output("cleanup", "complete")
-            {
-                eprintln!(
-                    "::warning::cannot append the step outputs: {}",
-                    escape_data(&plain::line(&e.to_string()))
-                );
             }
         }
         if self.format != Format::Text {
@@ -270,20 +262,6 @@ impl Output {
     }
 }
 
-/// `Kustomization ns/name` as `ks/ns/name`, `HelmRelease ns/name` as `hr/ns/name` (the form
-/// every command takes); any other text as it is.
-pub fn short_name(display: &str) -> String {
-    let Some((kind, rest)) = display.split_once(' ') else {
-        return display.to_string();
-    };
-    let kind = match kind {
-        "Kustomization" => "ks".to_string(),
-        "HelmRelease" => "hr".to_string(),
-        other => other.to_lowercase(),
-    };
-    format!("{kind}/{rest}")
-}
-
 /// The line of a next step kept out of the error line: `next: COMMAND`. It never starts with
 /// `::`, so in Actions it is plain output, not a workflow command.
 fn next_line(next: &str) -> String {
@@ -298,37 +276,20 @@ pub fn lists_objects(command: &str) -> bool {
     )
 }
 
-/// Appends `name=value` to `$GITHUB_OUTPUT` when it is set.
-fn append_output(name: &str, value: &str) -> std::io::Result<()> {
-    let Some(path) = std::env::var_os("GITHUB_OUTPUT").filter(|p| !p.is_empty()) else {
-        return Ok(());
-    };
-    let mut f = std::fs::OpenOptions::new().append(true).open(path)?;
-    writeln!(f, "{name}={value}")
-}
-
 #[allow(clippy::cast_precision_loss)] // phase times are seconds with one decimal
 fn secs(millis: u128) -> f64 {
     millis as f64 / 1000.0
 }
 
 use handoff_app::github::escape_data;
+use handoff_app::render::{plain, progress, yaml};
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn flux_habits_name_output_is_the_form_commands_take_back() {
-        let cases = [
-            ("Kustomization flux-system/apps", "ks/flux-system/apps"),
-            ("HelmRelease web/podinfo", "hr/web/podinfo"),
-            ("OCIRepository a/b", "ocirepository/a/b"),
-            ("ks/a/b", "ks/a/b"),
-        ];
-        for (display, name) in cases {
-            assert_eq!(short_name(display), name);
-        }
+    fn flux_habits_commands_that_list_objects() {
         for (cmd, lists) in [
             ("fences", true),
             ("resume", true),

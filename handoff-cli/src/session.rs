@@ -2,9 +2,6 @@
 //! into phase lines, its errors into exit codes. The session itself — preflight, Lease,
 //! fences, proof, cleanup on every path — is `flux_suspend::Session`.
 
-use std::str::FromStr;
-
-use flux_fence::Holder;
 use flux_suspend::LeaseWait;
 use flux_suspend::Members;
 use flux_suspend::handoff::SuspendError;
@@ -14,11 +11,11 @@ use kube::Client;
 
 use crate::args::HolderArg;
 use crate::cmd::fences::evidence;
-use crate::config::FileConfig;
 use crate::exit;
 use crate::failure::{Failure, chain};
-use crate::next_step::{Hints, next_step, with_next};
 use crate::output::Output;
+use handoff_app::config::FileConfig;
+use handoff_app::next::{Hints, next_step, with_next};
 
 /// The resolved options with `--holder` (it must parse), `--max-hold` (over `[lease]
 /// max_hold`) and `--recover-finished-runs` (or
@@ -30,8 +27,10 @@ pub fn options(
     file: &FileConfig,
 ) -> Result<SessionOptions, Failure> {
     if let Some(h) = &arg.holder {
-        let h = Holder::from_str(h).map_err(|e| Failure::usage(format!("--holder: {e}")))?;
-        opts.holder = Some(h);
+        opts.holder = Some(
+            h.parse()
+                .map_err(|e| Failure::usage(format!("--holder: {e}")))?,
+        );
     }
     if let Some(text) = &arg.max_hold {
         let d = handoff_app::settings::parse_max_hold(text)
@@ -44,22 +43,13 @@ pub fn options(
         let source = evidence::github("--recover-finished-runs", token_file, &recovery)?;
         opts.recover_finished_runs = Some(source);
     }
-    opts.validate().map_err(|e| Failure::usage(e.to_string()))?;
+    opts.validate().map_err(Failure::usage)?;
     Ok(opts)
 }
 
 /// `--wait-lease`, else `[lease] wait`, else no wait (checked before any request: exit 2).
 pub fn lease_wait(arg: &HolderArg, file: &FileConfig) -> Result<LeaseWait, Failure> {
-    let budget = match (
-        arg.wait_lease,
-        file.lease.as_ref().and_then(|l| l.wait.as_deref()),
-    ) {
-        (Some(d), _) => d,
-        (None, Some(text)) => handoff_app::settings::parse_duration(text)
-            .map_err(|e| Failure::usage(format!("config: lease.wait: {e}")))?,
-        (None, None) => std::time::Duration::ZERO,
-    };
-    Ok(LeaseWait::new(budget))
+    file.lease_wait(arg.wait_lease).map_err(Failure::usage)
 }
 
 /// Starts the session (waiting for the Lease as `wait` says) and prints the Lease line.
@@ -159,7 +149,7 @@ pub fn finish<T>(
         (Err(f), Err(c)) => {
             out.note(&cleanup_line(&c, out.holder()));
             // A release withheld after a person's `flux resume`: its restore is what to do next.
-            match crate::next_step::withheld(&c.why, out.holder()) {
+            match handoff_app::next::withheld(&c.withheld, out.holder()) {
                 Some(next) => Err(replace_next(f, next)),
                 None => Err(f),
             }
@@ -185,13 +175,11 @@ pub fn result<T>(r: Result<Result<T, Failure>, SessionError>, h: &Hints) -> Resu
 }
 
 fn cleanup_line(c: &flux_suspend::CleanupError, holder: Option<&str>) -> String {
-    let next = crate::next_step::withheld(&c.why, holder);
-    let next = next.unwrap_or_else(|| "flux-handoff fences (lists what is still held)".into());
-    format!("{c}; next: {next}")
+    format!("{c}; next: {}", handoff_app::next::after_cleanup(c, holder))
 }
 
 /// The exit code and one line of a session error, ending with the command to run next
-/// ([`crate::next_step`]) when there is one. A proof timeout's line is its fixed counter names
+/// ([`handoff_app::next`]) when there is one. A proof timeout's line is its fixed counter names
 /// and counts only (what a log scraper or the chaos suite may match); its next step is a line
 /// of its own ([`Failure::next`]).
 pub fn failure(e: &SessionError, h: &Hints) -> Failure {
@@ -200,18 +188,12 @@ pub fn failure(e: &SessionError, h: &Hints) -> Failure {
         f.next = next_step(e, h);
         return f;
     }
-    if let SessionError::PauseBroken(_) = e {
-        let line = with_next(chain(e), Some("flux-handoff fences (what is still held)"));
-        return Failure::new(exit::PAUSE_BROKEN, line);
-    }
     let line = match e {
         SessionError::Read { object, source } => read_line(object, source),
-        SessionError::StartCutShort { .. } | SessionError::NotParked { .. } => {
-            format!("{}; `flux-handoff fences` shows it", chain(e))
-        }
         SessionError::Cancelled { during, .. } => format!("interrupted {during}"),
-        other => with_next(chain(other), next_step(other, h).as_deref()),
+        other => chain(other),
     };
+    let line = with_next(line, next_step(e, h).as_deref());
     Failure::new(exit::code(e.class()), line)
 }
 
@@ -226,20 +208,7 @@ fn read_line(object: &str, e: &kube::Error) -> String {
 mod tests {
     use std::time::Duration;
 
-    use clap::Parser;
-
     use super::*;
-
-    fn wait(flags: &[&str], config: &str) -> Result<Duration, Failure> {
-        let mut argv = vec!["flux-handoff", "pause"];
-        argv.extend_from_slice(flags);
-        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
-        let crate::cli::Command::Pause(p) = cli.command else {
-            unreachable!()
-        };
-        let file = crate::config::parse(config).unwrap();
-        lease_wait(&p.holder, &file).map(|w| w.budget)
-    }
 
     fn hints() -> Hints {
         Hints {
@@ -310,25 +279,5 @@ mod tests {
              flux-handoff fences release x"
         );
         assert_eq!(g.next, None);
-    }
-
-    #[test]
-    fn the_lease_wait_comes_from_the_flag_else_the_config_else_none() {
-        assert_eq!(wait(&[], "").unwrap(), Duration::ZERO);
-        assert_eq!(
-            wait(&[], "[lease]\nwait = \"90s\"\n").unwrap(),
-            Duration::from_secs(90)
-        );
-        assert_eq!(
-            wait(&["--wait-lease", "2m"], "[lease]\nwait = \"90s\"\n").unwrap(),
-            Duration::from_mins(2)
-        );
-        let bad = wait(&[], "[lease]\nwait = \"soon\"\n").unwrap_err();
-        assert_eq!(bad.code, exit::USAGE);
-        assert!(
-            bad.message.starts_with("config: lease.wait: "),
-            "{}",
-            bad.message
-        );
     }
 }

@@ -4,19 +4,17 @@
 //! listed once (reads only) and resolved into the same options before any write.
 
 use flux_fence::ObjectRef;
-use flux_fence::discover::Scope;
 use flux_fence::recovery::short_ref;
 use flux_suspend::LeaseWait;
 use flux_suspend::SessionOptions;
-use handoff_app::select::{LabelSelector, SelectError, Selection};
+use handoff_app::select::{SelectError, Selection};
 use handoff_app::settings::Flags;
-use kube::api::ApiResource;
 use serde_json::json;
 
 use crate::args::{Global, HolderArg, SelectArgs, TargetArgs};
-use crate::config::FileConfig;
 use crate::failure::Failure;
 use crate::output::Output;
+use handoff_app::config::FileConfig;
 
 /// What `run` and `pause` start from, resolved once: the options of their session (flags
 /// over the config file; targets named, or listed by `-l/--all` — reads only — before any
@@ -29,11 +27,12 @@ pub async fn prepare(
     out: &mut Output,
 ) -> Result<(SessionOptions, LeaseWait, kube::Client), Failure> {
     // -l/--all: checked here, listed once the client exists, before any write.
-    let selection = selection(global, select, named).map_err(Failure::usage)?;
-    let targets = match &selection {
-        Some(s) => stand_in(named, s),
-        None => named.clone(),
-    };
+    let first = named.target.first().map(String::as_str);
+    let selection = (select.flags().selection(&global.namespace, first)).map_err(Failure::usage)?;
+    let mut targets = named.clone();
+    if let Some(s) = &selection {
+        targets.target = s.stand_ins();
+    }
     let settings = resolve(global, &targets, file).map_err(Failure::usage)?;
     let mut opts = crate::session::options(settings, holder, file)?;
     let wait = crate::session::lease_wait(holder, file)?;
@@ -62,89 +61,6 @@ pub fn resolve(
     f.wait_timeout = global.wait_timeout;
     f.interval = global.interval;
     handoff_app::settings::resolve(&f, &file.tables())
-}
-
-/// Parses `[kind/][namespace/]name` (`fences release`).
-pub fn parse_target(text: &str, default_ns: &str) -> Result<ObjectRef, String> {
-    handoff_app::names::parse_object(text, default_ns).map_err(|e| e.to_string())
-}
-
-/// What -l/--all select, checked before any request (exit 2 with one line): `None` when
-/// targets are named (or come from the config file). Names and a selector together are
-/// refused, as `kubectl` refuses names with -l: one or the other says what to pause.
-pub fn selection(
-    global: &Global,
-    select: &SelectArgs,
-    named: &TargetArgs,
-) -> Result<Option<Selection>, String> {
-    if !select.selects() {
-        if !select.kind.is_empty() || !select.namespaces.is_empty() || select.all_namespaces {
-            return Err(
-                "--kind, --in and -A say what -l or --all select: give -l SELECTOR or --all".into(),
-            );
-        }
-        return Ok(None);
-    }
-    let how = select.selector.as_deref().map_or("--all", |_| "-l");
-    if let Some(t) = named.target.first() {
-        return Err(format!(
-            "{how} selects the targets: name targets ({t:?}) or select them, not both"
-        ));
-    }
-    let selector = match &select.selector {
-        Some(text) => Some(text.parse::<LabelSelector>().map_err(|e| e.to_string())?),
-        None => None,
-    };
-    let kinds = kinds(&select.kind)?;
-    let scope = if select.all_namespaces {
-        Scope::All
-    } else {
-        let base = [global.namespace.clone()];
-        Scope::namespaces(base.iter().chain(&select.namespaces))
-            .map_err(|ns| format!("--in {ns:?}: not a namespace name"))?
-    };
-    Ok(Some(Selection {
-        kinds,
-        scope,
-        selector,
-    }))
-}
-
-/// `--kind`: each kind once, in the order given; none is Kustomizations (as `flux suspend
-/// kustomization`).
-pub fn kinds(given: &[String]) -> Result<Vec<ApiResource>, String> {
-    let mut kinds = Vec::new();
-    for k in given {
-        let ar = handoff_app::names::kind_resource(k)
-            .filter(|ar| !flux_suspend::object::is_operator_kind(ar))
-            .ok_or_else(|| {
-                format!("--kind {k:?}: not a kind a selector takes (ks, hr; name rset and fi)")
-            })?;
-        if !kinds.contains(&ar) {
-            kinds.push(ar);
-        }
-    }
-    if kinds.is_empty() {
-        kinds.push(flux_suspend::object::kustomization_resource());
-    }
-    Ok(kinds)
-}
-
-/// The target flags with one stand-in target per selected kind, so that every other flag is
-/// resolved and checked (exit 2) before the selection is listed; [`resolve_selected`] puts
-/// the real targets in their place.
-pub fn stand_in(named: &TargetArgs, selection: &Selection) -> TargetArgs {
-    let mut t = named.clone();
-    let ns = match &selection.scope {
-        Scope::Namespaces(nss) => nss.first().cloned().unwrap_or_default(),
-        _ => "default".into(),
-    };
-    t.target = selection
-        .kinds
-        .iter()
-        .map(|k| format!("{}/{ns}/selected", k.kind))
-        .collect();
-    t
 }
 
 /// Lists what `selection` selects (reads only), prints it, and makes it `opts`'s targets in
@@ -190,7 +106,7 @@ pub async fn resolve_selected(
     targets.target = short(&plan.targets);
     let resolved = resolve(global, &targets, file).map_err(Failure::usage)?;
     opts.targets = resolved.targets;
-    opts.validate().map_err(|e| Failure::usage(e.to_string()))
+    opts.validate().map_err(Failure::usage)
 }
 
 /// Exit 2 for what the caller gave (nothing matched, a selection of three levels), the API's

@@ -25,7 +25,7 @@ use serde_json::Value;
 use crate::paths;
 
 /// The libraries, in dependency order (also the publish order).
-pub const LIBRARIES: [&str; 4] = ["flux-fence", "flux-suspend", "handoff-app", "ghcr-auth"];
+pub const LIBRARIES: [&str; 4] = ["flux-fence", "flux-suspend", "ghcr-auth", "handoff-app"];
 
 /// Lists each library and compares (or with `bless`, writes) `api/<crate>.txt`.
 pub fn run(bless: bool) -> anyhow::Result<()> {

@@ -47,7 +47,7 @@ pub fn holder_duration(lease: &KubeLease, keys: &AnnotationKeys) -> Duration {
 /// limit is never read as this one's): what every write of the holder that keeps or takes the
 /// Lease carries (acquire, take-over, recovery, renewal).
 #[must_use]
-pub fn with_holder_duration(mut lease: KubeLease, cfg: &LeaseConfig) -> KubeLease {
+pub(crate) fn with_holder_duration(mut lease: KubeLease, cfg: &LeaseConfig) -> KubeLease {
     let secs = cfg.duration_seconds();
     lease
         .spec

@@ -16,7 +16,7 @@ use crate::{Epoch, FenceError, Holder};
 /// The answer of [`decide_lease_settle`].
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
-pub enum LeaseSettle {
+pub(crate) enum LeaseSettle {
     /// The Lease does not exist: a lost create of ours could still land. Create this free
     /// Lease, so it cannot.
     CreateFree(Box<KubeLease>),
@@ -50,7 +50,7 @@ pub enum LeaseSettle {
 ///
 /// # Errors
 /// [`FenceError::Malformed`] for a negative `leaseTransitions`.
-pub fn decide_lease_settle(
+pub(crate) fn decide_lease_settle(
     read: Option<&KubeLease>,
     cfg: &LeaseConfig,
     holder: &Holder,
@@ -104,7 +104,7 @@ pub fn decide_lease_settle(
 ///
 /// # Errors
 /// [`FenceError::Malformed`] for a negative `leaseTransitions`.
-pub fn decide_recover_settle(
+pub(crate) fn decide_recover_settle(
     read: Option<&KubeLease>,
     holder: &Holder,
     gone: &super::GoneHolder,

@@ -17,14 +17,14 @@ use super::judge::{CiRun, judge_attempt};
 use super::{LivenessSource, Verdict, VerdictFuture};
 
 /// `GITHUB_API_URL` when unset.
-pub const DEFAULT_API_URL: &str = "https://api.github.com";
+pub(crate) const DEFAULT_API_URL: &str = "https://api.github.com";
 
 /// Where and how to ask GitHub.
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct GithubConfig {
     /// The REST API base URL (`GITHUB_API_URL`; GitHub Enterprise: `https://HOST/api/v3`).
-    pub api_url: String,
+    pub(crate) api_url: String,
     /// `owner/name` (`GITHUB_REPOSITORY`): a holder's run is looked up in this repository
     /// only.
     pub repository: String,
@@ -89,12 +89,12 @@ impl GithubConfig {
     }
 
     /// From the environment of a GitHub Actions job: `GITHUB_API_URL` (default
-    /// [`DEFAULT_API_URL`]), `GITHUB_REPOSITORY`, and the token read from `token_file` when
+    /// `DEFAULT_API_URL`), `GITHUB_REPOSITORY`, and the token read from `token_file` when
     /// given, else `GITHUB_TOKEN`.
     ///
     /// # Errors
     /// One line naming what is missing (never the token).
-    pub fn from_env(token_file: Option<&Path>) -> Result<Self, String> {
+    pub(crate) fn from_env(token_file: Option<&Path>) -> Result<Self, String> {
         let token = match token_file {
             Some(p) => std::fs::read_to_string(p)
                 .map(|t| SecretString::from(t.trim().to_string()))

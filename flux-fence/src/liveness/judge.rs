@@ -14,7 +14,7 @@ use super::Verdict;
 /// The CI run and attempt a holder identity names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct CiRun {
+pub(crate) struct CiRun {
     /// `GITHUB_RUN_ID` of the holder.
     pub run_id: u64,
     /// `GITHUB_RUN_ATTEMPT` of the holder.
@@ -44,7 +44,7 @@ impl CiRun {
 /// Judges one answer about `run` in repository `repo` (`owner/name`): HTTP `status` and
 /// `body`. Pure.
 #[must_use]
-pub fn judge_attempt(run: CiRun, repo: &str, status: u16, body: &[u8]) -> Verdict {
+pub(crate) fn judge_attempt(run: CiRun, repo: &str, status: u16, body: &[u8]) -> Verdict {
     let which = format!(
         "GitHub run {} attempt {} in {repo}",
         run.run_id, run.attempt

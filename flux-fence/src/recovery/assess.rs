@@ -46,7 +46,7 @@ impl ChildMark {
 
     /// Whether a fence with these recorded marks is a child.
     #[must_use]
-    pub fn is_child(&self, marks: &[RecordedMark]) -> bool {
+    pub(crate) fn is_child(&self, marks: &[RecordedMark]) -> bool {
         marks
             .iter()
             .any(|m| m.at == self.at && m.value == self.value)
@@ -74,7 +74,7 @@ impl LeaseView {
     ///
     /// # Errors
     /// [`FenceError::Malformed`] for a negative `leaseTransitions`.
-    pub fn from_lease(
+    pub(crate) fn from_lease(
         lease: &KubeLease,
         keys: &AnnotationKeys,
         now: Timestamp,
@@ -95,7 +95,7 @@ impl LeaseView {
     /// When the Lease looks expired (last renewal + duration), when both are known. A hint
     /// for people: it compares the holder's clock with ours.
     #[must_use]
-    pub fn expires_at(&self) -> Option<Timestamp> {
+    pub(crate) fn expires_at(&self) -> Option<Timestamp> {
         let last = self.found.renewed.or(self.found.acquired)?;
         let d = SignedDuration::try_from(self.duration?).ok()?;
         last.checked_add(d).ok()
@@ -126,7 +126,7 @@ pub enum Liveness {
 impl Liveness {
     /// `LIVE`, `PAUSED` or `ORPHANED-LOOKING`.
     #[must_use]
-    pub fn label(&self) -> &'static str {
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             Self::Live { .. } => "LIVE",
             Self::Paused => "PAUSED",
@@ -195,9 +195,9 @@ impl fmt::Display for Orphan {
 }
 
 /// Judges `holder` against the Lease as read, for listing: expiry here is the reader's
-/// wall-clock hint ([`Orphan::Expired`]); recovery judges with [`crate::recovery::plan_recover`].
+/// wall-clock hint ([`Orphan::Expired`]); recovery judges with `recovery::plan_recover`.
 #[must_use]
-pub fn liveness(holder: &str, lease: Option<&LeaseView>) -> Liveness {
+pub(crate) fn liveness(holder: &str, lease: Option<&LeaseView>) -> Liveness {
     let Some(l) = lease else {
         return Liveness::Orphaned(Orphan::NoLease);
     };
@@ -219,7 +219,7 @@ pub fn liveness(holder: &str, lease: Option<&LeaseView>) -> Liveness {
 /// What can be done with one fence.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
-pub enum Action {
+pub(crate) enum Action {
     /// It can be released with this CAS patch on the object as observed (compact JSON).
     Release {
         /// The JSON Patch a release would send.
@@ -256,7 +256,7 @@ pub enum Withhold {
 /// One fence, judged.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
-pub struct Row {
+pub(crate) struct Row {
     /// The object.
     pub object: ObjectRef,
     /// The holder (`None` for a malformed owner annotation).
@@ -277,7 +277,7 @@ pub struct Row {
 /// (`lease`). A fence that names another Lease it was taken under is judged by that Lease
 /// only: here it is withheld ([`Withhold::OtherLease`]), whatever `lease` says.
 #[must_use]
-pub fn assess(
+pub(crate) fn assess(
     report: &FenceReport,
     ours: &str,
     lease: Option<&LeaseView>,
@@ -366,7 +366,7 @@ fn assess_one(
 
 /// The children `holder` still holds among `all`, other than `this`: a parent waits for them.
 #[must_use]
-pub fn held_children(
+pub(crate) fn held_children(
     holder: &str,
     this: &FoundFence,
     all: &[FoundFence],

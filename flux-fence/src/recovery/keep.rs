@@ -49,7 +49,7 @@ impl Recovery {
     }
 
     /// Sends the patch [`Recovery::prepare_keep_moved`] decided, as decided, through the
-    /// release engine ([`crate::engine::Member::keeping_moved`]). Returns the
+    /// release engine (`engine::Member::keeping_moved`). Returns the
     /// `resourceVersion` after it, when known.
     ///
     /// # Errors

@@ -1,6 +1,6 @@
 //! The fence listing: every fence in the scope and the Lease, judged, with the exact release
-//! command of each, as a table a person reads at a glance ([`fmt::Display`]) or as JSON facts
-//! ([`FenceListing::facts`]). Read-only.
+//! command of each, as a table a person reads at a glance ([`FenceListing::text`]) or as JSON
+//! facts ([`FenceListing::facts`]), the commands spelled by the application. Read-only.
 
 use std::fmt::{self, Write as _};
 
@@ -11,6 +11,7 @@ use super::overdue::{OverduePause, overdue, overdue_pauses};
 use super::run::{Recovery, Snapshot};
 use super::words::{age, duration_since, short_ref};
 use crate::FenceError;
+use crate::command::{Command, Spell};
 use crate::discover::{Listing, Scope};
 use crate::lease_decide::format_max_hold;
 
@@ -19,28 +20,25 @@ use crate::lease_decide::format_max_hold;
 #[non_exhaustive]
 pub struct FenceListing {
     /// The look at the cluster.
-    pub snapshot: Snapshot,
+    pub(crate) snapshot: Snapshot,
     /// Every fence, judged (same order as discovered).
-    pub rows: Vec<Row>,
+    pub(crate) rows: Vec<Row>,
     /// The Lease, `namespace/name`.
-    pub lease_name: String,
+    pub(crate) lease_name: String,
     /// Where fences were looked for.
-    pub scope: Scope,
+    pub(crate) scope: Scope,
     /// How fenced objects were listed.
-    pub listing: Listing,
-    /// Appended to each printed command (e.g. ` --config PATH`).
-    pub suffix: String,
+    pub(crate) listing: Listing,
     /// The pauses held past their max-hold ([`overdue_pauses`]): listed, never released.
     pub overdue: Vec<OverduePause>,
 }
 
 impl Recovery {
-    /// Discovery and the Lease as read now, every fence judged against the Lease. `suffix` is
-    /// appended to each release command shown. Read-only.
+    /// Discovery and the Lease as read now, every fence judged against the Lease. Read-only.
     ///
     /// # Errors
     /// API failures, as [`Recovery::snapshot`].
-    pub async fn list(&self, suffix: &str) -> Result<FenceListing, FenceError> {
+    pub async fn list(&self) -> Result<FenceListing, FenceError> {
         let snapshot = self.snapshot().await?;
         let rows = assess(
             &snapshot.report,
@@ -56,15 +54,15 @@ impl Recovery {
             lease_name: self.target(),
             scope: self.scope.clone(),
             listing: self.listing,
-            suffix: suffix.to_string(),
         })
     }
 }
 
 impl FenceListing {
-    /// The facts of `--output json`: `scope`, `lease` and `fences`.
+    /// The facts of `--output json`: `scope`, `lease` and `fences`, the commands spelled by
+    /// `spell`.
     #[must_use]
-    pub fn facts(&self) -> Vec<(&'static str, Value)> {
+    pub fn facts(&self, spell: Spell) -> Vec<(&'static str, Value)> {
         let now = self.snapshot.now;
         let scope = match &self.scope {
             Scope::All => json!("all namespaces"),
@@ -83,7 +81,7 @@ impl FenceListing {
                 "expires": l.expires_at().map(|t| t.to_string()),
                 "expired": l.found.expired,
                 "parked": l.found.parked,
-                "release_command": self.release_lease_command(l),
+                "release_command": self.release_lease(l).as_ref().map(spell),
                 "record": self.snapshot.record.as_ref().map(|r| json!({
                     "owner": r.owner,
                     "members": r.members.iter().map(ToString::to_string).collect::<Vec<_>>(),
@@ -96,22 +94,22 @@ impl FenceListing {
             obj.insert("overdue".into(), json!(self.lease_overdue(l)));
         }
         let rows = self.rows.iter();
-        let fences: Vec<Value> = rows.map(|r| r.to_json(now, &self.suffix)).collect();
+        let fences: Vec<Value> = rows.map(|r| r.to_json(now, spell)).collect();
         vec![
             ("scope", scope),
             ("lease", lease),
             ("fences", Value::Array(fences)),
-            ("overdue", self.overdue_facts()),
+            ("overdue", self.overdue_facts(spell)),
         ]
     }
 
     /// The fact `overdue`: each pause held past its max-hold, with the command that resumes
     /// it when its Lease is parked.
     #[must_use]
-    pub fn overdue_facts(&self) -> Value {
+    pub(crate) fn overdue_facts(&self, spell: Spell) -> Value {
         let pauses = self.overdue.iter().map(|p| {
             let mut v = p.to_json();
-            v["resume_command"] = json!(self.overdue_resume(p));
+            v["resume_command"] = json!(self.overdue_resume(p).as_ref().map(spell));
             v
         });
         Value::Array(pauses.collect())
@@ -125,19 +123,18 @@ impl FenceListing {
 
     /// The command that resumes an overdue pause: only when its holder parked the Lease (a
     /// `pause`); a `run` that still holds it ends with its command.
-    fn overdue_resume(&self, p: &OverduePause) -> Option<String> {
+    fn overdue_resume(&self, p: &OverduePause) -> Option<Command> {
         let l = self.snapshot.lease.as_ref()?;
         let parked_by_it = l.found.parked && l.found.holder.as_deref() == Some(p.holder.as_str());
-        (parked_by_it && p.holder.parse::<crate::Holder>().is_ok()).then(|| {
-            format!(
-                "flux-handoff resume --holder {} --lease {}{}",
-                p.holder, self.lease_name, self.suffix
-            )
+        (parked_by_it && p.holder.parse::<crate::Holder>().is_ok()).then(|| Command::Resume {
+            holder: p.holder.clone(),
+            lease: Some(self.lease_name.clone()),
+            exited: false,
         })
     }
 
     /// The overdue pauses, each as its lines (see [`FenceListing::overdue_text`]).
-    fn overdue_lines(&self, f: &mut dyn fmt::Write) -> fmt::Result {
+    fn overdue_lines(&self, f: &mut dyn fmt::Write, spell: Spell) -> fmt::Result {
         for p in &self.overdue {
             let reason = p
                 .reason
@@ -159,7 +156,7 @@ impl FenceListing {
                 .as_ref()
                 .is_some_and(|l| l.found.holder.as_deref() == Some(p.holder.as_str()));
             match self.overdue_resume(p) {
-                Some(cmd) => writeln!(f, "  resume:   {cmd}")?,
+                Some(cmd) => writeln!(f, "  resume:   {}", spell(&cmd))?,
                 None if holds_lease => writeln!(
                     f,
                     "  resume:   not parked: its run still holds the Lease and releases it when \
@@ -167,9 +164,10 @@ impl FenceListing {
                 )?,
                 None => writeln!(
                     f,
-                    "  resume:   its holder does not hold the Lease {}: see `flux-handoff \
-                     fences` to release or recover it",
-                    self.lease_name
+                    "  resume:   its holder does not hold the Lease {}: see `{}` to release or \
+                     recover it",
+                    self.lease_name,
+                    spell(&Command::Fences { lease: None })
                 )?,
             }
         }
@@ -179,12 +177,12 @@ impl FenceListing {
     /// Only the pauses held past their max-hold (`fences --overdue`), or one line saying there
     /// is none and where it looked. Nothing is resumed because of it.
     #[must_use]
-    pub fn overdue_text(&self) -> String {
+    pub fn overdue_text(&self, spell: Spell) -> String {
         let mut text = String::new();
         if self.overdue.is_empty() {
             let _ = writeln!(text, "no pause held past its max-hold in {}", self.where_());
         } else {
-            let _ = self.overdue_lines(&mut text);
+            let _ = self.overdue_lines(&mut text, spell);
             let _ = writeln!(
                 text,
                 "{} pause(s) held past their max-hold; nothing is resumed automatically",
@@ -204,24 +202,22 @@ impl FenceListing {
 
     /// The command that releases the Lease: a parked pause resumes as is; a holder that did
     /// not park it looks live, so its caller must attest that its process has exited.
-    fn release_lease_command(&self, l: &LeaseView) -> Option<String> {
-        let exited = if l.found.parked {
-            ""
-        } else {
-            " --holder-exited"
-        };
+    fn release_lease(&self, l: &LeaseView) -> Option<Command> {
         // Only a holder `resume --holder` takes: a name someone else wrote is never a command.
         let valid = |h: &&String| h.parse::<crate::Holder>().is_ok();
-        l.found.holder.as_ref().filter(valid).map(|h| {
-            format!(
-                "flux-handoff resume --holder {h}{exited} --lease {}{}",
-                self.lease_name, self.suffix
-            )
-        })
+        l.found
+            .holder
+            .as_ref()
+            .filter(valid)
+            .map(|h| Command::Resume {
+                holder: h.clone(),
+                lease: Some(self.lease_name.clone()),
+                exited: !l.found.parked,
+            })
     }
 
     /// The Lease line (and how to release it).
-    fn lease_lines(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    fn lease_lines(&self, f: &mut dyn fmt::Write, spell: Spell) -> fmt::Result {
         let name = &self.lease_name;
         let Some(l) = self.snapshot.lease.as_ref() else {
             return writeln!(f, "LEASE {name}: absent");
@@ -255,13 +251,13 @@ impl FenceListing {
             crate::one_line::printable(h)
         )?;
         self.record_line(f)?;
-        if let Some(cmd) = self.release_lease_command(l) {
+        if let Some(cmd) = self.release_lease(l) {
             let when = if l.found.parked {
                 "release once its fences are gone"
             } else {
                 "once its process has exited and its fences are gone"
             };
-            writeln!(f, "  {when}: {cmd}")?;
+            writeln!(f, "  {when}: {}", spell(&cmd))?;
         }
         Ok(())
     }
@@ -269,7 +265,7 @@ impl FenceListing {
 
 impl FenceListing {
     /// The chain record on the Lease, when there is one: whose, and every member.
-    fn record_line(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    fn record_line(&self, f: &mut dyn fmt::Write) -> fmt::Result {
         let Some(r) = &self.snapshot.record else {
             return Ok(());
         };
@@ -296,11 +292,18 @@ fn cells(r: &Row) -> [String; 6] {
     ]
 }
 
-impl fmt::Display for FenceListing {
+impl FenceListing {
     /// The Lease line, then a table of the fences with each one's evidence and release
-    /// command (or why a release is withheld).
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.lease_lines(f)?;
+    /// command (or why a release is withheld), the commands spelled by `spell`.
+    #[must_use]
+    pub fn text(&self, spell: Spell) -> String {
+        let mut text = String::new();
+        let _ = self.write_text(&mut text, spell);
+        text
+    }
+
+    fn write_text(&self, f: &mut dyn fmt::Write, spell: Spell) -> fmt::Result {
+        self.lease_lines(f, spell)?;
         if self.rows.is_empty() {
             let where_ = self.where_();
             let how = if self.listing == Listing::FullScan {
@@ -333,15 +336,15 @@ impl fmt::Display for FenceListing {
         for (row, c) in self.rows.iter().zip(&cells) {
             writeln!(f, "{}", line(c.each_ref().map(String::as_str)))?;
             if let Some(l) = &row.liveness {
-                writeln!(f, "  evidence: {}", l.describe(self.snapshot.now))?;
+                writeln!(f, "  evidence: {}", l.describe(self.snapshot.now, spell))?;
             }
-            match (&row.action, row.release_command(&self.suffix)) {
-                (_, Some(command)) => writeln!(f, "  release:  {command}")?,
+            match (&row.action, row.release()) {
+                (_, Some(command)) => writeln!(f, "  release:  {}", spell(&command))?,
                 (Action::Withheld(w), None) => writeln!(f, "  withheld: {w}")?,
                 _ => {}
             }
         }
-        self.overdue_lines(f)
+        self.overdue_lines(f, spell)
     }
 }
 
@@ -353,6 +356,7 @@ mod tests {
 
     use super::*;
     use crate::ObjectRef;
+    use crate::command::test_spell;
     use crate::discover::{FenceReport, FoundLease};
     use crate::recovery::Orphan;
 
@@ -374,7 +378,6 @@ mod tests {
             lease_name: "fs/l".into(),
             scope,
             listing: Listing::Labelled,
-            suffix: " --config c.toml".into(),
             overdue: Vec::new(),
         }
     }
@@ -406,11 +409,14 @@ mod tests {
             Scope::Namespaces(vec!["a".into(), "b".into()]),
         );
         assert_eq!(
-            l.to_string(),
+            l.text(&test_spell),
             "LEASE fs/l: absent\nno fences in namespace(s) a, b (labelled ones; --full-scan also \
              finds fences an older version wrote)\n"
         );
-        assert_eq!(l.facts()[1].1, json!({"name": "fs/l", "exists": false}));
+        assert_eq!(
+            l.facts(&test_spell)[1].1,
+            json!({"name": "fs/l", "exists": false})
+        );
     }
 
     #[test]
@@ -419,18 +425,18 @@ mod tests {
             (
                 false,
                 "LEASE fs/l: held by h (epoch 3), renewed 10s ago, LIVE\n  once its process has \
-                 exited and its fences are gone: flux-handoff resume --holder h --holder-exited \
-                 --lease fs/l --config c.toml\n",
+                 exited and its fences are gone: app resume --holder h --holder-exited \
+                 --lease fs/l\n",
             ),
             (
                 true,
                 "LEASE fs/l: held by h (epoch 3), renewed 10s ago, PAUSED\n  release once its \
-                 fences are gone: flux-handoff resume --holder h --lease fs/l --config c.toml\n",
+                 fences are gone: app resume --holder h --lease fs/l\n",
             ),
         ];
         for (parked, want) in table {
             let l = listing(Some(held(parked)), Vec::new(), Scope::All);
-            let text = l.to_string();
+            let text = l.text(&test_spell);
             assert_eq!(
                 text.lines().take(2).collect::<Vec<_>>().join("\n") + "\n",
                 want
@@ -456,9 +462,9 @@ mod tests {
                     OBJECT     ROLE    HOLDER  EPOCH  AGE    STATE\n\
                     ks/apps/a  target  h       3      1m05s  ORPHANED-LOOKING\n  \
                     evidence: the Lease has no holder\n  \
-                    release:  flux-handoff fences release ks/apps/a --holder h --config c.toml\n";
-        assert_eq!(l.to_string(), want);
-        assert_eq!(l.facts()[2].1[0]["release_patch"], json!([]));
+                    release:  app fences release ks/apps/a --holder h\n";
+        assert_eq!(l.text(&test_spell), want);
+        assert_eq!(l.facts(&test_spell)[2].1[0]["release_patch"], json!([]));
     }
 
     #[test]
@@ -470,7 +476,7 @@ mod tests {
         lease.found.acquired = Some("2026-01-01T00:00:00Z".parse().unwrap());
         let mut l = listing(Some(lease), Vec::new(), Scope::All);
         assert_eq!(
-            l.overdue_text(),
+            l.overdue_text(&test_spell),
             "no pause held past its max-hold in all namespaces\n"
         );
         let p = super::super::overdue::OverduePause {
@@ -485,19 +491,19 @@ mod tests {
         };
         l.overdue = vec![p];
         assert_eq!(
-            l.overdue_text(),
+            l.overdue_text(&test_spell),
             "OVERDUE pause by h (epoch 3): held 10m00s, max-hold 1m, reason: rotate\n  \
              fenced:   ks/apps/a\n  \
-             resume:   flux-handoff resume --holder h --lease fs/l --config c.toml\n\
+             resume:   app resume --holder h --lease fs/l\n\
              1 pause(s) held past their max-hold; nothing is resumed automatically\n"
         );
         assert!(
-            l.to_string().starts_with(
+            l.text(&test_spell).starts_with(
                 "LEASE fs/l: held by h (epoch 3), renewed 10s ago, PAUSED, max-hold 1m, OVERDUE\n"
             ),
-            "{l}"
+            "{l:?}"
         );
-        let facts = l.facts();
+        let facts = l.facts(&test_spell);
         assert_eq!(facts[1].1["overdue"], json!(true));
         assert_eq!(facts[3].0, "overdue");
         assert_eq!(facts[3].1[0]["max_hold"], json!("1m"));

@@ -5,7 +5,7 @@
 //!
 //! - **A holder is gone only on evidence, never on the wall clock.** The evidence is the
 //!   Lease's `resourceVersion` staying the same for its full `leaseDurationSeconds` while we
-//!   watch it on our own monotonic clock ([`Recovery::watch`]): a holder renews well within
+//!   watch it on our own monotonic clock (`Recovery::watch`): a holder renews well within
 //!   its duration, so a live one shows a change. Comparing the holder's `renewTime` with the
 //!   local clock is never used: a recovering machine whose clock runs ahead would release a
 //!   live run. Evidence from outside the cluster plugs in as [`HolderEvidence::Reported`]:
@@ -14,7 +14,7 @@
 //!   with the Lease unchanged since it was read, proves the holder gone. Every other answer
 //!   keeps it ([`KeepReason::NotProved`]).
 //! - **A parked Lease is a deliberate pause** (`LeaseGuard::park`): kept unless the caller
-//!   opts in ([`PlanOptions::include_paused`]), and even then it needs the same evidence.
+//!   opts in ([`Recovery::include_paused`]), and even then it needs the same evidence.
 //! - **The Lease is taken first.** When the Lease holder's fences are to be released, the Lease
 //!   is taken over with ONE CAS on the version the evidence was judged on
 //!   ([`crate::Lease::recover`]); if it does not land, no fence is touched.
@@ -23,7 +23,7 @@
 //! - **Adoption by holder** ([`adopt_holder`]) only for a parked pause or a holder whose
 //!   process the caller attests exited ([`HolderProcess::Exited`]).
 //!
-//! The decisions are pure ([`assess`], [`plan_recover`], [`watch_step`], [`decide_adopt`]);
+//! The decisions are pure (`assess`, `plan_recover`, `watch_step`, [`decide_adopt`]);
 //! [`Recovery`] and [`adopt_holder`] only read, ask and write. [`Recovery::list`] is the
 //! read-only listing ([`FenceListing`]: a table, or JSON facts) and
 //! [`Recovery::prepare_release`] / [`Recovery::release_prepared`] release one named fence on
@@ -57,15 +57,10 @@ mod watch;
 mod words;
 
 pub use adopt::{AdoptDecision, Adoption, HolderProcess, adopt_holder, decide_adopt};
-pub use assess::{
-    Action, ChildMark, LeaseView, Liveness, Orphan, Row, Withhold, assess, held_children, liveness,
-};
-pub use plan::{
-    HolderEvidence, KeepReason, PlanOptions, PlannedRelease, RecordHold, RecoverPlan, Subject,
-    needs_watch, plan_recover, recorded_hold,
-};
+pub use assess::{ChildMark, LeaseView, Liveness, Orphan, Withhold};
+pub use plan::{HolderEvidence, KeepReason, PlannedRelease, RecoverPlan, Subject};
 pub use run::{Planned, RecoverOutcome, RecoverReport, Recovery, Snapshot};
-pub use watch::{WatchProgress, WatchStep, watch_step};
+pub use watch::WatchProgress;
 
 pub use listing::FenceListing;
 pub use release::{ReadyRelease, Refused, ReleaseRefusal};

@@ -14,7 +14,7 @@
 //! - **Ages come from the fencing process's clock** (the prior annotation's `since`), as every
 //!   age in a listing: a fence dated in the future is not overdue.
 //!
-//! All pure: [`overdue`] decides one hold, [`overdue_pauses`] groups a discovery.
+//! All pure: `overdue` decides one hold, [`overdue_pauses`] groups a discovery.
 
 use std::time::Duration;
 
@@ -33,7 +33,7 @@ use crate::lease_decide::format_max_hold;
 /// # Guarantees
 /// Pure; monotonic in `now`.
 #[must_use]
-pub fn overdue(since: Timestamp, max_hold: Duration, now: Timestamp) -> bool {
+pub(crate) fn overdue(since: Timestamp, max_hold: Duration, now: Timestamp) -> bool {
     Duration::try_from(now.duration_since(since)).is_ok_and(|held| held > max_hold)
 }
 

@@ -11,7 +11,7 @@ use crate::lease_record::ChainRecord;
 use crate::lease_record::RecordedMember;
 
 /// What is known about the Lease holder beyond the Lease as read: the caller fills it, from
-/// [`crate::recovery::Recovery::watch`] or from a source outside the cluster.
+/// `Recovery::watch` or from a source outside the cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum HolderEvidence {
@@ -54,10 +54,10 @@ pub enum HolderEvidence {
     },
 }
 
-/// Options of [`plan_recover`].
+/// Options of `plan_recover`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct PlanOptions {
+pub(crate) struct PlanOptions {
     /// Also release deliberate pauses (a parked Lease), once proved unrenewed.
     pub include_paused: bool,
 }
@@ -129,7 +129,7 @@ pub struct PlannedRelease {
     /// A child (released before every parent).
     pub child: bool,
     /// Why its holder counts as gone.
-    pub why: Orphan,
+    pub(crate) why: Orphan,
 }
 
 /// What a recovery does, in order: take the Lease (when its holder is proved gone), release
@@ -146,13 +146,13 @@ pub struct RecoverPlan {
     /// The chain record on the Lease and which of its members still carry its owner's
     /// fence: a Lease taken over is released (and its record cleared) only once every one of
     /// them was released.
-    pub record: Option<RecordHold>,
+    pub(crate) record: Option<RecordHold>,
 }
 
 /// What a chain record still holds, as read.
 #[derive(Debug, Clone, PartialEq, Default)]
 #[non_exhaustive]
-pub struct RecordHold {
+pub(crate) struct RecordHold {
     /// The record's owner (`holder;epoch`).
     pub owner: String,
     /// Recorded members that carry a fence of the record's holder.
@@ -180,7 +180,7 @@ impl RecordHold {
 /// Which members of `record` the snapshot shows fenced by the record's holder (any epoch: a
 /// fence of that holder is never anybody else's to keep). Pure.
 #[must_use]
-pub fn recorded_hold(
+pub(crate) fn recorded_hold(
     record: &ChainRecord,
     report: &FenceReport,
     unknown: &[RecordedMember],
@@ -216,7 +216,7 @@ impl RecoverPlan {
     /// may be one of their children still fenced, and no parent is released while a child of
     /// its holder is held. Its children are released as planned. Pure.
     #[must_use]
-    pub fn with_record(mut self, record: Option<RecordHold>) -> Self {
+    pub(crate) fn with_record(mut self, record: Option<RecordHold>) -> Self {
         if let Some(r) = record.as_ref().filter(|r| !r.unknown.is_empty()) {
             let holder = r.owner.split(';').next().unwrap_or_default();
             let (kept, release): (Vec<_>, Vec<_>) = std::mem::take(&mut self.release)
@@ -238,7 +238,10 @@ impl RecoverPlan {
 /// `None` when the Lease is absent or free, or parked and `include_paused` is off (then nothing
 /// of its holder is released, so no evidence is needed).
 #[must_use]
-pub fn needs_watch(lease: Option<&LeaseView>, opts: &PlanOptions) -> Option<(String, String)> {
+pub(crate) fn needs_watch(
+    lease: Option<&LeaseView>,
+    opts: &PlanOptions,
+) -> Option<(String, String)> {
     let l = lease?;
     let holder = l.found.holder.clone()?;
     if l.found.parked && !opts.include_paused {
@@ -259,7 +262,7 @@ pub fn needs_watch(lease: Option<&LeaseView>, opts: &PlanOptions) -> Option<(Str
 ///   orphaned: a holder always holds the Lease while it holds fences.
 /// - Children are released before parents; a parent stays while a child of its holder stays.
 #[must_use]
-pub fn plan_recover(
+pub(crate) fn plan_recover(
     rows: &[Row],
     lease: Option<&LeaseView>,
     evidence: &HolderEvidence,

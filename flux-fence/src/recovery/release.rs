@@ -15,6 +15,7 @@ use super::assess::{Withhold, held_children};
 use super::run::Recovery;
 use super::words::{age, short_ref};
 use crate::api::error;
+use crate::command::{Command, Spell};
 use crate::discover::{self, FoundState, ReleasePlan};
 use crate::engine::{Member, Rules, Settled, release_members};
 use crate::lease_record::{merge_found, read_members, read_record};
@@ -149,7 +150,7 @@ impl ReadyRelease {
     /// What was observed, one line each: the fence, each mark, a note when the holder still
     /// holds the Lease `lease` (`ns/name`), and the patch.
     #[must_use]
-    pub fn lines(&self, lease: &str) -> Vec<String> {
+    pub fn lines(&self, lease: &str, spell: Spell) -> Vec<String> {
         let (name, owner, rv) = (short_ref(&self.object), &self.owner, &self.resource_version);
         let mut lines = vec![format!(
             "observed: {name} fenced by {owner} {} ago, resourceVersion {rv}",
@@ -168,8 +169,14 @@ impl ReadyRelease {
         }
         let holder = &owner.holder;
         if self.lease_holder.as_deref() == Some(holder.as_str()) {
+            let resume = spell(&Command::Resume {
+                holder: holder.to_string(),
+                lease: Some(lease.to_string()),
+                exited: false,
+            });
             lines.push(format!(
-                "note: {holder} still holds the Lease {lease}; release it afterwards with `flux-handoff resume --holder {holder} --lease {lease}` (add --holder-exited unless it was parked by `pause`)"
+                "note: {holder} still holds the Lease {lease}; release it afterwards with \
+                 `{resume}` (add --holder-exited unless it was parked by `pause`)"
             ));
         }
         lines.push(format!("patch: {}", self.patch));
@@ -526,17 +533,22 @@ mod tests {
             kept_resume,
         };
         let plain = ready(None);
-        assert!(!plain.lines("ns/l").iter().any(|l| l.contains("keeping")));
+        assert!(
+            !plain
+                .lines("ns/l", &crate::command::test_spell)
+                .iter()
+                .any(|l| l.contains("keeping"))
+        );
         assert!(!plain.facts().iter().any(|(k, _)| *k == "kept_resume"));
         let kept = ready(Some(MarkAt::Field("/spec/suspend".into())));
         assert!(
-            kept.lines("ns/l").contains(
+            kept.lines("ns/l", &crate::command::test_spell).contains(
                 &"  keeping field /spec/suspend as another writer set it (a `flux resume` while \
                   paused); the other marks are restored"
                     .to_string()
             ),
             "{:?}",
-            kept.lines("ns/l")
+            kept.lines("ns/l", &crate::command::test_spell)
         );
         assert!(
             kept.facts()

@@ -68,7 +68,7 @@ pub struct Snapshot {
     /// `report`, wherever it lives (read by name, whatever the scope).
     pub record: Option<ChainRecord>,
     /// Members of the record of a kind this recovery does not know: never read or touched.
-    pub record_unknown: Vec<RecordedMember>,
+    pub(crate) record_unknown: Vec<RecordedMember>,
 }
 
 /// What [`Recovery::plan`] found and decided.
@@ -78,7 +78,7 @@ pub struct Planned {
     /// The look at the cluster the plan is made on (taken after the watch).
     pub snapshot: Snapshot,
     /// Every fence, judged.
-    pub rows: Vec<Row>,
+    pub(crate) rows: Vec<Row>,
     /// The evidence about the Lease holder.
     pub evidence: HolderEvidence,
     /// The plan.
@@ -308,7 +308,7 @@ impl Recovery {
     ///
     /// # Errors
     /// API failures.
-    pub async fn watch(
+    pub(crate) async fn watch(
         &self,
         lease: Option<&LeaseView>,
         progress: &mut (dyn FnMut(&WatchProgress) + Send),

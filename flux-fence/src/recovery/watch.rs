@@ -15,7 +15,7 @@ use crate::api::{error, get_retrying};
 /// One step of the watch, decided from the version first seen and the one just read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum WatchStep {
+pub(crate) enum WatchStep {
     /// Unchanged, but not yet for a full duration: read again.
     Continue,
     /// The Lease changed (another version, another holder, or deleted).
@@ -28,7 +28,7 @@ pub enum WatchStep {
 /// read was *sent* (both on a monotonic clock): the Lease then provably kept `first` for at
 /// least that long, as resource versions never go back.
 #[must_use]
-pub fn watch_step(
+pub(crate) fn watch_step(
     first: &str,
     now: Option<&str>,
     sent_after: Duration,

@@ -13,6 +13,7 @@ use super::plan::{KeepReason, PlannedRelease, RecoverPlan, Subject};
 use super::run::RecoverReport;
 use super::watch::WatchProgress;
 use crate::ObjectRef;
+use crate::command::{Command, Spell};
 
 /// `ks/ns/name` (Kustomization), `hr/ns/name` (`HelmRelease`), else `<kind in lower
 /// case>/ns/name`: the short form a person types to name a fenced object.
@@ -44,9 +45,10 @@ pub(crate) fn duration_since(now: Timestamp, then: Timestamp) -> Duration {
 }
 
 impl Liveness {
-    /// The evidence, in words; `now` only turns the last renewal into an age.
+    /// The evidence, in words; `now` only turns the last renewal into an age, `spell` names
+    /// the command that made a deliberate pause.
     #[must_use]
-    pub fn describe(&self, now: Timestamp) -> String {
+    pub fn describe(&self, now: Timestamp, spell: Spell) -> String {
         match self {
             Self::Live {
                 renewed_while_watched: Some(after),
@@ -62,9 +64,10 @@ impl Liveness {
                 age(duration_since(now, *r))
             ),
             Self::Live { .. } => "holder has the Lease".into(),
-            Self::Paused => {
-                "paused on purpose by `flux-handoff pause` (Lease parked, not renewed)".into()
-            }
+            Self::Paused => format!(
+                "paused on purpose by `{}` (Lease parked, not renewed)",
+                spell(&Command::Pause)
+            ),
             Self::Orphaned(o) => o.to_string(),
             Self::OtherLease(l) => format!(
                 "taken under Lease {l}, which alone says whether its holder lives (use --lease {l})"
@@ -99,17 +102,21 @@ impl fmt::Display for Withhold {
 }
 
 impl KeepReason {
-    /// Why something is kept by a recovery, in words.
+    /// Why something is kept by a recovery, in words; `spell` names the commands.
     #[must_use]
-    pub fn describe(&self, now: Timestamp) -> String {
+    pub fn describe(&self, now: Timestamp, spell: Spell) -> String {
         match self {
             Self::Live { holder, liveness } => {
-                format!("{holder} is live: {}", liveness.describe(now))
+                format!("{holder} is live: {}", liveness.describe(now, spell))
             }
             Self::Paused { holder } => format!(
-                "{holder} {}; resume it with `flux-handoff resume --holder {holder}` (or recover \
-                 with --include-paused)",
-                Liveness::Paused.describe(now)
+                "{holder} {}; resume it with `{}` (or recover with --include-paused)",
+                Liveness::Paused.describe(now, spell),
+                spell(&Command::Resume {
+                    holder: holder.clone(),
+                    lease: None,
+                    exited: false,
+                })
             ),
             Self::Withheld(w) => w.to_string(),
             Self::ChildKept { holder } => {
@@ -155,21 +162,23 @@ impl WatchProgress {
 }
 
 impl Row {
-    /// `flux-handoff fences release <obj> --holder H<suffix>` when the fence may be released.
+    /// The command that releases this fence alone, when it may be released.
     #[must_use]
-    pub fn release_command(&self, suffix: &str) -> Option<String> {
+    pub fn release(&self) -> Option<Command> {
         match (&self.action, &self.holder) {
-            (Action::Release { .. }, Some(h)) => Some(format!(
-                "flux-handoff fences release {} --holder {h}{suffix}",
-                short_ref(&self.object)
-            )),
+            (Action::Release { .. }, Some(h)) => Some(Command::Release {
+                object: self.object.clone(),
+                holder: h.clone(),
+                exited: false,
+                keep_moved: false,
+            }),
             _ => None,
         }
     }
 
     /// The row as JSON (`--output json` of `flux-handoff fences`).
     #[must_use]
-    pub fn to_json(&self, now: Timestamp, suffix: &str) -> Value {
+    pub fn to_json(&self, now: Timestamp, spell: Spell) -> Value {
         let (patch, withheld) = match &self.action {
             Action::Release { patch } => (serde_json::from_str::<Value>(patch).ok(), None),
             Action::Withheld(w) => (None, Some(w.to_string())),
@@ -184,8 +193,8 @@ impl Row {
             "age_seconds": self.age.map(|a| a.as_secs()),
             "role": if self.child { "target" } else { "parent" },
             "liveness": self.liveness.as_ref().map(Liveness::label),
-            "evidence": self.liveness.as_ref().map(|l| l.describe(now)),
-            "release_command": self.release_command(suffix),
+            "evidence": self.liveness.as_ref().map(|l| l.describe(now, spell)),
+            "release_command": self.release().as_ref().map(spell),
             "release_patch": patch,
             "withheld": withheld,
         })
@@ -196,7 +205,7 @@ impl RecoverPlan {
     /// One line per fence released (`yes`) or that would be (dry run), for the Lease taken
     /// over, and for each thing kept with why. `lease` names the Lease (`ns/name`).
     #[must_use]
-    pub fn lines(&self, lease: &str, now: Timestamp, yes: bool) -> Vec<String> {
+    pub fn lines(&self, lease: &str, now: Timestamp, yes: bool, spell: Spell) -> Vec<String> {
         let verb = if yes { "release" } else { "would release" };
         let mut lines: Vec<String> = self
             .release
@@ -208,7 +217,7 @@ impl RecoverPlan {
             let (h, e) = (&gone.holder, &gone.evidence);
             lines.push(format!("{v}: lease {lease} (holder {h}: {e})"));
         }
-        for (name, why) in self.kept(lease, now) {
+        for (name, why) in self.kept(lease, now, spell) {
             lines.push(format!("keep: {name}: {why}"));
         }
         lines
@@ -216,7 +225,13 @@ impl RecoverPlan {
 
     /// The same as JSON facts: `dry_run`, `release`, `keep`, `lease`.
     #[must_use]
-    pub fn facts(&self, lease: &str, now: Timestamp, yes: bool) -> Vec<(&'static str, Value)> {
+    pub fn facts(
+        &self,
+        lease: &str,
+        now: Timestamp,
+        yes: bool,
+        spell: Spell,
+    ) -> Vec<(&'static str, Value)> {
         let release: Vec<Value> = self
             .release
             .iter()
@@ -226,7 +241,7 @@ impl RecoverPlan {
             })
             .collect();
         let keep: Vec<Value> = self
-            .kept(lease, now)
+            .kept(lease, now, spell)
             .into_iter()
             .map(|(n, w)| json!({"object": n, "why": w}))
             .collect();
@@ -242,9 +257,9 @@ impl RecoverPlan {
         ]
     }
 
-    fn kept(&self, lease: &str, now: Timestamp) -> Vec<(String, String)> {
+    fn kept(&self, lease: &str, now: Timestamp, spell: Spell) -> Vec<(String, String)> {
         let keep = self.keep.iter();
-        keep.map(|(s, why)| (s.describe(lease), why.describe(now)))
+        keep.map(|(s, why)| (s.describe(lease), why.describe(now, spell)))
             .collect()
     }
 }

@@ -12,13 +12,15 @@ use crate::flux::{
 /// The Flux Operator's annotation naming who suspended an object (its web UI shows it).
 pub const SUSPENDED_BY_ANNOTATION: &str = "fluxcd.controlplane.io/suspendedBy";
 
-/// The `suspendedBy` value: `flux-handoff HOLDER` and the reason when given (validated, never a
-/// secret: it is on the fence's reason annotation too).
+/// The `suspendedBy` value: the writer's field manager and `HOLDER` (`flux-handoff HOLDER`),
+/// and the reason when given (validated, never a secret: it is on the fence's reason annotation
+/// too).
 #[must_use]
 pub fn suspended_by(holder: &flux_fence::Holder, reason: Option<&str>) -> String {
+    let by = flux_fence::api::FIELD_MANAGER;
     match reason {
-        Some(r) if !r.is_empty() => format!("flux-handoff {holder}: {r}"),
-        _ => format!("flux-handoff {holder}"),
+        Some(r) if !r.is_empty() => format!("{by} {holder}: {r}"),
+        _ => format!("{by} {holder}"),
     }
 }
 

@@ -341,7 +341,7 @@ impl Drop for Handoff {
         if self.holds_anything() {
             tracing::error!(
                 held = ?self.held_objects(),
-                "handoff dropped while holding fences: `flux-handoff fences` lists them"
+                "handoff dropped while holding fences: they stay until resumed or recovered"
             );
         }
     }

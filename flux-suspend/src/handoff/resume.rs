@@ -60,17 +60,15 @@ impl Handoff {
                 }
                 Settled::Kept { guard, why } => {
                     let object = guard.object().clone();
-                    let detail = match &why {
-                        // Words the CLI's next step reads (`release of OBJ withheld`).
-                        flux_fence::outcome::Kept::MarkMoved { at } => format!(
-                            "release of {} withheld: {at} was changed by another writer",
-                            flux_fence::recovery::short_ref(&object)
-                        ),
-                        other => format!("{object} kept: {other:?}"),
-                    };
-                    failure = Some(SuspendError::Invalid {
-                        step: "releasing",
-                        detail,
+                    failure = Some(match &why {
+                        flux_fence::outcome::Kept::MarkMoved { at } => SuspendError::Withheld {
+                            object: Box::new(object),
+                            at: at.clone(),
+                        },
+                        other => SuspendError::Invalid {
+                            step: "releasing",
+                            detail: format!("{object} kept: {other:?}"),
+                        },
                     });
                     (*guard, true)
                 }

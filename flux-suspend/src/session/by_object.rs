@@ -44,7 +44,10 @@ pub fn decide_holder(found: &[(String, ObjectFence)]) -> Result<Holder, ResumeEr
                 continue;
             }
             ObjectFence::Missing => "it does not exist".to_string(),
-            ObjectFence::Unfenced => "it is not paused by flux-handoff (no fence)".to_string(),
+            ObjectFence::Unfenced => format!(
+                "it is not paused by {} (no fence)",
+                flux_fence::api::FIELD_MANAGER
+            ),
             ObjectFence::Malformed(p) => format!("its fence does not parse ({p})"),
         };
         return Err(ResumeError::NotFenced {
@@ -151,7 +154,7 @@ mod tests {
                     held("ks a/x", "h1"),
                     ("ks a/y".into(), ObjectFence::Unfenced),
                 ],
-                "ks a/y: it is not paused by flux-handoff (no fence); nothing was changed",
+                "ks a/y: it is not paused by FIELD_MANAGER (no fence); nothing was changed",
             ),
             (
                 vec![("ks a/x".into(), ObjectFence::Malformed("bad epoch".into()))],
@@ -164,11 +167,13 @@ mod tests {
                     held("ks a/z", "h1"),
                 ],
                 "fenced by different holders: h1 (ks a/x, ks a/z), h2 (ks a/y); resume \
-                 each with `flux-handoff resume --holder H`; nothing was changed",
+                 each holder by itself (`resume --holder H`); nothing was changed",
             ),
         ];
         for (found, line) in cases {
             let e = decide_holder(&found).unwrap_err();
+            // The tool names itself by its field manager, as on the server.
+            let line = line.replace("FIELD_MANAGER", flux_fence::api::FIELD_MANAGER);
             assert_eq!(e.to_string(), line);
             assert!(e.nothing_changed(), "{line}");
         }

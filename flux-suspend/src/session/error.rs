@@ -81,7 +81,7 @@ pub enum SessionError {
 }
 
 /// What a cleanup could not give back.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error(
     "cleanup incomplete ({why}); still held or unsettled: {}{}",
     held.join(", "),
@@ -95,6 +95,9 @@ pub struct CleanupError {
     pub lease: Option<String>,
     /// Why, one line.
     pub why: String,
+    /// Each release withheld because another writer changed a mark other than the pause
+    /// alone since the fence: the object (its fence stays) and the mark.
+    pub withheld: Vec<(flux_fence::ObjectRef, flux_fence::mark::MarkAt)>,
 }
 
 impl SessionError {

@@ -21,7 +21,7 @@
 //!   in time the holder fences itself on its own monotonic clock
 //!   ([`flux_fence::LossReason::SelfFenced`]): the work is stopped
 //!   [`SessionOptions::kill_grace`] before, and hurried before, the holder's deadline
-//!   ([`flux_fence::lease_deadline`]), whatever requests are pending.
+//!   (flux-fence's `lease_deadline`), whatever requests are pending.
 //! - While the work runs every member is watched too: when the pause breaks (a fence removed,
 //!   an owner changed, an object deleted or recreated, `spec.suspend` no longer true), the
 //!   work's [`Cancel`] is stopped and the session ends with [`SessionError::PauseBroken`],
@@ -616,8 +616,8 @@ impl Session {
         // CLEANUP_AFTER_HURRY. Cut, it says which fences may still be held.
         let cut = settle::cleanup_cut(self.cancel.clone(), self.cleanup_budget);
         let mut cut = std::pin::pin!(cut);
-        let (released, mut problems, held) = match self.handoff.take() {
-            None => (Vec::new(), Vec::new(), Vec::new()),
+        let settled = match self.handoff.take() {
+            None => settle::Settlement::default(),
             Some(h) => {
                 let release = settle::release_fences(h, &self.chains, self.abandoned, progress);
                 tokio::select! {
@@ -626,6 +626,12 @@ impl Session {
                 }
             }
         };
+        let settle::Settlement {
+            released,
+            mut problems,
+            held,
+            withheld,
+        } = settled;
         let lease_name = self.opts.lease.to_string();
         let mut lease_left = None;
         let mut lease_released = false;
@@ -666,6 +672,7 @@ impl Session {
                 held,
                 lease: lease_left,
                 why: problems.join("; "),
+                withheld,
             })
         };
         (released, lease_released, cleanup)

@@ -172,6 +172,7 @@ fn done(
                         held,
                         lease: None,
                         why: "recovering a finished run's hold was cut short".into(),
+                        withheld: Vec::new(),
                     },
                     after: None,
                 });

@@ -130,7 +130,7 @@ pub enum ResumeError {
     /// Resume by object: the named objects are fenced by different holders (each listed
     /// with its objects). Nothing was written.
     #[error(
-        "fenced by different holders: {}; resume each with `flux-handoff resume --holder H`; \
+        "fenced by different holders: {}; resume each holder by itself (`resume --holder H`); \
          nothing was changed",
         holders.join(", ")
     )]

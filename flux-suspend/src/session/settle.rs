@@ -4,13 +4,26 @@
 use std::time::Duration;
 
 use flux_fence::ObjectRef;
+use flux_fence::mark::MarkAt;
 
 use super::Event;
 use crate::cancel::Cancel;
-use crate::handoff::{Chain, Handoff};
+use crate::handoff::{Chain, Handoff, SuspendError};
 
-/// Settles the chain's unheld members, then releases everything held. Returns what was
-/// released, the problems, and what may still be held.
+/// What releasing the fences came to.
+#[derive(Debug, Default)]
+pub(super) struct Settlement {
+    /// What was released.
+    pub(super) released: Vec<String>,
+    /// Why not everything was, one line each.
+    pub(super) problems: Vec<String>,
+    /// What may still be held.
+    pub(super) held: Vec<String>,
+    /// Each release withheld because another writer changed a mark: the object and the mark.
+    pub(super) withheld: Vec<(ObjectRef, MarkAt)>,
+}
+
+/// Settles the chain's unheld members, then releases everything held.
 ///
 /// After an `abandoned` pause a fence write may still be in flight, so each unheld member is
 /// settled with [`flux_fence::Fencer::settle_unheld`] (a CAS of ours moves it on, so the
@@ -22,10 +35,11 @@ pub(super) async fn release_fences(
     chains: &[Chain],
     abandoned: bool,
     progress: &mut impl FnMut(Event),
-) -> (Vec<String>, Vec<String>, Vec<String>) {
+) -> Settlement {
     let mut released = Vec::new();
     let mut problems = Vec::new();
     let mut held = Vec::new();
+    let mut withheld = Vec::new();
     let fencer = h.fencer().clone();
     let mut stray = Vec::new();
     for obj in members(chains) {
@@ -54,12 +68,22 @@ pub(super) async fn release_fences(
                 released.push(o);
             }
         }
-        Err(e) => problems.push(flux_fence::one_line(&e)),
+        Err(e) => {
+            if let SuspendError::Withheld { object, at } = &e {
+                withheld.push(((**object).clone(), at.clone()));
+            }
+            problems.push(flux_fence::one_line(&e));
+        }
     }
     if h.holds_anything() {
         held.splice(0..0, h.leave_paused());
     }
-    (released, problems, held)
+    Settlement {
+        released,
+        problems,
+        held,
+        withheld,
+    }
 }
 
 /// The progress event of `o`'s release: it kept another writer's resume when it is in
@@ -117,9 +141,12 @@ pub(super) async fn cleanup_cut(cancel: Cancel, budget: Option<Duration>) -> Str
 }
 
 /// What a release cut short (`why`) may have left: every member of the chain, targets first.
-pub(super) fn cut_short(chains: &[Chain], why: String) -> (Vec<String>, Vec<String>, Vec<String>) {
-    let held = members(chains).map(ToString::to_string).collect();
-    (Vec::new(), vec![why], held)
+pub(super) fn cut_short(chains: &[Chain], why: String) -> Settlement {
+    Settlement {
+        problems: vec![why],
+        held: members(chains).map(ToString::to_string).collect(),
+        ..Settlement::default()
+    }
 }
 
 /// Targets, then parents.

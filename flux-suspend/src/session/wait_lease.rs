@@ -299,14 +299,13 @@ impl Session {
 /// The refusal of a parked pause: it lasts until resumed, so it is never waited for.
 fn parked(lease: &flux_fence::LeaseConfig, holder: String) -> SessionError {
     let default = flux_fence::LeaseConfig::default();
-    let lease_flag = if lease.namespace == default.namespace && lease.name == default.name {
-        String::new()
-    } else {
-        format!(" --lease {lease}")
-    };
+    let named = lease.namespace != default.namespace || lease.name != default.name;
     SessionError::Refused {
         object: format!("lease {lease}"),
-        why: super::Refusal::LeaseParked { holder, lease_flag },
+        why: super::Refusal::LeaseParked {
+            holder,
+            lease: named.then(|| lease.to_string()),
+        },
     }
 }
 

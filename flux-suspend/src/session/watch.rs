@@ -117,6 +117,19 @@ pub struct BrokenPause {
     pub by: Option<String>,
 }
 
+impl BrokenPause {
+    /// `object` (e.g. `Kustomization flux-system/apps`) changed by `change`, by the field
+    /// manager `by` when the server recorded one.
+    #[must_use]
+    pub fn new(object: impl Into<String>, change: Change, by: Option<String>) -> Self {
+        Self {
+            object: object.into(),
+            change,
+            by,
+        }
+    }
+}
+
 /// Whether `now` (the object as read now; `None` when it is gone) still holds the pause
 /// `member` describes; if not, what changed and which field manager changed it.
 #[must_use]

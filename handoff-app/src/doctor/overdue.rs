@@ -29,7 +29,7 @@ pub(super) async fn check(client: &Client, c: &Checkup, namespaces: &[String]) -
     };
     let check = format!("no pause held past its max-hold {where_}");
     let recovery = crate::fences::recovery(client.clone(), c.keys.clone(), c.lease.clone());
-    match recovery.scope(scope).list("").await {
+    match recovery.scope(scope).list().await {
         Ok(listing) => finding(check, &listing),
         Err(e) => Finding::fail(
             check,

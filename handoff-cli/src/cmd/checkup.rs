@@ -9,9 +9,9 @@ use handoff_app::rights::{EsoRights, Ghcr, Source};
 
 use super::ghcr::{FanoutArgs, SecretArgs, route};
 use crate::args::{FindArgs, Global, TargetArgs};
-use crate::config::{self, FileConfig};
 use crate::failure::Failure;
 use crate::settings;
+use handoff_app::config::{self, FileConfig};
 
 /// What these flags and the config file configure (`doctor` checks it, `rbac` grants it);
 /// exit 2 for bad input. No target named: only the objects of the default namespace.

@@ -39,7 +39,7 @@ pub async fn run(global: &Global, args: &DoctorArgs, out: &mut Output) -> Result
     let text = !out.is_json();
     let findings = doctor(&client, &checkup, &mut |f| {
         if text {
-            println!("{}", crate::output::plain::plain(&f.to_string()));
+            println!("{}", handoff_app::render::plain::plain(&f.to_string()));
         }
     })
     .await;

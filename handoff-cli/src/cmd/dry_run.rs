@@ -4,7 +4,6 @@
 //! line per write with the server's answer. Nothing is changed, nothing is waited for, the
 //! command of `run` is not run, and nothing is left to release.
 
-use flux_fence::dry_run::Answer;
 use flux_suspend::dry_run::dry_run;
 use flux_suspend::{Cancel, SessionOptions};
 use kube::Client;
@@ -12,9 +11,9 @@ use serde_json::{Value, json};
 
 use crate::exit;
 use crate::failure::Failure;
-use crate::next_step::Hints;
 use crate::output::Output;
 use crate::session;
+use handoff_app::next::Hints;
 
 /// The writes of a dry run so far: the `dry_run` fact, and the first that would not pass
 /// (its line and the command to run next).
@@ -85,7 +84,7 @@ pub async fn pause_writes(
             &w.line(),
             w.answer.passes(),
             json!(w),
-            next(&w.answer, hints),
+            handoff_app::next::after_dry_write(&w.answer, hints),
         );
     }
     // `-o name`: the objects the real run would fence, parents first.
@@ -116,57 +115,9 @@ pub async fn run(
     tally.end(out)
 }
 
-/// The command to run after a write that would not pass: for an RBAC denial, the manifests
-/// granting what this handoff needs; otherwise the read-only preflight.
-fn next(answer: &Answer, h: &Hints) -> String {
-    match answer {
-        Answer::Denied { .. } => rbac_next(h),
-        _ => "flux-handoff doctor".into(),
-    }
-}
-
-/// `flux-handoff rbac -t T… --lease L | kubectl apply -f -`.
-pub fn rbac_next(h: &Hints) -> String {
-    let mut words = vec!["flux-handoff rbac".to_string()];
-    words.extend(h.targets.iter().map(|t| format!("-t {t}")));
-    words.push(format!("--lease {}", h.lease));
-    format!(
-        "{} | kubectl apply -f - (as a cluster admin)",
-        words.join(" ")
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hints() -> Hints {
-        Hints {
-            command: "pause",
-            targets: vec!["ks/flux-system/apps".into()],
-            retire: flux_suspend::Strategy::Ack,
-            controller: ("flux-system".into(), "kustomize-controller".into()),
-            lease: "flux-system/flux-handoff".into(),
-        }
-    }
-
-    #[test]
-    fn dry_run_a_denied_write_names_the_rbac_command_next() {
-        let h = hints();
-        let denied = Answer::Denied {
-            message: "m".into(),
-        };
-        assert_eq!(
-            next(&denied, &h),
-            "flux-handoff rbac -t ks/flux-system/apps --lease flux-system/flux-handoff | \
-             kubectl apply -f - (as a cluster admin)"
-        );
-        let refused = Answer::Refused {
-            code: 422,
-            message: "m".into(),
-        };
-        assert_eq!(next(&refused, &h), "flux-handoff doctor");
-    }
 
     #[test]
     fn dry_run_the_summary_counts_passes_and_the_rest() {

@@ -15,7 +15,8 @@ use flux_fence::recovery::Recovery;
 use crate::args::{FindArgs, Global, TargetArgs};
 use crate::failure::Failure;
 use crate::output::Output;
-use crate::{client, config, exit, settings};
+use crate::{client, exit, settings};
+use handoff_app::config;
 
 /// `flux-handoff fences [release|recover]`.
 #[derive(Debug, Args)]
@@ -76,8 +77,8 @@ pub async fn run(global: &Global, args: &FencesArgs, out: &mut Output) -> Result
     match &args.action {
         None if args.overdue => overdue(&ctx, out).await,
         None => {
-            let listing = ctx.recovery.list(&ctx.suffix).await?;
-            for (key, value) in listing.facts() {
+            let listing = ctx.recovery.list().await?;
+            for (key, value) in listing.facts(&|c| ctx.spell(c)) {
                 if key == "fences"
                     && let Some(rows) = value.as_array()
                 {
@@ -87,7 +88,10 @@ pub async fn run(global: &Global, args: &FencesArgs, out: &mut Output) -> Result
                 out.fact(key, value);
             }
             if !out.is_json() {
-                print!("{}", crate::output::plain::plain(&listing.to_string()));
+                print!(
+                    "{}",
+                    handoff_app::render::plain::plain(&listing.text(&|c| ctx.spell(c)))
+                );
             }
             Ok(exit::SUCCESS)
         }
@@ -103,8 +107,8 @@ pub async fn run(global: &Global, args: &FencesArgs, out: &mut Output) -> Result
 /// `fences --overdue`: the pauses held past their max-hold, an event for each when an events
 /// address is set; exit 9 when there is one. Read-only.
 async fn overdue(ctx: &Context, out: &mut Output) -> Result<u8, Failure> {
-    let listing = ctx.recovery.list(&ctx.suffix).await?;
-    for (key, value) in listing.facts() {
+    let listing = ctx.recovery.list().await?;
+    for (key, value) in listing.facts(&|c| ctx.spell(c)) {
         if key != "fences" {
             out.fact(key, value);
         }
@@ -116,7 +120,8 @@ async fn overdue(ctx: &Context, out: &mut Output) -> Result<u8, Failure> {
         crate::notify::overdue(out, pause);
     }
     if !out.is_json() {
-        print!("{}", crate::output::plain::plain(&listing.overdue_text()));
+        let text = listing.overdue_text(&|c| ctx.spell(c));
+        print!("{}", handoff_app::render::plain::plain(&text));
     }
     Ok(if listing.overdue.is_empty() {
         exit::SUCCESS
@@ -131,8 +136,8 @@ struct Context {
     recovery: Recovery,
     /// The Lease, `namespace/name`.
     lease: String,
-    /// Appended to each printed command (`--config PATH` when one was given).
-    suffix: String,
+    /// The `--config` file, named again in each printed command.
+    config: Option<std::path::PathBuf>,
     /// `[recovery]` of the configuration file.
     recovery_file: config::RecoveryConfig,
 }
@@ -154,16 +159,21 @@ impl Context {
         let scope = (scope.find)
             .scope(std::slice::from_ref(&global.namespace))
             .map_err(Failure::usage)?;
-        let suffix = global.config.as_ref();
-        let suffix = suffix.map(|p| format!(" --config {}", p.display()));
         let client = client::client(global).await?;
         Ok(Self {
             lease: format!("{}/{}", s.lease.namespace, s.lease.name),
             recovery: handoff_app::fences::recovery(client, s.keys, s.lease)
                 .scope(scope)
                 .listing(listing),
-            suffix: suffix.unwrap_or_default(),
+            config: global.config.clone(),
             recovery_file: file.recovery.unwrap_or_default(),
         })
+    }
+}
+
+impl Context {
+    /// A command the libraries name, as a person types it here.
+    fn spell(&self, c: &flux_fence::command::Command) -> String {
+        handoff_app::next::spell(c, self.config.as_deref())
     }
 }

@@ -6,9 +6,10 @@ use serde_json::json;
 
 use crate::args::{Global, PauseArgs};
 use crate::failure::Failure;
-use crate::next_step::Hints;
 use crate::output::Output;
-use crate::{config, exit, session, settings};
+use crate::{exit, session, settings};
+use handoff_app::config;
+use handoff_app::next::Hints;
 
 pub async fn run(
     global: &Global,

@@ -7,10 +7,10 @@ use handoff_app::rights::{self, Subject};
 
 use super::ghcr::{FanoutArgs, SecretArgs};
 use crate::args::{FindArgs, Global, TargetArgs};
-use crate::config::split_ref;
 use crate::exit;
 use crate::failure::Failure;
 use crate::output::Output;
+use handoff_app::config::split_ref;
 
 /// `flux-handoff rbac`.
 #[derive(Debug, Args)]

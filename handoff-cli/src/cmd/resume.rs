@@ -21,7 +21,8 @@ use serde_json::json;
 use crate::args::{Global, ResumeArgs};
 use crate::failure::{Failure, chain};
 use crate::output::Output;
-use crate::{client, config, exit, settings};
+use crate::{client, exit, settings};
+use handoff_app::config;
 
 pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result<u8, Failure> {
     let by = by(
@@ -176,14 +177,11 @@ enum By {
 fn by(args: &ResumeArgs, env: Option<String>, default_ns: &str) -> Result<By, Failure> {
     if args.select.selector.is_some() || args.select.all {
         let selector = match &args.select.selector {
-            Some(text) => Some(
-                text.parse::<LabelSelector>()
-                    .map_err(|e| Failure::usage(e.to_string()))?,
-            ),
+            Some(text) => Some(text.parse::<LabelSelector>().map_err(Failure::usage)?),
             None => None,
         };
         return Ok(By::Selected(Selection {
-            kinds: settings::kinds(&args.select.kind).map_err(Failure::usage)?,
+            kinds: handoff_app::select::kinds(&args.select.kind).map_err(Failure::usage)?,
             scope: args
                 .find
                 .scope(&[default_ns.to_string()])
@@ -198,7 +196,7 @@ fn by(args: &ResumeArgs, env: Option<String>, default_ns: &str) -> Result<By, Fa
     }
     if !args.objects.is_empty() {
         let objects = args.objects.iter();
-        let objects = objects.map(|o| settings::parse_target(o, default_ns));
+        let objects = objects.map(|o| handoff_app::names::parse_object(o, default_ns));
         return Ok(By::Objects(
             objects.collect::<Result<_, _>>().map_err(Failure::usage)?,
         ));

@@ -59,7 +59,7 @@ impl Report<'_> {
 
     /// The one command to run next after a failure: the one printed on its own line (a proof
     /// timeout's, whose error line is its counters only), or the one the error line ends with
-    /// (`; next: COMMAND`, [`crate::next_step`]), else by exit code. A timeout without its own
+    /// (`; next: COMMAND`, [`handoff_app::next`]), else by exit code. A timeout without its own
     /// next step gets none: `doctor` checks permissions, not a proof.
     pub fn next_command(&self) -> Option<String> {
         if self.code == 0 || self.outcome() == "command-failed" {

@@ -361,7 +361,8 @@ fn found(
 
 #[test]
 fn chain_record_a_fence_of_another_lease_is_judged_only_by_it() {
-    use crate::recovery::{ChildMark, assess};
+    use crate::recovery::ChildMark;
+    use crate::recovery::assess::assess;
     let other = Some("flux-system/other");
     let ours = Some("flux-system/flux-handoff");
     let report = crate::discover::FenceReport {

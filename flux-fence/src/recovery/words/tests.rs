@@ -3,6 +3,7 @@ use std::time::Duration;
 use kube::api::{ApiResource, GroupVersionKind};
 
 use super::*;
+use crate::command::test_spell;
 use crate::lease_decide::GoneHolder;
 use crate::recovery::Orphan;
 
@@ -84,7 +85,7 @@ fn liveness_evidence_reads_as_words() {
         ),
     ];
     for (l, want) in table {
-        assert_eq!(l.describe(now()), want);
+        assert_eq!(l.describe(now(), &test_spell), want);
     }
 }
 
@@ -93,8 +94,8 @@ fn keep_reasons_say_why_and_what_to_do() {
     let table = [
         (
             KeepReason::Paused { holder: "h".into() },
-            "h paused on purpose by `flux-handoff pause` (Lease parked, not renewed); resume it \
-             with `flux-handoff resume --holder h` (or recover with --include-paused)",
+            "h paused on purpose by `app pause` (Lease parked, not renewed); resume it with `app \
+             resume --holder h` (or recover with --include-paused)",
         ),
         (
             KeepReason::ChildKept { holder: "h".into() },
@@ -110,7 +111,7 @@ fn keep_reasons_say_why_and_what_to_do() {
         (KeepReason::UnknownHolder, "its holder is unknown"),
     ];
     for (k, want) in table {
-        assert_eq!(k.describe(now()), want);
+        assert_eq!(k.describe(now(), &test_spell), want);
     }
 }
 
@@ -133,14 +134,14 @@ fn a_plan_lists_releases_the_lease_and_what_is_kept() {
         record: None,
     };
     assert_eq!(
-        plan.lines("fs/l", now(), false),
+        plan.lines("fs/l", now(), false, &test_spell),
         [
             "would release: ks/ns/a (holder h: the Lease has no holder)",
             "would clear: lease fs/l (holder h: unchanged)",
             "keep: lease fs/l: its holder is unknown",
         ]
     );
-    let facts = plan.facts("fs/l", now(), true);
+    let facts = plan.facts("fs/l", now(), true, &test_spell);
     assert_eq!(facts[0], ("dry_run", json!(false)));
     assert_eq!(facts[2].1[0]["object"], "lease fs/l");
 }

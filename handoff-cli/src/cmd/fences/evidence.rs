@@ -19,16 +19,12 @@ pub enum Evidence {
     Github,
 }
 
-/// The evidence chosen by flag, else by `[recovery] evidence`, else `lease` (exit 2 for a bad
-/// value in the file).
-pub fn resolve(flag: Option<Evidence>, file: &RecoveryTable) -> Result<Evidence, Failure> {
-    let flag = flag.map(|e| match e {
-        Evidence::Lease => liveness::Evidence::Lease,
-        Evidence::Github => liveness::Evidence::Github,
-    });
-    match file.evidence(flag).map_err(Failure::usage)? {
-        liveness::Evidence::Github => Ok(Evidence::Github),
-        _ => Ok(Evidence::Lease),
+/// Whether GitHub is asked: by flag, else by `[recovery] evidence`, else not (exit 2 for a
+/// bad value in the file).
+pub fn asks_github(flag: Option<Evidence>, file: &RecoveryTable) -> Result<bool, Failure> {
+    match flag {
+        Some(e) => Ok(e == Evidence::Github),
+        None => Ok(file.evidence(None).map_err(Failure::usage)? == liveness::Evidence::Github),
     }
 }
 

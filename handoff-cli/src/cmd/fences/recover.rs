@@ -62,7 +62,7 @@ pub(super) async fn run(
     out: &mut Output,
 ) -> Result<u8, Failure> {
     let mut recovery = ctx.recovery.clone().include_paused(args.include_paused);
-    if evidence::resolve(args.evidence, &ctx.recovery_file)? == Evidence::Github {
+    if evidence::asks_github(args.evidence, &ctx.recovery_file)? {
         let token_file = args.github_token_file.as_deref();
         let source = evidence::github("--evidence github", token_file, &ctx.recovery_file)?;
         recovery = recovery.ci_evidence(source, None);
@@ -77,8 +77,11 @@ pub(super) async fn run(
     let (plan, now) = (&planned.plan, planned.snapshot.now);
     // What will be (or would be) released and cleared, and what is kept and why.
     let show = |yes: bool, out: &mut Output| {
-        plan.lines(lease, now, yes).iter().for_each(|l| out.note(l));
-        for (key, value) in plan.facts(lease, now, yes) {
+        let spell = |c: &_| ctx.spell(c);
+        plan.lines(lease, now, yes, &spell)
+            .iter()
+            .for_each(|l| out.note(l));
+        for (key, value) in plan.facts(lease, now, yes, &spell) {
             out.fact(key, value);
         }
     };

@@ -10,9 +10,9 @@ use serde_json::json;
 
 use super::Context;
 use crate::args::Global;
+use crate::exit;
 use crate::failure::Failure;
 use crate::output::Output;
-use crate::{exit, settings};
 
 /// `fences release`.
 #[derive(Debug, Args)]
@@ -47,7 +47,8 @@ pub(super) async fn run(
     args: &ReleaseArgs,
     out: &mut Output,
 ) -> Result<u8, Failure> {
-    let obj = settings::parse_target(&args.object, &global.namespace).map_err(Failure::usage)?;
+    let obj = handoff_app::names::parse_object(&args.object, &global.namespace)
+        .map_err(Failure::usage)?;
     let holder =
         Holder::from_str(&args.holder).map_err(|e| Failure::usage(format!("--holder: {e}")))?;
     let name = short_ref(&obj);
@@ -83,7 +84,9 @@ pub(super) async fn run(
         }
         Err(e) => return Err(e.into()),
     };
-    ready.lines(&ctx.lease).iter().for_each(|l| out.note(l));
+    for l in ready.lines(&ctx.lease, &|c| ctx.spell(c)) {
+        out.note(&l);
+    }
     for (key, value) in ready.facts() {
         out.fact(key, value);
     }

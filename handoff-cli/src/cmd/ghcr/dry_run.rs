@@ -12,10 +12,11 @@ use ghcr_auth::reassert::{Reasserter, SecretOutcome, TargetSpec};
 use kube::Client;
 use serde_json::json;
 
-use crate::cmd::dry_run::{Tally, rbac_next};
+use crate::cmd::dry_run::Tally;
 use crate::failure::Failure;
-use crate::next_step::Hints;
 use crate::output::Output;
+use handoff_app::next::Hints;
+use handoff_app::next::rbac_next;
 
 /// Runs the dry run; `pause` is the session's options and hints when targets are given.
 pub async fn run(

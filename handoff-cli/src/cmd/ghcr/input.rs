@@ -9,8 +9,8 @@ use ghcr_auth::fanout::Route;
 use ghcr_auth::source::SourceRef;
 use ghcr_auth::{CredentialInput, GhcrSettings, credential_input, route_spec, source_refs};
 
-use crate::config::GhcrConfig;
 use crate::failure::Failure;
+use handoff_app::config::GhcrConfig;
 
 /// The credential and registry flags shared by `check` and `reassert`.
 #[derive(Debug, Args, Clone)]

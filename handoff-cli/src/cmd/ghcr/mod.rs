@@ -12,10 +12,11 @@ use ghcr_auth::credential::DockerConfig;
 use ghcr_auth::{CredentialInput, FlowError, Progress};
 
 use crate::args::Global;
+use crate::exit;
 use crate::failure::{Failure, chain};
 use crate::output::Output;
-use crate::{config, exit};
 use flux_suspend::Cancel;
+use handoff_app::config;
 
 use input::CredentialArgs;
 pub(crate) use input::{FanoutArgs, SecretArgs, route};

@@ -20,7 +20,8 @@ use super::input::{self, CredentialArgs, FanoutArgs, SecretArgs};
 use crate::args::{Global, HolderArg, Positional, TargetArgs};
 use crate::failure::Failure;
 use crate::output::Output;
-use crate::{client, config, exit, session, settings};
+use crate::{client, exit, session, settings};
+use handoff_app::config;
 
 /// `flux-handoff ghcr reassert`.
 #[derive(Debug, Args)]
@@ -179,7 +180,7 @@ pub async fn run(
         let pause = match settings {
             Some(settings) => {
                 let opts = session::options(settings, &args.holder, &file)?;
-                let hints = crate::next_step::Hints::of("ghcr reassert", &opts);
+                let hints = handoff_app::next::Hints::of("ghcr reassert", &opts);
                 Some((opts, hints))
             }
             None => None,
@@ -200,7 +201,7 @@ pub async fn run(
     };
     let opts = session::options(settings, &args.holder, &file)?;
     let wait = session::lease_wait(&args.holder, &file)?;
-    let hints = crate::next_step::Hints::of("ghcr reassert", &opts);
+    let hints = handoff_app::next::Hints::of("ghcr reassert", &opts);
     let started = session::start(client.clone(), opts, wait, cancel, out, &hints).await?;
     let members = started.members();
     let out = RefCell::new(out);

@@ -25,6 +25,7 @@ pub struct Progress {
 }
 
 impl Progress {
+    #[must_use]
     pub fn new(github: bool) -> Self {
         Self {
             github,

@@ -2,13 +2,13 @@
 
 use std::time::Duration;
 
-use flux_fence::lease_decide::GoneHolder;
-use flux_fence::lease_decide::RecoverRefusal;
-use flux_fence::lease_decide::{
+use crate::lease_decide::GoneHolder;
+use crate::lease_decide::RecoverRefusal;
+use crate::lease_decide::{
     LeaseDecision, LeaseReleaseDecision, RecoverDecision, RenewDecision, decide_lease_acquire,
     decide_lease_release, decide_recover, decide_renew, is_expired, is_stale, release_landed,
 };
-use flux_fence::{Clock, Epoch, Holder, LeaseConfig, LossReason, ManualClock};
+use crate::{Clock, Epoch, Holder, LeaseConfig, LossReason, ManualClock};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
@@ -358,7 +358,7 @@ fn jiff_secs(s: i64) -> k8s_openapi::jiff::SignedDuration {
 
 #[test]
 fn a_release_outcome_reads_as_words_not_as_a_debug_dump() {
-    use flux_fence::lease::LeaseRelease;
+    use crate::lease::LeaseRelease;
     assert_eq!(
         LeaseRelease::NotOurs {
             holder: Some("gh9.1-zzzzzz".into())

@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 /// The document, starting with `---`, each line ending in a newline.
+#[must_use]
 pub fn document(v: &Value) -> String {
     let mut out = String::from("---\n");
     match v {

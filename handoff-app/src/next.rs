@@ -1,14 +1,23 @@
 //! The one command to run next after a failed handoff: a pure mapping from the typed error
 //! (and what the command was asked to do) to a command, appended to the failure line as
 //! `; next: COMMAND` (a proof timeout's, whose line is its counters only, printed as a
-//! `next: COMMAND` line of its own) and shown as the step summary's next step. Only names go into it (objects,
-//! the Lease, the controller, flags): never a value from the command's own argv, which may hold
-//! anything.
+//! `next: COMMAND` line of its own) and shown as the step summary's next step. Only names go
+//! into it (objects, the Lease, the controller, flags): never a value from the command's own
+//! argv, which may hold anything.
+//!
+//! The core libraries name a command by what it does ([`Command`]); [`spell`] writes it in
+//! flux-handoff's words.
 
+use std::path::Path;
+
+use flux_fence::ObjectRef;
+use flux_fence::command::Command;
+use flux_fence::dry_run::Answer;
+use flux_fence::mark::MarkAt;
 use flux_fence::recovery::short_ref;
 use flux_suspend::Refusal;
 use flux_suspend::handoff::SuspendError;
-use flux_suspend::{SessionError, SessionOptions, Strategy};
+use flux_suspend::{CleanupError, SessionError, SessionOptions, Strategy};
 
 /// What the failed command was asked to do, for the hint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +36,7 @@ pub struct Hints {
 
 impl Hints {
     /// The hints of these options.
+    #[must_use]
     pub fn of(command: &'static str, opts: &SessionOptions) -> Self {
         Self {
             command,
@@ -61,39 +71,127 @@ impl Hints {
     }
 }
 
+/// flux-handoff's spelling of a library's [`Command`]. `config`, the `--config` file the
+/// command read, is repeated so the next command reads the same one.
+#[must_use]
+pub fn spell(c: &Command, config: Option<&Path>) -> String {
+    let config = config.map(|p| format!(" --config {}", p.display()));
+    let config = config.unwrap_or_default();
+    let lease = |l: &Option<String>| l.as_ref().map(|l| format!(" --lease {l}"));
+    match c {
+        Command::Pause => "flux-handoff pause".into(),
+        Command::Resume {
+            holder,
+            lease: l,
+            exited,
+        } => {
+            let exited = if *exited { " --holder-exited" } else { "" };
+            let l = lease(l).unwrap_or_default();
+            format!("flux-handoff resume --holder {holder}{exited}{l}{config}")
+        }
+        Command::Release {
+            object,
+            holder,
+            exited,
+            keep_moved,
+        } => {
+            let exited = if *exited { " --holder-exited" } else { "" };
+            let keep = if *keep_moved { " --keep-moved" } else { "" };
+            let object = short_ref(object);
+            format!("flux-handoff fences release {object} --holder {holder}{exited}{keep}{config}")
+        }
+        Command::Fences { lease: l } => {
+            format!(
+                "flux-handoff fences{}{config}",
+                lease(l).unwrap_or_default()
+            )
+        }
+        Command::Recover { lease: l } => {
+            format!("flux-handoff fences recover --lease {l}{config}")
+        }
+        _ => "flux-handoff --help".into(),
+    }
+}
+
+/// [`spell`] without a config file: the form of a next step after a failed handoff.
+fn spelled(c: &Command) -> String {
+    spell(c, None)
+}
+
 /// The command to run next after `e`, if there is one that helps.
+#[must_use]
 pub fn next_step(e: &SessionError, h: &Hints) -> Option<String> {
+    let lease = || Some(h.lease.clone());
     match e {
         SessionError::Refused { object, why }
         | SessionError::RefusedAfterWrites { object, why } => Some(refused(object, why, h)),
-        SessionError::LeaseHeld { expired: true, .. } => {
-            Some(format!("flux-handoff fences recover --lease {}", h.lease))
-        }
-        // The live holder's own view: its liveness, age, and the command that releases it.
-        SessionError::LeaseHeld { .. } => Some(format!("flux-handoff fences --lease {}", h.lease)),
+        SessionError::LeaseHeld { expired: true, .. } => Some(spelled(&Command::Recover {
+            lease: h.lease.clone(),
+        })),
         SessionError::Pause(p) => pause(p, h),
         SessionError::NotFound(_) => Some("flux-handoff doctor".into()),
+        // A read refused by RBAC: doctor checks every right a handoff needs.
+        SessionError::Read {
+            source: kube::Error::Api(s),
+            ..
+        } if s.code == 403 => Some("flux-handoff doctor".into()),
+        // The live holder's own view: its liveness, age, and the command that releases it. And
+        // after a lost Lease, or one not parked or taken in time, what was taken may still be
+        // held: the Lease's own view says what, and how to release it.
+        SessionError::LeaseHeld { .. }
+        | SessionError::LeaseLost(_)
+        | SessionError::StartCutShort { .. }
+        | SessionError::NotParked { .. } => Some(spelled(&Command::Fences { lease: lease() })),
+        SessionError::PauseBroken(_) => Some(format!(
+            "{} (what is still held)",
+            spelled(&Command::Fences { lease: None })
+        )),
+        SessionError::Cleanup { cleanup, .. } => Some(after_cleanup(cleanup, None)),
+        // Bad input says what to fix; a cancellation was asked for; the work's own failure is
+        // the work's.
         _ => None,
     }
+}
+
+/// The next step after a cleanup that could not give back everything: a withheld release's
+/// settling command ([`withheld`]), else the listing of what is still held.
+#[must_use]
+pub fn after_cleanup(c: &CleanupError, holder: Option<&str>) -> String {
+    withheld(&c.withheld, holder).unwrap_or_else(|| {
+        format!(
+            "{} (lists what is still held)",
+            spelled(&Command::Fences { lease: None })
+        )
+    })
 }
 
 /// Chosen by the refusal's variant, never by its text.
 fn refused(object: &str, why: &Refusal, h: &Hints) -> String {
     match why {
         // `fences` shows whether that holder is live and prints the command releasing it.
-        Refusal::FencedBy { .. } => return "flux-handoff fences".into(),
+        Refusal::FencedBy { .. } => return spelled(&Command::Fences { lease: None }),
         Refusal::RecordsHeldFences { .. } => {
-            return format!("flux-handoff fences recover --lease {}", h.lease);
+            return spelled(&Command::Recover {
+                lease: h.lease.clone(),
+            });
         }
-        Refusal::LeaseParked { holder, lease_flag } => {
-            return format!("flux-handoff resume --holder {holder}{lease_flag}");
+        Refusal::LeaseParked { holder, lease } => {
+            return spelled(&Command::Resume {
+                holder: holder.clone(),
+                lease: lease.clone(),
+                exited: false,
+            });
         }
         // The Lease's holder: its liveness, age, and the command that releases it.
-        r if r.is_lease() => return format!("flux-handoff fences --lease {}", h.lease),
+        r if r.is_lease() => {
+            return spelled(&Command::Fences {
+                lease: Some(h.lease.clone()),
+            });
+        }
         _ => {}
     }
     // A mark set by someone else (a person's `flux suspend`): who set it, by field manager.
-    let name = crate::output::short_name(object);
+    let name = crate::names::short_name(object);
     let mut parts = name.splitn(3, '/');
     let (kind, ns, obj) = (parts.next(), parts.next(), parts.next());
     let (resource, resume) = match kind {
@@ -169,29 +267,59 @@ fn pause(p: &SuspendError, h: &Hints) -> Option<String> {
 
 /// After a cleanup whose release was withheld because another writer moved a mark other than
 /// the pause alone (a person's `flux resume` by itself is kept by the release: this is e.g.
-/// `reconcile: disabled` changed by hand too, `release of ks/ns/name withheld: annotation
-/// kustomize.toolkit.fluxcd.io/reconcile was changed by another writer`): the command that
-/// settles that object, saying what it writes, then the one that releases the rest of
-/// `holder`'s pause.
-pub fn withheld(why: &str, holder: Option<&str>) -> Option<String> {
-    let (_, rest) = why.split_once("release of ")?;
-    let (object, rest) = rest.split_once(" withheld: ")?;
-    let at = rest.split(" was changed").next().unwrap_or(rest);
-    let holder = holder.unwrap_or("H");
+/// `reconcile: disabled` changed by hand too; [`CleanupError::withheld`]): the command that
+/// settles the first such object, saying what it writes, then the one that releases the rest
+/// of `holder`'s pause.
+#[must_use]
+pub fn withheld(moved: &[(ObjectRef, MarkAt)], holder: Option<&str>) -> Option<String> {
+    let (object, at) = moved.first()?;
+    let holder = holder.unwrap_or("H").to_string();
+    let release = spelled(&Command::Release {
+        object: object.clone(),
+        holder: holder.clone(),
+        exited: true,
+        keep_moved: true,
+    });
+    let resume = spelled(&Command::Resume {
+        holder,
+        lease: None,
+        exited: true,
+    });
     Some(format!(
-        "flux-handoff fences release {object} --holder {holder} --holder-exited --keep-moved \
-         (keeps {at} and \
-         any other value another writer moved as they set it, restores the other marks, \
-         removes the fence), then flux-handoff resume --holder {holder} --holder-exited"
+        "{release} (keeps {at} and any other value another writer moved as they set it, \
+         restores the other marks, removes the fence), then {resume}"
     ))
 }
 
 /// `line; next: COMMAND`, or the line as it is.
+#[must_use]
 pub fn with_next(line: String, next: Option<&str>) -> String {
     match next {
         Some(n) => format!("{line}; next: {n}"),
         None => line,
     }
+}
+
+/// The command to run after a `--dry-run=server` write that would not pass: for an RBAC denial, the manifests
+/// granting what this handoff needs; otherwise the read-only preflight.
+#[must_use]
+pub fn after_dry_write(answer: &Answer, h: &Hints) -> String {
+    match answer {
+        Answer::Denied { .. } => rbac_next(h),
+        _ => "flux-handoff doctor".into(),
+    }
+}
+
+/// `flux-handoff rbac -t T… --lease L | kubectl apply -f -`.
+#[must_use]
+pub fn rbac_next(h: &Hints) -> String {
+    let mut words = vec!["flux-handoff rbac".to_string()];
+    words.extend(h.targets.iter().map(|t| format!("-t {t}")));
+    words.push(format!("--lease {}", h.lease));
+    format!(
+        "{} | kubectl apply -f - (as a cluster admin)",
+        words.join(" ")
+    )
 }
 
 #[cfg(test)]
@@ -266,7 +394,7 @@ mod tests {
             (
                 Refusal::LeaseParked {
                     holder: "gh1.1-x".into(),
-                    lease_flag: String::new(),
+                    lease: None,
                 },
                 "flux-handoff resume --holder gh1.1-x",
             ),
@@ -374,10 +502,10 @@ mod tests {
 
     #[test]
     fn next_step_withheld_release_names_the_command_that_restores_it_and_what_it_writes() {
-        let why = "releasing: release of ks/apps/web withheld: annotation \
-                   kustomize.toolkit.fluxcd.io/reconcile was changed by another writer";
+        let web = flux_suspend::object::kustomization("apps", "web");
+        let at = MarkAt::Annotation("kustomize.toolkit.fluxcd.io/reconcile".into());
         assert_eq!(
-            withheld(why, Some("gh1.1-x")).as_deref(),
+            withheld(&[(web, at)], Some("gh1.1-x")).as_deref(),
             Some(
                 "flux-handoff fences release ks/apps/web --holder gh1.1-x --holder-exited \
                  --keep-moved (keeps annotation kustomize.toolkit.fluxcd.io/reconcile and any other value another \
@@ -385,10 +513,7 @@ mod tests {
                  flux-handoff resume --holder gh1.1-x --holder-exited"
             )
         );
-        assert_eq!(
-            withheld("releasing: the API server is down", Some("h")),
-            None
-        );
+        assert_eq!(withheld(&[], Some("h")), None);
     }
 
     #[test]
@@ -416,5 +541,133 @@ mod tests {
              flux-handoff pause ks/apps/web --lease team/handoff --retire restart"
         );
         assert_eq!(with_next("x".into(), None), "x");
+    }
+
+    /// One failure of each class a session ends with: the advice follows from its facts, or
+    /// there is none (bad input says what to fix; a cancellation was asked for; the work's
+    /// own failure is the work's). `Registry` is ghcr-auth's, never a session's.
+    #[test]
+    fn next_step_follows_the_facts_of_each_failure_class() {
+        use flux_fence::ErrorClass as C;
+        use flux_fence::LossReason;
+        use flux_suspend::{BrokenPause, Change};
+
+        let h = hints("run", Strategy::Ack);
+        let forbidden = kube::Error::Api(
+            kube::core::Status::failure("forbidden", "Forbidden")
+                .with_code(403)
+                .boxed(),
+        );
+        let down = kube::Error::Api(
+            kube::core::Status::failure("unavailable", "ServiceUnavailable")
+                .with_code(503)
+                .boxed(),
+        );
+        let read = |source| SessionError::Read {
+            object: "Kustomization apps/web".into(),
+            source,
+        };
+        let fences = "flux-handoff fences --lease flux-system/flux-handoff";
+        let cases: Vec<(SessionError, C, Option<&str>)> = vec![
+            (
+                SessionError::Invalid("--timeout: not a duration".into()),
+                C::BadInput,
+                None,
+            ),
+            (
+                SessionError::Refused {
+                    object: "Kustomization apps/web".into(),
+                    why: Refusal::FencedBy { holder: "h".into() },
+                },
+                C::Refused,
+                Some("flux-handoff fences"),
+            ),
+            (
+                SessionError::Pause(SuspendError::RestartTimeout {
+                    waited: Duration::from_mins(1),
+                    old: 1,
+                    ready: 0,
+                    want: 1,
+                }),
+                C::Timeout,
+                Some("kubectl -n flux-system rollout status deploy/kustomize-controller"),
+            ),
+            (read(forbidden), C::KubeApi, Some("flux-handoff doctor")),
+            // The server down: nothing of ours to advise; the line says what failed.
+            (read(down), C::KubeApi, None),
+            (
+                SessionError::LeaseLost(LossReason::Stale),
+                C::KubeApi,
+                Some(fences),
+            ),
+            (
+                SessionError::StartCutShort { holder: "h".into() },
+                C::Cleanup,
+                Some(fences),
+            ),
+            (
+                SessionError::NotParked {
+                    lease: "flux-system/flux-handoff".into(),
+                    why: "the API server is down".into(),
+                },
+                C::Cleanup,
+                Some(fences),
+            ),
+            (
+                SessionError::PauseBroken(BrokenPause::new(
+                    "Kustomization apps/web",
+                    Change::Unsuspended,
+                    Some("kubectl-patch".into()),
+                )),
+                C::PauseBroken,
+                Some("flux-handoff fences (what is still held)"),
+            ),
+            (
+                SessionError::Cancelled {
+                    during: "the pause".into(),
+                    changed: true,
+                },
+                C::Cancelled,
+                None,
+            ),
+            (SessionError::WorkPanicked("boom".into()), C::Internal, None),
+        ];
+        let mut seen = Vec::new();
+        for (e, class, want) in &cases {
+            assert_eq!(e.class(), *class, "{e}");
+            assert_eq!(next_step(e, &h).as_deref(), *want, "{e}");
+            seen.push(*class);
+        }
+        for class in [
+            C::BadInput,
+            C::Refused,
+            C::Timeout,
+            C::KubeApi,
+            C::Cleanup,
+            C::PauseBroken,
+            C::Cancelled,
+            C::Internal,
+        ] {
+            assert!(seen.contains(&class), "no case of {class:?}");
+        }
+    }
+
+    #[test]
+    fn dry_run_a_denied_write_names_the_rbac_command_next() {
+        let mut h = hints("pause", Strategy::Ack);
+        h.targets = vec!["ks/flux-system/apps".into()];
+        let denied = Answer::Denied {
+            message: "m".into(),
+        };
+        assert_eq!(
+            after_dry_write(&denied, &h),
+            "flux-handoff rbac -t ks/flux-system/apps --lease flux-system/flux-handoff | \
+             kubectl apply -f - (as a cluster admin)"
+        );
+        let refused = Answer::Refused {
+            code: 422,
+            message: "m".into(),
+        };
+        assert_eq!(after_dry_write(&refused, &h), "flux-handoff doctor");
     }
 }

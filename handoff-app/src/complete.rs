@@ -33,6 +33,7 @@ pub enum Want {
 }
 
 /// Decides what the word being completed is (pure: the command tree and the words only).
+#[must_use]
 pub fn want(root: &Command, words: &[String], word: &str) -> Want {
     let mut cmd = root;
     let mut path = Vec::new();
@@ -123,6 +124,7 @@ fn at<'a>(root: &'a Command, path: &[String]) -> &'a Command {
 }
 
 /// The candidate lines for `want` that need no cluster (`value\tdescription`).
+#[must_use]
 pub fn candidates(root: &Command, want: &Want, word: &str) -> Vec<String> {
     let one_line = |s: Option<&clap::builder::StyledStr>| {
         s.map(|t| t.to_string().lines().next().unwrap_or_default().to_string())
@@ -195,7 +197,7 @@ fn cluster_flags(words: &[String]) -> (Option<String>, Option<String>, String) {
 async fn targets(words: &[String]) -> Vec<String> {
     use kube::api::{Api, DynamicObject, ListParams};
     let (kubeconfig, context, ns) = cluster_flags(words);
-    let Ok(client) = handoff_app::kubeconfig::client(
+    let Ok(client) = crate::kubeconfig::client(
         kubeconfig.as_deref().map(std::path::Path::new),
         context.as_deref(),
     )
@@ -255,9 +257,48 @@ pub async fn run(root: &Command, args: &[String]) {
 
 #[cfg(test)]
 mod tests {
-    use clap::CommandFactory;
+    use clap::ArgAction;
 
     use super::*;
+
+    /// A command tree of flux-handoff's shape (the e2e `flux_plugin` test drives the real one
+    /// through the flux CLI).
+    fn tree() -> Command {
+        let target = Arg::new("target")
+            .long("target")
+            .short('t')
+            .action(ArgAction::Append)
+            .help("a target");
+        let handoff = |name: &'static str| {
+            Command::new(name)
+                .about("a handoff")
+                .arg(target.clone())
+                .arg(Arg::new("wait-lease").long("wait-lease").help("wait"))
+        };
+        Command::new("flux-handoff")
+            .arg(
+                Arg::new("output")
+                    .long("output")
+                    .short('o')
+                    .global(true)
+                    .value_parser(["text", "json", "yaml", "name"]),
+            )
+            .arg(
+                Arg::new("namespace")
+                    .long("namespace")
+                    .short('n')
+                    .global(true),
+            )
+            .subcommand(handoff("pause"))
+            .subcommand(handoff("run").arg(Arg::new("command").num_args(1..).last(true)))
+            .subcommand(Command::new("resume").about("resume"))
+            .subcommand(Command::new("fences").about("fences"))
+            .subcommand(
+                Command::new("ghcr")
+                    .about("ghcr")
+                    .subcommand(Command::new("check")),
+            )
+    }
 
     fn w(s: &str) -> Vec<String> {
         s.split_whitespace().map(str::to_string).collect()
@@ -265,7 +306,7 @@ mod tests {
 
     #[test]
     fn the_word_being_completed_is_decided_from_the_words_before_it() {
-        let root = crate::cli::Cli::command();
+        let root = tree();
         let path = |p: &str| w(p);
         let table: Vec<(&str, &str, Want)> = vec![
             (
@@ -361,7 +402,7 @@ mod tests {
 
     #[test]
     fn candidates_list_subcommands_flags_and_enumerated_values() {
-        let root = crate::cli::Cli::command();
+        let root = tree();
         let subs = candidates(&root, &want(&root, &[], ""), "");
         for s in ["pause\t", "resume\t", "run\t", "fences\t"] {
             assert!(subs.iter().any(|l| l.starts_with(s)), "{s}: {subs:?}");

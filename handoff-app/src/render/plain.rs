@@ -24,6 +24,7 @@ pub fn line(text: &str) -> Cow<'_, str> {
 /// Lines of plain output (a listing): control characters other than the line breaks and tabs
 /// shown as escapes, each line that would start with `::` given a `\` before it, and every
 /// `##[` written `##\[`.
+#[must_use]
 pub fn plain(text: &str) -> Cow<'_, str> {
     let risky = text.contains("##[")
         || text
@@ -51,6 +52,7 @@ pub fn plain(text: &str) -> Cow<'_, str> {
 
 /// A JSON (or YAML double-quoted) document whose `##[` are written `##\u005b`: the same
 /// value, and no command. Outside a string neither format has `#`.
+#[must_use]
 pub fn document(text: &str) -> Cow<'_, str> {
     if text.contains("##[") {
         Cow::Owned(text.replace("##[", "##\\u005b"))

@@ -47,8 +47,11 @@
 //! ```
 
 use std::path::Path;
+use std::time::Duration;
 
-use handoff_app::settings::{ControllerTable, FenceTable, LeaseTable, Tables, TargetTable};
+use flux_suspend::LeaseWait;
+
+use crate::settings::{ControllerTable, FenceTable, LeaseTable, Tables, TargetTable};
 use serde::Deserialize;
 
 /// The configuration file as written.
@@ -67,7 +70,8 @@ pub struct FileConfig {
 }
 
 impl FileConfig {
-    /// The session's tables, under the flags ([`handoff_app::settings::resolve`]).
+    /// The session's tables, under the flags ([`crate::settings::resolve`]).
+    #[must_use]
     pub fn tables(&self) -> Tables<'_> {
         Tables {
             lease: self.lease.as_ref(),
@@ -75,6 +79,24 @@ impl FileConfig {
             controller: self.controller.as_ref(),
             targets: &self.targets,
         }
+    }
+}
+
+impl FileConfig {
+    /// How long to wait for a live holder's Lease: `flag` (`--wait-lease`), else `[lease]
+    /// wait`, else no wait. Checked before any request.
+    ///
+    /// # Errors
+    /// `[lease] wait` that is not a duration, as one line.
+    pub fn lease_wait(&self, flag: Option<Duration>) -> Result<LeaseWait, String> {
+        let file = self.lease.as_ref().and_then(|l| l.wait.as_deref());
+        let budget = match (flag, file) {
+            (Some(d), _) => d,
+            (None, Some(text)) => crate::settings::parse_duration(text)
+                .map_err(|e| format!("config: lease.wait: {e}"))?,
+            (None, None) => Duration::ZERO,
+        };
+        Ok(LeaseWait::new(budget))
     }
 }
 
@@ -95,7 +117,7 @@ pub fn load(path: &Path) -> Result<FileConfig, String> {
     parse(&text).map_err(|e| format!("config {}{e}", path.display()))
 }
 
-use handoff_app::kubeconfig::read_bounded;
+use crate::kubeconfig::read_bounded;
 
 /// Loads `path` when given; no config file is an empty config.
 pub fn load_optional(path: Option<&Path>) -> Result<FileConfig, String> {
@@ -123,9 +145,9 @@ pub fn parse(text: &str) -> Result<FileConfig, String> {
 }
 
 /// Splits `namespace/name`; a bare `name` takes `default_ns`; both must be names the API
-/// server accepts ([`handoff_app::names::split_namespaced`]).
+/// server accepts ([`crate::names::split_namespaced`]).
 pub fn split_ref(text: &str, default_ns: &str) -> Result<(String, String), String> {
-    handoff_app::names::split_namespaced(text, default_ns).map_err(|e| e.to_string())
+    crate::names::split_namespaced(text, default_ns).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -211,5 +233,17 @@ mod tests {
         assert_eq!(r.recover_finished_runs, Some(true));
         let err = parse("[recovery]\ntoken = \"x\"\n").unwrap_err();
         assert!(err.contains("token"), "{err}");
+    }
+
+    #[test]
+    fn the_lease_wait_comes_from_the_flag_else_the_config_else_none() {
+        let wait = |flag, text: &str| parse(text).unwrap().lease_wait(flag).map(|w| w.budget);
+        assert_eq!(wait(None, ""), Ok(Duration::ZERO));
+        let ninety = "[lease]\nwait = \"90s\"\n";
+        assert_eq!(wait(None, ninety), Ok(Duration::from_secs(90)));
+        let flag = Some(Duration::from_mins(2));
+        assert_eq!(wait(flag, ninety), Ok(Duration::from_mins(2)));
+        let bad = wait(None, "[lease]\nwait = \"soon\"\n").unwrap_err();
+        assert!(bad.starts_with("config: lease.wait: "), "{bad}");
     }
 }

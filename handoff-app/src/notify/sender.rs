@@ -1,13 +1,11 @@
 //! The sender of Flux-format events: one HTTP client, one background POST per event within
-//! [`BOUND`], no retry (see [`super`]). A file of its own so `output`, which holds the sender,
-//! does not import the functions of `notify` that take an `Output`.
+//! [`BOUND`], no retry (see [`super`]).
 
 use std::time::{Duration, SystemTime};
 
 use tokio::task::JoinSet;
 
 use super::event::{Involved, Kind, Notice};
-use crate::failure::chain;
 
 /// The bound of one POST: to connect, and to receive the answer.
 pub const BOUND: Duration = Duration::from_secs(2);
@@ -40,7 +38,7 @@ impl Notifier {
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("flux-handoff/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| format!("HTTP client: {}", chain(&e)))?;
+            .map_err(|e| format!("HTTP client: {}", flux_fence::one_line(&e)))?;
         Ok(Self {
             url,
             http,
@@ -143,7 +141,7 @@ fn delivered(what: &str, r: Result<reqwest::Response, reqwest::Error>) -> Delive
         Err(e) => {
             tracing::warn!(
                 "flux event not delivered ({what}): {}; one attempt within {}s, no retry",
-                chain(&e.without_url()),
+                flux_fence::one_line(&e.without_url()),
                 BOUND.as_secs()
             );
             Delivery::Failed

@@ -2,20 +2,20 @@
 //! malformed) x (uid same / changed) x (suspend state), and properties of the patches it
 //! produces, applied with the `json-patch` crate.
 
-use flux_fence::decide::AcquireDecision;
-use flux_fence::decide::AcquirePlan;
-use flux_fence::decide::Held;
-use flux_fence::decide::LostWrite;
-use flux_fence::decide::Refusal;
-use flux_fence::decide::ReleaseDecision;
-use flux_fence::decide::Unclear;
-use flux_fence::decide::decide_acquire;
-use flux_fence::decide::held_from_annotations;
-use flux_fence::decide::lost_write;
-use flux_fence::mark::MarkAt;
-use flux_fence::mark::Restore;
-use flux_fence::release::decide_release;
-use flux_fence::{AnnotationKeys, Epoch, Mark, OwnerValue};
+use crate::decide::AcquireDecision;
+use crate::decide::AcquirePlan;
+use crate::decide::Held;
+use crate::decide::LostWrite;
+use crate::decide::Refusal;
+use crate::decide::ReleaseDecision;
+use crate::decide::Unclear;
+use crate::decide::decide_acquire;
+use crate::decide::held_from_annotations;
+use crate::decide::lost_write;
+use crate::mark::MarkAt;
+use crate::mark::Restore;
+use crate::release::decide_release;
+use crate::{AnnotationKeys, Epoch, Mark, OwnerValue};
 use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -483,7 +483,7 @@ fn suspended_by_an_if_absent_mark_is_written_only_where_no_one_else_set_a_value(
     const BY: &str = "fluxcd.controlplane.io/suspendedBy";
     let mut marks = flux_marks();
     marks.push(
-        Mark::annotation(BY, "flux-handoff gh1.1-aaaaaa")
+        Mark::annotation(BY, "app gh1.1-aaaaaa")
             .restore(Restore::IfUnchanged)
             .if_absent(),
     );
@@ -491,10 +491,7 @@ fn suspended_by_an_if_absent_mark_is_written_only_where_no_one_else_set_a_value(
     let free = object(false, None);
     let p = plan(&free, &marks);
     let fenced = applied(&free, &p);
-    assert_eq!(
-        fenced["metadata"]["annotations"][BY],
-        "flux-handoff gh1.1-aaaaaa"
-    );
+    assert_eq!(fenced["metadata"]["annotations"][BY], "app gh1.1-aaaaaa");
     assert!(
         p.held
             .marks
