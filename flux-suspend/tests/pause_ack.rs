@@ -195,7 +195,7 @@ async fn ack_refused_when_target_already_suspended_by_someone_else_and_parent_re
     };
     // Typed: a mark someone else set, not a holder's fence, naming who set it.
     assert!(
-        object.contains(TARGET)
+        object.name == TARGET
             && matches!(
                 &why,
                 flux_suspend::Refusal::MarkTaken { at, field_manager }

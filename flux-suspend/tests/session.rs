@@ -340,7 +340,7 @@ async fn session_refusal_found_after_fencing_the_parent_is_not_a_plain_refusal()
         .await;
     match &outcome.result {
         Err(e @ SessionError::RefusedAfterWrites { object, .. }) => {
-            assert!(object.ends_with(TARGET), "{object}");
+            assert!(object.to_string().ends_with(TARGET), "{object}");
             assert!(!e.changed_nothing());
         }
         other => panic!("expected RefusedAfterWrites, got {other:?}"),

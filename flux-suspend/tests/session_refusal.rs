@@ -42,7 +42,7 @@ impl Tree {
                 let SessionError::Refused { object, why } = e else {
                     unreachable!()
                 };
-                (object, why)
+                (object.to_string(), why)
             }
             other => panic!("expected a refusal, got {other:?}"),
         }

@@ -17,7 +17,7 @@ use flux_fence::mark::MarkAt;
 use flux_fence::recovery::short_ref;
 use flux_suspend::Refusal;
 use flux_suspend::handoff::SuspendError;
-use flux_suspend::{CleanupError, SessionError, SessionOptions, Strategy};
+use flux_suspend::{CleanupError, SessionError, SessionOptions, Strategy, Subject};
 
 /// What the failed command was asked to do, for the hint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,8 +165,18 @@ pub fn after_cleanup(c: &CleanupError, holder: Option<&str>) -> String {
     })
 }
 
+/// `o`'s resource as kubectl names it: `plural.group`, or `plural` in the core group.
+fn resource_name(o: &ObjectRef) -> String {
+    let r = &o.resource;
+    if r.group.is_empty() {
+        r.plural.clone()
+    } else {
+        format!("{}.{}", r.plural, r.group)
+    }
+}
+
 /// Chosen by the refusal's variant, never by its text.
-fn refused(object: &str, why: &Refusal, h: &Hints) -> String {
+fn refused(object: &Subject, why: &Refusal, h: &Hints) -> String {
     match why {
         // `fences` shows whether that holder is live and prints the command releasing it.
         Refusal::FencedBy { .. } => return spelled(&Command::Fences { lease: None }),
@@ -191,26 +201,23 @@ fn refused(object: &str, why: &Refusal, h: &Hints) -> String {
         _ => {}
     }
     // A mark set by someone else (a person's `flux suspend`): who set it, by field manager.
-    let name = crate::names::short_name(object);
-    let mut parts = name.splitn(3, '/');
-    let (kind, ns, obj) = (parts.next(), parts.next(), parts.next());
-    let (resource, resume) = match kind {
-        Some("hr") => ("helmreleases.helm.toolkit.fluxcd.io", "flux resume"),
-        Some("resourceset") => (
-            "resourcesets.fluxcd.controlplane.io",
-            "flux-operator resume",
-        ),
-        Some("fluxinstance") => (
-            "fluxinstances.fluxcd.controlplane.io",
-            "flux-operator resume",
-        ),
-        _ => ("kustomizations.kustomize.toolkit.fluxcd.io", "flux resume"),
+    let Some(o) = object.object() else {
+        return spelled(&Command::Fences {
+            lease: Some(h.lease.clone()),
+        });
+    };
+    let resource = resource_name(o);
+    let group = &o.resource.group;
+    let resume = if group.ends_with("toolkit.fluxcd.io") {
+        "; `flux resume` it if it should run"
+    } else if group == "fluxcd.controlplane.io" {
+        "; `flux-operator resume` it if it should run"
+    } else {
+        ""
     };
     format!(
-        "kubectl -n {} get {resource} {} --show-managed-fields -o yaml (names who set it; \
-         `{resume}` it if it should run)",
-        ns.unwrap_or_default(),
-        obj.unwrap_or_default()
+        "kubectl -n {} get {resource} {} --show-managed-fields -o yaml (names who set it{resume})",
+        o.namespace, o.name
     )
 }
 
@@ -233,11 +240,7 @@ fn pause(p: &SuspendError, h: &Hints) -> Option<String> {
                 .filter(|w| !is_controller(&w.manager, deploy))
                 .max_by_key(|w| w.changes)?;
             let o = &w.object;
-            let resource = if o.resource.group.is_empty() {
-                o.resource.plural.clone()
-            } else {
-                format!("{}.{}", o.resource.plural, o.resource.group)
-            };
+            let resource = resource_name(o);
             Some(format!(
                 "kubectl -n {} get {resource} {} --show-managed-fields -o yaml (field manager \
                  {} changed it during the proof, seen {} time(s): a restart cannot stop another \
@@ -341,6 +344,10 @@ mod tests {
         }
     }
 
+    fn web() -> Subject {
+        (&flux_suspend::object::kustomization("apps", "web")).into()
+    }
+
     fn next(e: &SessionError, h: &Hints) -> String {
         next_step(e, h).unwrap_or_default()
     }
@@ -348,7 +355,7 @@ mod tests {
     #[test]
     fn next_step_fenced_by_another_holder_shows_the_fences() {
         let e = SessionError::Refused {
-            object: "Kustomization apps/web".into(),
+            object: web(),
             why: Refusal::FencedBy {
                 holder: "gh123.1-abc".into(),
             },
@@ -362,7 +369,7 @@ mod tests {
     #[test]
     fn next_step_suspend_set_by_someone_else_names_who() {
         let e = SessionError::Refused {
-            object: "Kustomization apps/web".into(),
+            object: web(),
             why: Refusal::MarkTaken {
                 at: flux_fence::mark::MarkAt::Field("/spec/suspend".into()),
                 field_manager: Some("flux".into()),
@@ -376,10 +383,32 @@ mod tests {
     }
 
     #[test]
+    fn next_step_mark_taken_on_a_gate_names_its_own_resource_and_no_flux_resume() {
+        use k8s_openapi::api::apps::v1::Deployment;
+        let gate = ObjectRef::new(
+            kube::api::ApiResource::erase::<Deployment>(&()),
+            "apps",
+            "autoscaler",
+        );
+        let e = SessionError::Refused {
+            object: (&gate).into(),
+            why: Refusal::MarkTaken {
+                at: flux_fence::mark::MarkAt::Field("/spec/replicas".into()),
+                field_manager: Some("kubectl-scale".into()),
+            },
+        };
+        assert_eq!(
+            next(&e, &hints("pause", Strategy::Ack)),
+            "kubectl -n apps get deployments.apps autoscaler --show-managed-fields -o yaml \
+             (names who set it)"
+        );
+    }
+
+    #[test]
     fn next_step_lease_refusals_name_lease_commands_not_kubectl() {
         let h = hints("run", Strategy::Ack);
         let on_lease = |why| SessionError::Refused {
-            object: "lease flux-system/flux-handoff".into(),
+            object: Subject::Lease("flux-system/flux-handoff".into()),
             why,
         };
         let cases = [
@@ -564,7 +593,7 @@ mod tests {
                 .boxed(),
         );
         let read = |source| SessionError::Read {
-            object: "Kustomization apps/web".into(),
+            object: Box::new(flux_suspend::object::kustomization("apps", "web")),
             source,
         };
         let fences = "flux-handoff fences --lease flux-system/flux-handoff";
@@ -576,7 +605,7 @@ mod tests {
             ),
             (
                 SessionError::Refused {
-                    object: "Kustomization apps/web".into(),
+                    object: web(),
                     why: Refusal::FencedBy { holder: "h".into() },
                 },
                 C::Refused,

@@ -197,7 +197,7 @@ pub fn failure(e: &SessionError, h: &Hints) -> Failure {
     Failure::new(exit::code(e.class()), line)
 }
 
-fn read_line(object: &str, e: &kube::Error) -> String {
+fn read_line(object: &flux_fence::ObjectRef, e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) if s.code == 403 => format!("forbidden to get {object}: {}", s.message),
         other => format!("reading {object}: {}", chain(other)),

@@ -62,7 +62,7 @@ impl Handoff {
         };
         let refused = |why: crate::session::Refusal| {
             Ok(Some(PauseOutcome::Refused {
-                object: obj.to_string(),
+                object: Box::new(obj.clone()),
                 why,
             }))
         };

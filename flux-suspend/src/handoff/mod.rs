@@ -119,7 +119,7 @@ pub enum PauseOutcome {
     Proven(Proof),
     /// Someone else holds a member of the chain; nothing of that member was changed.
     Refused {
-        object: String,
+        object: Box<flux_fence::ObjectRef>,
         why: crate::refusal::Refusal,
     },
 }

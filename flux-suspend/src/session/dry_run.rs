@@ -258,10 +258,10 @@ impl Fence {
         let answer = match found {
             DryFence::Sent(a) => a,
             DryFence::AlreadyOurs => return Ok(None),
-            DryFence::NotFound => return Err(SessionError::NotFound(object.to_string())),
+            DryFence::NotFound => return Err(SessionError::NotFound(Box::new(object.clone()))),
             DryFence::Refused(r) => {
                 return Err(SessionError::Refused {
-                    object: object.to_string(),
+                    object: (&object).into(),
                     why: super::Refusal::of_fence(r, seen.as_ref()),
                 });
             }

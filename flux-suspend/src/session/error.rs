@@ -1,6 +1,6 @@
 //! How a session ends when it does not succeed, and what its cleanup left.
 
-use flux_fence::{ErrorClass, FenceError, LossReason};
+use flux_fence::{ErrorClass, FenceError, LossReason, ObjectRef};
 
 use crate::error::SuspendError;
 
@@ -15,7 +15,10 @@ pub enum SessionError {
     /// Another holder has a member of the chain, the Lease, or set a mark we need; nothing was
     /// changed. `why` says who holds what ([`super::Refusal`]); its text is the `Display`.
     #[error("{object}: {why}")]
-    Refused { object: String, why: super::Refusal },
+    Refused {
+        object: Subject,
+        why: super::Refusal,
+    },
     /// Another holder has the Lease; nothing was changed.
     #[error("lease {lease} is held by {holder}{}", if *expired { " (it looks expired; `fences recover` releases it once its run is provably gone)" } else { "" })]
     LeaseHeld {
@@ -26,17 +29,20 @@ pub enum SessionError {
     /// Another holder refused us only after this session had written (a fence on a parent);
     /// what it wrote was released again (see the cleanup).
     #[error("{object}: {why} (found after this run had fenced the chain above it)")]
-    RefusedAfterWrites { object: String, why: super::Refusal },
+    RefusedAfterWrites {
+        object: Subject,
+        why: super::Refusal,
+    },
     /// A read before anything was taken failed; nothing was changed.
     #[error("reading {object}")]
     Read {
-        object: String,
+        object: Box<ObjectRef>,
         #[source]
         source: kube::Error,
     },
     /// A target (or its parent) does not exist; nothing was changed.
     #[error("{0} not found (is the Flux CRD installed?)")]
-    NotFound(String),
+    NotFound(Box<ObjectRef>),
     /// The Lease could not be acquired or written.
     #[error("the lease")]
     Lease(#[source] FenceError),
@@ -80,6 +86,48 @@ pub enum SessionError {
     },
 }
 
+/// What a refusal names: a member of the chain, or the coordination Lease.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Subject {
+    /// A target, a parent or a gate.
+    Object(Box<ObjectRef>),
+    /// The Lease, `namespace/name`.
+    Lease(String),
+}
+
+impl Subject {
+    /// The Lease `lease` (`namespace/name`, or a [`flux_fence::LeaseConfig`]).
+    pub(crate) fn lease(lease: impl std::fmt::Display) -> Self {
+        Self::Lease(lease.to_string())
+    }
+
+    /// The object, when this names one.
+    #[must_use]
+    pub fn object(&self) -> Option<&ObjectRef> {
+        match self {
+            Self::Object(o) => Some(o),
+            Self::Lease(_) => None,
+        }
+    }
+}
+
+impl From<&ObjectRef> for Subject {
+    fn from(o: &ObjectRef) -> Self {
+        Self::Object(Box::new(o.clone()))
+    }
+}
+
+/// `Kind namespace/name` for an object, `lease namespace/name` for the Lease.
+impl std::fmt::Display for Subject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Object(o) => write!(f, "{o}"),
+            Self::Lease(l) => write!(f, "lease {l}"),
+        }
+    }
+}
+
 /// What a cleanup could not give back.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error(
@@ -97,7 +145,7 @@ pub struct CleanupError {
     pub why: String,
     /// Each release withheld because another writer changed a mark other than the pause
     /// alone since the fence: the object (its fence stays) and the mark.
-    pub withheld: Vec<(flux_fence::ObjectRef, flux_fence::mark::MarkAt)>,
+    pub withheld: Vec<(ObjectRef, flux_fence::mark::MarkAt)>,
 }
 
 impl SessionError {

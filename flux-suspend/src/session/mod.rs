@@ -53,7 +53,7 @@ use tracing::Instrument;
 
 pub use crate::refusal::{Refusal, field_manager};
 pub use by_object::{ObjectFence, decide_holder, holder_of};
-pub use error::{CleanupError, SessionError};
+pub use error::{CleanupError, SessionError, Subject};
 pub use guard::WriteRefused;
 pub use lines::Members;
 pub use options::{ParentSpec, SessionOptions, TargetSpec};
@@ -279,7 +279,7 @@ impl Session {
             }
             _ => {
                 return Err(SessionError::Refused {
-                    object: format!("lease {lease_name}"),
+                    object: Subject::lease(&lease_name),
                     why: Refusal::LeaseContended,
                 });
             }
@@ -495,11 +495,15 @@ impl Session {
             }),
             Some(Ok(PauseOutcome::Proven(proof))) => Ok(proof),
             Some(Ok(PauseOutcome::Refused { object, why })) if changed => {
-                Err(SessionError::RefusedAfterWrites { object, why })
+                Err(SessionError::RefusedAfterWrites {
+                    object: Subject::Object(object),
+                    why,
+                })
             }
-            Some(Ok(PauseOutcome::Refused { object, why })) => {
-                Err(SessionError::Refused { object, why })
-            }
+            Some(Ok(PauseOutcome::Refused { object, why })) => Err(SessionError::Refused {
+                object: Subject::Object(object),
+                why,
+            }),
             Some(Err(crate::handoff::SuspendError::Cancelled { step })) => {
                 Err(SessionError::Cancelled {
                     during: format!("while {}", crate::steps::describe(step)),

@@ -127,7 +127,7 @@ async fn recorded_elsewhere(
     lease: &KubeLease,
 ) -> Result<(), SessionError> {
     let refuse = |why: super::Refusal| SessionError::Refused {
-        object: format!("lease {}", opts.lease),
+        object: super::Subject::lease(&opts.lease),
         why,
     };
     let unclear = |why: String| refuse(super::Refusal::RecordUnclear(why));
@@ -168,12 +168,12 @@ async fn read(client: &Client, obj: &ObjectRef) -> Result<Value, SessionError> {
     // session's cancel ends it at a signal (`unless_stopped`).
     let read = get_retrying(&api(client, obj), &obj.name, obj, READ_RETRY_BUDGET).await;
     let failed = |source| SessionError::Read {
-        object: obj.to_string(),
+        object: Box::new(obj.clone()),
         source,
     };
     match read {
         Ok(Some(got)) => serde_json::to_value(&got).map_err(|e| failed(kube::Error::SerdeError(e))),
-        Ok(None) => Err(SessionError::NotFound(obj.to_string())),
+        Ok(None) => Err(SessionError::NotFound(Box::new(obj.clone()))),
         Err(source) => Err(failed(source)),
     }
 }
@@ -204,7 +204,7 @@ fn refuse_foreign(
         _ => return Ok(()),
     };
     Err(SessionError::Refused {
-        object: obj.to_string(),
+        object: obj.into(),
         why,
     })
 }

@@ -68,7 +68,7 @@ pub(crate) async fn finished_runs(
         } => finished.push((holder.clone(), evidence.clone())),
         HolderEvidence::NotProved { holder, why } if holder != ours.as_str() => {
             return Err(SessionError::Refused {
-                object: format!("lease {lease_name}"),
+                object: super::Subject::lease(lease_name),
                 why: super::Refusal::NotProvedFinished {
                     holder: holder.clone(),
                     why: why.clone(),
@@ -154,7 +154,7 @@ fn done(
     };
     match outcome {
         RecoverOutcome::LeaseRaceLost { gone, why } => Err(SessionError::Refused {
-            object: format!("lease {lease_name}"),
+            object: super::Subject::lease(lease_name),
             why: super::Refusal::TakeoverLost { gone, why },
         }),
         RecoverOutcome::Done(report) => {
@@ -201,7 +201,7 @@ fn done(
             Ok(done)
         }
         _ => Err(SessionError::Refused {
-            object: format!("lease {lease_name}"),
+            object: super::Subject::lease(lease_name),
             why: super::Refusal::UnexpectedRecovery,
         }),
     }

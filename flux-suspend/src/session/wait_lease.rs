@@ -301,7 +301,7 @@ fn parked(lease: &flux_fence::LeaseConfig, holder: String) -> SessionError {
     let default = flux_fence::LeaseConfig::default();
     let named = lease.namespace != default.namespace || lease.name != default.name;
     SessionError::Refused {
-        object: format!("lease {lease}"),
+        object: super::Subject::lease(lease),
         why: super::Refusal::LeaseParked {
             holder,
             lease: named.then(|| lease.to_string()),
@@ -317,7 +317,7 @@ fn still_held(
     waited: Duration,
 ) -> SessionError {
     SessionError::Refused {
-        object: format!("lease {lease}"),
+        object: super::Subject::lease(lease),
         why: super::Refusal::LeaseStillHeld {
             holder,
             since: since.map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),

@@ -150,8 +150,9 @@ fn the_waiting_line_names_holder_since_and_budget() {
 
 #[test]
 fn a_start_that_lost_a_race_waits_again_and_any_other_failure_stands() {
+    let app = crate::object::kustomization("ns", "app");
     let fenced = |by: &str| SessionError::Refused {
-        object: "Kustomization ns/app".into(),
+        object: (&app).into(),
         why: Refusal::FencedBy { holder: by.into() },
     };
     let held = SessionError::LeaseHeld {
@@ -172,7 +173,7 @@ fn a_start_that_lost_a_race_waits_again_and_any_other_failure_stands() {
         (fenced("gh4.1-d;1"), &[], None, false),
         (
             SessionError::Refused {
-                object: "lease ns/l".into(),
+                object: crate::session::Subject::lease("ns/l"),
                 why: Refusal::LeaseContended,
             },
             &waited,
@@ -180,7 +181,7 @@ fn a_start_that_lost_a_race_waits_again_and_any_other_failure_stands() {
             true,
         ),
         (
-            SessionError::NotFound("ns/app".into()),
+            SessionError::NotFound(Box::new(app.clone())),
             &waited,
             None,
             false,
