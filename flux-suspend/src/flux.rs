@@ -54,13 +54,6 @@ pub fn is_operator_object(obj: &Value) -> bool {
         .is_some_and(|(group, _)| group == OPERATOR_GROUP)
 }
 
-/// Whether `display`, an object as [`flux_fence::ObjectRef`] displays it (`Kind ns/name`),
-/// names a Flux Operator kind.
-#[must_use]
-pub fn is_operator_display(display: &str) -> bool {
-    display.starts_with("ResourceSet ") || display.starts_with("FluxInstance ")
-}
-
 /// Whether `obj`'s controller is paused: `spec.suspend == true` for Flux's own kinds; for a
 /// Flux Operator object, [`OPERATOR_RECONCILE_ANNOTATION`] reading `disabled` in any case, as
 /// the operator's `IsDisabled` compares it (flux-operator `api/v1/resourceset_types.go`).

@@ -90,10 +90,10 @@ impl Tree {
     }
 }
 
-fn released_in_order(released: &[String]) {
+fn released_in_order(released: &[flux_fence::ObjectRef]) {
     assert_eq!(released.len(), 2, "{released:?}");
-    assert!(released[0].ends_with(TARGET), "target first: {released:?}");
-    assert!(released[1].ends_with(PARENT), "parent second: {released:?}");
+    assert_eq!(released[0].name, TARGET, "target first: {released:?}");
+    assert_eq!(released[1].name, PARENT, "parent second: {released:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -195,9 +195,7 @@ async fn session_cancelled_while_waiting_for_an_ack_releases_what_it_fenced() {
         other => panic!("expected Cancelled, got {other:?}"),
     }
     t.model.release(TARGET);
-    assert!(steps.contains(&Event::Released(
-        kustomization(&t.ns.name, TARGET).to_string()
-    )));
+    assert!(steps.contains(&Event::Released(kustomization(&t.ns.name, TARGET))));
     t.assert_nothing_held().await;
 }
 
@@ -348,7 +346,7 @@ async fn session_refusal_found_after_fencing_the_parent_is_not_a_plain_refusal()
     // What this run wrote was undone: the parent is released, the Lease is free; the other
     // holder's fence on the target is untouched.
     assert_eq!(outcome.released.len(), 1, "{:?}", outcome.released);
-    assert!(outcome.released[0].ends_with(PARENT));
+    assert_eq!(outcome.released[0].name, PARENT);
     let p = t.get(PARENT).await;
     assert_eq!(annotation(&p, OWNER_KEY), None);
     assert!(!suspended(&p));

@@ -644,7 +644,7 @@ mod tests {
             ),
             (
                 SessionError::PauseBroken(BrokenPause::new(
-                    "Kustomization apps/web",
+                    flux_suspend::object::kustomization("apps", "web"),
                     Change::Unsuspended,
                     Some("kubectl-patch".into()),
                 )),

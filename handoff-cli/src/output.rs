@@ -15,6 +15,8 @@ mod actions;
 use std::io::Write;
 use std::time::Instant;
 
+use flux_fence::ObjectRef;
+use flux_fence::recovery::short_ref;
 use serde_json::{Value, json};
 
 /// `--output`.
@@ -129,11 +131,14 @@ impl Output {
         self.format != Format::Text
     }
 
-    /// Records the objects the command lists (`-o name` prints them), as `Kind ns/name` or
-    /// already as `kind/ns/name`.
-    pub fn list(&mut self, objects: &[String]) {
-        self.names
-            .extend(objects.iter().map(|o| handoff_app::names::short_name(o)));
+    /// Records the objects the command lists (`-o name` prints them as `kind/ns/name`).
+    pub fn list(&mut self, objects: &[ObjectRef]) {
+        self.names.extend(objects.iter().map(short_ref));
+    }
+
+    /// Records objects the command lists by their names, already `kind/ns/name`.
+    pub fn list_names(&mut self, names: &[String]) {
+        self.names.extend_from_slice(names);
     }
 
     /// Whether this run is inside GitHub Actions (`GITHUB_ACTIONS=true`).
@@ -174,8 +179,8 @@ impl Output {
     }
 
     /// Records objects just fenced, for the step summary.
-    pub fn paused(&mut self, objects: &[String]) {
-        self.paused.extend_from_slice(objects);
+    pub fn paused(&mut self, objects: &[ObjectRef]) {
+        self.paused.extend(objects.iter().map(ToString::to_string));
         self.list(objects);
     }
 

@@ -119,24 +119,24 @@ pub enum PauseOutcome {
     Proven(Proof),
     /// Someone else holds a member of the chain; nothing of that member was changed.
     Refused {
-        object: Box<flux_fence::ObjectRef>,
+        object: Box<ObjectRef>,
         why: crate::refusal::Refusal,
     },
 }
 
 /// What a resume released.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 #[must_use = "what resume left held is in the report"]
 #[non_exhaustive]
 pub struct ResumeReport {
     /// Objects released, in release order.
-    pub released: Vec<String>,
+    pub released: Vec<ObjectRef>,
     /// Objects that were no longer ours (gone, recreated, or another owner): not touched.
-    pub not_ours: Vec<String>,
+    pub not_ours: Vec<ObjectRef>,
     /// Those of `released` whose `spec.suspend` another writer had set back to false (a
     /// person's `flux resume`): their value was kept, the other marks restored, the fence
     /// removed ([`flux_fence::outcome::ReleaseOutcome::Released`]'s `kept_resume`).
-    pub kept_resume: Vec<String>,
+    pub kept_resume: Vec<ObjectRef>,
 }
 
 /// The span of one member's step (`fence`, `ack`, `release`) under the phase's span, as
@@ -311,7 +311,7 @@ impl Handoff {
     /// returns the objects left fenced, targets first. A later process adopts them with
     /// [`flux_fence::Fencer::adopt_recorded`] and [`Handoff::adopt`].
     #[must_use = "the returned list names what stays fenced"]
-    pub fn leave_paused(mut self) -> Vec<String> {
+    pub fn leave_paused(mut self) -> Vec<ObjectRef> {
         let held = self.held_objects();
         for h in self.targets.drain(..).chain(self.parents.drain(..)) {
             h.guard.leave_in_place();
@@ -327,11 +327,11 @@ impl Handoff {
 
     /// The objects held, targets first (release order).
     #[must_use]
-    pub fn held_objects(&self) -> Vec<String> {
+    pub fn held_objects(&self) -> Vec<ObjectRef> {
         self.targets
             .iter()
             .chain(&self.parents)
-            .map(|h| h.guard.object().to_string())
+            .map(|h| h.guard.object().clone())
             .collect()
     }
 }
@@ -340,7 +340,7 @@ impl Drop for Handoff {
     fn drop(&mut self) {
         if self.holds_anything() {
             tracing::error!(
-                held = ?self.held_objects(),
+                held = %self.held_objects().iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
                 "handoff dropped while holding fences: they stay until resumed or recovered"
             );
         }

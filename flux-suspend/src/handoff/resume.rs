@@ -46,16 +46,15 @@ impl Handoff {
                     kept_resume,
                     ..
                 } => {
-                    let name = object.to_string();
                     if kept_resume.is_some() {
-                        report.kept_resume.insert(0, name.clone());
+                        report.kept_resume.insert(0, object.clone());
                     }
-                    report.released.insert(0, name);
+                    report.released.insert(0, object.clone());
                     released.insert(0, (object, uid));
                     continue;
                 }
                 Settled::Gone { object } | Settled::NotOurs { object, .. } => {
-                    report.not_ours.insert(0, object.to_string());
+                    report.not_ours.insert(0, object);
                     continue;
                 }
                 Settled::Kept { guard, why } => {

@@ -132,13 +132,13 @@ impl std::fmt::Display for Subject {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error(
     "cleanup incomplete ({why}); still held or unsettled: {}{}",
-    held.join(", "),
+    held.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
     lease.as_ref().map(|l| format!(" and the lease {l}")).unwrap_or_default()
 )]
 #[non_exhaustive]
 pub struct CleanupError {
     /// Objects that may still carry our fence, in release order.
-    pub held: Vec<String>,
+    pub held: Vec<ObjectRef>,
     /// The Lease, when it was left held (never released while a fence may be held).
     pub lease: Option<String>,
     /// Why, one line.

@@ -1,18 +1,20 @@
 //! A session's events as progress lines, the same words for every caller:
 //! `parent fenced: Kustomization flux-system/flux-system`, `released: …`, `lease released`.
 
+use flux_fence::ObjectRef;
+
 use super::{Event, Session};
 use crate::steps::Step;
 
 /// The objects a session names in its lines: the targets and the parents, each as its
 /// `Display` text ([`Session::members`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct Members {
     /// Every target, in the order given.
-    pub targets: Vec<String>,
+    pub targets: Vec<ObjectRef>,
     /// Every parent, in the order of their targets.
-    pub parents: Vec<String>,
+    pub parents: Vec<ObjectRef>,
 }
 
 impl Session {
@@ -21,11 +23,8 @@ impl Session {
     pub fn members(&self) -> Members {
         let chains = self.chains();
         Members {
-            targets: chains.iter().map(|c| c.target.to_string()).collect(),
-            parents: chains
-                .iter()
-                .filter_map(|c| c.parent.as_ref().map(ToString::to_string))
-                .collect(),
+            targets: chains.iter().map(|c| c.target.clone()).collect(),
+            parents: chains.iter().filter_map(|c| c.parent.clone()).collect(),
         }
     }
 }
@@ -37,10 +36,12 @@ impl Event {
         match self {
             Event::Step(step) => step_line(*step, members),
             Event::Released(o) => format!("released: {o}"),
-            Event::ReleasedKeepingResume(o) if crate::flux::is_operator_display(o) => format!(
-                "released: {o}, keeping fluxcd.controlplane.io/reconcile as another writer left \
+            Event::ReleasedKeepingResume(o) if crate::object::is_operator_kind(&o.resource) => {
+                format!(
+                    "released: {o}, keeping fluxcd.controlplane.io/reconcile as another writer left \
                  it (a resume while paused)"
-            ),
+                )
+            }
             Event::ReleasedKeepingResume(o) => format!(
                 "released: {o}, keeping spec.suspend as another writer left it (a `flux \
                  resume` while paused)"
@@ -53,7 +54,11 @@ impl Event {
 }
 
 fn step_line(step: Step, m: &Members) -> String {
-    let (targets, parents) = (m.targets.join(", "), m.parents.join(", "));
+    let list = |objects: &[ObjectRef]| {
+        let texts: Vec<String> = objects.iter().map(ToString::to_string).collect();
+        texts.join(", ")
+    };
+    let (targets, parents) = (list(&m.targets), list(&m.parents));
     match step {
         Step::QuiesceParents => format!("parent quiet: {parents}"),
         Step::FenceParents => format!("parent fenced: {parents}"),
@@ -74,9 +79,10 @@ mod tests {
 
     #[test]
     fn each_event_has_its_line() {
+        let ks = crate::object::kustomization;
         let m = Members {
-            targets: vec!["Kustomization a/t1".into(), "Kustomization a/t2".into()],
-            parents: vec!["Kustomization a/p".into()],
+            targets: vec![ks("a", "t1"), ks("a", "t2")],
+            parents: vec![ks("a", "p")],
         };
         let table = [
             (
@@ -89,13 +95,18 @@ mod tests {
             ),
             (Event::Step(Step::Prove), "pause proven"),
             (
-                Event::Released("Kustomization a/t1".into()),
+                Event::Released(ks("a", "t1")),
                 "released: Kustomization a/t1",
             ),
             (
-                Event::ReleasedKeepingResume("Kustomization a/t1".into()),
+                Event::ReleasedKeepingResume(ks("a", "t1")),
                 "released: Kustomization a/t1, keeping spec.suspend as another writer left it \
                  (a `flux resume` while paused)",
+            ),
+            (
+                Event::ReleasedKeepingResume(crate::object::resource_set("a", "rs")),
+                "released: ResourceSet a/rs, keeping fluxcd.controlplane.io/reconcile as another \
+                 writer left it (a resume while paused)",
             ),
             (Event::LeaseReleased, "lease released"),
             (Event::LeaseParked, "lease parked"),

@@ -46,7 +46,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use flux_fence::lease::LeaseRelease;
-use flux_fence::{Fencer, Holder, Lease, LeaseAcquire, LeaseGuard, LeaseHandle};
+use flux_fence::{Fencer, Holder, Lease, LeaseAcquire, LeaseGuard, LeaseHandle, ObjectRef};
 use futures::FutureExt;
 use kube::Client;
 use tracing::Instrument;
@@ -74,17 +74,17 @@ use crate::steps::Step;
 pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Something a session reports while it runs, for progress lines.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Event {
     /// A step of the pause finished.
     Step(Step),
     /// An object was released (targets first).
-    Released(String),
+    Released(ObjectRef),
     /// An object was released keeping the `spec.suspend: false` another writer set while it
     /// was paused (a person's `flux resume`): they asked for Flux back, so the release kept
     /// their value, restored the other marks and went on with the chain.
-    ReleasedKeepingResume(String),
+    ReleasedKeepingResume(ObjectRef),
     /// The Lease was released.
     LeaseReleased,
     /// The Lease was parked (a pause left in place).
@@ -121,7 +121,7 @@ pub struct Parked {
     /// The holder to resume.
     pub holder: Holder,
     /// The objects left fenced, targets first.
-    pub held: Vec<String>,
+    pub held: Vec<ObjectRef>,
     /// The proof of the pause left in place.
     pub proof: Proof,
 }
@@ -135,7 +135,7 @@ pub struct Outcome<T> {
     /// The work's value, or why the session did not complete.
     pub result: Result<T, SessionError>,
     /// Objects released, in release order.
-    pub released: Vec<String>,
+    pub released: Vec<ObjectRef>,
     /// Whether the Lease was released.
     pub lease_released: bool,
     /// What could not be given back.
@@ -613,7 +613,7 @@ impl Session {
     async fn cleanup(
         &mut self,
         progress: &mut impl FnMut(Event),
-    ) -> (Vec<String>, bool, Result<(), CleanupError>) {
+    ) -> (Vec<ObjectRef>, bool, Result<(), CleanupError>) {
         // Cleanup's bound: after a self-fence the API server is not answering, so cleanup
         // tries for one Lease duration (recovery takes over after that much anyway); after a
         // stop it has CLEANUP_AFTER_STOP, and a hurry (a second signal) cuts it to

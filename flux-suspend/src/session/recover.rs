@@ -159,19 +159,26 @@ fn done(
         }),
         RecoverOutcome::Done(report) => {
             if !report.problems.is_empty() {
-                let held = report
-                    .problems
-                    .iter()
-                    .map(|(s, why)| match s {
-                        Subject::Fence(o) => format!("{o} ({why})"),
-                        _ => format!("lease {lease_name} ({why})"),
-                    })
-                    .collect();
+                let mut held = Vec::new();
+                let mut lease = None;
+                let mut whys = Vec::new();
+                for (s, why) in &report.problems {
+                    if let Subject::Fence(o) = s {
+                        whys.push(format!("{o}: {why}"));
+                        held.push(o.clone());
+                    } else {
+                        whys.push(format!("lease {lease_name}: {why}"));
+                        lease = Some(lease_name.to_string());
+                    }
+                }
                 return Err(SessionError::Cleanup {
                     cleanup: CleanupError {
                         held,
-                        lease: None,
-                        why: "recovering a finished run's hold was cut short".into(),
+                        lease,
+                        why: format!(
+                            "recovering a finished run's hold was cut short: {}",
+                            whys.join("; ")
+                        ),
                         withheld: Vec::new(),
                     },
                     after: None,

@@ -11,7 +11,7 @@ use flux_fence::discover::{self, FoundState, Listing, Scope};
 use flux_fence::lease::LeaseRelease;
 use flux_fence::lease_record::{merge_found, read_members, read_record};
 use flux_fence::recovery::{Adoption, HolderProcess, adopt_holder};
-use flux_fence::{AnnotationKeys, ErrorClass, FenceError, Fencer, Holder, LeaseConfig};
+use flux_fence::{AnnotationKeys, ErrorClass, FenceError, Fencer, Holder, LeaseConfig, ObjectRef};
 use kube::Client;
 
 use super::Event;
@@ -65,11 +65,11 @@ impl ResumeOptions {
 }
 
 /// What a resume by holder released.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct Resumed {
     /// Objects released, in release order (empty: the holder held no fence).
-    pub released: Vec<String>,
+    pub released: Vec<ObjectRef>,
     /// Whether the holder's Lease was taken and released (false only with
     /// [`ResumeOptions::if_held`] when the holder did not hold it: nothing was written).
     pub lease_released: bool,

@@ -14,11 +14,11 @@ use crate::handoff::{Chain, Handoff, SuspendError};
 #[derive(Debug, Default)]
 pub(super) struct Settlement {
     /// What was released.
-    pub(super) released: Vec<String>,
+    pub(super) released: Vec<ObjectRef>,
     /// Why not everything was, one line each.
     pub(super) problems: Vec<String>,
     /// What may still be held.
-    pub(super) held: Vec<String>,
+    pub(super) held: Vec<ObjectRef>,
     /// Each release withheld because another writer changed a mark: the object and the mark.
     pub(super) withheld: Vec<(ObjectRef, MarkAt)>,
 }
@@ -56,7 +56,7 @@ pub(super) async fn release_fences(
             Ok(None) => {}
             Err(e) => {
                 problems.push(format!("{obj} could not be settled: {e}"));
-                held.push(obj.to_string());
+                held.push(obj.clone());
             }
         }
     }
@@ -88,11 +88,11 @@ pub(super) async fn release_fences(
 
 /// The progress event of `o`'s release: it kept another writer's resume when it is in
 /// `kept_resume` (their `flux resume`, [`Event::ReleasedKeepingResume`]).
-pub(super) fn released_event(o: &str, kept_resume: &[String]) -> Event {
-    if kept_resume.iter().any(|k| k == o) {
-        Event::ReleasedKeepingResume(o.to_string())
+pub(super) fn released_event(o: &ObjectRef, kept_resume: &[ObjectRef]) -> Event {
+    if kept_resume.contains(o) {
+        Event::ReleasedKeepingResume(o.clone())
     } else {
-        Event::Released(o.to_string())
+        Event::Released(o.clone())
     }
 }
 
@@ -144,7 +144,7 @@ pub(super) async fn cleanup_cut(cancel: Cancel, budget: Option<Duration>) -> Str
 pub(super) fn cut_short(chains: &[Chain], why: String) -> Settlement {
     Settlement {
         problems: vec![why],
-        held: members(chains).map(ToString::to_string).collect(),
+        held: members(chains).cloned().collect(),
         ..Settlement::default()
     }
 }

@@ -17,6 +17,7 @@
 
 use std::time::Duration;
 
+use flux_fence::ObjectRef;
 use futures::StreamExt;
 use kube::Client;
 use kube::api::{WatchEvent, WatchParams};
@@ -94,7 +95,7 @@ impl std::fmt::Display for Change {
 }
 
 /// The pause broke while the work ran: the object, what changed, and who changed it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error(
     "the pause was broken while the work ran: {object}: {change} {}; {}",
     by.as_ref().map_or_else(
@@ -110,7 +111,7 @@ impl std::fmt::Display for Change {
 #[non_exhaustive]
 pub struct BrokenPause {
     /// The object, e.g. `Kustomization flux-system/apps`.
-    pub object: String,
+    pub object: Box<ObjectRef>,
     /// What changed.
     pub change: Change,
     /// The field manager `managedFields` names for the change, when the server recorded one.
@@ -118,12 +119,12 @@ pub struct BrokenPause {
 }
 
 impl BrokenPause {
-    /// `object` (e.g. `Kustomization flux-system/apps`) changed by `change`, by the field
+    /// `object` changed by `change`, by the field
     /// manager `by` when the server recorded one.
     #[must_use]
-    pub fn new(object: impl Into<String>, change: Change, by: Option<String>) -> Self {
+    pub fn new(object: ObjectRef, change: Change, by: Option<String>) -> Self {
         Self {
-            object: object.into(),
+            object: Box::new(object),
             change,
             by,
         }
@@ -252,7 +253,7 @@ pub(crate) async fn recheck(check: &PauseCheck) -> Option<BrokenPause> {
 
 fn broken(t: &ProofTarget, (change, by): (Change, Option<String>)) -> BrokenPause {
     BrokenPause {
-        object: t.object.to_string(),
+        object: Box::new(t.object.clone()),
         change,
         by,
     }

@@ -21,6 +21,7 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
+use flux_fence::ObjectRef;
 use serde::Serialize;
 
 /// `reportingController` of every event (the `gotk-component` header a `generic` provider
@@ -80,25 +81,22 @@ pub struct Involved {
 }
 
 impl Involved {
-    /// From an object's text as the session names it, `Kind namespace/name` (a Kustomization
-    /// or a `HelmRelease`); `None` for anything else.
+    /// The involved object of an event about `o`: a Kustomization or a `HelmRelease`, in the
+    /// API version the session used; `None` for anything else (a gate, a Flux Operator
+    /// object), which notification-controller's Alerts do not select.
     #[must_use]
-    pub fn parse(display: &str) -> Option<Self> {
-        let (kind, rest) = display.split_once(' ')?;
-        let (namespace, name) = rest.split_once('/')?;
-        let api_version = match kind {
-            "Kustomization" => "kustomize.toolkit.fluxcd.io/v1",
-            "HelmRelease" => "helm.toolkit.fluxcd.io/v2",
-            _ => return None,
-        };
-        if namespace.is_empty() || name.is_empty() || name.contains('/') {
-            return None;
-        }
-        Some(Self {
-            kind: kind.into(),
-            namespace: namespace.into(),
-            name: name.into(),
-            api_version: api_version.into(),
+    pub fn of(o: &ObjectRef) -> Option<Self> {
+        let r = &o.resource;
+        let flux = matches!(
+            (r.kind.as_str(), r.group.as_str()),
+            ("Kustomization", "kustomize.toolkit.fluxcd.io")
+                | ("HelmRelease", "helm.toolkit.fluxcd.io")
+        );
+        flux.then(|| Self {
+            kind: r.kind.clone(),
+            namespace: o.namespace.clone(),
+            name: o.name.clone(),
+            api_version: r.api_version.clone(),
         })
     }
 
@@ -197,18 +195,20 @@ fn timestamp(at: SystemTime) -> String {
 mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
+    use flux_suspend::object;
+
     use super::*;
 
     fn ks() -> Involved {
-        Involved::parse("Kustomization apps/child").unwrap()
+        Involved::of(&object::kustomization("apps", "child")).unwrap()
     }
 
     #[test]
-    fn flux_events_the_involved_object_comes_from_the_sessions_text() {
+    fn flux_events_the_involved_object_is_a_flux_object_of_the_session() {
         type Want = Option<(&'static str, &'static str, &'static str, &'static str)>;
-        let table: [(&str, Want); 7] = [
+        let table: [(ObjectRef, Want); 5] = [
             (
-                "Kustomization flux-system/apps",
+                object::kustomization("flux-system", "apps"),
                 Some((
                     "Kustomization",
                     "flux-system",
@@ -217,17 +217,15 @@ mod tests {
                 )),
             ),
             (
-                "HelmRelease web/podinfo",
+                object::helm_release("web", "podinfo"),
                 Some(("HelmRelease", "web", "podinfo", "helm.toolkit.fluxcd.io/v2")),
             ),
-            ("Secret web/pull", None),
-            ("Kustomization apps", None),
-            ("Kustomization /apps", None),
-            ("Kustomization a/b/c", None),
-            ("ks/apps/child", None),
+            (object::deployment("web", "autoscaler"), None),
+            (object::resource_set("web", "tenants"), None),
+            (object::flux_instance("flux-system", "flux"), None),
         ];
-        for (text, want) in table {
-            let got = Involved::parse(text);
+        for (o, want) in table {
+            let got = Involved::of(&o);
             let got = got.as_ref().map(|o| {
                 (
                     o.kind.as_str(),
@@ -236,7 +234,7 @@ mod tests {
                     o.api_version.as_str(),
                 )
             });
-            assert_eq!(got, want, "{text}");
+            assert_eq!(got, want, "{o}");
         }
         assert_eq!(ks().group(), "kustomize.toolkit.fluxcd.io");
     }
@@ -338,7 +336,7 @@ mod tests {
 
     #[test]
     fn flux_events_without_a_reason_only_the_holder_is_metadata() {
-        let o = Involved::parse("HelmRelease web/podinfo").unwrap();
+        let o = Involved::of(&object::helm_release("web", "podinfo")).unwrap();
         let notice = Notice {
             kind: Kind::Resumed,
             object: &o,

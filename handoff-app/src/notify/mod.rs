@@ -101,7 +101,7 @@ impl Notifier {
         let detail = format!("{}; fenced: {}", pause.held_line(), fenced.join(", "));
         self.send_for(
             Kind::Overdue,
-            &subject.to_string(),
+            subject,
             &pause.holder,
             pause.reason.as_deref(),
             Some(&detail),

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use flux_fence::ObjectRef;
 use tokio::task::JoinSet;
 
 use super::event::{Involved, Kind, Notice};
@@ -54,9 +55,9 @@ impl Notifier {
         self.reason = reason.map(str::to_string);
     }
 
-    /// Sends one event about `object` (`Kind namespace/name`) in the background. Objects that
-    /// are not Flux objects, and events before the holder is known, are not sent.
-    pub fn send(&mut self, kind: Kind, object: &str, detail: Option<&str>) {
+    /// Sends one event about `object` in the background. Objects that are not Flux objects,
+    /// and events before the holder is known, are not sent.
+    pub fn send(&mut self, kind: Kind, object: &ObjectRef, detail: Option<&str>) {
         let Some(holder) = self.holder.clone() else {
             tracing::debug!("flux event {} for {object} not sent", kind.reason());
             return;
@@ -71,12 +72,12 @@ impl Notifier {
     pub fn send_for(
         &mut self,
         kind: Kind,
-        object: &str,
+        object: &ObjectRef,
         holder: &str,
         reason: Option<&str>,
         detail: Option<&str>,
     ) {
-        let Some(involved) = Involved::parse(object) else {
+        let Some(involved) = Involved::of(object) else {
             tracing::debug!("flux event {} for {object} not sent", kind.reason());
             return;
         };

@@ -92,9 +92,9 @@ pub async fn pause_writes(
         .writes
         .iter()
         .filter(|w| w.what != "lease")
-        .map(|w| format!("{} {}/{}", w.kind, w.namespace, w.name))
+        .map(|w| handoff_app::names::short_name(&format!("{} {}/{}", w.kind, w.namespace, w.name)))
         .collect();
-    out.list(&fenced);
+    out.list_names(&fenced);
     Ok(())
 }
 

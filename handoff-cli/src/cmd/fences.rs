@@ -83,7 +83,7 @@ pub async fn run(global: &Global, args: &FencesArgs, out: &mut Output) -> Result
                     && let Some(rows) = value.as_array()
                 {
                     let objects = rows.iter().filter_map(|r| r["object"].as_str());
-                    out.list(&objects.map(str::to_string).collect::<Vec<_>>());
+                    out.list_names(&objects.map(str::to_string).collect::<Vec<_>>());
                 }
                 out.fact(key, value);
             }
@@ -113,9 +113,12 @@ async fn overdue(ctx: &Context, out: &mut Output) -> Result<u8, Failure> {
             out.fact(key, value);
         }
     }
-    let objects = listing.overdue.iter().flat_map(|p| &p.objects);
-    let names: Vec<String> = objects.map(ToString::to_string).collect();
-    out.list(&names);
+    let objects: Vec<_> = listing
+        .overdue
+        .iter()
+        .flat_map(|p| p.objects.clone())
+        .collect();
+    out.list(&objects);
     for pause in &listing.overdue {
         crate::notify::overdue(out, pause);
     }

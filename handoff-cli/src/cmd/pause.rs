@@ -44,11 +44,9 @@ pub async fn run(
         json!({ "passes": parked.proof.passes(), "counters": parked.proof.counters().to_string() }),
     );
     out.fact("holder", json!(holder));
-    out.fact("fences_held", json!(parked.held));
-    out.note(&format!(
-        "paused by {holder}; fenced: {}",
-        parked.held.join(", ")
-    ));
+    let held: Vec<String> = parked.held.iter().map(ToString::to_string).collect();
+    out.fact("fences_held", json!(held));
+    out.note(&format!("paused by {holder}; fenced: {}", held.join(", ")));
     out.note(&format!(
         "resume with: {}",
         resume_line(&holder, &lease, global)

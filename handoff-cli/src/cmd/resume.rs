@@ -99,7 +99,8 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
     } else if resumed.released.is_empty() {
         out.note(&format!("{holder} holds no fence"));
     }
-    out.fact("released", json!(resumed.released));
+    let released: Vec<String> = resumed.released.iter().map(ToString::to_string).collect();
+    out.fact("released", json!(released));
     out.cleanup_complete(true);
     out.list(&resumed.released);
     if wait && !resumed.released.is_empty() {

@@ -236,7 +236,7 @@ fn pause_broken_what_broke_it_and_who_did() {
 #[test]
 fn pause_broken_the_line_names_the_object_the_change_and_the_manager() {
     let b = super::BrokenPause {
-        object: "Kustomization flux-system/apps".into(),
+        object: Box::new(crate::object::kustomization("flux-system", "apps")),
         change: Change::Unsuspended,
         by: Some("kubectl-patch".into()),
     };

@@ -95,7 +95,7 @@ pub(super) async fn run(
             out.fact("resource_version", json!(rv));
             let rv = rv.as_deref().unwrap_or("unknown");
             out.phase(&format!("released: {name} (resourceVersion {rv})"));
-            out.list(std::slice::from_ref(&name));
+            out.list_names(std::slice::from_ref(&name));
             Ok(exit::SUCCESS)
         }
         Err(refused) => Err(Failure::new(exit::REFUSED, refused.to_string())),
@@ -141,7 +141,7 @@ async fn keep_moved(
             out.fact("resource_version", json!(rv));
             let rv = rv.as_deref().unwrap_or("unknown");
             out.phase(&format!("settled: {name} (resourceVersion {rv})"));
-            out.list(std::slice::from_ref(&name));
+            out.list_names(std::slice::from_ref(&name));
             Ok(exit::SUCCESS)
         }
         Err(refused) => Err(Failure::new(exit::REFUSED, refused.to_string())),
