@@ -2,7 +2,7 @@
 //! try again, the same for every error type of the workspace.
 
 use crate::error::FenceError;
-use crate::lease_decide::LossReason;
+use crate::lease::config::LossReason;
 
 /// The kind of a failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 /// is cheap, never blocks and never fails; it need not be monotonic, but every expiry decision
 /// reads it, so a clock far from the API server's makes a live Lease look expired or an
 /// expired one live (the decisions never take a Lease on expiry alone, see
-/// [`crate::lease_decide`]). New methods, if any, come with default bodies.
+/// [`crate::lease`]). New methods, if any, come with default bodies.
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// Now.
     fn now(&self) -> Timestamp;

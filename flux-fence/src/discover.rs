@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::api::{error, resource_name};
 use crate::decide::{ReleaseDecision, annotation, held_from_annotations};
-use crate::lease_decide::{is_expired, transitions};
+use crate::lease::decide::{is_expired, transitions};
 use crate::mark::MarkAt;
 use crate::mark::RecordedMark;
 use crate::release::decide_release;
@@ -311,7 +311,8 @@ pub fn inspect(
             marks: held.marks,
             release,
             lease: annotation(obj, &keys.lease).map(str::to_string),
-            max_hold: annotation(obj, &keys.max_hold).and_then(crate::lease_decide::parse_max_hold),
+            max_hold: annotation(obj, &keys.max_hold)
+                .and_then(crate::lease::decide::parse_max_hold),
             reason: annotation(obj, &keys.reason).map(str::to_string),
         },
     })

@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::api::MAX_ATTEMPTS;
 use crate::api::{CallFailure, classify};
 use crate::decide::{AcquireDecision, Refusal, decide_acquire};
-use crate::lease_decide::{LeaseDecision, decide_lease_acquire, transitions};
+use crate::lease::decide::{LeaseDecision, decide_lease_acquire, transitions};
 use crate::{Epoch, FenceError, Fencer, Holder, LeaseConfig, Mark, ObjectRef};
 
 /// [`crate::api::patch_params`] with `dryRun=All`.
@@ -217,7 +217,8 @@ pub async fn dry_acquire_lease(
     let api: Api<KubeLease> = Api::namespaced(client.clone(), &cfg.namespace);
     let target = format!("{}/{}", cfg.namespace, cfg.name);
     let read =
-        crate::lease::read_lease(&api, &cfg.name, &target, crate::api::READ_RETRY_BUDGET).await?;
+        crate::lease::handle::read_lease(&api, &cfg.name, &target, crate::api::READ_RETRY_BUDGET)
+            .await?;
     let (verb, sent, epoch) =
         match decide_lease_acquire(read.as_ref(), cfg, holder, Timestamp::now())? {
             LeaseDecision::Held { holder, expired } => {

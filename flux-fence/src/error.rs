@@ -1,7 +1,7 @@
 //! The one error type of the crate. Expected outcomes (refused, moved, gone) are values of the
 //! outcome enums, not errors: an `Err` means something broke.
 
-use crate::lease_decide::LossReason;
+use crate::lease::config::LossReason;
 
 /// Something broke while fencing. `Display` names the failed step; the cause is in `source()`.
 #[derive(Debug, thiserror::Error)]
@@ -82,7 +82,7 @@ pub enum FenceError {
         what: &'static str,
     },
     /// The Lease carries a record of another holder's chain that this holder may not replace
-    /// (`crate::lease_record`): those fences may still be held, so no fence is written.
+    /// (`crate::lease::ChainRecord`): those fences may still be held, so no fence is written.
     #[error(
         "lease {lease} records the chain of {owner}, whose fences may still be held; no fence was written"
     )]

@@ -13,7 +13,7 @@ use crate::decide::{
 };
 use crate::events::{self, EventKind};
 use crate::guard::{FenceGuard, ObjectRef};
-use crate::lease::LeaseHandle;
+use crate::lease::handle::LeaseHandle;
 use crate::mark::MarkAt;
 use crate::outcome::{AcquireOutcome, Applied, LostAcquire};
 use crate::remark::{RemarkDecision, decide_remark};
@@ -526,7 +526,7 @@ pub(crate) fn lease_mark(
     lease: Option<&str>,
     max_hold: Option<std::time::Duration>,
 ) -> Vec<Mark> {
-    let max_hold = max_hold.map(crate::lease_decide::format_max_hold);
+    let max_hold = max_hold.map(crate::lease::decide::format_max_hold);
     for (key, value) in [
         (&keys.lease, lease.map(str::to_string)),
         (&keys.max_hold, max_hold),

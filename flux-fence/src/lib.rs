@@ -88,7 +88,7 @@
 //! - Every write is a CAS on what was read (JSON Patch `test`, or resourceVersion on update);
 //!   a lost race is a value, never an overwrite.
 //! - A release never applies to an object whose owner is not ours, nor to a recreated object.
-//! - The decisions are pure functions ([`decide`], [`lease_decide`]); the I/O layer only reads,
+//! - The decisions are pure functions ([`decide`], and [`lease`]'s `decide_*`); the I/O layer only reads,
 //!   asks, writes.
 //! - No secrets are handled here but the GitHub token of `github` (a `SecretString`, never in
 //!   a log, an error or `Debug`); the reason text is caller-supplied and must not contain any.
@@ -121,10 +121,6 @@ mod holder;
 pub mod keep_moved;
 pub mod keys;
 pub mod lease;
-mod lease_deadline;
-pub mod lease_decide;
-pub mod lease_record;
-mod lease_recover;
 pub mod liveness;
 pub mod mark;
 mod one_line;
@@ -144,9 +140,10 @@ pub use fence::Fencer;
 pub use guard::{FenceGuard, ObjectRef};
 pub use holder::{Epoch, Holder, OwnerValue};
 pub use keys::at_root::AnnotationKeys;
-pub use lease::at_root::{Lease, LeaseAcquire, LeaseHandle, LeaseState};
+pub use lease::acquire::{Lease, LeaseAcquire};
+pub use lease::config::{LeaseConfig, LossReason};
 pub use lease::guard::LeaseGuard;
-pub use lease_decide::at_root::{LeaseConfig, LossReason};
+pub use lease::handle::{LeaseHandle, LeaseState};
 pub use mark::at_root::Mark;
 pub use one_line::one_line;
 

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
+use flux_fence::lease::ChainRecord;
 use flux_fence::lease::LeaseRelease;
-use flux_fence::lease_record::ChainRecord;
-use flux_fence::lease_record::RecordedMember;
-use flux_fence::lease_record::read_record;
+use flux_fence::lease::RecordedMember;
+use flux_fence::lease::read_record;
 use flux_fence::outcome::AcquireOutcome;
 use flux_fence::{
     AnnotationKeys, FenceError, Fencer, Holder, Lease, LeaseAcquire, LeaseConfig, LeaseGuard,

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
+use flux_fence::lease::GoneHolder;
 use flux_fence::lease::LeaseRecover;
 use flux_fence::lease::LeaseRelease;
-use flux_fence::lease_decide::GoneHolder;
-use flux_fence::lease_decide::RecoverRefusal;
+use flux_fence::lease::RecoverRefusal;
 use flux_fence::outcome::AcquireOutcome;
 use flux_fence::{
     Clock, FenceError, Holder, Lease, LeaseAcquire, LeaseConfig, LeaseGuard, LossReason,

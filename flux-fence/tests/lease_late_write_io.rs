@@ -137,7 +137,7 @@ async fn unknown_outcome_every_lease_recover_answered_504_and_applied_later_hold
         cfg(&ns),
         Holder::local("recoverer", std::process::id()),
         Arc::new(SystemClock),
-        flux_fence::lease_decide::GoneHolder::new(gone, rv, "watched in a test"),
+        flux_fence::lease::GoneHolder::new(gone, rv, "watched in a test"),
     )
     .await;
     assert!(held.iter().all(fault_proxy::Held::has_arrived));

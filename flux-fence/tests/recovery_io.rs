@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
+use flux_fence::lease::GoneHolder;
 use flux_fence::lease::LeaseRecover;
-use flux_fence::lease_decide::GoneHolder;
 use flux_fence::outcome::AcquireOutcome;
 use flux_fence::recovery::{
     ChildMark, HolderEvidence, Planned, RecoverOutcome, Recovery, WatchProgress,

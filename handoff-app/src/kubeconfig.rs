@@ -9,7 +9,7 @@
 //! (kube's own default has no read timeout). A watch must therefore be bounded below the read
 //! timeout: [`WATCH_SLICE`] is the longest one, watched again from the last version seen. A
 //! holder's Lease requests are bounded tighter still, by its own deadline
-//! (flux-fence's `lease_deadline`).
+//! (flux-fence's `lease::deadline`).
 //!
 //! Nothing is sent to the API server here. The TLS stack is the application's choice (kube's
 //! `rustls-tls` or `openssl-tls` feature), as for every client of this crate.

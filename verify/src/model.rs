@@ -182,7 +182,7 @@ impl Model for Handoff {
 }
 
 impl Handoff {
-    /// The holder's own deadline (`flux_fence::lease_deadline`): it lies before a full lease
+    /// The holder's own deadline (flux-fence's `lease::deadline`): it lies before a full lease
     /// duration after its last renewal, and recovery needs a full duration unchanged, so once a
     /// tick has passed, a run in its work phase that did not renew since (stalled there, or
     /// reaching it stalled: `wait_lost` then resolves at once) has stopped its command and goes

@@ -8,7 +8,7 @@ use flux_fence::decide::AcquireDecision;
 use flux_fence::decide::LostWrite;
 use flux_fence::decide::ReleaseDecision;
 use flux_fence::decide::decide_acquire;
-use flux_fence::lease_decide::{
+use flux_fence::lease::{
     LeaseDecision, LeaseReleaseDecision, RenewDecision, decide_lease_acquire, decide_lease_park,
     decide_lease_release, decide_renew, is_stale,
 };

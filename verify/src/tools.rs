@@ -3,8 +3,8 @@
 //! `--include-paused`), which the liveness property relies on.
 
 use flux_fence::decide::ReleaseDecision;
-use flux_fence::lease_decide::GoneHolder;
-use flux_fence::lease_decide::{
+use flux_fence::lease::GoneHolder;
+use flux_fence::lease::{
     LeaseDecision, LeaseReleaseDecision, RecoverDecision, decide_lease_acquire,
     decide_lease_release, decide_recover, is_expired,
 };

@@ -17,7 +17,7 @@ pub struct AnnotationKeys {
     /// `<prefix>/duration` on the Lease: the holder's own lease duration in whole seconds,
     /// written by the holder with its `leaseDurationSeconds` on every acquire, take-over,
     /// recovery and renewal. Readers that judge the holder's liveness wait for the longer of
-    /// the two ([`crate::lease_decide::holder_duration`]), so an edited
+    /// the two ([`crate::lease::holder_duration`]), so an edited
     /// `leaseDurationSeconds` can only lengthen a wait, never shorten it.
     pub duration: String,
     /// `<prefix>/fenced`: a label (value `FENCED_LABEL_VALUE`) written and removed in the
@@ -28,7 +28,7 @@ pub struct AnnotationKeys {
     /// under, written as a mark of the fence, so recovery judges a fence by its own Lease.
     pub lease: String,
     /// `<prefix>/chain` on the Lease: the record of every object its holder has fenced or is
-    /// about to fence (`crate::lease_record::ChainRecord`), written with the Lease's CAS before each fence.
+    /// about to fence (`crate::lease::ChainRecord`), written with the Lease's CAS before each fence.
     pub chain: String,
     /// `<prefix>/max-hold` on the Lease and on each fence: how long the holder means to hold
     /// its pause (a human duration such as `2h`), written with the holder's duration on every

@@ -9,14 +9,16 @@ use kube::Client;
 use kube::api::Api;
 use tokio::task::JoinHandle;
 
-use super::{
-    LEASE_ATTEMPTS, LeaseHandle, LeaseRelease, LeaseState, RESOURCE, Renewal, Shared, read_lease,
-};
 use crate::api::{CallFailure, classify, error};
-use crate::lease_decide::{
+use crate::lease::config::{LeaseConfig, LossReason};
+use crate::lease::decide::{
     LeaseReleaseDecision, decide_lease_park, decide_lease_release, release_landed,
 };
-use crate::{Clock, Epoch, FenceError, Holder, LeaseConfig, LossReason, OwnerValue};
+use crate::lease::handle::{
+    LEASE_ATTEMPTS, LeaseHandle, LeaseState, RESOURCE, Renewal, Shared, read_lease,
+};
+use crate::lease::record::Pending;
+use crate::{Clock, Epoch, FenceError, Holder, OwnerValue};
 
 /// The held Lease. `release` consumes it; dropping it stops the heartbeat and logs an error
 /// (the Lease then expires by itself but is never taken over without `recover`).
@@ -25,6 +27,45 @@ pub struct LeaseGuard {
     handle: LeaseHandle,
     heartbeat: JoinHandle<()>,
     released: bool,
+}
+
+/// The outcome of [`LeaseGuard::release`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+#[must_use = "a Lease not released is a value: report it"]
+pub enum LeaseRelease {
+    /// The holder was cleared.
+    Released,
+    /// The Lease is gone.
+    Gone,
+    /// The Lease is not ours at our epoch; nothing was written.
+    NotOurs {
+        /// The holder found.
+        holder: Option<String>,
+    },
+    /// Another party moved it on every attempt.
+    Contended,
+    /// The last attempt's answer was lost (a timeout, a reset, a gateway's 504): the write may
+    /// still land, or not. Either is safe after the fences were released (a late release only
+    /// clears our holder); until then the Lease looks held, and recovery takes it after the
+    /// holder's full duration.
+    Unanswered,
+}
+
+impl std::fmt::Display for LeaseRelease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Released => f.write_str("released"),
+            Self::Gone => f.write_str("the Lease is gone"),
+            Self::NotOurs { holder: Some(h) } => write!(f, "not ours: held by {h}"),
+            Self::NotOurs { holder: None } => f.write_str("not ours: free at another epoch"),
+            Self::Contended => f.write_str("another party changed it on every attempt"),
+            Self::Unanswered => f.write_str(
+                "no answer came on the last attempt (the write may still land; until then the \
+                 Lease looks held)",
+            ),
+        }
+    }
 }
 
 impl LeaseGuard {
@@ -52,7 +93,7 @@ impl LeaseGuard {
             lost_tx: tokio::sync::watch::Sender::new(LeaseState::Held),
             renewed: tokio::sync::watch::Sender::new(sent),
             kill_grace: Mutex::new(std::time::Duration::ZERO),
-            record: crate::lease_record::Pending::default(),
+            record: Pending::default(),
         };
         let handle = LeaseHandle(Arc::new(shared));
         let beat = handle.clone();
@@ -176,7 +217,7 @@ impl LeaseGuard {
         self.finish(
             "released",
             |read, holder, epoch| {
-                // The chain record goes with the release only when settled (lease_record).
+                // The chain record goes with the release only when settled (`super::record`).
                 let decided = decide_lease_release(read, holder, epoch, &parked_key);
                 handle.pending().on_release(decided, &handle.owner())
             },

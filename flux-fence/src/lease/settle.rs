@@ -1,5 +1,5 @@
 //! The thin I/O of settling a Lease write whose answer was lost
-//! ([`crate::lease_decide::decide_lease_settle`]): read, make the lost write unable to land
+//! ([`super::decide::decide_lease_settle`]): read, make the lost write unable to land
 //! (create the Lease free, or move it on with a CAS of ours), and only then conclude.
 
 use std::sync::Arc;
@@ -8,13 +8,12 @@ use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use kube::Client;
 use kube::api::Api;
 
-use super::{LEASE_ATTEMPTS, LeaseGuard, LeaseRecover, RESOURCE, read_lease};
 use crate::api::{CallFailure, classify, error};
-use crate::lease_decide::{
-    GoneHolder, LeaseSettle, RecoverDecision, decide_lease_settle, decide_recover,
-    decide_recover_settle,
-};
-use crate::{Clock, Epoch, FenceError, Holder, LeaseConfig};
+use crate::lease::config::LeaseConfig;
+use crate::lease::decide::{LeaseSettle, decide_lease_settle};
+use crate::lease::guard::LeaseGuard;
+use crate::lease::handle::{LEASE_ATTEMPTS, RESOURCE, read_lease};
+use crate::{Clock, Epoch, FenceError, Holder};
 
 /// What a settled Lease is.
 #[derive(Debug)]
@@ -119,57 +118,5 @@ pub(crate) async fn settle_lost_write(
     }
     Err(FenceError::Contended {
         what: "settling a Lease write whose answer was lost",
-    })
-}
-
-/// Settles after [`crate::Lease::recover`]'s take-overs all had their answers lost: a lost one
-/// lands only while the Lease stays at the evidence's version, so it is moved on by a CAS of
-/// ours first ([`decide_recover_settle`]); then the recovery is decided on what is read.
-///
-/// # Errors
-/// API failures; [`FenceError::Contended`] when no write of the settlement was answered in
-/// [`LEASE_ATTEMPTS`] rounds (the lost take-over may still land: the caller names it).
-pub(crate) async fn settle_lost_take(
-    client: &Client,
-    cfg: &LeaseConfig,
-    holder: &Holder,
-    clock: &Arc<dyn Clock>,
-    gone: &GoneHolder,
-) -> Result<LeaseRecover, FenceError> {
-    let api: Api<KubeLease> = Api::namespaced(client.clone(), &cfg.namespace);
-    let target = format!("{}/{}", cfg.namespace, cfg.name);
-    for _ in 0..LEASE_ATTEMPTS {
-        let read = read_lease(&api, &cfg.name, &target, crate::api::READ_RETRY_BUDGET).await?;
-        match decide_recover_settle(read.as_ref(), holder, gone, clock.now())? {
-            Some(LeaseSettle::Ours { epoch }) => {
-                if let Some(guard) = adopt(client, cfg, holder, epoch, clock, read).await? {
-                    tracing::warn!(lease = %target, gone = %gone.holder, %holder, %epoch, "lease recovered (the answer was lost; the re-read shows it)");
-                    return Ok(LeaseRecover::Recovered(guard));
-                }
-            }
-            Some(LeaseSettle::MoveOn(lease)) => {
-                if let Err(e) = api
-                    .replace(&cfg.name, &crate::api::post_params(), &lease)
-                    .await
-                {
-                    match classify(&e) {
-                        CallFailure::Conflict | CallFailure::Unknown | CallFailure::NotFound => {}
-                        _ => return Err(error("update", RESOURCE.into(), target, e)),
-                    }
-                }
-            }
-            Some(_) | None => {
-                // Past the evidence's version: the lost take-over can no longer land.
-                return Ok(
-                    match decide_recover(read.as_ref(), cfg, holder, gone, clock.now())? {
-                        RecoverDecision::Refuse(r) => LeaseRecover::Refused(r),
-                        RecoverDecision::Take(_) => LeaseRecover::Contended,
-                    },
-                );
-            }
-        }
-    }
-    Err(FenceError::Contended {
-        what: "settling a Lease take-over whose answer was lost",
     })
 }

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::discover::{
     FenceReport, FoundFence, FoundLease, FoundState, ReleasePlan, inspect_lease,
 };
-use crate::lease_decide::holder_duration;
+use crate::lease::decide::holder_duration;
 use crate::mark::MarkAt;
 use crate::mark::RecordedMark;
 use crate::{AnnotationKeys, FenceError, ObjectRef};
@@ -88,7 +88,7 @@ impl LeaseView {
                 .annotations
                 .as_ref()
                 .and_then(|a| a.get(&keys.max_hold))
-                .and_then(|v| crate::lease_decide::parse_max_hold(v)),
+                .and_then(|v| crate::lease::decide::parse_max_hold(v)),
         })
     }
 

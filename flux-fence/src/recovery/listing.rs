@@ -13,7 +13,7 @@ use super::words::{age, duration_since, short_ref};
 use crate::FenceError;
 use crate::command::{Command, Spell};
 use crate::discover::{Listing, Scope};
-use crate::lease_decide::format_max_hold;
+use crate::lease::decide::format_max_hold;
 
 /// What [`Recovery::list`] found: the snapshot, every fence judged, and how to name things.
 #[derive(Debug, Clone, PartialEq)]

@@ -25,7 +25,7 @@ use super::assess::ChildMark;
 use super::words::{age, short_ref};
 use crate::ObjectRef;
 use crate::discover::{FoundFence, FoundState};
-use crate::lease_decide::format_max_hold;
+use crate::lease::decide::format_max_hold;
 
 /// Whether a hold taken at `since` with the limit `max_hold` is past it at `now`: held
 /// strictly longer than `max_hold`. A `since` in the future (another clock) is not overdue.

@@ -6,9 +6,9 @@ use std::time::Duration;
 use super::assess::{Action, LeaseView, Liveness, Orphan, Row, Withhold};
 use crate::ObjectRef;
 use crate::discover::{FenceReport, FoundState};
-use crate::lease_decide::GoneHolder;
-use crate::lease_record::ChainRecord;
-use crate::lease_record::RecordedMember;
+use crate::lease::ChainRecord;
+use crate::lease::GoneHolder;
+use crate::lease::RecordedMember;
 
 /// What is known about the Lease holder beyond the Lease as read: the caller fills it, from
 /// `Recovery::watch` or from a source outside the cluster.

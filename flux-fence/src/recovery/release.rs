@@ -18,7 +18,7 @@ use crate::api::error;
 use crate::command::{Command, Spell};
 use crate::discover::{self, FoundState, ReleasePlan};
 use crate::engine::{Member, Rules, Settled, release_members};
-use crate::lease_record::{merge_found, read_members, read_record};
+use crate::lease::{merge_found, read_members, read_record};
 use crate::mark::{MarkAt, RecordedMark};
 use crate::release::{Moved, decide_release_marks};
 use crate::{FenceError, Fencer, Holder, LeaseConfig, ObjectRef, OwnerValue};

@@ -19,12 +19,12 @@ use super::watch::{WatchProgress, WatchTiming, watch_lease};
 use crate::api::{error, get_retrying};
 use crate::discover::{self, FenceReport, Listing, Scope};
 use crate::engine::{Member, Rules, Settled, Skip, release_members};
+use crate::lease::ChainRecord;
 use crate::lease::LeaseRecover;
 use crate::lease::LeaseRelease;
-use crate::lease_decide::RecoverRefusal;
-use crate::lease_record::ChainRecord;
-use crate::lease_record::RecordedMember;
-use crate::lease_record::{merge_found, read_members};
+use crate::lease::RecordedMember;
+use crate::lease::RecoverRefusal;
+use crate::lease::{merge_found, read_members};
 use crate::liveness::LivenessSource;
 use crate::{
     AnnotationKeys, Clock, Epoch, FenceError, Fencer, Holder, Lease, LeaseAcquire, LeaseConfig,
@@ -303,7 +303,7 @@ impl Recovery {
     /// a parked pause left out): returns [`HolderEvidence::Unchanged`] once its
     /// `resourceVersion` stayed the same for the holder's full duration on our monotonic clock
     /// (the longer of `leaseDurationSeconds` and the holder's own record,
-    /// [`crate::lease_decide::holder_duration`]: an edited field cannot shorten the watch), [`HolderEvidence::Changed`] as soon as it changes, [`HolderEvidence::None`] when
+    /// [`crate::lease::holder_duration`]: an edited field cannot shorten the watch), [`HolderEvidence::Changed`] as soon as it changes, [`HolderEvidence::None`] when
     /// no watch is needed. `progress` is called about every 10 s of the wait. Read-only.
     ///
     /// # Errors

@@ -21,7 +21,7 @@
 //!   in time the holder fences itself on its own monotonic clock
 //!   ([`flux_fence::LossReason::SelfFenced`]): the work is stopped
 //!   [`SessionOptions::kill_grace`] before, and hurried before, the holder's deadline
-//!   (flux-fence's `lease_deadline`), whatever requests are pending.
+//!   (flux-fence's `lease::deadline`), whatever requests are pending.
 //! - While the work runs every member is watched too: when the pause breaks (a fence removed,
 //!   an owner changed, an object deleted or recreated, `spec.suspend` no longer true), the
 //!   work's [`Cancel`] is stopped and the session ends with [`SessionError::PauseBroken`],

@@ -125,7 +125,7 @@ pub struct SessionOptions {
     /// How long the work needs between SIGTERM and SIGKILL (`run --grace`): when no renewal
     /// of the Lease succeeds in time, the work is stopped this long (at most a quarter of the
     /// time left) before it is hurried, and hurried before the holder's own deadline
-    /// (flux-fence's `lease_deadline`).
+    /// (flux-fence's `lease::deadline`).
     pub kill_grace: Duration,
 }
 

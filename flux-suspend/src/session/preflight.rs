@@ -8,8 +8,8 @@ use flux_fence::decide::AcquireDecision;
 use flux_fence::decide::Refusal;
 use flux_fence::decide::decide_acquire;
 use flux_fence::discover::FoundState;
-use flux_fence::lease_record::ChainRecord;
-use flux_fence::lease_record::read_members;
+use flux_fence::lease::ChainRecord;
+use flux_fence::lease::read_members;
 use flux_fence::{AnnotationKeys, Epoch, Holder, ObjectRef, OwnerValue};
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::jiff::Timestamp;
@@ -101,8 +101,7 @@ async fn lease(client: &Client, opts: &SessionOptions, ours: &Holder) -> Result<
     };
     match spec.holder_identity.as_deref() {
         Some(other)
-            if !other.is_empty()
-                && !flux_fence::lease_decide::is_expired(&spec, Timestamp::now()) =>
+            if !other.is_empty() && !flux_fence::lease::is_expired(&spec, Timestamp::now()) =>
         {
             Err(SessionError::LeaseHeld {
                 lease: opts.lease.to_string(),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use flux_fence::discover::{self, FoundState, Listing, Scope};
 use flux_fence::lease::LeaseRelease;
-use flux_fence::lease_record::{merge_found, read_members, read_record};
+use flux_fence::lease::{merge_found, read_members, read_record};
 use flux_fence::recovery::{Adoption, HolderProcess, adopt_holder};
 use flux_fence::{AnnotationKeys, ErrorClass, FenceError, Fencer, Holder, LeaseConfig, ObjectRef};
 use kube::Client;

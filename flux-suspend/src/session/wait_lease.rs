@@ -20,7 +20,7 @@ use kube::api::{Api, WatchEvent, WatchParams};
 
 use super::{Session, SessionError, SessionOptions};
 use crate::cancel::Cancel;
-use flux_fence::lease_decide::holder_duration;
+use flux_fence::lease::holder_duration;
 use flux_fence::{AnnotationKeys, Holder};
 
 /// How long to wait for the Lease and how often to say so.

@@ -403,17 +403,17 @@ fn chain_record_settles_only_once_every_recorded_fence_of_its_holder_is_released
             found("theirs", "x", true, None),
         ],
     };
-    let record = crate::lease_record::ChainRecord {
+    let record = crate::lease::ChainRecord {
         owner: "h;3".into(),
         members: ["p", "c", "gone", "theirs"]
-            .map(|n| crate::lease_record::RecordedMember::of(&ks(n)))
+            .map(|n| crate::lease::RecordedMember::of(&ks(n)))
             .to_vec(),
     };
     let hold = recorded_hold(&record, &report, &[]);
     assert_eq!(hold.fenced, vec![ks("p"), ks("c")]);
     assert_eq!(hold.unsettled(&[ks("c")]), Some("ks/ns/p".into()));
     assert_eq!(hold.unsettled(&[ks("c"), ks("p")]), None);
-    let unknown = [crate::lease_record::RecordedMember {
+    let unknown = [crate::lease::RecordedMember {
         api_version: "v1".into(),
         kind: "Secret".into(),
         namespace: "ns".into(),

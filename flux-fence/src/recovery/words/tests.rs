@@ -4,7 +4,7 @@ use kube::api::{ApiResource, GroupVersionKind};
 
 use super::*;
 use crate::command::test_spell;
-use crate::lease_decide::GoneHolder;
+use crate::lease::GoneHolder;
 use crate::recovery::Orphan;
 
 fn obj(kind: &str, name: &str) -> ObjectRef {

@@ -1,221 +1,78 @@
-//! The thin async layer of the coordination Lease: read, ask [`crate::lease_decide`], write
-//! with the read resourceVersion; a heartbeat task; sticky loss.
+//! The held Lease's handle: renew and read back before a protected mutation (`assert`),
+//! with the read resourceVersion; the holder's deadline; sticky loss; the chain record a held
+//! Lease stamps on every renewal ([`super::record`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::jiff::Timestamp;
-use kube::Client;
 use kube::api::Api;
 
 use crate::api::{CallFailure, classify, error, get_retrying};
-use crate::lease_deadline::{SelfFence, self_fence};
-use crate::lease_decide::{
-    LeaseDecision, RecoverRefusal, RenewDecision, decide_lease_acquire, decide_renew, is_stale,
-    transitions, with_holder_duration,
-};
-use crate::{Clock, Epoch, FenceError, Holder, LeaseConfig, LossReason, OwnerValue};
+use crate::lease::config::{LeaseConfig, LossReason};
+use crate::lease::deadline::{SelfFence, self_fence};
+use crate::lease::decide::{RenewDecision, decide_renew, is_stale, with_holder_duration};
+use crate::lease::record::{Pending, RecordedMember};
+use crate::{Clock, Epoch, FenceError, Holder, ObjectRef, OwnerValue};
 
 /// How many read-decide-write rounds a Lease call makes before it reports contention.
 pub const LEASE_ATTEMPTS: usize = 4;
 
-pub(crate) mod at_root;
-pub(crate) mod guard;
-mod record;
-mod settle;
-
-pub(crate) use settle::settle_lost_take;
-use settle::{Settled, adopt, settle_lost_write};
-
-pub(crate) use at_root::{Lease, LeaseAcquire, LeaseHandle, LeaseState};
-pub(crate) use guard::LeaseGuard;
-
 pub(crate) use crate::api::LEASE_RESOURCE as RESOURCE;
 
-/// The outcome of [`Lease::recover`].
-#[derive(Debug)]
-#[non_exhaustive]
-#[must_use = "a refused recovery is a value: check it"]
-pub enum LeaseRecover {
-    /// Taken over from the gone holder, at a new epoch.
-    Recovered(LeaseGuard),
-    /// Not taken.
-    Refused(RecoverRefusal),
-    /// Another party moved it on every attempt.
-    Contended,
-}
-
-/// The outcome of [`LeaseGuard::release`].
+/// The Lease's state as this holder knows it, for [`LeaseHandle::state`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-#[must_use = "a Lease not released is a value: report it"]
-pub enum LeaseRelease {
-    /// The holder was cleared.
-    Released,
-    /// The Lease is gone.
-    Gone,
-    /// The Lease is not ours at our epoch; nothing was written.
-    NotOurs {
-        /// The holder found.
-        holder: Option<String>,
-    },
-    /// Another party moved it on every attempt.
-    Contended,
-    /// The last attempt's answer was lost (a timeout, a reset, a gateway's 504): the write may
-    /// still land, or not. Either is safe after the fences were released (a late release only
-    /// clears our holder); until then the Lease looks held, and recovery takes it after the
-    /// holder's full duration.
-    Unanswered,
+pub enum LeaseState {
+    /// Held: the last renewal (or the acquire) is within the holder's deadline.
+    Held,
+    /// Lost, for good (loss is sticky): taken over, deleted, released or parked by this
+    /// holder, or the holder's deadline passed without a successful renewal.
+    Lost(LossReason),
 }
 
-impl std::fmt::Display for LeaseRelease {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Released => f.write_str("released"),
-            Self::Gone => f.write_str("the Lease is gone"),
-            Self::NotOurs { holder: Some(h) } => write!(f, "not ours: held by {h}"),
-            Self::NotOurs { holder: None } => f.write_str("not ours: free at another epoch"),
-            Self::Contended => f.write_str("another party changed it on every attempt"),
-            Self::Unanswered => f.write_str(
-                "no answer came on the last attempt (the write may still land; until then the \
-                 Lease looks held)",
-            ),
-        }
-    }
-}
-
-impl Lease {
-    /// Acquires the Lease only if it is free: creates it if absent (epoch 1), or updates a
-    /// Lease without holder carrying the read resourceVersion (epoch = `leaseTransitions` + 1).
-    ///
-    /// # Guarantees
-    /// Never takes over a held Lease, however expired it looks ([`Lease::recover`] does that,
-    /// with evidence). A heartbeat task renews every `cfg.renew_every` until release or drop.
-    ///
-    /// # Errors
-    /// [`FenceError::Forbidden`] naming the verb on 403; other API failures.
-    ///
-    /// Adopting a Lease that already names `holder` (a parked pause resumed, a `--holder`
-    /// reused, a create whose answer was lost) renews it first (a CAS on the read): the
-    /// holder's deadline ([`LeaseHandle::deadline`]) counts from that renewal's send instant.
-    ///
-    /// # Caveats
-    /// `expired` is judged by the caller's clock against the server-recorded `renewTime`; clock
-    /// skew between holders only matters for [`Lease::recover`], which also needs evidence.
-    pub async fn acquire(
-        client: Client,
-        cfg: LeaseConfig,
-        holder: Holder,
-        clock: Arc<dyn Clock>,
-    ) -> Result<LeaseAcquire, FenceError> {
-        let api: Api<KubeLease> = Api::namespaced(client.clone(), &cfg.namespace);
-        let target = format!("{}/{}", cfg.namespace, cfg.name);
-        // A write of ours whose answer was lost, and no write answered since: it may still
-        // be applied, after any read (lease/settle.rs).
-        let mut pending = false;
-        for _ in 0..LEASE_ATTEMPTS {
-            let read = read_lease(&api, &cfg.name, &target, crate::api::READ_RETRY_BUDGET).await?;
-            let now = clock.now();
-            let sent = tokio::time::Instant::now();
-            let written = match decide_lease_acquire(read.as_ref(), &cfg, &holder, now)? {
-                LeaseDecision::Held { holder, expired } => {
-                    // Held by another: it moved past any lost write of ours.
-                    return Ok(LeaseAcquire::Held { holder, expired });
-                }
-                LeaseDecision::Ours { epoch } => {
-                    // Adopting our own Lease (a parked pause resumed, a `--holder` reused, a
-                    // create whose answer was lost): the server's `renewTime` may be minutes
-                    // old, and nothing proves when it was sent. Renew first (a CAS on the
-                    // read), so our clock starts at the send instant of our own renewal.
-                    match adopt(&client, &cfg, &holder, epoch, &clock, read).await? {
-                        Some(guard) => return Ok(LeaseAcquire::Acquired(guard)),
-                        // Taken or moved meanwhile: read and decide again.
-                        None => continue,
-                    }
-                }
-                LeaseDecision::Create(lease) => (
-                    api.create(&crate::api::post_params(), &lease).await,
-                    "create",
-                ),
-                LeaseDecision::Take(lease) => (
-                    api.replace(&cfg.name, &crate::api::post_params(), &lease)
-                        .await,
-                    "update",
-                ),
-            };
-            match written {
-                (Ok(lease), _) => {
-                    let epoch = Epoch(transitions(&lease.spec.clone().unwrap_or_default())?);
-                    tracing::info!(lease = %target, %holder, %epoch, "lease acquired");
-                    return Ok(LeaseAcquire::Acquired(
-                        LeaseGuard::start(client, cfg, holder, epoch, clock, sent)
-                            .knowing(Some(lease)),
-                    ));
-                }
-                (Err(e), verb) => match classify(&e) {
-                    // Lost the race: re-read and decide again (a lost write of ours before
-                    // it would have been refused too, or it landed and the read shows it).
-                    CallFailure::Conflict => pending = false,
-                    CallFailure::NotFound => {}
-                    // The answer was lost: the write may still be applied, after any read.
-                    CallFailure::Unknown => pending = true,
-                    _ => return Err(error(verb, RESOURCE.into(), target, e)),
-                },
-            }
-        }
-        if !pending {
-            return Ok(LeaseAcquire::Contended);
-        }
-        // Every round ended in a lost answer: settle before concluding, so a lost write of
-        // ours cannot land after we said "not acquired" and leave the Lease held by nobody
-        // alive.
-        Ok(
-            match settle_lost_write(&client, &cfg, &holder, &clock).await? {
-                Settled::Ours(guard) => LeaseAcquire::Acquired(guard),
-                Settled::Held { holder, expired } => LeaseAcquire::Held { holder, expired },
-                Settled::Free => LeaseAcquire::Contended,
-            },
-        )
-    }
-}
+/// A cheap, clonable handle to a held Lease: `assert` it before a protected mutation.
+#[derive(Debug, Clone)]
+pub struct LeaseHandle(pub(super) Arc<Shared>);
 
 /// What the last successful renewal left behind.
 #[derive(Debug)]
-struct Renewal {
+pub(super) struct Renewal {
     /// The `renewTime` it wrote, by our wall clock (a clock stepped forward makes the Lease
     /// stale sooner, never later: the deadline on the monotonic clock is what bounds it).
-    at: Timestamp,
+    pub(super) at: Timestamp,
     /// The Lease as the server last answered us (our last write, or the read we adopted it
     /// from): the next renewal is a CAS on its resourceVersion, without reading first. `None`
     /// after a failed write: the next renewal reads.
-    known: Option<KubeLease>,
+    pub(super) known: Option<KubeLease>,
 }
 
+/// What every clone of a [`LeaseHandle`] shares (the guard builds it, `super::guard`).
 #[derive(Debug)]
-struct Shared {
-    api: Api<KubeLease>,
-    cfg: LeaseConfig,
-    holder: Holder,
-    epoch: Epoch,
-    clock: Arc<dyn Clock>,
+pub(super) struct Shared {
+    pub(super) api: Api<KubeLease>,
+    pub(super) cfg: LeaseConfig,
+    pub(super) holder: Holder,
+    pub(super) epoch: Epoch,
+    pub(super) clock: Arc<dyn Clock>,
     /// Serialises renewals (heartbeat and assert), holding the last successful renewal.
-    renewal: tokio::sync::Mutex<Renewal>,
+    pub(super) renewal: tokio::sync::Mutex<Renewal>,
     /// How many renewals have begun (each takes the next number).
-    begun: AtomicU64,
+    pub(super) begun: AtomicU64,
     /// The number of the latest renewal that succeeded (0: none yet).
-    proven: AtomicU64,
-    lost: Mutex<Option<LossReason>>,
+    pub(super) proven: AtomicU64,
+    pub(super) lost: Mutex<Option<LossReason>>,
     /// Tells [`LeaseHandle::wait_lost`] and [`LeaseHandle::state`]'s receivers the moment
     /// `lost` is set.
-    lost_tx: tokio::sync::watch::Sender<LeaseState>,
+    pub(super) lost_tx: tokio::sync::watch::Sender<LeaseState>,
     /// The instant (monotonic) the last successful renewal was *sent*: the holder's
-    /// deadline counts from it (`lease_deadline`).
-    renewed: tokio::sync::watch::Sender<tokio::time::Instant>,
+    /// deadline counts from it (`super::deadline`).
+    pub(super) renewed: tokio::sync::watch::Sender<tokio::time::Instant>,
     /// The work's SIGTERM-to-SIGKILL grace ([`LeaseHandle::set_kill_grace`]).
-    kill_grace: Mutex<std::time::Duration>,
-    /// The chain record stamped on every renewal (`crate::lease_record`).
-    record: crate::lease_record::Pending,
+    pub(super) kill_grace: Mutex<std::time::Duration>,
+    /// The chain record stamped on every renewal (`super::record`).
+    pub(super) record: Pending,
 }
 
 /// The holder's stop times as instants of the monotonic clock (`SelfFence` from the send
@@ -370,7 +227,7 @@ impl LeaseHandle {
     }
 
     /// The holder's stop times, from the send instant of the last successful renewal
-    /// (`lease_deadline::self_fence` with the grace of
+    /// (`super::deadline::self_fence` with the grace of
     /// [`LeaseHandle::set_kill_grace`]). Moves later with each successful renewal.
     #[must_use]
     pub fn deadline(&self) -> Deadline {
@@ -411,7 +268,7 @@ impl LeaseHandle {
             .unwrap_or_else(PoisonError::into_inner) = grace;
     }
 
-    pub(crate) fn pending(&self) -> &crate::lease_record::Pending {
+    pub(crate) fn pending(&self) -> &Pending {
         &self.0.record
     }
 
@@ -480,7 +337,7 @@ impl LeaseHandle {
 
     /// Marks the Lease lost ([`LossReason::SelfFenced`]) when [`Deadline::ends`] passes with
     /// no renewal moving it, exactly when [`Self::lost`] would count it; returns once lost.
-    async fn expire_at_deadline(&self) {
+    pub(super) async fn expire_at_deadline(&self) {
         let mut lost = self.0.lost_tx.subscribe();
         let mut renewed = self.0.renewed.subscribe();
         while self.lost().is_none() {
@@ -503,6 +360,37 @@ impl LeaseHandle {
             tracing::error!(lease = %self.0.cfg.name, holder = %self.0.holder, %reason, "lease lost");
         }
         FenceError::LeaseLost { reason }
+    }
+
+    /// Records `obj` on the Lease under `key` and asserts the Lease: `Ok` means the server
+    /// recorded us as holder at our epoch, with `obj` in the record, at a moment after this
+    /// call began. Call it before every fence write ([`crate::Fencer`] does).
+    ///
+    /// # Errors
+    /// As [`LeaseHandle::assert`], and [`FenceError::ChainRecorded`] when the Lease carries a
+    /// record this holder may not replace.
+    pub async fn record(&self, key: &str, obj: &ObjectRef) -> Result<(), FenceError> {
+        let m = RecordedMember::of(obj);
+        let added = self.pending().add(key, &m);
+        let asserted = self.assert().await;
+        if added && matches!(asserted, Err(FenceError::ChainRecorded { .. })) {
+            // Never recorded, so never fenced: later renewals must not keep failing on it.
+            self.pending().forget(&m);
+        }
+        asserted
+    }
+
+    /// Says that every member recorded under `owner` (a record this holder took over, e.g. in
+    /// a recovery, or its own) is released or provably not fenced: the release of the Lease
+    /// may then clear that record. No I/O.
+    pub fn settle_record(&self, key: &str, owner: &str) {
+        self.pending().settle(key, owner);
+    }
+
+    /// The members this holder recorded, in order.
+    #[must_use]
+    pub fn recorded(&self) -> Vec<RecordedMember> {
+        self.pending().members()
     }
 }
 

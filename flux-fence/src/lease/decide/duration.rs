@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease as KubeLease, LeaseSpec};
 
-use super::LeaseConfig;
 use crate::AnnotationKeys;
+use crate::lease::config::LeaseConfig;
 
 /// The duration by which a reader judges the Lease's holder: the longer of
 /// `spec.leaseDurationSeconds` and the holder's own record (annotation

@@ -1,7 +1,6 @@
 //! The pure decision core of the coordination Lease: acquire only when free, renew only while
 //! ours at our epoch, recover only with evidence, release only while ours.
 
-use std::fmt;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease as KubeLease, LeaseSpec};
@@ -9,88 +8,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::ObjectMeta;
 
+use crate::lease::config::{LeaseConfig, LossReason};
 use crate::{Epoch, FenceError, Holder};
 
-pub(crate) mod at_root;
 mod duration;
 mod settle;
-pub(crate) use at_root::{LeaseConfig, LossReason};
 pub use duration::holder_duration;
 pub(crate) use duration::with_holder_duration;
 pub(crate) use duration::{format_max_hold, parse_max_hold};
 pub(crate) use settle::{LeaseSettle, decide_lease_settle, decide_recover_settle};
-
-/// `namespace/name`.
-impl std::fmt::Display for LeaseConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
-
-impl Default for LeaseConfig {
-    fn default() -> Self {
-        Self {
-            namespace: "flux-system".into(),
-            name: "flux-handoff".into(),
-            duration: Duration::from_mins(1),
-            renew_every: Duration::from_secs(15),
-            parked_key: crate::AnnotationKeys::default().parked,
-            duration_key: crate::AnnotationKeys::default().duration,
-            max_hold: None,
-            max_hold_key: crate::AnnotationKeys::default().max_hold,
-        }
-    }
-}
-
-impl LeaseConfig {
-    /// The Lease `namespace/name`, with the default duration, heartbeat and parked key.
-    #[must_use]
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        Self {
-            namespace: namespace.into(),
-            name: name.into(),
-            ..Self::default()
-        }
-    }
-
-    /// The Lease's `leaseDurationSeconds` (whole seconds, at least 1).
-    #[must_use]
-    pub fn with_duration(mut self, duration: Duration) -> Self {
-        self.duration = duration;
-        self
-    }
-
-    /// The heartbeat interval; keep it well below the duration.
-    #[must_use]
-    pub fn with_renew_every(mut self, renew_every: Duration) -> Self {
-        self.renew_every = renew_every;
-        self
-    }
-
-    /// The Lease annotation keys ([`Self::parked_key`], `duration_key`,
-    /// [`Self::max_hold_key`]) from `keys`.
-    #[must_use]
-    pub fn with_keys(mut self, keys: &crate::AnnotationKeys) -> Self {
-        self.parked_key.clone_from(&keys.parked);
-        self.duration_key.clone_from(&keys.duration);
-        self.max_hold_key.clone_from(&keys.max_hold);
-        self
-    }
-
-    /// How long the holder means to hold ([`Self::max_hold`]); `None` for no limit.
-    #[must_use]
-    pub fn with_max_hold(mut self, max_hold: Option<Duration>) -> Self {
-        self.max_hold = max_hold;
-        self
-    }
-
-    /// `leaseDurationSeconds` as the API wants it (rounded up, at least 1).
-    #[must_use]
-    pub fn duration_seconds(&self) -> i32 {
-        let secs = self.duration.as_secs() + u64::from(self.duration.subsec_nanos() > 0);
-        i32::try_from(secs.max(1)).unwrap_or(i32::MAX)
-    }
-}
 
 /// The answer of [`decide_lease_acquire`].
 #[derive(Debug, Clone, PartialEq)]
@@ -113,23 +39,6 @@ pub enum LeaseDecision {
         /// Whether `renewTime + leaseDurationSeconds` lies in the past.
         expired: bool,
     },
-}
-
-impl fmt::Display for LossReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Deleted => f.write_str("the Lease was deleted"),
-            Self::HolderChanged { holder: Some(h) } => write!(f, "the Lease is held by {h}"),
-            Self::HolderChanged { holder: None } => f.write_str("the Lease has no holder"),
-            Self::EpochChanged => f.write_str("the Lease changed hands"),
-            Self::Stale => f.write_str("not renewed within the lease duration"),
-            Self::SelfFenced => f.write_str(
-                "not renewed before the holder's own deadline (the API server did not answer \
-                 in time); the holder fenced itself",
-            ),
-            Self::Released => f.write_str("the Lease was released"),
-        }
-    }
 }
 
 /// The answer of [`decide_renew`].

@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use crate::lease_decide::GoneHolder;
-use crate::lease_decide::RecoverRefusal;
-use crate::lease_decide::{
+use crate::lease::decide::GoneHolder;
+use crate::lease::decide::RecoverRefusal;
+use crate::lease::decide::{
     LeaseDecision, LeaseReleaseDecision, RecoverDecision, RenewDecision, decide_lease_acquire,
     decide_lease_release, decide_recover, decide_renew, is_expired, is_stale, release_landed,
 };

@@ -10,7 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 
-use super::{LeaseConfig, is_expired, transitions};
+use super::{is_expired, transitions};
+use crate::lease::config::LeaseConfig;
 use crate::{Epoch, FenceError, Holder};
 
 /// The answer of [`decide_lease_settle`].

@@ -8,12 +8,29 @@ use kube::Client;
 use kube::api::Api;
 
 use crate::api::{CallFailure, classify, error};
-use crate::lease::LEASE_ATTEMPTS;
-use crate::lease::settle_lost_take;
-use crate::lease::{LeaseRecover, RESOURCE, read_lease};
-use crate::lease_decide::GoneHolder;
-use crate::lease_decide::{RecoverDecision, RecoverRefusal, decide_recover, transitions};
-use crate::{Clock, Epoch, FenceError, Holder, Lease, LeaseConfig, LeaseGuard};
+use crate::lease::acquire::Lease;
+use crate::lease::config::LeaseConfig;
+use crate::lease::decide::{
+    GoneHolder, LeaseSettle, RecoverDecision, RecoverRefusal, decide_recover,
+    decide_recover_settle, transitions,
+};
+use crate::lease::guard::LeaseGuard;
+use crate::lease::handle::{LEASE_ATTEMPTS, RESOURCE, read_lease};
+use crate::lease::settle::adopt;
+use crate::{Clock, Epoch, FenceError, Holder};
+
+/// The outcome of [`Lease::recover`].
+#[derive(Debug)]
+#[non_exhaustive]
+#[must_use = "a refused recovery is a value: check it"]
+pub enum LeaseRecover {
+    /// Taken over from the gone holder, at a new epoch.
+    Recovered(LeaseGuard),
+    /// Not taken.
+    Refused(RecoverRefusal),
+    /// Another party moved it on every attempt.
+    Contended,
+}
 
 impl Lease {
     /// Takes over a Lease whose holder the caller proved gone.
@@ -112,4 +129,56 @@ fn held_by(lease: &KubeLease, holder: &Holder) -> Option<Epoch> {
     (spec.holder_identity.as_deref() == Some(holder.as_str()))
         .then(|| transitions(spec).ok().map(Epoch))
         .flatten()
+}
+
+/// Settles after [`Lease::recover`]'s take-overs all had their answers lost: a lost one
+/// lands only while the Lease stays at the evidence's version, so it is moved on by a CAS of
+/// ours first ([`decide_recover_settle`]); then the recovery is decided on what is read.
+///
+/// # Errors
+/// API failures; [`FenceError::Contended`] when no write of the settlement was answered in
+/// [`LEASE_ATTEMPTS`] rounds (the lost take-over may still land: the caller names it).
+async fn settle_lost_take(
+    client: &Client,
+    cfg: &LeaseConfig,
+    holder: &Holder,
+    clock: &Arc<dyn Clock>,
+    gone: &GoneHolder,
+) -> Result<LeaseRecover, FenceError> {
+    let api: Api<KubeLease> = Api::namespaced(client.clone(), &cfg.namespace);
+    let target = format!("{}/{}", cfg.namespace, cfg.name);
+    for _ in 0..LEASE_ATTEMPTS {
+        let read = read_lease(&api, &cfg.name, &target, crate::api::READ_RETRY_BUDGET).await?;
+        match decide_recover_settle(read.as_ref(), holder, gone, clock.now())? {
+            Some(LeaseSettle::Ours { epoch }) => {
+                if let Some(guard) = adopt(client, cfg, holder, epoch, clock, read).await? {
+                    tracing::warn!(lease = %target, gone = %gone.holder, %holder, %epoch, "lease recovered (the answer was lost; the re-read shows it)");
+                    return Ok(LeaseRecover::Recovered(guard));
+                }
+            }
+            Some(LeaseSettle::MoveOn(lease)) => {
+                if let Err(e) = api
+                    .replace(&cfg.name, &crate::api::post_params(), &lease)
+                    .await
+                {
+                    match classify(&e) {
+                        CallFailure::Conflict | CallFailure::Unknown | CallFailure::NotFound => {}
+                        _ => return Err(error("update", RESOURCE.into(), target, e)),
+                    }
+                }
+            }
+            Some(_) | None => {
+                // Past the evidence's version: the lost take-over can no longer land.
+                return Ok(
+                    match decide_recover(read.as_ref(), cfg, holder, gone, clock.now())? {
+                        RecoverDecision::Refuse(r) => LeaseRecover::Refused(r),
+                        RecoverDecision::Take(_) => LeaseRecover::Contended,
+                    },
+                );
+            }
+        }
+    }
+    Err(FenceError::Contended {
+        what: "settling a Lease take-over whose answer was lost",
+    })
 }
