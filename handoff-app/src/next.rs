@@ -384,12 +384,7 @@ mod tests {
 
     #[test]
     fn next_step_mark_taken_on_a_gate_names_its_own_resource_and_no_flux_resume() {
-        use k8s_openapi::api::apps::v1::Deployment;
-        let gate = ObjectRef::new(
-            kube::api::ApiResource::erase::<Deployment>(&()),
-            "apps",
-            "autoscaler",
-        );
+        let gate = flux_suspend::object::deployment("apps", "autoscaler");
         let e = SessionError::Refused {
             object: (&gate).into(),
             why: Refusal::MarkTaken {
