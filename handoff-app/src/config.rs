@@ -47,9 +47,6 @@
 //! ```
 
 use std::path::Path;
-use std::time::Duration;
-
-use flux_suspend::LeaseWait;
 
 use crate::settings::{ControllerTable, FenceTable, LeaseTable, Tables, TargetTable};
 use serde::Deserialize;
@@ -70,7 +67,7 @@ pub struct FileConfig {
 }
 
 impl FileConfig {
-    /// The session's tables, under the flags ([`crate::settings::resolve`]).
+    /// The session's tables, under the flags ([`crate::settings::plan`]).
     #[must_use]
     pub fn tables(&self) -> Tables<'_> {
         Tables {
@@ -78,25 +75,8 @@ impl FileConfig {
             fence: self.fence.as_ref(),
             controller: self.controller.as_ref(),
             targets: &self.targets,
+            recovery: self.recovery.as_ref(),
         }
-    }
-}
-
-impl FileConfig {
-    /// How long to wait for a live holder's Lease: `flag` (`--wait-lease`), else `[lease]
-    /// wait`, else no wait. Checked before any request.
-    ///
-    /// # Errors
-    /// `[lease] wait` that is not a duration, as one line.
-    pub fn lease_wait(&self, flag: Option<Duration>) -> Result<LeaseWait, String> {
-        let file = self.lease.as_ref().and_then(|l| l.wait.as_deref());
-        let budget = match (flag, file) {
-            (Some(d), _) => d,
-            (None, Some(text)) => crate::settings::parse_duration(text)
-                .map_err(|e| format!("config: lease.wait: {e}"))?,
-            (None, None) => Duration::ZERO,
-        };
-        Ok(LeaseWait::new(budget))
     }
 }
 
@@ -233,17 +213,5 @@ mod tests {
         assert_eq!(r.recover_finished_runs, Some(true));
         let err = parse("[recovery]\ntoken = \"x\"\n").unwrap_err();
         assert!(err.contains("token"), "{err}");
-    }
-
-    #[test]
-    fn the_lease_wait_comes_from_the_flag_else_the_config_else_none() {
-        let wait = |flag, text: &str| parse(text).unwrap().lease_wait(flag).map(|w| w.budget);
-        assert_eq!(wait(None, ""), Ok(Duration::ZERO));
-        let ninety = "[lease]\nwait = \"90s\"\n";
-        assert_eq!(wait(None, ninety), Ok(Duration::from_secs(90)));
-        let flag = Some(Duration::from_mins(2));
-        assert_eq!(wait(flag, ninety), Ok(Duration::from_mins(2)));
-        let bad = wait(None, "[lease]\nwait = \"soon\"\n").unwrap_err();
-        assert!(bad.starts_with("config: lease.wait: "), "{bad}");
     }
 }

@@ -1,6 +1,8 @@
 //! Session settings in layers: a caller's flags over a config file's tables over the defaults,
 //! resolved into [`SessionOptions`] before any request, so bad input fails with one line and
-//! nothing touched.
+//! nothing touched. [`plan`] resolves everything a handoff command takes (the options, the
+//! holder, the max-hold, the evidence of `--recover-finished-runs`, the Lease wait) at once;
+//! [`resolve`] is its part for the targets, Lease and fence keys alone.
 //!
 //! The tables are the `[lease]`, `[fence]`, `[controller]` and `[[targets]]` tables of the
 //! `flux-handoff` config file (deserialise them with serde from any format); a program that
@@ -17,8 +19,11 @@
 //! assert_eq!(opts.targets[0].object.to_string(), "Kustomization flux-system/apps");
 //! ```
 
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
+use flux_fence::liveness::{LivenessSource, RecoveryTable};
 use flux_fence::{AnnotationKeys, LeaseConfig, ObjectRef};
 use serde::Deserialize;
 
@@ -26,7 +31,7 @@ use crate::names::{kind_resource, parse_target, split_namespaced};
 use flux_suspend::io::ControllerRef;
 use flux_suspend::object::kustomization_resource;
 use flux_suspend::retire::Strategy;
-use flux_suspend::{ParentSpec, SessionOptions, TargetSpec};
+use flux_suspend::{LeaseWait, ParentSpec, SessionOptions, TargetSpec};
 
 /// The longest duration accepted anywhere (7 days). Every wait adds its duration to the clock;
 /// a value beyond this is a typo, and one like `99999999999999h` would overflow that addition.
@@ -119,6 +124,8 @@ pub struct Tables<'a> {
     pub controller: Option<&'a ControllerTable>,
     /// `[[targets]]`, used when no target flag is given.
     pub targets: &'a [TargetTable],
+    /// `[recovery]` ([`plan`] only).
+    pub recovery: Option<&'a RecoveryTable>,
 }
 
 /// The caller's layer (flags), over the tables.
@@ -147,6 +154,18 @@ pub struct Flags {
     pub wait_timeout: Option<Duration>,
     /// The spacing of the proof's passes and of every poll.
     pub interval: Duration,
+    /// The holder identity instead of a generated one ([`plan`] only).
+    pub holder: Option<String>,
+    /// How long the pause is meant to last, over `[lease] max_hold` ([`plan`] only).
+    pub max_hold: Option<String>,
+    /// How long to wait for a live holder's Lease, over `[lease] wait` ([`plan`] only).
+    pub wait_lease: Option<Duration>,
+    /// Recover a finished CI run's hold first, or `[recovery] recover_finished_runs = true`
+    /// ([`plan`] only).
+    pub recover_finished_runs: bool,
+    /// The GitHub token file for `recover_finished_runs`, over `[recovery]
+    /// github_token_file` ([`plan`] only).
+    pub github_token_file: Option<PathBuf>,
 }
 
 impl Flags {
@@ -166,8 +185,71 @@ impl Flags {
             timeout: Duration::from_mins(5),
             wait_timeout: None,
             interval: Duration::from_secs(2),
+            holder: None,
+            max_hold: None,
+            wait_lease: None,
+            recover_finished_runs: false,
+            github_token_file: None,
         }
     }
+}
+
+/// What a handoff command does, resolved once by [`plan`] before any request.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Plan {
+    /// Targets, Lease (with its max-hold), holder, budgets, fence keys and the evidence of
+    /// `recover_finished_runs`; [`SessionOptions::validate`] passed.
+    pub options: SessionOptions,
+    /// How long to wait for a live holder's Lease: the flag, else `[lease] wait`, else none.
+    pub lease_wait: LeaseWait,
+}
+
+/// Resolves `flags` over `file` (the config file's tables) over the defaults into one
+/// validated [`Plan`]: the options
+/// of [`resolve`], then the holder, the max-hold, the evidence of `recover_finished_runs`,
+/// [`SessionOptions::validate`], and the Lease wait.
+///
+/// The environment enters through `github`, called only when `recover_finished_runs` (the
+/// flag or `[recovery]`) asks for it, with the token file flag and `[recovery]`: it builds
+/// the GitHub Actions evidence source (a program passes `RecoveryTable::github` of
+/// flux-fence's `github` feature, which reads `GITHUB_REPOSITORY` and the token; a test
+/// passes a stub). The function itself reads nothing.
+///
+/// # Errors
+///
+/// One line naming the flag or the table key, for a usage error.
+pub fn plan<G>(flags: &Flags, file: &Tables<'_>, github: G) -> Result<Plan, String>
+where
+    G: FnOnce(Option<&Path>, &RecoveryTable) -> Result<Arc<dyn LivenessSource>, String>,
+{
+    let mut opts = resolve(flags, file)?;
+    if let Some(h) = &flags.holder {
+        opts.holder = Some(h.parse().map_err(|e| format!("--holder: {e}"))?);
+    }
+    if let Some(text) = &flags.max_hold {
+        let d = parse_max_hold(text).map_err(|e| format!("--max-hold: {e}"))?;
+        opts.lease.max_hold = Some(d);
+    }
+    let recovery = file.recovery.cloned().unwrap_or_default();
+    if flags.recover_finished_runs || recovery.recover_finished_runs == Some(true) {
+        let source = github(flags.github_token_file.as_deref(), &recovery)
+            .map_err(|e| format!("--recover-finished-runs: {e}"))?;
+        opts.recover_finished_runs = Some(source);
+    }
+    opts.validate().map_err(|e| e.to_string())?;
+    let wait = file.lease.and_then(|l| l.wait.as_deref());
+    let budget = match (flags.wait_lease, wait) {
+        (Some(d), _) => d,
+        (None, Some(text)) => {
+            parse_duration(text).map_err(|e| format!("config: lease.wait: {e}"))?
+        }
+        (None, None) => Duration::ZERO,
+    };
+    Ok(Plan {
+        options: opts,
+        lease_wait: LeaseWait::new(budget),
+    })
 }
 
 /// Parses a duration such as `300s`, `5m`, `1m30s`, `1.5s` or `250ms` (the `humantime`
@@ -203,12 +285,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// Parses a max-hold (`--max-hold`, `[lease] max_hold`): a duration as [`parse_duration`]
-/// reads it, above zero.
-///
-/// # Errors
-///
-/// One line naming the text.
-pub fn parse_max_hold(text: &str) -> Result<Duration, String> {
+/// reads it, above zero. One line naming the text otherwise.
+fn parse_max_hold(text: &str) -> Result<Duration, String> {
     let d = parse_duration(text)?;
     if d.is_zero() {
         return Err(format!(
@@ -218,8 +296,9 @@ pub fn parse_max_hold(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Resolves `flags` over `file` into checked options ([`SessionOptions::validate`] is the
-/// caller's, once it has set the holder).
+/// Resolves `flags` over `file` into checked options: the targets, Lease, controller, fence
+/// keys and budgets, the part of [`plan`] that needs no holder and no environment
+/// ([`SessionOptions::validate`] is the caller's).
 ///
 /// # Errors
 ///

@@ -1,66 +1,28 @@
-//! The CLI side of a handoff session: settings into [`SessionOptions`], the library's events
-//! into phase lines, its errors into exit codes. The session itself — preflight, Lease,
+//! The CLI side of a handoff session: its [`Plan`] started, the library's events into phase
+//! lines, its errors into exit codes. The session itself — preflight, Lease,
 //! fences, proof, cleanup on every path — is `flux_suspend::Session`.
 
-use flux_suspend::LeaseWait;
 use flux_suspend::Members;
 use flux_suspend::handoff::SuspendError;
 use flux_suspend::steps::Step;
-use flux_suspend::{Cancel, Event, Session, SessionError, SessionOptions};
+use flux_suspend::{Cancel, Event, Session, SessionError};
+use handoff_app::settings::Plan;
 use kube::Client;
 
-use crate::args::HolderArg;
-use crate::cmd::fences::evidence;
 use crate::exit;
 use crate::failure::{Failure, chain};
 use crate::output::Output;
-use handoff_app::config::FileConfig;
 use handoff_app::next::{Hints, next_step, with_next};
 
-/// The resolved options with `--holder` (it must parse), `--max-hold` (over `[lease]
-/// max_hold`) and `--recover-finished-runs` (or
-/// `[recovery] recover_finished_runs`: the GitHub source from the environment), checked
-/// before any request (exit 2 with one line).
-pub fn options(
-    mut opts: SessionOptions,
-    arg: &HolderArg,
-    file: &FileConfig,
-) -> Result<SessionOptions, Failure> {
-    if let Some(h) = &arg.holder {
-        opts.holder = Some(
-            h.parse()
-                .map_err(|e| Failure::usage(format!("--holder: {e}")))?,
-        );
-    }
-    if let Some(text) = &arg.max_hold {
-        let d = handoff_app::settings::parse_max_hold(text)
-            .map_err(|e| Failure::usage(format!("--max-hold: {e}")))?;
-        opts.lease.max_hold = Some(d);
-    }
-    let recovery = file.recovery.clone().unwrap_or_default();
-    if arg.recover_finished_runs || recovery.recover_finished_runs == Some(true) {
-        let token_file = arg.github_token_file.as_deref();
-        let source = evidence::github("--recover-finished-runs", token_file, &recovery)?;
-        opts.recover_finished_runs = Some(source);
-    }
-    opts.validate().map_err(Failure::usage)?;
-    Ok(opts)
-}
-
-/// `--wait-lease`, else `[lease] wait`, else no wait (checked before any request: exit 2).
-pub fn lease_wait(arg: &HolderArg, file: &FileConfig) -> Result<LeaseWait, Failure> {
-    file.lease_wait(arg.wait_lease).map_err(Failure::usage)
-}
-
-/// Starts the session (waiting for the Lease as `wait` says) and prints the Lease line.
+/// Starts the session of `plan` (waiting for the Lease as it says) and prints the Lease line.
 pub async fn start(
     client: Client,
-    opts: SessionOptions,
-    wait: LeaseWait,
+    plan: Plan,
     cancel: Cancel,
     out: &mut Output,
     hints: &Hints,
 ) -> Result<Session, Failure> {
+    let (opts, wait) = (plan.options, plan.lease_wait);
     let lease = opts.lease.to_string();
     let reason = opts.reason.clone();
     out.stage("pause");

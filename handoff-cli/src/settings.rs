@@ -5,10 +5,9 @@
 
 use flux_fence::ObjectRef;
 use flux_fence::recovery::short_ref;
-use flux_suspend::LeaseWait;
 use flux_suspend::SessionOptions;
 use handoff_app::select::{SelectError, Selection};
-use handoff_app::settings::Flags;
+use handoff_app::settings::{Flags, Plan};
 use serde_json::json;
 
 use crate::args::{Global, HolderArg, SelectArgs, TargetArgs};
@@ -16,16 +15,15 @@ use crate::failure::Failure;
 use crate::output::Output;
 use handoff_app::config::FileConfig;
 
-/// What `run` and `pause` start from, resolved once: the options of their session (flags
-/// over the config file; targets named, or listed by `-l/--all` — reads only — before any
-/// write), how long to wait for a busy Lease, and the client. Bad input is exit 2 before the
-/// client exists.
+/// What `run` and `pause` start from, resolved once: their [`Plan`] (flags over the config
+/// file; targets named, or listed by `-l/--all` — reads only — before any write) and the
+/// client. Bad input is exit 2 before the client exists.
 pub async fn prepare(
     global: &Global,
     (select, named, holder): (&SelectArgs, &TargetArgs, &HolderArg),
     file: &FileConfig,
     out: &mut Output,
-) -> Result<(SessionOptions, LeaseWait, kube::Client), Failure> {
+) -> Result<(Plan, kube::Client), Failure> {
     // -l/--all: checked here, listed once the client exists, before any write.
     let first = named.target.first().map(String::as_str);
     let selection = (select.flags().selection(&global.namespace, first)).map_err(Failure::usage)?;
@@ -33,22 +31,43 @@ pub async fn prepare(
     if let Some(s) = &selection {
         targets.target = s.stand_ins();
     }
-    let settings = resolve(global, &targets, file).map_err(Failure::usage)?;
-    let mut opts = crate::session::options(settings, holder, file)?;
-    let wait = crate::session::lease_wait(holder, file)?;
+    let mut plan = plan(global, (&targets, holder), file)?;
     let client = crate::client::client(global).await?;
     if let Some(s) = &selection {
-        resolve_selected(&client, s, (global, named, file), &mut opts, out).await?;
+        resolve_selected(&client, s, (global, named, file), &mut plan.options, out).await?;
     }
-    Ok((opts, wait, client))
+    Ok((plan, client))
 }
 
-/// Resolves flags over the config file. Errors are one line, for exit code 2.
+/// The [`Plan`] of a command that starts a session ([`handoff_app::settings::plan`]); the
+/// GitHub evidence source of `--recover-finished-runs` is built from the environment here, at
+/// the edge. Exit 2 with one line for bad input.
+pub fn plan(
+    global: &Global,
+    (args, holder): (&TargetArgs, &HolderArg),
+    file: &FileConfig,
+) -> Result<Plan, Failure> {
+    let mut f = flags(global, args);
+    f.holder.clone_from(&holder.holder);
+    f.max_hold.clone_from(&holder.max_hold);
+    f.wait_lease = holder.wait_lease;
+    f.recover_finished_runs = holder.recover_finished_runs;
+    f.github_token_file.clone_from(&holder.github_token_file);
+    handoff_app::settings::plan(&f, &file.tables(), |token, table| table.github(token))
+        .map_err(Failure::usage)
+}
+
+/// Resolves the target flags over the config file (the part of the plan that needs no holder
+/// and no environment). Errors are one line, for exit code 2.
 pub fn resolve(
     global: &Global,
     args: &TargetArgs,
     file: &FileConfig,
 ) -> Result<SessionOptions, String> {
+    handoff_app::settings::resolve(&flags(global, args), &file.tables())
+}
+
+fn flags(global: &Global, args: &TargetArgs) -> Flags {
     let mut f = Flags::new(&global.namespace);
     f.targets.clone_from(&args.target);
     f.parent.clone_from(&args.parent);
@@ -60,7 +79,7 @@ pub fn resolve(
     f.timeout = global.timeout;
     f.wait_timeout = global.wait_timeout;
     f.interval = global.interval;
-    handoff_app::settings::resolve(&f, &file.tables())
+    f
 }
 
 /// Lists what `selection` selects (reads only), prints it, and makes it `opts`'s targets in

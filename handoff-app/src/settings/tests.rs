@@ -26,6 +26,7 @@ fn flags_over_tables_over_defaults() {
         fence: Some(&fence),
         controller: None,
         targets: &targets,
+        recovery: None,
     };
     let from_file = resolve(&Flags::new("apps"), &file).unwrap();
     assert_eq!(
@@ -135,6 +136,7 @@ fn each_bad_input_is_one_line_naming_it() {
             fence: fence.as_ref(),
             controller: None,
             targets: &targets,
+            recovery: None,
         };
         let err = resolve(&f, &file).unwrap_err();
         assert!(err.contains(want), "{want}: {err}");
@@ -221,4 +223,183 @@ fn max_hold_from_the_lease_table_and_bad_values_are_one_line() {
         assert_eq!(err.lines().count(), 1);
     }
     assert_eq!(parse_max_hold("90m"), Ok(Duration::from_mins(90)));
+}
+
+/// The tables of a config file [`plan`] reads beyond [`resolve`]'s.
+#[derive(Default, Deserialize)]
+struct File {
+    lease: Option<LeaseTable>,
+    recovery: Option<RecoveryTable>,
+}
+
+impl File {
+    fn tables(&self) -> Tables<'_> {
+        Tables {
+            lease: self.lease.as_ref(),
+            recovery: self.recovery.as_ref(),
+            ..Tables::default()
+        }
+    }
+}
+
+/// A GitHub evidence source that asks nothing.
+#[derive(Debug)]
+struct Stub;
+
+impl LivenessSource for Stub {
+    fn check<'a>(&'a self, _: &'a str) -> flux_fence::liveness::VerdictFuture<'a> {
+        Box::pin(async { flux_fence::liveness::Verdict::pending("stub") })
+    }
+}
+
+/// The plan of `apps` with `set` applied to the flags, over the config `toml`; the GitHub
+/// source fails for the token file `/missing` (the flag's, else `[recovery]`'s).
+fn planned(set: fn(&mut Flags), toml: &str) -> Result<Plan, String> {
+    let mut f = flags(&["apps"]);
+    set(&mut f);
+    let file: File = toml::from_str(toml).unwrap();
+    plan(&f, &file.tables(), |token, table| {
+        match token.or(table.github_token_file.as_deref()) {
+            Some(p) if p == Path::new("/missing") => {
+                Err("GitHub token file /missing: not found".into())
+            }
+            _ => Ok(Arc::new(Stub) as Arc<dyn LivenessSource>),
+        }
+    })
+}
+
+type PlanCase = (
+    fn(&mut Flags),
+    &'static str,
+    (Option<&'static str>, Option<Duration>, Duration, bool),
+);
+
+#[test]
+fn the_plan_takes_each_flag_over_the_file_over_the_default() {
+    let mins = Duration::from_mins;
+    let file =
+        "[lease]\nmax_hold = \"2h\"\nwait = \"90s\"\n[recovery]\nrecover_finished_runs = true\n";
+    let cases: [PlanCase; 8] = [
+        (|_| {}, "", (None, None, Duration::ZERO, false)),
+        (
+            |_| {},
+            file,
+            (None, Some(mins(120)), Duration::from_secs(90), true),
+        ),
+        (
+            |f| f.holder = Some("gh12.1-abc".into()),
+            "",
+            (Some("gh12.1-abc"), None, Duration::ZERO, false),
+        ),
+        (
+            |f| f.max_hold = Some("30m".into()),
+            file,
+            (None, Some(mins(30)), Duration::from_secs(90), true),
+        ),
+        (
+            |f| f.max_hold = Some("30m".into()),
+            "",
+            (None, Some(mins(30)), Duration::ZERO, false),
+        ),
+        (
+            |f| f.wait_lease = Some(Duration::from_mins(2)),
+            file,
+            (None, Some(mins(120)), mins(2), true),
+        ),
+        (
+            |f| f.wait_lease = Some(Duration::ZERO),
+            file,
+            (None, Some(mins(120)), Duration::ZERO, true),
+        ),
+        (
+            |f| f.recover_finished_runs = true,
+            "",
+            (None, None, Duration::ZERO, true),
+        ),
+    ];
+    for (i, (set, toml, (holder, max_hold, wait, recover))) in cases.into_iter().enumerate() {
+        let p = planned(set, toml).unwrap_or_else(|e| panic!("case {i}: {e}"));
+        let o = &p.options;
+        assert_eq!(
+            o.holder.as_ref().map(ToString::to_string).as_deref(),
+            holder,
+            "case {i}"
+        );
+        assert_eq!(o.lease.max_hold, max_hold, "case {i}");
+        assert_eq!(p.lease_wait.budget, wait, "case {i}");
+        assert_eq!(o.recover_finished_runs.is_some(), recover, "case {i}");
+    }
+}
+
+#[test]
+fn the_github_source_is_built_only_when_asked() {
+    let file: File = toml::from_str("[recovery]\nevidence = \"github\"\n").unwrap();
+    let p = plan(
+        &flags(&["apps"]),
+        &file.tables(),
+        |_, _| -> Result<_, String> { panic!("asked GitHub without --recover-finished-runs") },
+    );
+    assert!(p.unwrap().options.recover_finished_runs.is_none());
+}
+
+type BadCase = (fn(&mut Flags), &'static str, &'static str);
+
+#[test]
+fn each_bad_value_of_the_plan_is_its_own_line() {
+    let cases: [BadCase; 8] = [
+        (|f| f.holder = Some("no holder!".into()), "", "--holder: "),
+        (
+            |f| f.max_hold = Some("0".into()),
+            "",
+            "--max-hold: max-hold \"0\" must be above zero (e.g. 30m, 2h); leave it out for no \
+             limit",
+        ),
+        (
+            |f| f.max_hold = Some("abc".into()),
+            "[lease]\nmax_hold = \"2h\"\n",
+            "--max-hold: invalid duration \"abc\" (use e.g. 500ms, 30s, 5m, 1h)",
+        ),
+        (
+            |_| {},
+            "[lease]\nmax_hold = \"0s\"\n",
+            "config: lease.max_hold: max-hold \"0s\" must be above zero",
+        ),
+        (
+            |_| {},
+            "[lease]\nwait = \"soon\"\n",
+            "config: lease.wait: invalid duration \"soon\"",
+        ),
+        (
+            |f| {
+                f.recover_finished_runs = true;
+                f.github_token_file = Some("/missing".into());
+            },
+            "",
+            "--recover-finished-runs: GitHub token file /missing: not found",
+        ),
+        (
+            |_| {},
+            "[recovery]\nrecover_finished_runs = true\ngithub_token_file = \"/missing\"\n",
+            "--recover-finished-runs: GitHub token file /missing: not found",
+        ),
+        (
+            |f| f.interval = Duration::from_secs(200),
+            "",
+            "the interval (200s) leaves no room for the proof's two passes",
+        ),
+    ];
+    for (set, toml, want) in cases {
+        let err = planned(set, toml).unwrap_err();
+        assert!(err.starts_with(want), "{want}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}
+
+#[test]
+fn a_valid_wait_lease_flag_stands_over_a_bad_file_value() {
+    let p = planned(
+        |f| f.wait_lease = Some(Duration::from_secs(5)),
+        "[lease]\nwait = \"soon\"\n",
+    );
+    assert_eq!(p.unwrap().lease_wait.budget, Duration::from_secs(5));
 }

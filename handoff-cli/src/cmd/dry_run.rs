@@ -6,6 +6,7 @@
 
 use flux_suspend::dry_run::dry_run;
 use flux_suspend::{Cancel, SessionOptions};
+use handoff_app::settings::Plan;
 use kube::Client;
 use serde_json::{Value, json};
 
@@ -98,17 +99,18 @@ pub async fn pause_writes(
     Ok(())
 }
 
-/// The dry run of `pause` and `run`; `not_run` names the program `run` would have started.
+/// The dry run of `pause` and `run`'s plan (no Lease wait: nothing is taken); `not_run` names
+/// the program `run` would have started.
 pub async fn run(
     client: Client,
-    opts: SessionOptions,
+    plan: Plan,
     cancel: Cancel,
     out: &mut Output,
     hints: &Hints,
     not_run: Option<&str>,
 ) -> Result<u8, Failure> {
     let mut tally = Tally::default();
-    pause_writes(client, opts, cancel, out, hints, &mut tally).await?;
+    pause_writes(client, plan.options, cancel, out, hints, &mut tally).await?;
     if let Some(program) = not_run {
         out.note(&format!("dry run: {program} was not run"));
     }

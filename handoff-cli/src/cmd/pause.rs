@@ -20,14 +20,14 @@ pub async fn run(
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
     crate::notify::configure(out, &args.events, file.events_addr.as_deref())?;
     let named = args.targets.with(&args.positional);
-    let (opts, wait, client) =
+    let (plan, client) =
         settings::prepare(global, (&args.select, &named, &args.holder), &file, out).await?;
-    let lease = opts.lease.clone();
-    let hints = Hints::of("pause", &opts);
+    let lease = plan.options.lease.clone();
+    let hints = Hints::of("pause", &plan.options);
     if args.dry_run.is_some() {
-        return super::dry_run::run(client, opts, cancel, out, &hints, None).await;
+        return super::dry_run::run(client, plan, cancel, out, &hints, None).await;
     }
-    let started = session::start(client, opts, wait, cancel, out, &hints).await?;
+    let started = session::start(client, plan, cancel, out, &hints).await?;
     let members = started.members();
     let outcome = started.park(|e| session::report(out, &e, &members)).await;
     crate::notify::ended(out, &outcome.result, &outcome.cleanup);

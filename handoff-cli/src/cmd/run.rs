@@ -33,15 +33,15 @@ pub async fn run(
         .split_first()
         .ok_or_else(|| Failure::usage("run: no command after --"))?;
     let named = args.targets.with(&args.positional);
-    let (mut opts, wait, client) =
+    let (mut plan, client) =
         settings::prepare(global, (&args.select, &named, &args.holder), &file, out).await?;
     // The holder's deadline stops the command this long before it must be gone.
-    opts.kill_grace = args.grace;
-    let hints = Hints::of("run", &opts);
+    plan.options.kill_grace = args.grace;
+    let hints = Hints::of("run", &plan.options);
     if args.dry_run.is_some() {
-        return super::dry_run::run(client, opts, cancel, out, &hints, Some(program)).await;
+        return super::dry_run::run(client, plan, cancel, out, &hints, Some(program)).await;
     }
-    let started = session::start(client, opts, wait, cancel, out, &hints).await?;
+    let started = session::start(client, plan, cancel, out, &hints).await?;
     let members = started.members();
     let out = RefCell::new(out);
     let outcome = started

@@ -165,8 +165,8 @@ pub async fn run(
     }
     let targets = args.targets.with(&args.positional);
     let has_targets = !bootstrap && (!targets.target.is_empty() || !file.targets.is_empty());
-    let settings = if has_targets {
-        Some(settings::resolve(global, &targets, &file).map_err(Failure::usage)?)
+    let plan = if has_targets {
+        Some(settings::plan(global, (&targets, &args.holder), &file)?)
     } else {
         None
     };
@@ -177,19 +177,15 @@ pub async fn run(
     // 3. The handoff.
     let client = client::client(global).await?;
     if args.dry_run.is_some() {
-        let pause = match settings {
-            Some(settings) => {
-                let opts = session::options(settings, &args.holder, &file)?;
-                let hints = handoff_app::next::Hints::of("ghcr reassert", &opts);
-                Some((opts, hints))
-            }
-            None => None,
-        };
+        let pause = plan.map(|p| {
+            let hints = handoff_app::next::Hints::of("ghcr reassert", &p.options);
+            (p.options, hints)
+        });
         return super::dry_run::run(client, &config, &route.direct, pause, cancel, out).await;
     }
     let work = Work::new(config, route, sources, global);
     let planned = work.preflight(&client, out).await?;
-    let Some(settings) = settings else {
+    let Some(plan) = plan else {
         out.phase(if bootstrap {
             "bootstrap (--allow-incomplete-fanout): reasserting without a Flux pause or Lease"
         } else {
@@ -199,10 +195,8 @@ pub async fn run(
         let run = work.run(planned.as_ref(), &reasserter, &client, out);
         return settle(&cancel, run).await.map(|()| exit::SUCCESS);
     };
-    let opts = session::options(settings, &args.holder, &file)?;
-    let wait = session::lease_wait(&args.holder, &file)?;
-    let hints = handoff_app::next::Hints::of("ghcr reassert", &opts);
-    let started = session::start(client.clone(), opts, wait, cancel, out, &hints).await?;
+    let hints = handoff_app::next::Hints::of("ghcr reassert", &plan.options);
+    let started = session::start(client.clone(), plan, cancel, out, &hints).await?;
     let members = started.members();
     let out = RefCell::new(out);
     let (out_ref, work_ref, client_ref, planned_ref) = (&out, &work, &client, planned.as_ref());
