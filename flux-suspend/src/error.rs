@@ -37,7 +37,10 @@ pub enum SuspendError {
     /// An object did not acknowledge its `requestedAt` nonce in time (its controller may be
     /// down, or still running a long reconcile that began before the suspend).
     #[error("{object} did not acknowledge the suspend within {}s", waited.as_secs())]
-    AckTimeout { object: String, waited: Duration },
+    AckTimeout {
+        object: Box<ObjectRef>,
+        waited: Duration,
+    },
     /// The controller restart did not finish in time.
     #[error(
         "controller restart not finished within {}s: {old} old pod(s) remain, {ready}/{want} replacement(s) ready",
@@ -52,7 +55,7 @@ pub enum SuspendError {
     /// The target did not become quiet in time; the blockers explain the pre-existing state.
     #[error("{object} not quiet within {}s: {}", waited.as_secs(), join(blockers))]
     QuiesceTimeout {
-        object: String,
+        object: Box<ObjectRef>,
         waited: Duration,
         blockers: Vec<Blocker>,
     },
@@ -64,7 +67,7 @@ pub enum SuspendError {
         waited.as_secs()
     )]
     ScaleTimeout {
-        object: String,
+        object: Box<ObjectRef>,
         waited: Duration,
         want: i32,
         replicas: i64,

@@ -514,7 +514,7 @@ mod tests {
     #[test]
     fn next_step_unacknowledged_suspend_reads_the_controller_logs() {
         let e = SessionError::Pause(SuspendError::AckTimeout {
-            object: "Kustomization apps/web".into(),
+            object: Box::new(flux_suspend::object::kustomization("apps", "web")),
             waited: Duration::from_mins(5),
         });
         assert_eq!(

@@ -221,7 +221,7 @@ mod tests {
     #[test]
     fn other_failures_keep_their_next_step_at_the_end_of_their_line() {
         let e = SessionError::Pause(SuspendError::AckTimeout {
-            object: "Kustomization apps/web".into(),
+            object: Box::new(flux_suspend::object::kustomization("apps", "web")),
             waited: Duration::from_secs(5),
         });
         let f = failure(&e, &hints());

@@ -98,7 +98,7 @@ pub async fn wait_acknowledged_since(
     })
     .await
     .ok_or_else(|| SuspendError::AckTimeout {
-        object: object.to_string(),
+        object: Box::new(object.clone()),
         waited: timing.timeout,
     })
 }

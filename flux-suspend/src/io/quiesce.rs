@@ -32,7 +32,7 @@ pub async fn wait_quiet(
     })
     .await;
     quiet.ok_or_else(|| SuspendError::QuiesceTimeout {
-        object: target.to_string(),
+        object: Box::new(target.clone()),
         waited: timing.timeout,
         blockers: std::mem::take(&mut *lock(&last)),
     })

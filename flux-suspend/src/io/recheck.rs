@@ -10,7 +10,7 @@ use kube::Client;
 use super::ProofTarget;
 use crate::judge::{Broken, first_broken};
 use crate::object::read_for_proof;
-use flux_fence::ErrorClass;
+use flux_fence::{ErrorClass, ObjectRef};
 
 /// Rechecks the pause the session proved: give it to the work ([`crate::Paused::check`]) and
 /// call [`PauseCheck::still_holds`] before a write that consumers follow (e.g. the root Secret
@@ -33,12 +33,12 @@ impl std::fmt::Debug for PauseCheck {
 /// The pause no longer holds on a recheck: a member was changed after the proof (typically a
 /// person's `spec.suspend=false`). Nothing more should be written; the cleanup will find the
 /// mark moved, keep that fence and list it in the fence report.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("the pause no longer holds: {object}: {why}")]
 #[non_exhaustive]
 pub struct PauseBroken {
-    /// The object that broke it, e.g. `Kustomization flux-system/apps`.
-    pub object: String,
+    /// The object that broke it.
+    pub object: Box<ObjectRef>,
     /// What changed.
     pub why: Broken,
 }
@@ -113,7 +113,7 @@ impl PauseCheck {
         match first_broken(&members, &reads) {
             None => Ok(()),
             Some((i, why)) => Err(PauseBroken {
-                object: self.chain[i].object.to_string(),
+                object: Box::new(self.chain[i].object.clone()),
                 why,
             }),
         }

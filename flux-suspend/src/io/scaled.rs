@@ -126,7 +126,7 @@ pub async fn wait_scaled(
     .await;
     let (replicas, pods) = *super::lock(&last);
     done.unwrap_or(Err(SuspendError::ScaleTimeout {
-        object: obj.to_string(),
+        object: Box::new(obj.clone()),
         waited: timing.timeout,
         want,
         replicas,
