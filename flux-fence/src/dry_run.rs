@@ -13,14 +13,14 @@
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PatchParams, PostParams};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::api::MAX_ATTEMPTS;
-use crate::api::{CallFailure, classify};
-use crate::decide::{AcquireDecision, Refusal, decide_acquire};
-use crate::lease::decide::{LeaseDecision, decide_lease_acquire, transitions};
+use crate::decide::Refusal;
+use crate::fence::Round;
+use crate::lease::acquire::Write;
+use crate::lease::decide::{LeaseDecision, decide_lease_acquire};
 use crate::{Epoch, FenceError, Fencer, Holder, LeaseConfig, Mark, ObjectRef};
 
 /// [`crate::api::patch_params`] with `dryRun=All`.
@@ -128,7 +128,7 @@ impl Fencer {
     pub async fn dry_acquire(
         &self,
         obj: &ObjectRef,
-        mut read: Option<Value>,
+        read: Option<Value>,
         marks: Vec<Mark>,
         reason: Option<&str>,
         lease: Option<&LeaseConfig>,
@@ -136,47 +136,32 @@ impl Fencer {
         let name = lease.map(ToString::to_string);
         let max_hold = lease.and_then(|l| l.max_hold);
         let marks = crate::fence::lease_mark(self.keys(), marks, name.as_deref(), max_hold);
-        for _ in 0..MAX_ATTEMPTS {
-            let known = match read.take() {
-                Some(v) => Some(v),
-                None => self.read(obj).await?,
-            };
-            let decided = decide_acquire(
-                known.as_ref(),
-                self.keys(),
-                self.owner(),
-                &marks,
-                reason,
-                Timestamp::now(),
-            )?;
-            let plan = match decided {
-                AcquireDecision::Patch(plan) => plan,
-                AcquireDecision::NotFound => return Ok(DryFence::NotFound),
-                AcquireDecision::Refuse(r) => return Ok(DryFence::Refused(r)),
-                AcquireDecision::AlreadyOurs { .. } => return Ok(DryFence::AlreadyOurs),
-            };
-            let sent = self
-                .api(obj)
-                .patch(
-                    &obj.name,
-                    &dry_patch_params(),
-                    &Patch::Json::<()>(plan.patch),
-                )
-                .await;
-            let Err(err) = sent else {
-                return Ok(DryFence::Sent(Answer::WouldPass));
-            };
-            match classify(&err) {
-                CallFailure::Conflict => {}
-                CallFailure::Invalid
-                    if self.moved_since(obj, &plan.read_resource_version).await? => {}
-                _ => return Ok(DryFence::Sent(answer(Err(&err)))),
-            }
-        }
-        Ok(DryFence::Sent(Answer::Failed {
-            message: format!("{obj} changed on every attempt"),
-        }))
+        Ok(
+            match self
+                .rounds(obj, read, &marks, reason, &crate::fence::Dry)
+                .await?
+            {
+                Round::Sent(answer) => DryFence::Sent(answer),
+                Round::AlreadyOurs { .. } => DryFence::AlreadyOurs,
+                Round::NotFound => DryFence::NotFound,
+                Round::Refused(r) => DryFence::Refused(r),
+                Round::Contended => DryFence::Sent(Answer::Failed {
+                    message: format!("{obj} changed on every attempt"),
+                }),
+            },
+        )
     }
+}
+
+/// A new holder's write sent dry: its verb, the server's answer, the epoch it gives.
+async fn send(
+    write: Write,
+    api: &Api<KubeLease>,
+    cfg: &LeaseConfig,
+) -> Result<(&'static str, kube::Result<KubeLease>, Epoch), FenceError> {
+    let epoch = write.epoch()?;
+    let sent = write.send(api, &cfg.name, &dry_post_params()).await;
+    Ok((write.verb(), sent, epoch))
 }
 
 /// What a dry-run Lease acquisition found.
@@ -229,19 +214,8 @@ pub async fn dry_acquire_lease(
                 let sent = api.replace(&cfg.name, &dry_post_params(), &lease).await;
                 ("update", sent, epoch)
             }
-            LeaseDecision::Create(lease) => {
-                let epoch = Epoch(transitions(&lease.spec.clone().unwrap_or_default())?);
-                (
-                    "create",
-                    api.create(&dry_post_params(), &lease).await,
-                    epoch,
-                )
-            }
-            LeaseDecision::Take(lease) => {
-                let epoch = Epoch(transitions(&lease.spec.clone().unwrap_or_default())?);
-                let sent = api.replace(&cfg.name, &dry_post_params(), &lease).await;
-                ("update", sent, epoch)
-            }
+            LeaseDecision::Create(lease) => send(Write::Create(lease), &api, cfg).await?,
+            LeaseDecision::Take(lease) => send(Write::Take(lease), &api, cfg).await?,
         };
     Ok(DryLease::Sent {
         verb,

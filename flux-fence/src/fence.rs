@@ -7,19 +7,17 @@ use kube::api::{Api, DynamicObject, Patch};
 use serde_json::Value;
 
 use crate::api::{CallFailure, classify, error, get_retrying};
-use crate::decide::{
-    AcquireDecision, AcquirePlan, LostWrite, Refusal, annotation, decide_acquire,
-    held_from_annotations, lost_write,
-};
-use crate::events::{self, EventKind};
+use crate::decide::{annotation, held_from_annotations};
 use crate::guard::{FenceGuard, ObjectRef};
 use crate::lease::handle::LeaseHandle;
 use crate::mark::MarkAt;
-use crate::outcome::{AcquireOutcome, Applied, LostAcquire};
 use crate::remark::{RemarkDecision, decide_remark};
-use crate::{AnnotationKeys, Clock, FenceError, Mark, OwnerValue, SystemClock};
+use crate::{AnnotationKeys, Clock, FenceError, OwnerValue, SystemClock};
 
+mod acquire;
 mod release;
+
+pub(crate) use acquire::{Dry, Round, lease_mark};
 
 use crate::api::{MAX_ATTEMPTS, READ_RETRY_BUDGET};
 
@@ -125,238 +123,6 @@ impl Fencer {
     #[must_use]
     pub fn lease(&self) -> Option<&LeaseHandle> {
         self.lease.as_ref()
-    }
-
-    /// Fences `obj`: one CAS patch adding the owner, prior and reason annotations and `marks`.
-    ///
-    /// # Guarantees
-    /// - Every write tests the uid and resourceVersion just read; a 409/422 re-reads and
-    ///   decides again (at most `MAX_ATTEMPTS` rounds), never retries blindly.
-    /// - An object with another owner is never written ([`AcquireOutcome::Refused`]).
-    /// - A lost response is resolved by a re-read: adopted only on exactly our post-state,
-    ///   else [`AcquireOutcome::Ambiguous`] keeps the guard-equivalent.
-    /// - With [`Fencer::with_lease`], the Lease is asserted before each write.
-    ///
-    /// # Errors
-    /// [`FenceError::Forbidden`] naming verb and resource on 403, [`FenceError::LeaseLost`],
-    /// invalid marks or reason, and other API failures.
-    ///
-    /// # Caveats
-    /// `reason` is stored in an annotation and an Event: never pass secrets.
-    pub async fn acquire(
-        &self,
-        obj: &ObjectRef,
-        marks: Vec<Mark>,
-        reason: Option<&str>,
-    ) -> Result<AcquireOutcome, FenceError> {
-        self.acquire_on(obj, None, marks, reason).await
-    }
-
-    /// [`Fencer::acquire`] whose first round decides on `read`, the object as the caller read
-    /// it (e.g. in a preflight), instead of reading it again. The patch tests that read's uid
-    /// and resourceVersion, so if the object changed since, the server refuses it and the next
-    /// round reads afresh, as after any lost race.
-    ///
-    /// # Errors
-    /// As [`Fencer::acquire`].
-    pub async fn acquire_on(
-        &self,
-        obj: &ObjectRef,
-        mut read: Option<Value>,
-        marks: Vec<Mark>,
-        reason: Option<&str>,
-    ) -> Result<AcquireOutcome, FenceError> {
-        let marks = self.with_lease_mark(marks);
-        for _ in 0..MAX_ATTEMPTS {
-            let decided = match read.take() {
-                Some(known) => decide_acquire(
-                    Some(&known),
-                    &self.keys,
-                    &self.owner,
-                    &marks,
-                    reason,
-                    self.clock.now(),
-                )?,
-                None => self.plan_acquire(obj, &marks, reason).await?,
-            };
-            let plan = match decided {
-                AcquireDecision::Patch(plan) => plan,
-                AcquireDecision::NotFound => return Ok(AcquireOutcome::NotFound),
-                AcquireDecision::Refuse(r) => return Ok(refused(r)),
-                AcquireDecision::AlreadyOurs {
-                    held,
-                    resource_version,
-                } => {
-                    let guard = FenceGuard::new(
-                        obj.clone(),
-                        held,
-                        reason.map(str::to_string),
-                        Some(resource_version),
-                        true,
-                    );
-                    return Ok(AcquireOutcome::Acquired(guard));
-                }
-            };
-            match self.apply_acquire(obj, plan, reason).await? {
-                Applied::Acquired(guard) => return Ok(AcquireOutcome::Acquired(guard)),
-                Applied::Moved => {}
-                Applied::Gone => return Ok(AcquireOutcome::NotFound),
-                Applied::Ambiguous { guard, why } => {
-                    return Ok(AcquireOutcome::Ambiguous { guard, why });
-                }
-            }
-        }
-        Ok(AcquireOutcome::Contended)
-    }
-
-    /// `marks` and, with a Lease, the mark naming it (`<prefix>/lease` = `namespace/name`),
-    /// so whoever finds the fence judges it by the Lease it was taken under, and the holder's
-    /// max-hold (`<prefix>/max-hold`) when it has one. Restored like any mark (removed on
-    /// release); a changed value does not keep the fence.
-    fn with_lease_mark(&self, marks: Vec<Mark>) -> Vec<Mark> {
-        let name = self.lease.as_ref().map(LeaseHandle::lease_name);
-        let max_hold = self.lease.as_ref().and_then(LeaseHandle::max_hold);
-        lease_mark(&self.keys, marks, name.as_deref(), max_hold)
-    }
-
-    /// Reads `obj` and decides an acquire (no write).
-    ///
-    /// # Errors
-    /// As [`Fencer::acquire`].
-    pub async fn plan_acquire(
-        &self,
-        obj: &ObjectRef,
-        marks: &[Mark],
-        reason: Option<&str>,
-    ) -> Result<AcquireDecision, FenceError> {
-        let read = self.read(obj).await?;
-        decide_acquire(
-            read.as_ref(),
-            &self.keys,
-            &self.owner,
-            marks,
-            reason,
-            self.clock.now(),
-        )
-    }
-
-    /// Sends one planned acquire patch and classifies the answer. A lost response is resolved
-    /// with [`Fencer::resolve_lost_acquire`].
-    ///
-    /// # Errors
-    /// As [`Fencer::acquire`].
-    pub async fn apply_acquire(
-        &self,
-        obj: &ObjectRef,
-        plan: AcquirePlan,
-        reason: Option<&str>,
-    ) -> Result<Applied, FenceError> {
-        if let Some(lease) = &self.lease {
-            // The chain on record: the object is on the Lease before its fence can be.
-            lease.record(&self.keys.chain, obj).await?;
-        }
-        let reason = reason.map(str::to_string);
-        match self
-            .api(obj)
-            .patch(
-                &obj.name,
-                &crate::api::patch_params(),
-                &Patch::Json::<()>(plan.patch.clone()),
-            )
-            .await
-        {
-            Ok(written) => {
-                let rv = written.metadata.resource_version.clone();
-                tracing::info!(object = %obj, owner = %self.owner, "fenced");
-                if self.events {
-                    let msg = events::message("fenced by", &self.owner, reason.as_deref());
-                    events::record(&self.client, obj, &plan.held.uid, EventKind::Fenced, &msg)
-                        .await;
-                }
-                Ok(Applied::Acquired(FenceGuard::new(
-                    obj.clone(),
-                    plan.held,
-                    reason,
-                    rv,
-                    true,
-                )))
-            }
-            Err(e) => match classify(&e) {
-                CallFailure::Conflict => Ok(Applied::Moved),
-                CallFailure::Invalid => {
-                    if self.moved_since(obj, &plan.read_resource_version).await? {
-                        Ok(Applied::Moved)
-                    } else {
-                        Err(rejected(obj, e))
-                    }
-                }
-                CallFailure::NotFound => Ok(Applied::Gone),
-                CallFailure::Unknown => {
-                    tracing::warn!(object = %obj, error = %e, "acquire response lost; re-reading");
-                    Ok(
-                        match self
-                            .resolve_lost_acquire(obj, plan, reason.as_deref())
-                            .await?
-                        {
-                            LostAcquire::Landed(guard) => Applied::Acquired(guard),
-                            LostAcquire::NotApplied => Applied::Moved,
-                            LostAcquire::Unresolved { guard, why } => {
-                                Applied::Ambiguous { guard, why }
-                            }
-                        },
-                    )
-                }
-                CallFailure::Forbidden | CallFailure::Other => {
-                    Err(error("patch", obj.resource_name(), obj.target(), e))
-                }
-            },
-        }
-    }
-
-    /// Resolves an acquire write whose response was lost: re-reads `obj` and adopts only if it
-    /// shows exactly the post-state of `plan`. An object that shows the write not applied is
-    /// first moved on by a CAS of ours ([`Fencer::settle_unheld`]), so the lost request cannot
-    /// commit later: only then is it judged not applied.
-    ///
-    /// # Errors
-    /// A failed re-read.
-    pub async fn resolve_lost_acquire(
-        &self,
-        obj: &ObjectRef,
-        plan: AcquirePlan,
-        reason: Option<&str>,
-    ) -> Result<LostAcquire, FenceError> {
-        let read = self.read(obj).await?;
-        let reason = reason.map(str::to_string);
-        Ok(match lost_write(read.as_ref(), &self.keys, &plan) {
-            LostWrite::Landed { resource_version } => {
-                tracing::info!(object = %obj, owner = %self.owner, "adopted fence after lost response");
-                LostAcquire::Landed(FenceGuard::new(
-                    obj.clone(),
-                    plan.held,
-                    reason,
-                    Some(resource_version),
-                    true,
-                ))
-            }
-            // Unchanged on one read is "not applied *yet*": the request may still commit (a
-            // gateway's 504 while the server works on). Move the object on with a CAS of our
-            // own first, so its precondition fails whenever it arrives; then decide.
-            LostWrite::NotApplied => match self.settle_unheld(obj).await? {
-                Some(guard) => {
-                    tracing::info!(object = %obj, owner = %self.owner, "adopted fence after lost response");
-                    LostAcquire::Landed(guard)
-                }
-                None => LostAcquire::NotApplied,
-            },
-            LostWrite::Unclear(why) => {
-                tracing::error!(object = %obj, owner = %self.owner, ?why, "fence outcome unknown; keeping it for cleanup");
-                LostAcquire::Unresolved {
-                    guard: FenceGuard::new(obj.clone(), plan.held, reason, None, false),
-                    why,
-                }
-            }
-        })
     }
 
     /// Moves the mark at `at` of a fence we hold to `value` (e.g. a fresh `requestedAt` nonce):
@@ -513,42 +279,6 @@ impl Fencer {
 
     pub(crate) fn api(&self, obj: &ObjectRef) -> Api<DynamicObject> {
         Api::namespaced_with(self.client.clone(), &obj.namespace, &obj.resource)
-    }
-}
-
-/// `marks` and, with a Lease named `lease` (`namespace/name`), the mark naming it, and with
-/// a `max_hold` the mark recording it (also what a dry-run fence adds: `crate::dry_run`).
-/// Both are restored only if unchanged: the release removes them, and a value someone
-/// changed does not keep the fence.
-pub(crate) fn lease_mark(
-    keys: &AnnotationKeys,
-    mut marks: Vec<Mark>,
-    lease: Option<&str>,
-    max_hold: Option<std::time::Duration>,
-) -> Vec<Mark> {
-    let max_hold = max_hold.map(crate::lease::decide::format_max_hold);
-    for (key, value) in [
-        (&keys.lease, lease.map(str::to_string)),
-        (&keys.max_hold, max_hold),
-    ] {
-        if let Some(value) = value
-            && !marks
-                .iter()
-                .any(|m| m.at == MarkAt::Annotation(key.clone()))
-        {
-            marks.push(
-                Mark::annotation(key.clone(), value).restore(crate::mark::Restore::IfUnchanged),
-            );
-        }
-    }
-    marks
-}
-
-fn refused(r: Refusal) -> AcquireOutcome {
-    match r {
-        Refusal::Owned { holder } => AcquireOutcome::Refused { holder },
-        Refusal::OursDiffers => AcquireOutcome::OursDiffers,
-        Refusal::AlreadyMarked { at } => AcquireOutcome::AlreadyMarked { at },
     }
 }
 

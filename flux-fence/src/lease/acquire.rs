@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use kube::Client;
-use kube::api::Api;
+use kube::api::{Api, PostParams};
 
 use crate::api::{CallFailure, classify, error};
 use crate::lease::config::LeaseConfig;
@@ -15,6 +15,46 @@ use crate::lease::guard::LeaseGuard;
 use crate::lease::handle::{LEASE_ATTEMPTS, RESOURCE, read_lease};
 use crate::lease::settle::{Settled, adopt, settle_lost_write};
 use crate::{Clock, Epoch, FenceError, Holder};
+
+/// The write of a new holder, decided by [`decide_lease_acquire`]: the create of an absent
+/// Lease, or the update of a free one carrying the read resourceVersion. The acquisition
+/// sends it for real; its server dry run (`crate::dry_run`) sends the same body with
+/// `dryRun=All`.
+pub(crate) enum Write {
+    /// `create`, epoch 1.
+    Create(Box<KubeLease>),
+    /// `update` of a Lease without holder.
+    Take(Box<KubeLease>),
+}
+
+impl Write {
+    /// The verb the server authorizes: `create` or `update`.
+    pub(crate) fn verb(&self) -> &'static str {
+        match self {
+            Self::Create(_) => "create",
+            Self::Take(_) => "update",
+        }
+    }
+
+    /// The epoch the body gives its holder (its `leaseTransitions`).
+    pub(crate) fn epoch(&self) -> Result<Epoch, FenceError> {
+        let (Self::Create(lease) | Self::Take(lease)) = self;
+        Ok(Epoch(transitions(&lease.spec.clone().unwrap_or_default())?))
+    }
+
+    /// Sends it with `params`: the real ones, or `dryRun=All`.
+    pub(crate) async fn send(
+        &self,
+        api: &Api<KubeLease>,
+        name: &str,
+        params: &PostParams,
+    ) -> kube::Result<KubeLease> {
+        match self {
+            Self::Create(lease) => api.create(params, lease).await,
+            Self::Take(lease) => api.replace(name, params, lease).await,
+        }
+    }
+}
 
 /// Entry points for the coordination Lease.
 #[derive(Debug, Clone, Copy)]
@@ -88,18 +128,14 @@ impl Lease {
                         None => continue,
                     }
                 }
-                LeaseDecision::Create(lease) => (
-                    api.create(&crate::api::post_params(), &lease).await,
-                    "create",
-                ),
-                LeaseDecision::Take(lease) => (
-                    api.replace(&cfg.name, &crate::api::post_params(), &lease)
-                        .await,
-                    "update",
-                ),
+                LeaseDecision::Create(lease) => Write::Create(lease),
+                LeaseDecision::Take(lease) => Write::Take(lease),
             };
-            match written {
-                (Ok(lease), _) => {
+            match written
+                .send(&api, &cfg.name, &crate::api::post_params())
+                .await
+            {
+                Ok(lease) => {
                     let epoch = Epoch(transitions(&lease.spec.clone().unwrap_or_default())?);
                     tracing::info!(lease = %target, %holder, %epoch, "lease acquired");
                     return Ok(LeaseAcquire::Acquired(
@@ -107,14 +143,14 @@ impl Lease {
                             .knowing(Some(lease)),
                     ));
                 }
-                (Err(e), verb) => match classify(&e) {
+                Err(e) => match classify(&e) {
                     // Lost the race: re-read and decide again (a lost write of ours before
                     // it would have been refused too, or it landed and the read shows it).
                     CallFailure::Conflict => pending = false,
                     CallFailure::NotFound => {}
                     // The answer was lost: the write may still be applied, after any read.
                     CallFailure::Unknown => pending = true,
-                    _ => return Err(error(verb, RESOURCE.into(), target, e)),
+                    _ => return Err(error(written.verb(), RESOURCE.into(), target, e)),
                 },
             }
         }
