@@ -25,6 +25,22 @@ pub enum ObjectFence {
     Held(Holder),
 }
 
+impl std::fmt::Display for ObjectFence {
+    /// What the read showed, as the reason of a refusal: `it does not exist`, ...
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Missing => f.write_str("it does not exist"),
+            Self::Unfenced => write!(
+                f,
+                "it is not paused by {} (no fence)",
+                flux_fence::api::FIELD_MANAGER
+            ),
+            Self::Malformed(p) => write!(f, "its fence does not parse ({p})"),
+            Self::Held(h) => write!(f, "it is fenced by {h}"),
+        }
+    }
+}
+
 /// The one holder fencing every named object, or the refusal (nothing was changed): an
 /// object missing, unfenced or malformed, or objects fenced by different holders.
 ///
@@ -32,38 +48,24 @@ pub enum ObjectFence {
 ///
 /// [`ResumeError::NotFenced`] or [`ResumeError::Holders`]; [`ResumeError::NoObject`] for an
 /// empty list.
-pub fn decide_holder(found: &[(String, ObjectFence)]) -> Result<Holder, ResumeError> {
-    let mut holders: Vec<(Holder, Vec<String>)> = Vec::new();
+pub fn decide_holder(found: &[(ObjectRef, ObjectFence)]) -> Result<Holder, ResumeError> {
+    let mut holders: Vec<(Holder, Vec<ObjectRef>)> = Vec::new();
     for (object, fence) in found {
-        let why = match fence {
-            ObjectFence::Held(h) => {
-                match holders.iter_mut().find(|(x, _)| x == h) {
-                    Some((_, objects)) => objects.push(object.clone()),
-                    None => holders.push((h.clone(), vec![object.clone()])),
-                }
-                continue;
-            }
-            ObjectFence::Missing => "it does not exist".to_string(),
-            ObjectFence::Unfenced => format!(
-                "it is not paused by {} (no fence)",
-                flux_fence::api::FIELD_MANAGER
-            ),
-            ObjectFence::Malformed(p) => format!("its fence does not parse ({p})"),
+        let ObjectFence::Held(h) = fence else {
+            return Err(ResumeError::NotFenced {
+                object: Box::new(object.clone()),
+                found: fence.clone(),
+            });
         };
-        return Err(ResumeError::NotFenced {
-            object: object.clone(),
-            why,
-        });
+        match holders.iter_mut().find(|(x, _)| x == h) {
+            Some((_, objects)) => objects.push(object.clone()),
+            None => holders.push((h.clone(), vec![object.clone()])),
+        }
     }
     match holders.as_slice() {
         [] => Err(ResumeError::NoObject),
         [(h, _)] => Ok(h.clone()),
-        many => Err(ResumeError::Holders {
-            holders: many
-                .iter()
-                .map(|(h, o)| format!("{h} ({})", o.join(", ")))
-                .collect(),
-        }),
+        _ => Err(ResumeError::Holders { holders }),
     }
 }
 
@@ -100,7 +102,7 @@ pub async fn holder_of(
                 }
             }
         };
-        found.push((o.to_string(), fence));
+        found.push((o.clone(), fence));
     }
     decide_holder(&found)
 }
@@ -140,34 +142,30 @@ mod tests {
 
     #[test]
     fn flux_habits_the_holder_of_named_objects_is_the_one_on_their_fences() {
-        let held = |o: &str, x: &str| (o.to_string(), ObjectFence::Held(h(x)));
-        let one = decide_holder(&[held("ks a/x", "h1"), held("ks a/y", "h1")]).unwrap();
+        let ks = |name: &str| crate::object::kustomization("a", name);
+        let held = |o: &str, x: &str| (ks(o), ObjectFence::Held(h(x)));
+        let one = decide_holder(&[held("x", "h1"), held("y", "h1")]).unwrap();
         assert_eq!(one, h("h1"));
-        let cases: [(Vec<(String, ObjectFence)>, &str); 5] = [
+        let cases: [(Vec<(ObjectRef, ObjectFence)>, &str); 5] = [
             (vec![], "no object named"),
             (
-                vec![("ks a/x".into(), ObjectFence::Missing)],
-                "ks a/x: it does not exist; nothing was changed",
+                vec![(ks("x"), ObjectFence::Missing)],
+                "Kustomization a/x: it does not exist; nothing was changed",
             ),
             (
-                vec![
-                    held("ks a/x", "h1"),
-                    ("ks a/y".into(), ObjectFence::Unfenced),
-                ],
-                "ks a/y: it is not paused by FIELD_MANAGER (no fence); nothing was changed",
+                vec![held("x", "h1"), (ks("y"), ObjectFence::Unfenced)],
+                "Kustomization a/y: it is not paused by FIELD_MANAGER (no fence); nothing was \
+                 changed",
             ),
             (
-                vec![("ks a/x".into(), ObjectFence::Malformed("bad epoch".into()))],
-                "ks a/x: its fence does not parse (bad epoch); nothing was changed",
+                vec![(ks("x"), ObjectFence::Malformed("bad epoch".into()))],
+                "Kustomization a/x: its fence does not parse (bad epoch); nothing was changed",
             ),
             (
-                vec![
-                    held("ks a/x", "h1"),
-                    held("ks a/y", "h2"),
-                    held("ks a/z", "h1"),
-                ],
-                "fenced by different holders: h1 (ks a/x, ks a/z), h2 (ks a/y); resume \
-                 each holder by itself (`resume --holder H`); nothing was changed",
+                vec![held("x", "h1"), held("y", "h2"), held("z", "h1")],
+                "fenced by different holders: h1 (Kustomization a/x, Kustomization a/z), h2 \
+                 (Kustomization a/y); resume each holder by itself (`resume --holder H`); \
+                 nothing was changed",
             ),
         ];
         for (found, line) in cases {
@@ -177,5 +175,15 @@ mod tests {
             assert_eq!(e.to_string(), line);
             assert!(e.nothing_changed(), "{line}");
         }
+        // The refusal carries its facts: which object, which holders fence what.
+        let Err(ResumeError::Holders { holders }) =
+            decide_holder(&[held("x", "h1"), held("y", "h2")])
+        else {
+            panic!("two holders")
+        };
+        assert_eq!(
+            holders,
+            vec![(h("h1"), vec![ks("x")]), (h("h2"), vec![ks("y")])]
+        );
     }
 }

@@ -120,29 +120,29 @@ pub enum ResumeError {
     NoObject,
     /// Resume by object: a named object is missing, unfenced or carries a malformed fence.
     /// Nothing was written.
-    #[error("{object}: {why}; nothing was changed")]
+    #[error("{object}: {found}; nothing was changed")]
     NotFenced {
         /// The object.
-        object: String,
-        /// Why it names no holder.
-        why: String,
+        object: Box<ObjectRef>,
+        /// What its read showed instead of a holder's fence.
+        found: super::ObjectFence,
     },
     /// Resume by object: the named objects are fenced by different holders (each listed
     /// with its objects). Nothing was written.
     #[error(
         "fenced by different holders: {}; resume each holder by itself (`resume --holder H`); \
          nothing was changed",
-        holders.join(", ")
+        by_holder(holders)
     )]
     Holders {
-        /// `holder (object, object)` for each holder.
-        holders: Vec<String>,
+        /// Each holder, with the named objects it fences.
+        holders: Vec<(Holder, Vec<ObjectRef>)>,
     },
     /// With [`ResumeOptions::if_held`]: the holder does not hold the Lease but still fences
     /// these objects. Nothing was written.
     #[error(
         "{holder} still fences {} but does not hold lease {lease}; nothing was changed",
-        fences.join(", ")
+        listed(fences)
     )]
     FencedWithoutLease {
         /// The Lease.
@@ -150,7 +150,7 @@ pub enum ResumeError {
         /// The holder.
         holder: Holder,
         /// The objects it fences.
-        fences: Vec<String>,
+        fences: Vec<ObjectRef>,
     },
     /// The holder's fences name different Leases (or a Lease that is no `namespace/name`):
     /// none can be adopted for all of them. Nothing was written.
@@ -189,6 +189,24 @@ impl ResumeError {
             _ => ErrorClass::Cleanup,
         }
     }
+}
+
+/// `Kind ns/a, Kind ns/b`.
+fn listed(objects: &[ObjectRef]) -> String {
+    objects
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `h1 (Kind ns/a, Kind ns/b), h2 (Kind ns/c)`.
+fn by_holder(holders: &[(Holder, Vec<ObjectRef>)]) -> String {
+    holders
+        .iter()
+        .map(|(h, objects)| format!("{h} ({})", listed(objects)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The record of the holder's chain on the Lease, as read: its owner and the members of a
@@ -401,13 +419,13 @@ async fn holds_lease(client: &Client, opts: &ResumeOptions) -> Result<bool, Resu
     if holder == Some(opts.holder.as_str()) {
         return Ok(true);
     }
-    let fences: Vec<String> = found
+    let fences: Vec<ObjectRef> = found
         .fences
         .iter()
         .filter(
             |f| matches!(&f.state, FoundState::Fence { owner, .. } if owner.holder == opts.holder),
         )
-        .map(|f| f.object.to_string())
+        .map(|f| f.object.clone())
         .collect();
     if fences.is_empty() {
         return Ok(false);
