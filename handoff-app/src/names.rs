@@ -154,35 +154,21 @@ pub fn parse_target(text: &str, default_ns: &str) -> Result<(ObjectRef, Option<i
     Ok((object, count))
 }
 
-/// `Kustomization ns/name` as `ks/ns/name`, `HelmRelease ns/name` as `hr/ns/name` (the form
-/// every command takes); any other text as it is.
-#[must_use]
-pub fn short_name(display: &str) -> String {
-    let Some((kind, rest)) = display.split_once(' ') else {
-        return display.to_string();
-    };
-    let kind = match kind {
-        "Kustomization" => "ks".to_string(),
-        "HelmRelease" => "hr".to_string(),
-        other => other.to_lowercase(),
-    };
-    format!("{kind}/{rest}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn flux_habits_name_output_is_the_form_commands_take_back() {
-        let cases = [
-            ("Kustomization flux-system/apps", "ks/flux-system/apps"),
-            ("HelmRelease web/podinfo", "hr/web/podinfo"),
-            ("OCIRepository a/b", "ocirepository/a/b"),
-            ("ks/a/b", "ks/a/b"),
-        ];
-        for (display, name) in cases {
-            assert_eq!(short_name(display), name);
+        // `-o name` prints `flux_fence::recovery::short_ref`; every command parses it back.
+        for text in [
+            "ks/flux-system/apps",
+            "hr/web/podinfo",
+            "resourceset/a/b",
+            "fluxinstance/flux-system/flux",
+        ] {
+            let o = parse_object(text, "x").unwrap();
+            assert_eq!(flux_fence::recovery::short_ref(&o), text);
         }
     }
 

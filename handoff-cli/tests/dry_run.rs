@@ -84,6 +84,17 @@ async fn dry_run_pause_changes_nothing_on_the_server() {
         ]
     );
     assert_eq!(doc["facts"]["changed"], json!(false));
+
+    // `-o name`: the objects the real run would fence, parents first, in the form commands
+    // take back; not the Lease.
+    let mut args = vec!["-o", "name", "pause", "--dry-run=server", TARGET];
+    args.extend(flags.iter().map(String::as_str));
+    let out = c.run(&args).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!("ks/{ns}/{PARENT}\nks/{ns}/{TARGET}\n")
+    );
     assert_eq!(states(&c).await, before, "a dry run changed an object");
     lease_absent(&c).await;
 }

@@ -51,23 +51,67 @@ pub fn plan(chains: &[Chain]) -> Result<Vec<Planned>, SessionError> {
         .collect())
 }
 
-/// One write sent dry, and the server's answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// Which write of the pause a [`DryWrite`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DryWhat {
+    /// The Lease acquisition.
+    Lease,
+    /// The fence of a parent.
+    Parent,
+    /// The fence of a target.
+    Target,
+}
+
+impl DryWhat {
+    /// `lease`, `fence (parent)`, `fence (target)`.
+    #[must_use]
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::Lease => "lease",
+            Self::Parent => "fence (parent)",
+            Self::Target => "fence (target)",
+        }
+    }
+}
+
+/// One write sent dry, and the server's answer. Serialized flat: `verb`, `kind`,
+/// `namespace`, `name`, `what` ([`DryWhat::word`]) and the answer's tag and fields.
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct DryWrite {
     /// `create`, `update` or `patch`.
     pub verb: &'static str,
-    /// `Lease`, `Kustomization`, ...
-    pub kind: String,
-    /// The object's namespace.
-    pub namespace: String,
-    /// The object's name.
-    pub name: String,
-    /// Which write it is: `lease`, `fence (parent)`, `fence (target)`.
-    pub what: &'static str,
+    /// The object written: the Lease or a member.
+    pub object: ObjectRef,
+    /// Which write it is.
+    pub what: DryWhat,
     /// The server's answer.
-    #[serde(flatten)]
     pub answer: Answer,
+}
+
+impl Serialize for DryWrite {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Flat<'a> {
+            verb: &'a str,
+            kind: &'a str,
+            namespace: &'a str,
+            name: &'a str,
+            what: &'a str,
+            #[serde(flatten)]
+            answer: &'a Answer,
+        }
+        Flat {
+            verb: self.verb,
+            kind: &self.object.resource.kind,
+            namespace: &self.object.namespace,
+            name: &self.object.name,
+            what: self.what.word(),
+            answer: &self.answer,
+        }
+        .serialize(s)
+    }
 }
 
 impl DryWrite {
@@ -75,10 +119,7 @@ impl DryWrite {
     /// `patch Kustomization ns/name (fence (target)) denied: MESSAGE`.
     #[must_use]
     pub fn line(&self) -> String {
-        let what = format!(
-            "{} {} {}/{} ({})",
-            self.verb, self.kind, self.namespace, self.name, self.what
-        );
+        let what = format!("{} {} ({})", self.verb, self.object, self.what.word());
         match &self.answer {
             Answer::WouldPass => format!("would {what}"),
             Answer::Denied { message } => format!("{what} denied: {message}"),
@@ -87,6 +128,16 @@ impl DryWrite {
             other => format!("{what}: {other:?}"),
         }
     }
+}
+
+/// The coordination.k8s.io/v1 Lease `namespace/name`.
+fn lease_object(lease: &flux_fence::LeaseConfig) -> ObjectRef {
+    use k8s_openapi::api::coordination::v1::Lease;
+    ObjectRef::new(
+        kube::api::ApiResource::erase::<Lease>(&()),
+        &lease.namespace,
+        &lease.name,
+    )
 }
 
 /// What a dry run found.
@@ -178,10 +229,8 @@ async fn sent(
                         owner = OwnerValue::new(holder.clone(), epoch);
                         writes.push(DryWrite {
                             verb,
-                            kind: "Lease".into(),
-                            namespace: opts.lease.namespace.clone(),
-                            name: opts.lease.name.clone(),
-                            what: "lease",
+                            object: lease_object(&opts.lease),
+                            what: DryWhat::Lease,
                             answer,
                         });
                     }
@@ -269,13 +318,11 @@ impl Fence {
         };
         Ok(Some(DryWrite {
             verb: "patch",
-            kind: object.resource.kind.clone(),
-            namespace: object.namespace.clone(),
-            name: object.name.clone(),
+            object,
             what: if target {
-                "fence (target)"
+                DryWhat::Target
             } else {
-                "fence (parent)"
+                DryWhat::Parent
             },
             answer,
         }))
@@ -347,13 +394,28 @@ mod tests {
     }
 
     #[test]
+    fn dry_run_the_lease_write_is_named_as_a_lease() {
+        let cfg = flux_fence::LeaseConfig::new("flux-system", "handoff");
+        let w = DryWrite {
+            verb: "create",
+            object: lease_object(&cfg),
+            what: DryWhat::Lease,
+            answer: Answer::WouldPass,
+        };
+        assert_eq!(w.line(), "would create Lease flux-system/handoff (lease)");
+        assert_eq!(
+            serde_json::to_value(&w).unwrap(),
+            serde_json::json!({"verb": "create", "kind": "Lease", "namespace": "flux-system",
+                "name": "handoff", "what": "lease", "answer": "would_pass"})
+        );
+    }
+
+    #[test]
     fn dry_run_lines_name_verb_kind_object_and_answer() {
         let mut w = DryWrite {
             verb: "patch",
-            kind: "Kustomization".into(),
-            namespace: "flux-system".into(),
-            name: "apps".into(),
-            what: "fence (target)",
+            object: kustomization("flux-system", "apps"),
+            what: DryWhat::Target,
             answer: Answer::WouldPass,
         };
         assert_eq!(

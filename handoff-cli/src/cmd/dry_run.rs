@@ -4,7 +4,8 @@
 //! line per write with the server's answer. Nothing is changed, nothing is waited for, the
 //! command of `run` is not run, and nothing is left to release.
 
-use flux_suspend::dry_run::dry_run;
+use flux_fence::ObjectRef;
+use flux_suspend::dry_run::{DryWhat, dry_run};
 use flux_suspend::{Cancel, SessionOptions};
 use handoff_app::settings::Plan;
 use kube::Client;
@@ -89,13 +90,13 @@ pub async fn pause_writes(
         );
     }
     // `-o name`: the objects the real run would fence, parents first.
-    let fenced: Vec<String> = found
+    let fenced: Vec<ObjectRef> = found
         .writes
         .iter()
-        .filter(|w| w.what != "lease")
-        .map(|w| handoff_app::names::short_name(&format!("{} {}/{}", w.kind, w.namespace, w.name)))
+        .filter(|w| w.what != DryWhat::Lease)
+        .map(|w| w.object.clone())
         .collect();
-    out.list_names(&fenced);
+    out.list(&fenced);
     Ok(())
 }
 
