@@ -5,11 +5,13 @@
 use std::fmt;
 use std::time::Duration;
 
+use flux_fence::ObjectRef;
+use flux_fence::lease::RecordedMember;
 use flux_fence::mark::MarkAt;
 use serde_json::Value;
 
 /// Why a member of the chain, or the Lease, was refused to this session.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Refusal {
     /// Another holder's fence is on the object (`holder`: its owner annotation as read).
@@ -31,8 +33,10 @@ pub enum Refusal {
     RecordsHeldFences {
         /// The recorded holder.
         holder: String,
-        /// Its fences still held (short refs), and members that could not be read.
-        held: Vec<String>,
+        /// Its fences still held.
+        held: Vec<ObjectRef>,
+        /// Recorded members of a kind this version cannot read (each may still be held).
+        unreadable: Vec<RecordedMember>,
         /// The Lease, `namespace/name`.
         lease: String,
     },
@@ -122,12 +126,17 @@ impl fmt::Display for Refusal {
             Self::RecordsHeldFences {
                 holder,
                 held,
+                unreadable,
                 lease,
             } => write!(
                 f,
                 "it records fences of {holder} that are still held ({}) under Lease {lease}, \
                  released once that holder is provably gone",
-                held.join(", ")
+                held.iter()
+                    .map(flux_fence::recovery::short_ref)
+                    .chain(unreadable.iter().map(ToString::to_string))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             Self::RecordUnclear(why) => f.write_str(why),
             Self::LeaseParked { holder, .. } => write!(
@@ -219,11 +228,25 @@ mod tests {
             (
                 Refusal::RecordsHeldFences {
                     holder: "h".into(),
-                    held: vec!["ks/a/b".into(), "hr/a/c".into()],
+                    held: vec![
+                        crate::object::kustomization("a", "b"),
+                        crate::object::helm_release("a", "c"),
+                    ],
+                    unreadable: vec![flux_fence::lease::RecordedMember::of(
+                        &flux_fence::ObjectRef::new(
+                            kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+                                "example.com",
+                                "v1",
+                                "Widget",
+                            )),
+                            "a",
+                            "d",
+                        ),
+                    )],
                     lease: "flux-system/flux-handoff".into(),
                 },
-                "it records fences of h that are still held (ks/a/b, hr/a/c) under Lease \
-                 flux-system/flux-handoff, released once that holder is provably gone",
+                "it records fences of h that are still held (ks/a/b, hr/a/c, Widget a/d) under \
+                 Lease flux-system/flux-handoff, released once that holder is provably gone",
             ),
             (Refusal::RecordUnclear("bad record".into()), "bad record"),
             (

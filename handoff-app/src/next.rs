@@ -410,7 +410,8 @@ mod tests {
             (
                 Refusal::RecordsHeldFences {
                     holder: "h".into(),
-                    held: vec!["ks/a/b".into()],
+                    held: vec![flux_suspend::object::kustomization("a", "b")],
+                    unreadable: Vec::new(),
                     lease: "flux-system/flux-handoff".into(),
                 },
                 "flux-handoff fences recover --lease flux-system/flux-handoff",

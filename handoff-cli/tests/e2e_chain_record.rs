@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::*;
 use flux_model::model::{FluxModel, ModelConfig, ModelHandle};
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use testkit::TestNs;
 use testkit::fixtures::{helmrelease_resource, kustomization, kustomization_resource};
@@ -291,6 +291,58 @@ async fn chain_record_recovery_with_the_default_lease_leaves_a_fence_under_anoth
         assert_released(&c.get(name).await, name);
     }
     assert_lease_free_without_record(&lease(&c, "other").await);
+}
+
+/// A free Lease whose chain record names another holder's fences that are still held (its
+/// holder cleared by hand, the record left) is refused to a new pause before anything is
+/// written: the record is the only pointer to a fence outside the scanned namespaces. The
+/// refusal names the recorded holder and each fence it still holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chain_record_a_free_lease_recording_held_fences_is_refused_and_nothing_changes() {
+    let c = Cluster::seeded("chain-free").await;
+    let t = Tenant::kustomization(&c, "chain-fre").await;
+    let target = format!("ks/{}/app", t.ns.name);
+    let (holder, _) = pause(&c, &[], &target).await;
+    // A person clears the holder with kubectl; the chain record stays.
+    let leases = c.ns.api::<Lease>();
+    let clear = json!({"spec": {"holderIdentity": null}});
+    leases
+        .patch(
+            "flux-handoff",
+            &PatchParams::default(),
+            &Patch::Merge(&clear),
+        )
+        .await
+        .unwrap();
+    let before = lease(&c, "flux-handoff").await.metadata.resource_version;
+    let seeded = c.get(TARGET).await["metadata"]["resourceVersion"].clone();
+
+    let flags = c.handoff_flags();
+    let mut args = vec!["pause", "--target", TARGET];
+    args.extend(flags.iter().map(String::as_str));
+    let out = c.run(&args).await;
+    let err = stderr(&out);
+    assert_eq!(code(&out), 3, "{err}");
+    let parent = format!("ks/{}/{PARENT}", c.ns.name);
+    assert!(
+        err.contains(&format!(
+            "it records fences of {holder} that are still held ("
+        )),
+        "{err}"
+    );
+    for fence in [&target, &parent] {
+        assert!(err.contains(fence.as_str()), "missing {fence}: {err}");
+    }
+    // Nothing was written: the Lease, its record and the new target are as they were.
+    assert_eq!(
+        lease(&c, "flux-handoff").await.metadata.resource_version,
+        before
+    );
+    assert_eq!(c.get(TARGET).await["metadata"]["resourceVersion"], seeded);
+    assert!(
+        suspended(&t.get().await),
+        "the recorded fence is still held"
+    );
 }
 
 /// docs/recipes.md, "Disaster recovery of a `HelmRelease`": the restore runs under a proven

@@ -142,21 +142,21 @@ async fn recorded_elsewhere(
     let found = read_members(client, &opts.keys, &kinds, &record, Timestamp::now())
         .await
         .map_err(|e| unclear(format!("its chain record could not be checked: {e}")))?;
-    let held: Vec<String> = found
+    let held: Vec<ObjectRef> = found
         .found
         .iter()
         .filter(
             |f| matches!(&f.state, FoundState::Fence { owner: o, .. } if o.holder == owner.holder),
         )
-        .map(|f| flux_fence::recovery::short_ref(&f.object))
-        .chain(found.unknown.iter().map(ToString::to_string))
+        .map(|f| f.object.clone())
         .collect();
-    if held.is_empty() {
+    if held.is_empty() && found.unknown.is_empty() {
         return Ok(());
     }
     Err(refuse(super::Refusal::RecordsHeldFences {
         holder: owner.holder.to_string(),
         held,
+        unreadable: found.unknown,
         lease: opts.lease.to_string(),
     }))
 }
