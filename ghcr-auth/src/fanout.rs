@@ -78,6 +78,13 @@ impl Route {
         }
     }
 
+    /// Whether this is the plain route: the direct consumer and root Secrets only (no staged
+    /// key, no External Secrets, no bootstrap).
+    #[must_use]
+    pub fn is_plain(&self) -> bool {
+        self.keys.is_empty() && self.eso.is_none() && !self.allow_incomplete
+    }
+
     /// The staged data keys, written after the root Secret.
     #[must_use]
     pub fn with_keys(mut self, keys: Vec<KeyTarget>) -> Self {

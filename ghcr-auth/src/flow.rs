@@ -17,7 +17,7 @@ use crate::credential::DockerConfig;
 #[cfg(feature = "registry")]
 use crate::mask;
 use crate::plan::TargetRole;
-use crate::reassert::{ReassertReport, Reasserter, SecretOutcome, TargetSpec};
+use crate::reassert::{ReassertReport, Reasserter, SecretOutcome};
 #[cfg(feature = "registry")]
 use crate::registry::{ProofOutcome, ProverOptions, RegistryProver};
 #[cfg(feature = "registry")]
@@ -125,80 +125,6 @@ async fn negative_check(
         input.images.len()
     ));
     Ok(())
-}
-
-/// The work of a reassertion: write the Secrets (consumers first, the root last), then prove
-/// each Flux source pulls with the credential.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct Reassertion {
-    /// The proven credential.
-    pub config: DockerConfig,
-    /// The Secrets to write.
-    pub spec: TargetSpec,
-    /// The sources to prove afterwards, in order.
-    pub sources: Vec<SourceRef>,
-    /// How long each source may take to acknowledge its reconcile request.
-    pub deadline: Duration,
-    /// How often a source is read while waiting.
-    pub poll: Duration,
-}
-
-impl Reassertion {
-    /// Writes `spec` with `config`, then proves `sources` (each within `deadline`, read every
-    /// `poll`).
-    #[must_use]
-    pub fn new(
-        config: DockerConfig,
-        spec: TargetSpec,
-        sources: Vec<SourceRef>,
-        deadline: Duration,
-        poll: Duration,
-    ) -> Self {
-        Self {
-            config,
-            spec,
-            sources,
-            deadline,
-            poll,
-        }
-    }
-
-    /// Runs the work with `reasserter` (give it the handoff Lease with
-    /// [`Reasserter::with_lease`] under a pause: its gate then guards every Secret write and
-    /// every reconcile request) and `client` for the sources. Facts: `secret_counts` and
-    /// `secrets` (also when incomplete), `sources_proven`; phases: the Secrets' counts, each
-    /// proven source.
-    ///
-    /// # Errors
-    /// [`FlowError::Reassert`] when reassertion broke (a refused gate included),
-    /// [`FlowError::Incomplete`] when a Secret was not reasserted (nothing was overwritten),
-    /// [`FlowError::Source`] and [`FlowError::SourceNotProven`] for the sources.
-    pub async fn run(
-        &self,
-        reasserter: &Reasserter,
-        client: &Client,
-        progress: &mut impl Progress,
-    ) -> Result<(), FlowError> {
-        let report = reasserter
-            .reassert(&self.config, &self.spec)
-            .await
-            .map_err(FlowError::Reassert)?;
-        report_facts(&report, progress);
-        if !report.is_complete() {
-            return Err(FlowError::Incomplete(report));
-        }
-        progress.phase(&summary(&report));
-        prove_sources(
-            &self.sources,
-            reasserter,
-            client,
-            self.deadline,
-            self.poll,
-            progress,
-        )
-        .await
-    }
 }
 
 /// Proves each source pulls with the credential, in order (a reconcile request guarded by the

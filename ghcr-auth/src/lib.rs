@@ -70,8 +70,9 @@
 //! A command line or another tool can take these steps as the flux-handoff CLI does:
 //! [`credential_input`], [`route_spec`] and [`source_refs`] resolve its flags over its config
 //! ([`GhcrSettings`]) before any I/O,
-//! [`check_credential`] runs steps 1–3, and [`Reassertion::run`] steps 5–6 (inside a proven pause,
-//! with the Lease as the gate). They report to a [`Progress`] and fail with a [`FlowError`]
+//! [`check_credential`] runs steps 1–3, and [`route::FanoutRun`] steps 5–6 along the one
+//! [`fanout::Route`] (the plain route's Secrets, or staged keys and External Secrets too; inside
+//! a proven pause, with the Lease as the gate). They report to a [`Progress`] and fail with a [`FlowError`]
 //! whose [`ErrorClass`] maps to an exit code.
 //!
 //! # Guarantees
@@ -121,7 +122,7 @@ pub mod stage;
 pub use error::{BoxError, CredentialProblem, GhcrError};
 #[cfg(feature = "registry")]
 pub use flow::check as check_credential;
-pub use flow::{ErrorClass, FlowError, Progress, Reassertion};
+pub use flow::{ErrorClass, FlowError, Progress};
 pub use mask::{
     GITHUB_ACTIONS_ENV, MaskCommands, Redactor, is_github_actions, mask_in_github_actions,
 };

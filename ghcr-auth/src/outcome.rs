@@ -13,7 +13,7 @@ use crate::stage::KeyOutcome;
 /// What kind of failure a [`FlowError`] is, for exit codes: the workspace's one classification.
 pub use flux_fence::ErrorClass;
 
-/// A failed step of [`crate::check_credential`] or [`crate::Reassertion`]. Messages carry names, counts and registry answers, never a
+/// A failed step of [`crate::check_credential`] or [`crate::route::FanoutRun`]. Messages carry names, counts and registry answers, never a
 /// credential; the cause of a wrapped [`GhcrError`] is in `source()`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -102,10 +102,13 @@ impl FanoutRun {
                 missing,
             } => {
                 let names: Vec<String> = missing.iter().map(ToString::to_string).collect();
-                progress.fact(
-                    "fanout",
-                    json!({ "complete": missing.is_empty(), "bootstrap": bootstrap, "missing": names }),
-                );
+                // The plain route has no fan-out to report.
+                if !self.route.is_plain() {
+                    progress.fact(
+                        "fanout",
+                        json!({ "complete": missing.is_empty(), "bootstrap": bootstrap, "missing": names }),
+                    );
+                }
                 Ok(Planned {
                     steps,
                     bootstrap,
@@ -122,7 +125,7 @@ impl FanoutRun {
     /// # Errors
     /// [`FlowError::Staging`], [`FlowError::EsoRequest`], [`FlowError::NotConverged`],
     /// [`FlowError::Incomplete`], [`FlowError::Reassert`] at the step that failed (nothing after
-    /// it, the root included, is written); the sources' errors as [`crate::Reassertion::run`].
+    /// it, the root included, is written); [`FlowError::Source`] and [`FlowError::SourceNotProven`] for the sources.
     pub async fn run_planned(
         &self,
         planned: &Planned,
@@ -133,9 +136,23 @@ impl FanoutRun {
         if planned.bootstrap {
             progress.phase("bootstrap: incomplete fan-out allowed; root, staging, root");
         }
-        for step in &planned.steps {
+        let mut steps = planned.steps.iter().peekable();
+        while let Some(step) = steps.next() {
             match step {
-                Step::Direct => self.direct(reasserter, progress).await?,
+                // Nothing waits between them (the plain route): one ordered write, every
+                // consumer first and the root last, only once they all hold the credential.
+                Step::Direct if steps.peek() == Some(&&Step::Root) => {
+                    steps.next();
+                    self.secrets(self.route.direct.clone(), reasserter, progress)
+                        .await?;
+                }
+                Step::Direct => {
+                    let consumers = TargetSpec {
+                        root: None,
+                        ..self.route.direct.clone()
+                    };
+                    self.secrets(consumers, reasserter, progress).await?;
+                }
                 Step::Stage(keys) => self.stage(keys, reasserter, client, progress).await?,
                 Step::Push => self.push(reasserter, client, progress).await?,
                 Step::Pull => {
@@ -199,15 +216,13 @@ impl FanoutRun {
         Ok(targets.into_iter().map(|(_, t)| t).collect())
     }
 
-    async fn direct(
+    /// The Secrets of `spec`, resolved and written in one ordered write.
+    async fn secrets(
         &self,
+        spec: TargetSpec,
         reasserter: &Reasserter,
         progress: &mut impl Progress,
     ) -> Result<(), FlowError> {
-        let spec = TargetSpec {
-            root: None,
-            ..self.route.direct.clone()
-        };
         let targets = reasserter
             .resolve(&spec)
             .await

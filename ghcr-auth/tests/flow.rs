@@ -1,4 +1,4 @@
-//! Tiers 2 and 3: the steps a caller runs ([`ghcr_auth::check_credential`], [`ghcr_auth::Reassertion`]) against a real local registry
+//! Tiers 2 and 3: the steps a caller runs ([`ghcr_auth::check_credential`], [`ghcr_auth::route::FanoutRun`] on the plain route) against a real local registry
 //! and the real kube-apiserver: what they report, how they fail, and what the server holds.
 
 mod support;
@@ -9,8 +9,10 @@ use std::time::Duration;
 use flux_fence::{Holder, Lease, LeaseAcquire, LeaseConfig, SystemClock};
 use ghcr_auth::credential::DockerConfig;
 use ghcr_auth::credential_input;
+use ghcr_auth::fanout::Route;
 use ghcr_auth::reassert::{Consumers, Reasserter, TargetSpec};
-use ghcr_auth::{ErrorClass, FlowError, GhcrSettings, Progress, Reassertion};
+use ghcr_auth::route::FanoutRun;
+use ghcr_auth::{ErrorClass, FlowError, GhcrSettings, Progress};
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams};
@@ -113,12 +115,12 @@ async fn flow_check_of_a_wrong_password_is_a_registry_refusal_naming_the_image_o
     }
 }
 
-fn work(token: &str, consumers: Vec<String>) -> Reassertion {
+fn work(token: &str, consumers: Vec<String>) -> FanoutRun {
     let config = DockerConfig::from_token("ghcr.io", USER, SecretString::from(token)).unwrap();
     let spec = TargetSpec::new("pull", Consumers::Namespaces(consumers));
-    Reassertion::new(
+    FanoutRun::new(
         config,
-        spec,
+        Route::new(spec),
         Vec::new(),
         Duration::from_secs(5),
         Duration::from_millis(100),

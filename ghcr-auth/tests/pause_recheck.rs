@@ -15,9 +15,11 @@ use flux_suspend::object::{api, get_json, kustomization};
 use flux_suspend::{Cancel, Session, SessionOptions, TargetSpec as PauseTarget};
 use ghcr_auth::BoxError;
 use ghcr_auth::credential::DockerConfig;
+use ghcr_auth::fanout::Route;
 use ghcr_auth::plan::SecretTarget;
 use ghcr_auth::reassert::{Consumers, Reasserter, TargetSpec};
-use ghcr_auth::{ErrorClass, FlowError, GhcrError, Progress, Reassertion};
+use ghcr_auth::route::FanoutRun;
+use ghcr_auth::{ErrorClass, FlowError, GhcrError, Progress};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use secrecy::SecretString;
@@ -84,9 +86,9 @@ async fn pause_recheck_stops_the_root_secret_after_a_person_unsuspends_the_targe
     let config = DockerConfig::from_token("ghcr.io", "robot", SecretString::from("t0k3n")).unwrap();
     let spec = TargetSpec::new("pull", Consumers::Namespaces(vec![ns.name.clone()]))
         .with_root(SecretTarget::new(&ns.name, "root-pull"));
-    let work = Reassertion::new(
+    let work = FanoutRun::new(
         config,
-        spec,
+        Route::new(spec),
         Vec::new(),
         Duration::from_secs(5),
         Duration::from_millis(100),

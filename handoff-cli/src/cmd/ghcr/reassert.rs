@@ -1,19 +1,15 @@
 //! `ghcr reassert`: prove the credential first (no cluster call before it), then — paused under
-//! the Lease when targets are given — run ghcr-auth's [`Reassertion`] and resume on every exit
-//! path.
+//! the Lease when targets are given — run ghcr-auth's one route ([`FanoutRun`]: the plain
+//! route's Secrets, or staged keys and External Secrets too) and resume on every exit path.
 
 use std::cell::RefCell;
 
 use clap::Args;
 use flux_suspend::Cancel;
 use flux_suspend::STOP_GRACE;
-use ghcr_auth::credential::DockerConfig;
-use ghcr_auth::fanout::Route;
+use ghcr_auth::FlowError;
 use ghcr_auth::reassert::Reasserter;
-use ghcr_auth::route::{FanoutRun, Planned};
-use ghcr_auth::source::SourceRef;
-use ghcr_auth::{FlowError, Progress, Reassertion};
-use kube::Client;
+use ghcr_auth::route::FanoutRun;
 use serde_json::json;
 
 use super::input::{self, CredentialArgs, FanoutArgs, SecretArgs};
@@ -77,65 +73,6 @@ write (exit 3) unless --allow-incomplete-fanout (bootstrap: root, staging, root,
 pause); a consumer that does not converge within --timeout is exit 4, naming its namespace and \
 ESO's reason, with the root unchanged.";
 
-/// The work: the plain reassertion, or a route with staged keys or External Secrets.
-enum Work {
-    Plain(Reassertion),
-    Fanout(FanoutRun),
-}
-
-impl Work {
-    fn new(config: DockerConfig, route: Route, sources: Vec<SourceRef>, global: &Global) -> Self {
-        if route.keys.is_empty() && route.eso.is_none() && !route.allow_incomplete {
-            Self::Plain(Reassertion::new(
-                config,
-                route.direct,
-                sources,
-                global.timeout,
-                global.interval,
-            ))
-        } else {
-            Self::Fanout(FanoutRun::new(
-                config,
-                route,
-                sources,
-                global.timeout,
-                global.interval,
-            ))
-        }
-    }
-
-    /// A route's observation and decision, before the pause: an incomplete fan-out refuses
-    /// before any write, a fence included.
-    async fn preflight(
-        &self,
-        client: &Client,
-        out: &mut Output,
-    ) -> Result<Option<Planned>, Failure> {
-        match self {
-            Self::Plain(_) => Ok(None),
-            Self::Fanout(w) => w
-                .preflight(&Reasserter::new(client.clone()), out)
-                .await
-                .map(Some)
-                .map_err(|e| super::failure(&e)),
-        }
-    }
-
-    async fn run(
-        &self,
-        planned: Option<&Planned>,
-        reasserter: &Reasserter,
-        client: &Client,
-        out: &mut impl Progress,
-    ) -> Result<(), FlowError> {
-        match (self, planned) {
-            (Self::Plain(w), _) => w.run(reasserter, client, out).await,
-            (Self::Fanout(w), Some(p)) => w.run_planned(p, reasserter, client, out).await,
-            (Self::Fanout(w), None) => w.run(reasserter, client, out).await,
-        }
-    }
-}
-
 /// Runs `ghcr reassert`.
 // The output is borrowed across the Secret writes: the session reports no progress while the
 // work runs, so nothing else borrows it then.
@@ -157,7 +94,7 @@ pub async fn run(
         &global.namespace,
     )?;
     let bootstrap = route.allow_incomplete;
-    if args.dry_run.is_some() && (bootstrap || !route.keys.is_empty() || route.eso.is_some()) {
+    if args.dry_run.is_some() && !route.is_plain() {
         return Err(Failure::usage(
             "--dry-run=server: only the plain route (not with staged keys, External Secrets or \
              --allow-incomplete-fanout)",
@@ -183,8 +120,13 @@ pub async fn run(
         });
         return super::dry_run::run(client, &config, &route.direct, pause, cancel, out).await;
     }
-    let work = Work::new(config, route, sources, global);
-    let planned = work.preflight(&client, out).await?;
+    let work = FanoutRun::new(config, route, sources, global.timeout, global.interval);
+    // The route's observation and decision, before the pause: an incomplete fan-out refuses
+    // before any write, a fence included.
+    let planned = work
+        .preflight(&Reasserter::new(client.clone()), out)
+        .await
+        .map_err(|e| super::failure(&e))?;
     let Some(plan) = plan else {
         out.phase(if bootstrap {
             "bootstrap (--allow-incomplete-fanout): reasserting without a Flux pause or Lease"
@@ -192,14 +134,14 @@ pub async fn run(
             "no targets: reasserting without a pause or Lease"
         });
         let reasserter = Reasserter::new(client.clone());
-        let run = work.run(planned.as_ref(), &reasserter, &client, out);
+        let run = work.run_planned(&planned, &reasserter, &client, out);
         return settle(&cancel, run).await.map(|()| exit::SUCCESS);
     };
     let hints = handoff_app::next::Hints::of("ghcr reassert", &plan.options);
     let started = session::start(client.clone(), plan, cancel, out, &hints).await?;
     let members = started.members();
     let out = RefCell::new(out);
-    let (out_ref, work_ref, client_ref, planned_ref) = (&out, &work, &client, planned.as_ref());
+    let (out_ref, work_ref, client_ref, planned_ref) = (&out, &work, &client, &planned);
     // Boxed: the session and the fan-out together make a large future.
     let outcome = Box::pin(started.run_paused(
         |e| session::report(&mut out.borrow_mut(), &e, &members),
@@ -218,7 +160,7 @@ pub async fn run(
             // progress while the work runs.
             let mut out = out_ref.borrow_mut();
             out.stage("work");
-            let run = work_ref.run(planned_ref, &reasserter, client_ref, &mut **out);
+            let run = work_ref.run_planned(planned_ref, &reasserter, client_ref, &mut **out);
             Ok::<_, std::convert::Infallible>(settle(&paused.cancel, run).await)
         },
     ))
