@@ -13,6 +13,7 @@ use kube::Client;
 use secrecy::SecretString;
 use serde_json::{Value, json};
 
+#[cfg(feature = "registry")]
 use crate::credential::DockerConfig;
 #[cfg(feature = "registry")]
 use crate::mask;
