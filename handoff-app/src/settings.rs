@@ -371,6 +371,19 @@ pub fn resolve(flags: &Flags, file: &Tables<'_>) -> Result<SessionOptions, Strin
     Ok(opts)
 }
 
+/// The targets `objects`, already typed (a selection's, listed from the cluster), each with
+/// the parent `parent` (the `--parent` flag) names, else the one its labels name.
+///
+/// # Errors
+///
+/// One line naming `--parent`, for a usage error.
+pub fn targets_of(objects: &[ObjectRef], parent: Option<&str>) -> Result<Vec<TargetSpec>, String> {
+    objects
+        .iter()
+        .map(|o| Ok(TargetSpec::new(o.clone()).with_parent(parent_spec(parent, &o.namespace)?)))
+        .collect()
+}
+
 fn parent_spec(text: Option<&str>, default_ns: &str) -> Result<ParentSpec, String> {
     match text {
         None => Ok(ParentSpec::FromLabels),

@@ -34,7 +34,7 @@ pub async fn prepare(
     let mut plan = plan(global, (&targets, holder), file)?;
     let client = crate::client::client(global).await?;
     if let Some(s) = &selection {
-        resolve_selected(&client, s, (global, named, file), &mut plan.options, out).await?;
+        resolve_selected(&client, s, named, &mut plan.options, out).await?;
     }
     Ok((plan, client))
 }
@@ -83,12 +83,12 @@ fn flags(global: &Global, args: &TargetArgs) -> Flags {
 }
 
 /// Lists what `selection` selects (reads only), prints it, and makes it `opts`'s targets in
-/// dependency order (flags and the config file resolved as for named targets). Nothing
+/// dependency order, each with the `--parent` of `named` as for named targets. Nothing
 /// selected is exit 2 with one line, before any write.
 pub async fn resolve_selected(
     client: &kube::Client,
     selection: &Selection,
-    (global, named, file): (&Global, &TargetArgs, &FileConfig),
+    named: &TargetArgs,
     opts: &mut SessionOptions,
     out: &mut Output,
 ) -> Result<(), Failure> {
@@ -121,10 +121,9 @@ pub async fn resolve_selected(
         ));
     }
     out.fact("selected", json!(release));
-    let mut targets = named.clone();
-    targets.target = short(&plan.targets);
-    let resolved = resolve(global, &targets, file).map_err(Failure::usage)?;
-    opts.targets = resolved.targets;
+    // The listed objects take the stand-ins' place as they are: no text round trip.
+    opts.targets = handoff_app::settings::targets_of(&plan.targets, named.parent.as_deref())
+        .map_err(Failure::usage)?;
     opts.validate().map_err(Failure::usage)
 }
 

@@ -403,3 +403,34 @@ fn a_valid_wait_lease_flag_stands_over_a_bad_file_value() {
     );
     assert_eq!(p.unwrap().lease_wait.budget, Duration::from_secs(5));
 }
+
+#[test]
+fn selected_objects_become_targets_as_they_are_with_the_parent_flag_or_their_labels() {
+    let objects = [
+        flux_suspend::object::kustomization("apps", "web"),
+        flux_suspend::object::helm_release("data", "db"),
+    ];
+    let from_labels = targets_of(&objects, None).unwrap();
+    assert_eq!(from_labels.len(), 2);
+    for (t, o) in from_labels.iter().zip(&objects) {
+        assert_eq!(t.object, *o);
+        assert!(matches!(t.parent, ParentSpec::FromLabels), "{t:?}");
+    }
+    let top = targets_of(&objects, Some("none")).unwrap();
+    assert!(top.iter().all(|t| matches!(t.parent, ParentSpec::TopLevel)));
+    // A parent without a namespace is in each target's own namespace.
+    let named = targets_of(&objects, Some("root")).unwrap();
+    let parents: Vec<String> = named
+        .iter()
+        .map(|t| match &t.parent {
+            ParentSpec::Explicit(p) => p.to_string(),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        parents,
+        ["Kustomization apps/root", "Kustomization data/root"]
+    );
+    let bad = targets_of(&objects, Some("a/b/c")).unwrap_err();
+    assert!(bad.starts_with("--parent: "), "{bad}");
+}
