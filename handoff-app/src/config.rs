@@ -76,6 +76,7 @@ impl FileConfig {
             controller: self.controller.as_ref(),
             targets: &self.targets,
             recovery: self.recovery.as_ref(),
+            ghcr: self.ghcr.as_ref(),
         }
     }
 }

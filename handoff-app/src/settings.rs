@@ -2,7 +2,8 @@
 //! resolved into [`SessionOptions`] before any request, so bad input fails with one line and
 //! nothing touched. [`plan`] resolves everything a handoff command takes (the options, the
 //! holder, the max-hold, the evidence of `--recover-finished-runs`, the Lease wait) at once;
-//! [`resolve`] is its part for the targets, Lease and fence keys alone.
+//! [`resolve`] is its part for the targets, Lease and fence keys alone, and [`ghcr_plan`] adds
+//! the GHCR credential, route and sources (`[ghcr]`) of `ghcr reassert`.
 //!
 //! The tables are the `[lease]`, `[fence]`, `[controller]` and `[[targets]]` tables of the
 //! `flux-handoff` config file (deserialise them with serde from any format); a program that
@@ -25,6 +26,7 @@ use std::time::Duration;
 
 use flux_fence::liveness::{LivenessSource, RecoveryTable};
 use flux_fence::{AnnotationKeys, LeaseConfig, ObjectRef};
+use ghcr_auth::GhcrSettings;
 use serde::Deserialize;
 
 use crate::names::{kind_resource, parse_target, split_namespaced};
@@ -126,6 +128,8 @@ pub struct Tables<'a> {
     pub targets: &'a [TargetTable],
     /// `[recovery]` ([`plan`] only).
     pub recovery: Option<&'a RecoveryTable>,
+    /// `[ghcr]` ([`ghcr_plan`], [`ghcr_credential`] and [`ghcr_route`] only).
+    pub ghcr: Option<&'a GhcrSettings>,
 }
 
 /// The caller's layer (flags), over the tables.
@@ -166,6 +170,9 @@ pub struct Flags {
     /// The GitHub token file for `recover_finished_runs`, over `[recovery]
     /// github_token_file` ([`plan`] only).
     pub github_token_file: Option<PathBuf>,
+    /// The GHCR flags, over `[ghcr]` ([`ghcr_plan`], [`ghcr_credential`] and [`ghcr_route`]
+    /// only).
+    pub ghcr: GhcrSettings,
 }
 
 impl Flags {
@@ -190,6 +197,7 @@ impl Flags {
             wait_lease: None,
             recover_finished_runs: false,
             github_token_file: None,
+            ghcr: GhcrSettings::default(),
         }
     }
 }
@@ -447,6 +455,10 @@ fn controller_ref(flags: &Flags, table: Option<&ControllerTable>) -> Result<Cont
     }
     Ok(controller)
 }
+
+mod ghcr;
+
+pub use ghcr::{GhcrPlan, ghcr_credential, ghcr_plan, ghcr_route};
 
 #[cfg(test)]
 mod tests;

@@ -6,8 +6,9 @@
 use flux_fence::ObjectRef;
 use flux_fence::recovery::short_ref;
 use flux_suspend::SessionOptions;
+use ghcr_auth::GhcrSettings;
 use handoff_app::select::{SelectError, Selection};
-use handoff_app::settings::{Flags, Plan};
+use handoff_app::settings::{Flags, GhcrPlan, Plan};
 use serde_json::json;
 
 use crate::args::{Global, HolderArg, SelectArgs, TargetArgs};
@@ -47,14 +48,42 @@ pub fn plan(
     (args, holder): (&TargetArgs, &HolderArg),
     file: &FileConfig,
 ) -> Result<Plan, Failure> {
+    let f = holder_flags(global, args, holder);
+    handoff_app::settings::plan(&f, &file.tables(), |token, table| table.github(token))
+        .map_err(Failure::usage)
+}
+
+/// The [`GhcrPlan`] of `ghcr reassert` ([`handoff_app::settings::ghcr_plan`]): the GHCR
+/// flags' `ghcr` layer over `[ghcr]`, and the pause's [`Plan`] as [`plan`] makes it. Exit 2
+/// with one line for bad input.
+pub fn ghcr_plan(
+    global: &Global,
+    (args, holder): (&TargetArgs, &HolderArg),
+    ghcr: GhcrSettings,
+    file: &FileConfig,
+) -> Result<GhcrPlan, Failure> {
+    let mut f = holder_flags(global, args, holder);
+    f.ghcr = ghcr;
+    handoff_app::settings::ghcr_plan(&f, &file.tables(), |token, table| table.github(token))
+        .map_err(Failure::usage)
+}
+
+/// The GHCR flags' `ghcr` layer alone over `[ghcr]`, for the commands that take no pause
+/// (`ghcr check`, `doctor`, `rbac`).
+pub fn ghcr_flags(global: &Global, ghcr: GhcrSettings) -> Flags {
+    let mut f = Flags::new(&global.namespace);
+    f.ghcr = ghcr;
+    f
+}
+
+fn holder_flags(global: &Global, args: &TargetArgs, holder: &HolderArg) -> Flags {
     let mut f = flags(global, args);
     f.holder.clone_from(&holder.holder);
     f.max_hold.clone_from(&holder.max_hold);
     f.wait_lease = holder.wait_lease;
     f.recover_finished_runs = holder.recover_finished_runs;
     f.github_token_file.clone_from(&holder.github_token_file);
-    handoff_app::settings::plan(&f, &file.tables(), |token, table| table.github(token))
-        .map_err(Failure::usage)
+    f
 }
 
 /// Resolves the target flags over the config file (the part of the plan that needs no holder

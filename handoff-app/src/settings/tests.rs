@@ -27,6 +27,7 @@ fn flags_over_tables_over_defaults() {
         controller: None,
         targets: &targets,
         recovery: None,
+        ghcr: None,
     };
     let from_file = resolve(&Flags::new("apps"), &file).unwrap();
     assert_eq!(
@@ -137,6 +138,7 @@ fn each_bad_input_is_one_line_naming_it() {
             controller: None,
             targets: &targets,
             recovery: None,
+            ghcr: None,
         };
         let err = resolve(&f, &file).unwrap_err();
         assert!(err.contains(want), "{want}: {err}");
@@ -433,4 +435,44 @@ fn selected_objects_become_targets_as_they_are_with_the_parent_flag_or_their_lab
     );
     let bad = targets_of(&objects, Some("a/b/c")).unwrap_err();
     assert!(bad.starts_with("--parent: "), "{bad}");
+}
+
+#[test]
+fn the_ghcr_plan_takes_the_flags_over_the_ghcr_table_and_pauses_only_with_targets() {
+    let table: ghcr_auth::GhcrSettings = toml::from_str(
+        "credential_env = \"TOKEN\"\nusername = \"flux\"\nimages = [\"ghcr.io/o/a:1\"]\n\
+         secret_name = \"pull\"\nnamespaces = [\"a\", \"b\"]\n",
+    )
+    .unwrap();
+    let file = Tables {
+        ghcr: Some(&table),
+        ..Tables::default()
+    };
+    let no_github = |_: Option<&Path>,
+                     _: &RecoveryTable|
+     -> Result<Arc<dyn LivenessSource>, String> { Err("not asked".into()) };
+    // The table alone: the plain route to `pull` in a and b, no pause without targets.
+    let p = ghcr_plan(&Flags::new("flux-system"), &file, no_github).unwrap();
+    assert!(p.route.is_plain());
+    assert_eq!(p.route.direct.secret_name, "pull");
+    assert!(p.pause.is_none());
+    // A flag stands over the table; a target adds the pause's plan.
+    let mut f = flags(&["apps"]);
+    f.ghcr.secret_name = Some("ghcr".into());
+    let p = ghcr_plan(&f, &file, no_github).unwrap();
+    assert_eq!(p.route.direct.secret_name, "ghcr");
+    let pause = p.pause.expect("a pause with a target");
+    assert_eq!(
+        pause.options.targets[0].object.to_string(),
+        "Kustomization flux-system/apps"
+    );
+    // A bootstrap route runs without a pause, targets or not.
+    f.ghcr.allow_incomplete_fanout = Some(true);
+    f.ghcr.secret_keys = vec!["flux-system/vars:ghcr".into()];
+    assert!(ghcr_plan(&f, &file, no_github).unwrap().pause.is_none());
+    // Bad input is one line, before anything else.
+    let mut bad = Flags::new("flux-system");
+    bad.ghcr.root_secret = Some("a/b/c".into());
+    let err = ghcr_plan(&bad, &file, no_github).unwrap_err();
+    assert_eq!(err.lines().count(), 1, "{err}");
 }

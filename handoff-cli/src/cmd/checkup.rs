@@ -7,7 +7,7 @@ use ghcr_auth::reassert::Consumers;
 use handoff_app::doctor::Checkup;
 use handoff_app::rights::{EsoRights, Ghcr, Source};
 
-use super::ghcr::{FanoutArgs, SecretArgs, route};
+use super::ghcr::{FanoutArgs, SecretArgs, layer};
 use crate::args::{FindArgs, Global, TargetArgs};
 use crate::failure::Failure;
 use crate::settings;
@@ -71,7 +71,10 @@ pub(crate) fn ghcr_plan(
     if !named && file.ghcr.is_none() {
         return Ok(None);
     }
-    let (route, sources) = route(args, fanout, file.ghcr.as_ref(), default_ns)?;
+    let mut flags = handoff_app::settings::Flags::new(default_ns);
+    flags.ghcr = layer(None, Some((args, fanout)));
+    let (route, sources) =
+        handoff_app::settings::ghcr_route(&flags, &file.tables()).map_err(Failure::usage)?;
     let spec = route.direct;
     let namespaces = |c: Consumers| match c {
         Consumers::Namespaces(l) => (l, false),

@@ -1,16 +1,10 @@
-//! The credential and Secret flags, and the one place they meet the `[ghcr]` config: both become
-//! [`GhcrSettings`] layers that ghcr-auth resolves, flags over config, before any I/O.
+//! The credential and Secret flags, as one [`GhcrSettings`] layer ([`layer`]) that
+//! `handoff_app::settings` resolves over the `[ghcr]` config, before any I/O.
 
 use std::path::PathBuf;
 
 use clap::Args;
-use ghcr_auth::InputError;
-use ghcr_auth::fanout::Route;
-use ghcr_auth::source::SourceRef;
-use ghcr_auth::{CredentialInput, GhcrSettings, credential_input, route_spec, source_refs};
-
-use crate::failure::Failure;
-use handoff_app::config::GhcrConfig;
+use ghcr_auth::GhcrSettings;
 
 /// The credential and registry flags shared by `check` and `reassert`.
 #[derive(Debug, Args, Clone)]
@@ -97,56 +91,33 @@ pub struct FanoutArgs {
     pub allow_incomplete_fanout: bool,
 }
 
-/// The whole route of `ghcr reassert` and the Flux sources to prove, these flags over
-/// `[ghcr]`; a bad one is exit 2.
-pub(crate) fn route(
-    args: &SecretArgs,
-    fanout: &FanoutArgs,
-    c: Option<&GhcrConfig>,
-    default_ns: &str,
-) -> Result<(Route, Vec<SourceRef>), Failure> {
-    let mut l = secret_layer(args);
-    l.secret_keys.clone_from(&fanout.secret_key);
-    l.push_secret.clone_from(&fanout.push_secret);
-    l.external_secret.clone_from(&fanout.external_secret);
-    l.allow_incomplete_fanout = fanout.allow_incomplete_fanout.then_some(true);
-    let file = file(c);
-    let route = route_spec(&l, &file, default_ns).map_err(usage)?;
-    Ok((route, source_refs(&l, &file).map_err(usage)?))
-}
-
-fn secret_layer(args: &SecretArgs) -> GhcrSettings {
+/// The GHCR flags of `check` (`credential`) and `reassert`/`doctor`/`rbac` (`secrets` and
+/// `fanout`) as one [`GhcrSettings`] layer, resolved over `[ghcr]` by
+/// [`handoff_app::settings`] (no parsing here).
+pub(crate) fn layer(
+    credential: Option<&CredentialArgs>,
+    secrets: Option<(&SecretArgs, &FanoutArgs)>,
+) -> GhcrSettings {
     let mut l = GhcrSettings::default();
-    l.secret_name.clone_from(&args.secret_name);
-    l.namespaces.clone_from(&args.namespace_list);
-    l.namespace_selector.clone_from(&args.namespace_selector);
-    l.root_secret.clone_from(&args.root_secret);
-    l.sources.clone_from(&args.source);
+    if let Some(args) = credential {
+        l.credential_env.clone_from(&args.credential_env);
+        l.credential_file.clone_from(&args.credential_file);
+        l.credential_stdin = args.credential_stdin.then_some(true);
+        l.username.clone_from(&args.username);
+        l.images.clone_from(&args.image);
+        l.insecure_http_hosts.clone_from(&args.insecure_http_host);
+        l.negative_check = args.negative_check.then_some(true);
+    }
+    if let Some((args, fanout)) = secrets {
+        l.secret_name.clone_from(&args.secret_name);
+        l.namespaces.clone_from(&args.namespace_list);
+        l.namespace_selector.clone_from(&args.namespace_selector);
+        l.root_secret.clone_from(&args.root_secret);
+        l.sources.clone_from(&args.source);
+        l.secret_keys.clone_from(&fanout.secret_key);
+        l.push_secret.clone_from(&fanout.push_secret);
+        l.external_secret.clone_from(&fanout.external_secret);
+        l.allow_incomplete_fanout = fanout.allow_incomplete_fanout.then_some(true);
+    }
     l
-}
-
-/// The credential inputs, these flags over `[ghcr]`; a bad one is exit 2.
-pub fn credential(
-    args: &CredentialArgs,
-    c: Option<&GhcrConfig>,
-) -> Result<CredentialInput, Failure> {
-    let mut l = GhcrSettings::default();
-    l.credential_env.clone_from(&args.credential_env);
-    l.credential_file.clone_from(&args.credential_file);
-    l.credential_stdin = args.credential_stdin.then_some(true);
-    l.username.clone_from(&args.username);
-    l.images.clone_from(&args.image);
-    l.insecure_http_hosts.clone_from(&args.insecure_http_host);
-    l.negative_check = args.negative_check.then_some(true);
-    credential_input(&l, &file(c)).map_err(usage)
-}
-
-/// The `[ghcr]` table as the lower settings layer (none: an empty one).
-fn file(c: Option<&GhcrConfig>) -> GhcrSettings {
-    c.cloned().unwrap_or_default()
-}
-
-#[allow(clippy::needless_pass_by_value)] // a `map_err` argument
-fn usage(e: InputError) -> Failure {
-    Failure::usage(e.to_string())
 }

@@ -1,7 +1,9 @@
 //! `flux-handoff ghcr check` and `ghcr reassert`: prove a registry credential, then reassert it
 //! into Kubernetes Secrets inside a handoff. The rules and steps live in ghcr-auth
-//! ([`ghcr_auth::CredentialInput`]: the inputs, [`ghcr_auth::check_credential`] and [`ghcr_auth::Reassertion`]: the proof and the work); here are the
-//! flags and `[ghcr]` config ([`input`]), the output and the exit codes.
+//! ([`ghcr_auth::CredentialInput`]: the inputs, [`ghcr_auth::check_credential`] and
+//! [`ghcr_auth::route::FanoutRun`]: the proof and the work), the settings in
+//! `handoff_app::settings` (flags over `[ghcr]`); here are the flags ([`input`]), the output
+//! and the exit codes.
 
 mod dry_run;
 mod input;
@@ -19,7 +21,7 @@ use flux_suspend::Cancel;
 use handoff_app::config;
 
 use input::CredentialArgs;
-pub(crate) use input::{FanoutArgs, SecretArgs, route};
+pub(crate) use input::{FanoutArgs, SecretArgs, layer};
 pub use reassert::ReassertArgs;
 
 /// `flux-handoff ghcr ...`.
@@ -68,7 +70,9 @@ pub async fn run(
     match &args.command {
         GhcrCommand::Check(a) => {
             let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
-            let input = input::credential(&a.credential, file.ghcr.as_ref())?;
+            let flags = crate::settings::ghcr_flags(global, layer(Some(&a.credential), None));
+            let input = handoff_app::settings::ghcr_credential(&flags, &file.tables())
+                .map_err(Failure::usage)?;
             check(&input, out).await.map(|_| exit::SUCCESS)
         }
         GhcrCommand::Reassert(a) => Box::pin(reassert::run(global, a, out, cancel)).await,

@@ -18,6 +18,7 @@ use crate::failure::Failure;
 use crate::output::Output;
 use crate::{client, exit, session, settings};
 use handoff_app::config;
+use handoff_app::settings::GhcrPlan;
 
 /// `flux-handoff ghcr reassert`.
 #[derive(Debug, Args)]
@@ -86,13 +87,15 @@ pub async fn run(
     // 1. Every input, before any I/O.
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
     crate::notify::configure(out, &args.events, file.events_addr.as_deref())?;
-    let input = input::credential(&args.credential, file.ghcr.as_ref())?;
-    let (route, sources) = input::route(
-        &args.secrets,
-        &args.fanout,
-        file.ghcr.as_ref(),
-        &global.namespace,
-    )?;
+    let targets = args.targets.with(&args.positional);
+    let ghcr = input::layer(Some(&args.credential), Some((&args.secrets, &args.fanout)));
+    let GhcrPlan {
+        credential: input,
+        route,
+        sources,
+        pause: plan,
+        ..
+    } = settings::ghcr_plan(global, (&targets, &args.holder), ghcr, &file)?;
     let bootstrap = route.allow_incomplete;
     if args.dry_run.is_some() && !route.is_plain() {
         return Err(Failure::usage(
@@ -100,13 +103,6 @@ pub async fn run(
              --allow-incomplete-fanout)",
         ));
     }
-    let targets = args.targets.with(&args.positional);
-    let has_targets = !bootstrap && (!targets.target.is_empty() || !file.targets.is_empty());
-    let plan = if has_targets {
-        Some(settings::plan(global, (&targets, &args.holder), &file)?)
-    } else {
-        None
-    };
 
     // 2. The registry proof, before any cluster call.
     let config = super::check(&input, out).await?;
