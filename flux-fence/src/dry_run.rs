@@ -215,7 +215,7 @@ pub async fn dry_acquire_lease(
                 ("update", sent, epoch)
             }
             LeaseDecision::Create(lease) => send(Write::Create(lease), &api, cfg).await?,
-            LeaseDecision::Take(lease) => send(Write::Take(lease), &api, cfg).await?,
+            LeaseDecision::Take(lease) => send(Write::Update(lease), &api, cfg).await?,
         };
     Ok(DryLease::Sent {
         verb,

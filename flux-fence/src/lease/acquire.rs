@@ -16,15 +16,16 @@ use crate::lease::handle::{LEASE_ATTEMPTS, RESOURCE, read_lease};
 use crate::lease::settle::{Settled, adopt, settle_lost_write};
 use crate::{Clock, Epoch, FenceError, Holder};
 
-/// The write of a new holder, decided by [`decide_lease_acquire`]: the create of an absent
-/// Lease, or the update of a free one carrying the read resourceVersion. The acquisition
-/// sends it for real; its server dry run (`crate::dry_run`) sends the same body with
-/// `dryRun=All`.
+/// One write of a Lease as a decision gives it: the create of an absent Lease, or the update
+/// of a read one, carrying its resourceVersion (a free Lease taken, a gone holder's taken
+/// over, a free one moved on after a lost answer). The acquisition, the recovery and the
+/// settlement send it for real; the acquisition's server dry run (`crate::dry_run`) sends the
+/// same body with `dryRun=All`.
 pub(crate) enum Write {
     /// `create`, epoch 1.
     Create(Box<KubeLease>),
-    /// `update` of a Lease without holder.
-    Take(Box<KubeLease>),
+    /// `update`, a CAS on the read resourceVersion.
+    Update(Box<KubeLease>),
 }
 
 impl Write {
@@ -32,13 +33,13 @@ impl Write {
     pub(crate) fn verb(&self) -> &'static str {
         match self {
             Self::Create(_) => "create",
-            Self::Take(_) => "update",
+            Self::Update(_) => "update",
         }
     }
 
     /// The epoch the body gives its holder (its `leaseTransitions`).
     pub(crate) fn epoch(&self) -> Result<Epoch, FenceError> {
-        let (Self::Create(lease) | Self::Take(lease)) = self;
+        let (Self::Create(lease) | Self::Update(lease)) = self;
         Ok(Epoch(transitions(&lease.spec.clone().unwrap_or_default())?))
     }
 
@@ -51,7 +52,7 @@ impl Write {
     ) -> kube::Result<KubeLease> {
         match self {
             Self::Create(lease) => api.create(params, lease).await,
-            Self::Take(lease) => api.replace(name, params, lease).await,
+            Self::Update(lease) => api.replace(name, params, lease).await,
         }
     }
 }
@@ -129,7 +130,7 @@ impl Lease {
                     }
                 }
                 LeaseDecision::Create(lease) => Write::Create(lease),
-                LeaseDecision::Take(lease) => Write::Take(lease),
+                LeaseDecision::Take(lease) => Write::Update(lease),
             };
             match written
                 .send(&api, &cfg.name, &crate::api::post_params())

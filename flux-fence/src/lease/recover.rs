@@ -8,7 +8,7 @@ use kube::Client;
 use kube::api::Api;
 
 use crate::api::{CallFailure, classify, error};
-use crate::lease::acquire::Lease;
+use crate::lease::acquire::{Lease, Write};
 use crate::lease::config::LeaseConfig;
 use crate::lease::decide::{
     GoneHolder, LeaseSettle, RecoverDecision, RecoverRefusal, decide_recover,
@@ -81,12 +81,12 @@ impl Lease {
             }
             let now = clock.now();
             let sent = tokio::time::Instant::now();
-            let lease = match decide_recover(read.as_ref(), &cfg, &holder, &gone, now)? {
+            let write = match decide_recover(read.as_ref(), &cfg, &holder, &gone, now)? {
                 RecoverDecision::Refuse(r) => return Ok(LeaseRecover::Refused(r)),
-                RecoverDecision::Take(lease) => lease,
+                RecoverDecision::Take(lease) => Write::Update(lease),
             };
-            match api
-                .replace(&cfg.name, &crate::api::post_params(), &lease)
+            match write
+                .send(&api, &cfg.name, &crate::api::post_params())
                 .await
             {
                 Ok(lease) => {
@@ -111,7 +111,7 @@ impl Lease {
                     // The answer was lost: the re-read above tells whether it landed, or
                     // the next take-over (a CAS on the same version) settles it.
                     CallFailure::Unknown => pending = true,
-                    _ => return Err(error("update", RESOURCE.into(), target, e)),
+                    _ => return Err(error(write.verb(), RESOURCE.into(), target, e)),
                 },
             }
         }
@@ -157,13 +157,14 @@ async fn settle_lost_take(
                 }
             }
             Some(LeaseSettle::MoveOn(lease)) => {
-                if let Err(e) = api
-                    .replace(&cfg.name, &crate::api::post_params(), &lease)
+                let write = Write::Update(lease);
+                if let Err(e) = write
+                    .send(&api, &cfg.name, &crate::api::post_params())
                     .await
                 {
                     match classify(&e) {
                         CallFailure::Conflict | CallFailure::Unknown | CallFailure::NotFound => {}
-                        _ => return Err(error("update", RESOURCE.into(), target, e)),
+                        _ => return Err(error(write.verb(), RESOURCE.into(), target, e)),
                     }
                 }
             }

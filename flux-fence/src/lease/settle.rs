@@ -9,6 +9,7 @@ use kube::Client;
 use kube::api::Api;
 
 use crate::api::{CallFailure, classify, error};
+use crate::lease::acquire::Write;
 use crate::lease::config::LeaseConfig;
 use crate::lease::decide::{LeaseSettle, decide_lease_settle};
 use crate::lease::guard::LeaseGuard;
@@ -77,13 +78,7 @@ pub(crate) async fn settle_lost_write(
     let mut moved = false;
     for _ in 0..LEASE_ATTEMPTS {
         let read = read_lease(&api, &cfg.name, &target, crate::api::READ_RETRY_BUDGET).await?;
-        let (written, verb) = match decide_lease_settle(
-            read.as_ref(),
-            cfg,
-            holder,
-            moved,
-            clock.now(),
-        )? {
+        let write = match decide_lease_settle(read.as_ref(), cfg, holder, moved, clock.now())? {
             LeaseSettle::Ours { epoch } => {
                 match adopt(client, cfg, holder, epoch, clock, read).await? {
                     Some(guard) => {
@@ -97,22 +92,18 @@ pub(crate) async fn settle_lost_write(
                 return Ok(Settled::Held { holder, expired });
             }
             LeaseSettle::Free => return Ok(Settled::Free),
-            LeaseSettle::CreateFree(lease) => (
-                api.create(&crate::api::post_params(), &lease).await,
-                "create",
-            ),
-            LeaseSettle::MoveOn(lease) => (
-                api.replace(&cfg.name, &crate::api::post_params(), &lease)
-                    .await,
-                "update",
-            ),
+            LeaseSettle::CreateFree(lease) => Write::Create(lease),
+            LeaseSettle::MoveOn(lease) => Write::Update(lease),
         };
-        match written {
+        match write
+            .send(&api, &cfg.name, &crate::api::post_params())
+            .await
+        {
             Ok(_) => moved = true,
             Err(e) => match classify(&e) {
                 // Moved or created by someone else (or by our lost write): read and decide.
                 CallFailure::Conflict | CallFailure::Unknown | CallFailure::NotFound => {}
-                _ => return Err(error(verb, RESOURCE.into(), target, e)),
+                _ => return Err(error(write.verb(), RESOURCE.into(), target, e)),
             },
         }
     }
