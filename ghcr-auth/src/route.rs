@@ -125,7 +125,8 @@ impl FanoutRun {
     /// # Errors
     /// [`FlowError::Staging`], [`FlowError::EsoRequest`], [`FlowError::NotConverged`],
     /// [`FlowError::Incomplete`], [`FlowError::Reassert`] at the step that failed (nothing after
-    /// it, the root included, is written); [`FlowError::Source`] and [`FlowError::SourceNotProven`] for the sources.
+    /// it, the root included, is written); [`FlowError::Source`] and
+    /// [`FlowError::SourceNotProven`] for the sources.
     pub async fn run_planned(
         &self,
         planned: &Planned,
