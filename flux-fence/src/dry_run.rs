@@ -19,8 +19,8 @@ use serde_json::Value;
 
 use crate::decide::Refusal;
 use crate::fence::Round;
-use crate::lease::acquire::Write;
 use crate::lease::decide::{LeaseDecision, decide_lease_acquire};
+use crate::lease::write::Write;
 use crate::{Epoch, FenceError, Fencer, Holder, LeaseConfig, Mark, ObjectRef};
 
 /// [`crate::api::patch_params`] with `dryRun=All`.

@@ -13,6 +13,7 @@
 //! - `deadline`: the holder's own deadline, pure offsets from a renewal's send instant.
 //! - `decide`: the pure decisions ([`decide_lease_acquire`], [`decide_renew`],
 //!   [`decide_recover`], [`decide_lease_release`], ...), with their tables.
+//! - `write`: one create or CAS update as a decision gives it, sent for real or dry.
 //! - `record`: the chain record a holder keeps on its Lease ([`ChainRecord`]).
 //! - `handle`: [`crate::LeaseHandle`], renewal and sticky loss.
 //! - `guard`: [`crate::LeaseGuard`], the heartbeat and the last write.
@@ -28,6 +29,7 @@ pub(crate) mod handle;
 pub(crate) mod record;
 mod recover;
 mod settle;
+pub(crate) mod write;
 
 pub use decide::{
     GoneHolder, LeaseDecision, LeaseReleaseDecision, RecoverDecision, RecoverRefusal,

@@ -8,7 +8,7 @@ use kube::Client;
 use kube::api::Api;
 
 use crate::api::{CallFailure, classify, error};
-use crate::lease::acquire::{Lease, Write};
+use crate::lease::acquire::Lease;
 use crate::lease::config::LeaseConfig;
 use crate::lease::decide::{
     GoneHolder, LeaseSettle, RecoverDecision, RecoverRefusal, decide_recover,
@@ -17,6 +17,7 @@ use crate::lease::decide::{
 use crate::lease::guard::LeaseGuard;
 use crate::lease::handle::{LEASE_ATTEMPTS, RESOURCE, read_lease};
 use crate::lease::settle::adopt;
+use crate::lease::write::Write;
 use crate::{Clock, Epoch, FenceError, Holder};
 
 /// The outcome of [`Lease::recover`].

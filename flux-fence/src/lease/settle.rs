@@ -9,11 +9,11 @@ use kube::Client;
 use kube::api::Api;
 
 use crate::api::{CallFailure, classify, error};
-use crate::lease::acquire::Write;
 use crate::lease::config::LeaseConfig;
 use crate::lease::decide::{LeaseSettle, decide_lease_settle};
 use crate::lease::guard::LeaseGuard;
 use crate::lease::handle::{LEASE_ATTEMPTS, RESOURCE, read_lease};
+use crate::lease::write::Write;
 use crate::{Clock, Epoch, FenceError, Holder};
 
 /// What a settled Lease is.
