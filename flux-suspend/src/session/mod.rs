@@ -59,7 +59,7 @@ pub use lines::Members;
 pub use options::{ParentSpec, SessionOptions, TargetSpec};
 pub use recover::Recovered;
 pub use resume::{ResumeError, ResumeOptions, Resumed, resume_holder};
-pub use wait_lease::{LeaseWait, LeaseWaiting, WaitDecision, decide_wait};
+pub use wait_lease::{Asked, LeaseWait, LeaseWaiting, WaitDecision, decide_wait};
 pub use watch::{BrokenPause, Change, what_broke};
 
 use crate::cancel::Cancel;
