@@ -1,0 +1,183 @@
+//! End to end (issue 48, deliverable 3): `resume` releases first, then reports. A Ready wait
+//! that fails after a resume is a report of its own (exit 10: everything handed back, an
+//! object not Ready in time), never a Lease left held and parked; a stop during that wait ends
+//! it at once (exit 130), after the release.
+
+mod common;
+
+use std::io::BufRead;
+use std::process::{Command, Stdio};
+
+use common::*;
+use flux_model::model::Phase;
+use k8s_openapi::api::coordination::v1::Lease;
+
+const PARKED_KEY: &str = "flux-handoff.io/parked";
+const CHAIN_KEY: &str = "flux-handoff.io/chain";
+/// `exit::NOT_READY`: released, but not Ready in time.
+const NOT_READY: i32 = 10;
+
+/// `Cluster::cli` with `--timeout` of its own (the global flag is given once).
+fn cli_timeout(c: &Cluster, timeout: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_flux-handoff"));
+    cmd.env_remove("GITHUB_ACTIONS")
+        .env_remove("FLUX_HANDOFF_CONFIG")
+        .env_remove("FLUX_HANDOFF_HOLDER")
+        .arg("--kubeconfig")
+        .arg(&c.kubeconfig)
+        .args([
+            "--namespace",
+            &c.ns.name,
+            "--interval",
+            "200ms",
+            "--timeout",
+            timeout,
+        ])
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// `pause --target TARGET --reason maint`; returns the holder.
+async fn pause(c: &Cluster) -> String {
+    let flags = c.handoff_flags();
+    let mut args = vec!["pause", "--target", TARGET, "--reason", "maint"];
+    args.extend(flags.iter().map(String::as_str));
+    let out = c.run(&args).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    stdout(&out).trim().to_string()
+}
+
+async fn lease(c: &Cluster) -> Lease {
+    c.ns.api::<Lease>().get("flux-handoff").await.unwrap()
+}
+
+/// The Lease is free: no holder, no parked mark, no chain record.
+fn assert_lease_free(l: &Lease) {
+    let holder = l.spec.as_ref().and_then(|s| s.holder_identity.clone());
+    assert_eq!(holder, None, "Lease still held: {l:?}");
+    let annotations = l.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(annotations.get(PARKED_KEY), None, "still parked: {l:?}");
+    assert_eq!(annotations.get(CHAIN_KEY), None, "chain record left: {l:?}");
+}
+
+/// No fence and no suspension left on the chain.
+async fn assert_unfenced(c: &Cluster) {
+    for name in [PARENT, TARGET] {
+        let o = c.get(name).await;
+        assert_eq!(annotation(&o, OWNER_KEY), None, "{name} still fenced: {o}");
+        assert!(!suspended(&o), "{name} still suspended: {o}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_report_a_failed_ready_wait_hands_everything_back_and_frees_the_lease() {
+    let c = Cluster::seeded("rr-fail").await;
+    let holder = pause(&c).await;
+    // The controller is stuck: every reconcile of the target parks in its build, so the
+    // target never becomes Ready after the resume.
+    c.model.hang_at(TARGET, Phase::Build);
+    let mut cmd = cli_timeout(&c, "5s");
+    cmd.args(["resume", TARGET]).args(c.handoff_flags());
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(code(&out), NOT_READY, "{err}");
+    assert!(
+        err.contains(&format!("Kustomization {}/{TARGET}", c.ns.name)) && err.contains("not Ready"),
+        "the line names the object not Ready: {err}"
+    );
+    assert!(err.contains("handed back"), "{err}");
+    assert!(!err.contains("cleanup failed"), "{err}");
+    assert_lease_free(&lease(&c).await);
+    assert_unfenced(&c).await;
+
+    // The queue goes on: the next run waits for nothing and deploys.
+    c.model.release(TARGET);
+    let flags = c.handoff_flags();
+    let mut args = vec!["run", "--target", TARGET, "--wait-lease", "30s"];
+    args.extend(flags.iter().map(String::as_str));
+    args.extend(["--", "true"]);
+    let out = c.run(&args).await;
+    assert_eq!(
+        code(&out),
+        0,
+        "after the resume of {holder}: {}",
+        stderr(&out)
+    );
+    assert_lease_free(&lease(&c).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_report_sigint_during_the_ready_wait_ends_it_after_the_release() {
+    let c = Cluster::seeded("rr-int").await;
+    pause(&c).await;
+    c.model.hang_at(TARGET, Phase::Build);
+    // A budget far longer than the test: only the signal can end the wait.
+    let mut cmd = cli_timeout(&c, "10m");
+    cmd.args(["resume", TARGET])
+        .args(c.handoff_flags())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let mut lines = Vec::new();
+    let mut signalled = false;
+    let got = tokio::task::spawn_blocking(move || {
+        for line in &rx {
+            // The Lease goes back before the Ready wait begins.
+            let released = line.contains("lease released");
+            lines.push(line);
+            if released && !signalled {
+                signalled = true;
+                let sent = testkit::signal::to_process(pid, "INT");
+                assert!(sent.is_ok(), "SIGINT to {pid}: {sent:?}");
+            }
+        }
+        let status = child.wait().unwrap();
+        (status.code().unwrap_or(-1), lines.join("\n"), signalled)
+    })
+    .await
+    .unwrap();
+    reader.join().unwrap();
+    let (code, err, signalled) = got;
+    assert!(signalled, "the Lease was never released before the wait: {err}");
+    assert_eq!(code, 130, "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    assert_lease_free(&lease(&c).await);
+    assert_unfenced(&c).await;
+    c.model.release(TARGET);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_report_a_ready_resume_exits_0_with_its_reconcile_request_handled() {
+    let c = Cluster::seeded("rr-ok").await;
+    pause(&c).await;
+    let mut cmd = cli_timeout(&c, "60s");
+    cmd.args(["resume", TARGET]).args(c.handoff_flags());
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_lease_free(&lease(&c).await);
+    assert_unfenced(&c).await;
+    // The request was sent (a JSON patch the real API server accepted) and handled.
+    let target = c.get(TARGET).await;
+    let requested = annotation(&target, "reconcile.fluxcd.io/requestedAt");
+    assert!(requested.is_some(), "{target}");
+    assert_eq!(
+        target["status"]["lastHandledReconcileAt"].as_str(),
+        requested,
+        "{target}"
+    );
+}
