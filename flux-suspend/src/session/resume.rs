@@ -15,8 +15,9 @@ use flux_fence::{AnnotationKeys, ErrorClass, FenceError, Fencer, Holder, LeaseCo
 use kube::Client;
 
 use super::Event;
+use crate::cancel::Cancel;
 use crate::error::SuspendError;
-use crate::handoff::Handoff;
+use crate::handoff::{Handoff, ReadyWait};
 use crate::io::Timing;
 use crate::object::{helmrelease_resource, kustomization_resource};
 
@@ -39,8 +40,13 @@ pub struct ResumeOptions {
     /// holder's command on this machine is asked to end the command's tree first
     /// ([`crate::command::end_holders_work`]); one that cannot is a refusal.
     pub holder_exited: bool,
-    /// Wait until each released object is Ready for its generation.
+    /// After everything was released (fences, Lease, chain record), wait until each released
+    /// object is Ready for its generation: a report, [`Resumed::ready`].
     pub wait_ready: Option<Timing>,
+    /// A stop before the first write writes nothing ([`ResumeError::Cancelled`]); once the
+    /// Lease is taken the release runs to its end, and a stop then ends only the Ready wait
+    /// ([`ReadyWait::Stopped`]).
+    pub cancel: Cancel,
     /// Act only where the holder still holds the Lease (a CI post step): the Lease and the
     /// holder's fences are read first, and unless the holder holds the Lease nothing is
     /// written — a free Lease, or one another holder has, is never taken.
@@ -59,13 +65,14 @@ impl ResumeOptions {
             listing: Listing::Labelled,
             holder_exited: false,
             wait_ready: None,
+            cancel: Cancel::new(),
             if_held: false,
         }
     }
 }
 
 /// What a resume by holder released.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Resumed {
     /// Objects released, in release order (empty: the holder held no fence).
@@ -73,6 +80,19 @@ pub struct Resumed {
     /// Whether the holder's Lease was taken and released (false only with
     /// [`ResumeOptions::if_held`] when the holder did not hold it: nothing was written).
     pub lease_released: bool,
+    /// The Ready wait after the release ([`ResumeOptions::wait_ready`]; [`ReadyWait::Ready`]
+    /// without one). Whatever it says, everything above was handed back.
+    pub ready: ReadyWait,
+}
+
+impl Default for Resumed {
+    fn default() -> Self {
+        Self {
+            released: Vec::new(),
+            lease_released: false,
+            ready: ReadyWait::Ready,
+        }
+    }
 }
 
 /// Why a resume by holder did not finish.
@@ -115,6 +135,9 @@ pub enum ResumeError {
     /// Everything was released but the Lease.
     #[error("lease not released: {0}")]
     LeaseNotReleased(String),
+    /// Stopped (a signal) before anything was written. Nothing was written.
+    #[error("interrupted before anything was written; nothing was changed")]
+    Cancelled,
     /// Resume by object: no object was named. Nothing was written.
     #[error("no object named")]
     NoObject,
@@ -185,6 +208,7 @@ impl ResumeError {
     pub fn class(&self) -> ErrorClass {
         match self {
             Self::Fence(f) => f.class(),
+            Self::Cancelled => ErrorClass::Cancelled,
             e if e.nothing_changed() => ErrorClass::Refused,
             _ => ErrorClass::Cleanup,
         }
@@ -243,8 +267,10 @@ async fn with_record(
 }
 
 /// Resumes `opts.holder`'s pause: takes its Lease, releases its fences in `opts.scope`
-/// (targets first, no parent while a target is held), then releases the Lease. `progress`
-/// gets [`Event::Released`] for each object and [`Event::LeaseReleased`] last.
+/// (targets first, no parent while a target is held), then releases the Lease and its chain
+/// record; only then, with [`ResumeOptions::wait_ready`], waits for Ready — a report in
+/// [`Resumed::ready`], never a reason to keep anything. `progress` gets [`Event::Released`]
+/// for each object and [`Event::LeaseReleased`] after them.
 ///
 /// A holder that holds no fence is not an error: the Lease is taken and given back, and
 /// [`Resumed::released`] is empty.
@@ -257,10 +283,20 @@ pub async fn resume_holder(
     opts: &ResumeOptions,
     mut progress: impl FnMut(Event),
 ) -> Result<Resumed, ResumeError> {
+    let stopped = || {
+        if opts.cancel.is_stopped() {
+            Err(ResumeError::Cancelled)
+        } else {
+            Ok(())
+        }
+    };
+    stopped()?;
     let opts = &under_fences_lease(client, opts).await?;
     if opts.if_held && !holds_lease(client, opts).await? {
         return Ok(Resumed::default());
     }
+    // The last moment a stop writes nothing: the Lease is taken next.
+    stopped()?;
     let lease = adopt(client, opts).await?;
     let kinds = [kustomization_resource(), helmrelease_resource()];
     let clock = flux_fence::SystemClock;
@@ -305,9 +341,11 @@ pub async fn resume_holder(
         }
     }
     let guards = in_dependency_order(client, guards).await;
-    let mut handoff = Handoff::adopt(client.clone(), fencer, guards);
-    let (released, kept_resume) = match handoff.resume(opts.wait_ready).await {
-        Ok(r) => (r.released, r.kept_resume),
+    let mut handoff =
+        Handoff::adopt(client.clone(), fencer, guards).with_cancel(opts.cancel.clone());
+    // Released first, the Lease and its record with it; the Ready wait comes after, apart.
+    let report = match handoff.release().await {
+        Ok(r) => r,
         Err(e) => {
             // Keep what is still held listed, and the Lease with it.
             let _ = handoff.leave_paused();
@@ -315,8 +353,8 @@ pub async fn resume_holder(
             return Err(ResumeError::Release(e));
         }
     };
-    for o in &released {
-        progress(super::settle::released_event(o, &kept_resume));
+    for o in &report.released {
+        progress(super::settle::released_event(o, &report.kept_resume));
     }
     if let Some(r) = &record {
         if !r.unknown.is_empty() {
@@ -333,9 +371,14 @@ pub async fn resume_holder(
         LeaseRelease::Released | LeaseRelease::Gone => progress(Event::LeaseReleased),
         other => return Err(ResumeError::LeaseNotReleased(other.to_string())),
     }
+    let ready = match opts.wait_ready {
+        Some(timing) => handoff.wait_ready(&report, timing).await,
+        None => ReadyWait::Ready,
+    };
     Ok(Resumed {
-        released,
+        released: report.released,
         lease_released: true,
+        ready,
     })
 }
 
