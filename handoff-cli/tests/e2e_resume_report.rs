@@ -151,7 +151,10 @@ async fn resume_report_sigint_during_the_ready_wait_ends_it_after_the_release() 
     .unwrap();
     reader.join().unwrap();
     let (code, err, signalled) = got;
-    assert!(signalled, "the Lease was never released before the wait: {err}");
+    assert!(
+        signalled,
+        "the Lease was never released before the wait: {err}"
+    );
     assert_eq!(code, 130, "{err}");
     assert!(err.contains("interrupted"), "{err}");
     assert_lease_free(&lease(&c).await);
