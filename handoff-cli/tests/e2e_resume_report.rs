@@ -19,12 +19,17 @@ const NOT_READY: i32 = 10;
 
 /// `Cluster::cli` with `--timeout` of its own (the global flag is given once).
 fn cli_timeout(c: &Cluster, timeout: &str) -> Command {
+    cli_via(c, &c.kubeconfig, timeout)
+}
+
+/// [`cli_timeout`] with another kubeconfig (a proxy's).
+fn cli_via(c: &Cluster, kubeconfig: &std::path::Path, timeout: &str) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_flux-handoff"));
     cmd.env_remove("GITHUB_ACTIONS")
         .env_remove("FLUX_HANDOFF_CONFIG")
         .env_remove("FLUX_HANDOFF_HOLDER")
         .arg("--kubeconfig")
-        .arg(&c.kubeconfig)
+        .arg(kubeconfig)
         .args([
             "--namespace",
             &c.ns.name,
@@ -183,4 +188,47 @@ async fn resume_report_a_ready_resume_exits_0_with_its_reconcile_request_handled
         requested,
         "{target}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_report_a_write_moving_the_object_during_the_request_does_not_fail_it() {
+    use flux_model::model::Touch;
+    let c = Cluster::seeded("rr-moved").await;
+    pause(&c).await;
+    // The resume goes through a proxy; the pause did not.
+    let proxy = fault_proxy::Proxy::start().await.unwrap();
+    let kc = std::env::temp_dir().join(format!("fh-rr-{}.json", testkit::random_suffix(6)));
+    proxy.write_kubeconfig(&kc).unwrap();
+    // Its patches: the target's release, the parent's, then the target's reconcile request.
+    let held = proxy.hold_on("patch kustomizations", 3);
+    let mut cmd = cli_via(&c, &kc, "60s");
+    cmd.args(["resume", TARGET]).args(c.handoff_flags());
+    let resume = tokio::task::spawn_blocking(move || cmd.output().unwrap());
+    tokio::time::timeout(std::time::Duration::from_mins(2), held.arrived())
+        .await
+        .expect("the reconcile request never came");
+    // Between the resume's read and its request, another write moves the object's
+    // resourceVersion, as the controller's status writes after a release do.
+    c.model
+        .touch_now(TARGET, &Touch::BumpResourceVersion)
+        .await
+        .unwrap();
+    held.forward();
+    let out = resume.await.unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // One request was enough: nothing it tests moved.
+    let on_target = format!("/kustomizations/{TARGET}");
+    let patches = proxy
+        .log()
+        .into_iter()
+        .filter(|r| r.kind == "patch kustomizations" && r.path.ends_with(&on_target))
+        .count();
+    assert_eq!(
+        patches,
+        2,
+        "the release and one reconcile request: {:?}",
+        proxy.log()
+    );
+    assert_lease_free(&lease(&c).await);
+    let _ = std::fs::remove_file(kc);
 }
