@@ -19,27 +19,7 @@ const NOT_READY: i32 = 10;
 
 /// `Cluster::cli` with `--timeout` of its own (the global flag is given once).
 fn cli_timeout(c: &Cluster, timeout: &str) -> Command {
-    cli_via(c, &c.kubeconfig, timeout)
-}
-
-/// [`cli_timeout`] with another kubeconfig (a proxy's).
-fn cli_via(c: &Cluster, kubeconfig: &std::path::Path, timeout: &str) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_flux-handoff"));
-    cmd.env_remove("GITHUB_ACTIONS")
-        .env_remove("FLUX_HANDOFF_CONFIG")
-        .env_remove("FLUX_HANDOFF_HOLDER")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args([
-            "--namespace",
-            &c.ns.name,
-            "--interval",
-            "200ms",
-            "--timeout",
-            timeout,
-        ])
-        .stdin(Stdio::null());
-    cmd
+    c.cli_with(&c.kubeconfig, timeout)
 }
 
 /// `pause --target TARGET --reason maint`; returns the holder.
@@ -118,8 +98,8 @@ async fn resume_report_sigint_during_the_ready_wait_ends_it_after_the_release() 
     let c = Cluster::seeded("rr-int").await;
     pause(&c).await;
     c.model.hang_at(TARGET, Phase::Build);
-    // A budget far longer than the test: only the signal can end the wait.
-    let mut cmd = cli_timeout(&c, "10m");
+    // A budget far longer than a signal takes: only the signal can end the wait early.
+    let mut cmd = cli_timeout(&c, "60s");
     cmd.args(["resume", TARGET])
         .args(c.handoff_flags())
         .stdout(Stdio::null())
@@ -127,19 +107,11 @@ async fn resume_report_sigint_during_the_ready_wait_ends_it_after_the_release() 
     let mut child = cmd.spawn().unwrap();
     let pid = child.id();
     let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let reader = std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            let _ = tx.send(line);
-        }
-    });
     let mut lines = Vec::new();
     let mut signalled = false;
     let got = tokio::task::spawn_blocking(move || {
-        for line in &rx {
+        let read = std::io::BufReader::new(stderr).lines();
+        for line in read.map_while(Result::ok) {
             // The Lease goes back before the Ready wait begins.
             let released = line.contains("lease released");
             lines.push(line);
@@ -154,7 +126,6 @@ async fn resume_report_sigint_during_the_ready_wait_ends_it_after_the_release() 
     })
     .await
     .unwrap();
-    reader.join().unwrap();
     let (code, err, signalled) = got;
     assert!(
         signalled,
@@ -201,7 +172,7 @@ async fn resume_report_a_write_moving_the_object_during_the_request_does_not_fai
     proxy.write_kubeconfig(&kc).unwrap();
     // Its patches: the target's release, the parent's, then the target's reconcile request.
     let held = proxy.hold_on("patch kustomizations", 3);
-    let mut cmd = cli_via(&c, &kc, "60s");
+    let mut cmd = c.cli_with(&kc, "60s");
     cmd.args(["resume", TARGET]).args(c.handoff_flags());
     let resume = tokio::task::spawn_blocking(move || cmd.output().unwrap());
     tokio::time::timeout(std::time::Duration::from_mins(2), held.arrived())
