@@ -163,7 +163,7 @@ async fn resume_report_a_ready_resume_exits_0_with_its_reconcile_request_handled
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_report_a_write_moving_the_object_during_the_request_does_not_fail_it() {
-    use flux_model::model::Touch;
+    use kube::api::{DynamicObject, Patch, PatchParams};
     let c = Cluster::seeded("rr-moved").await;
     pause(&c).await;
     // The resume goes through a proxy; the pause did not.
@@ -178,12 +178,19 @@ async fn resume_report_a_write_moving_the_object_during_the_request_does_not_fai
     tokio::time::timeout(std::time::Duration::from_mins(2), held.arrived())
         .await
         .expect("the reconcile request never came");
-    // Between the resume's read and its request, another write moves the object's
-    // resourceVersion, as the controller's status writes after a release do.
-    c.model
-        .touch_now(TARGET, &Touch::BumpResourceVersion)
+    // Between the resume's read and its request, a status write moves the object's
+    // resourceVersion, as the controller's do after every release.
+    let ks: kube::Api<DynamicObject> = kube::Api::namespaced_with(
+        c.ns.client.clone(),
+        &c.ns.name,
+        &testkit::fixtures::kustomization_resource(),
+    );
+    let before = c.get(TARGET).await["metadata"]["resourceVersion"].clone();
+    let status = serde_json::json!({ "status": { "lastAttemptedRevision": "rr-moved" } });
+    ks.patch_status(TARGET, &PatchParams::default(), &Patch::Merge(status))
         .await
         .unwrap();
+    assert_ne!(c.get(TARGET).await["metadata"]["resourceVersion"], before);
     held.forward();
     let out = resume.await.unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
