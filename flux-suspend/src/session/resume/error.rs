@@ -70,7 +70,7 @@ pub enum ResumeError {
         /// Each holder, with the named objects it fences.
         holders: Vec<(Holder, Vec<ObjectRef>)>,
     },
-    /// With [`ResumeOptions::if_held`]: the holder does not hold the Lease but still fences
+    /// With [`ResumeOptions::if_held`](super::ResumeOptions::if_held): the holder does not hold the Lease but still fences
     /// these objects. Nothing was written.
     #[error(
         "{holder} still fences {} but does not hold lease {lease}; nothing was changed",
@@ -96,7 +96,7 @@ pub enum ResumeError {
         /// The Leases its fences name.
         leases: Vec<String>,
     },
-    /// With [`ResumeOptions::holder_exited`]: a keeper of the holder's on this machine still
+    /// With [`ResumeOptions::holder_exited`](super::ResumeOptions::holder_exited): a keeper of the holder's on this machine still
     /// had its command's processes after the bound (the holder's process may have exited, its
     /// work has not). Nothing was written.
     #[cfg(target_os = "linux")]
