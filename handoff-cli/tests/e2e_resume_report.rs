@@ -210,3 +210,33 @@ async fn resume_report_a_write_moving_the_object_during_the_request_does_not_fai
     assert_lease_free(&lease(&c).await);
     let _ = std::fs::remove_file(kc);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_report_a_stop_before_the_first_write_writes_nothing() {
+    use std::str::FromStr;
+    let c = Cluster::seeded("rr-stop").await;
+    let holder = pause(&c).await;
+    let before = lease(&c).await;
+    let scope = flux_fence::discover::Scope::Namespaces(vec![c.ns.name.clone()]);
+    let mut opts =
+        flux_suspend::ResumeOptions::new(flux_fence::Holder::from_str(&holder).unwrap(), scope);
+    opts.lease = flux_fence::LeaseConfig::new(c.ns.name.clone(), "flux-handoff");
+    opts.cancel.stop();
+    let got = flux_suspend::resume_holder(&c.ns.client, &opts, |_| {}).await;
+    let Err(e) = got else {
+        panic!("a stopped resume went on: {got:?}")
+    };
+    assert!(matches!(e, flux_suspend::ResumeError::Cancelled), "{e}");
+    assert!(e.nothing_changed(), "{e}");
+    assert_eq!(e.class(), flux_fence::ErrorClass::Cancelled);
+    // Nothing was written: the Lease is as the pause left it, the fences stay.
+    let after = lease(&c).await;
+    assert_eq!(
+        after.metadata.resource_version, before.metadata.resource_version,
+        "{after:?}"
+    );
+    for name in [PARENT, TARGET] {
+        let o = c.get(name).await;
+        assert!(annotation(&o, OWNER_KEY).is_some(), "{name}: {o}");
+    }
+}
