@@ -90,7 +90,7 @@ async fn dispatch(cli: Cli) -> u8 {
     let result = match &cli.command {
         // Boxed: a session's future (start, proof, work or park) is over 16 KiB.
         Command::Pause(a) => Box::pin(cmd::pause::run(g, a, &mut out, cancel)).await,
-        Command::Resume(a) => cmd::resume::run(g, a, &mut out).await,
+        Command::Resume(a) => cmd::resume::run(g, a, &mut out, cancel).await,
         Command::Run(a) => Box::pin(cmd::run::run(g, a, &mut out, cancel)).await,
         Command::Fences(a) => cmd::fences::run(g, a, &mut out).await,
         Command::Doctor(a) => cmd::doctor::run(g, a, &mut out).await,
