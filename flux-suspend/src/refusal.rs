@@ -42,12 +42,19 @@ pub enum Refusal {
     },
     /// The Lease's chain record could not be read or checked.
     RecordUnclear(String),
-    /// The Lease is held by a parked pause, which lasts until it is resumed.
+    /// The Lease is held by a parked pause (a person's `pause`), which lasts until it is
+    /// resumed: never expired, never for `fences recover`, never waited for.
     LeaseParked {
         /// The parked pause's holder.
         holder: String,
         /// The Lease, `namespace/name`, when it is not the default one.
         lease: Option<String>,
+        /// The reason recorded on its fences (`pause --reason`), on one line.
+        reason: Option<String>,
+        /// Since when it holds the Lease, `YYYY-MM-DDTHH:MM:SSZ`, when known.
+        since: Option<String>,
+        /// How long that was when refused (by this machine's clock).
+        age: Option<Duration>,
     },
     /// The Lease was still held after waiting the whole `--wait-lease` budget.
     LeaseStillHeld {
@@ -139,11 +146,26 @@ impl fmt::Display for Refusal {
                     .join(", ")
             ),
             Self::RecordUnclear(why) => f.write_str(why),
-            Self::LeaseParked { holder, .. } => write!(
-                f,
-                "held by a parked pause of {holder}, which lasts until it is resumed (not waited \
-                 for)"
-            ),
+            Self::LeaseParked {
+                holder,
+                reason,
+                since,
+                age,
+                ..
+            } => {
+                write!(f, "held by a parked pause of {holder}")?;
+                if let Some(s) = since {
+                    write!(f, " since {s}")?;
+                }
+                if let Some(a) = age {
+                    write!(f, " ({} ago)", flux_fence::recovery::age(*a))?;
+                }
+                match reason {
+                    Some(r) => write!(f, ", reason: {r}")?,
+                    None => f.write_str(", no reason recorded")?,
+                }
+                f.write_str("; a deliberate pause lasts until it is resumed (not waited for)")
+            }
             Self::LeaseStillHeld {
                 holder,
                 since,
@@ -253,8 +275,23 @@ mod tests {
                 Refusal::LeaseParked {
                     holder: "h".into(),
                     lease: Some("t/l".into()),
+                    reason: Some("maint".into()),
+                    since: Some("2026-12-02T04:00:00Z".into()),
+                    age: Some(Duration::from_secs(185)),
                 },
-                "held by a parked pause of h, which lasts until it is resumed (not waited for)",
+                "held by a parked pause of h since 2026-12-02T04:00:00Z (3m05s ago), reason: \
+                 maint; a deliberate pause lasts until it is resumed (not waited for)",
+            ),
+            (
+                Refusal::LeaseParked {
+                    holder: "h".into(),
+                    lease: None,
+                    reason: None,
+                    since: None,
+                    age: None,
+                },
+                "held by a parked pause of h, no reason recorded; a deliberate pause lasts until \
+                 it is resumed (not waited for)",
             ),
             (
                 Refusal::LeaseStillHeld {

@@ -32,6 +32,7 @@ pub mod dry_run;
 mod error;
 mod fence_lease;
 mod guard;
+mod held;
 mod lines;
 mod options;
 mod preflight;
@@ -271,11 +272,7 @@ impl Session {
         let lease = match acquired {
             LeaseAcquire::Acquired(g) => g,
             LeaseAcquire::Held { holder, expired } => {
-                return Err(SessionError::LeaseHeld {
-                    lease: lease_name,
-                    holder,
-                    expired,
-                });
+                return Err(held::refusal(&client, &opts, holder, expired).await);
             }
             _ => {
                 return Err(SessionError::Refused {

@@ -261,7 +261,9 @@ impl Session {
                         .await
                         .ok_or_else(stopped)?;
                 }
-                WaitDecision::Parked { holder } => return Err(parked(&opts.lease, holder)),
+                WaitDecision::Parked { holder } => {
+                    return Err(parked(&client, &opts, read.as_ref(), holder).await);
+                }
                 WaitDecision::Gone { holder } => {
                     return Err(SessionError::LeaseHeld {
                         lease,
@@ -296,15 +298,29 @@ impl Session {
     }
 }
 
-/// The refusal of a parked pause: it lasts until resumed, so it is never waited for.
-fn parked(lease: &flux_fence::LeaseConfig, holder: String) -> SessionError {
+/// The refusal of a parked pause: it lasts until resumed, so it is never waited for. It names
+/// the pause (holder, reason, since when) as every refusal by a parked Lease does.
+async fn parked(
+    client: &Client,
+    opts: &SessionOptions,
+    read: Option<&KubeLease>,
+    holder: String,
+) -> SessionError {
+    if let Some(lease) = read
+        && let Some(e) = super::held::parked(client, opts, lease, None).await
+    {
+        return e;
+    }
     let default = flux_fence::LeaseConfig::default();
-    let named = lease.namespace != default.namespace || lease.name != default.name;
+    let named = opts.lease.namespace != default.namespace || opts.lease.name != default.name;
     SessionError::Refused {
-        object: super::Subject::lease(lease),
+        object: super::Subject::lease(&opts.lease),
         why: super::Refusal::LeaseParked {
             holder,
-            lease: named.then(|| lease.to_string()),
+            lease: named.then(|| opts.lease.to_string()),
+            reason: None,
+            since: None,
+            age: None,
         },
     }
 }
