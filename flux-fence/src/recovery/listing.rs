@@ -7,13 +7,13 @@ use std::fmt::{self, Write as _};
 use serde_json::{Value, json};
 
 use super::assess::{Action, LeaseView, Liveness, Row, assess};
-use super::ends::{Ending, Hold, what_ends};
+use super::ends::Ending;
 use super::overdue::{OverduePause, overdue, overdue_pauses};
 use super::run::{Recovery, Snapshot};
 use super::words::{age, duration_since, short_ref};
 use crate::FenceError;
 use crate::command::{Command, Spell};
-use crate::discover::{FoundState, Listing, ReleasePlan, Scope};
+use crate::discover::{Listing, Scope};
 use crate::lease::decide::format_max_hold;
 
 /// What [`Recovery::list`] found: the snapshot, every fence judged, and how to name things.
@@ -123,36 +123,10 @@ impl FenceListing {
             && matches!((l.found.acquired, l.max_hold), (Some(a), Some(m)) if overdue(a, m, self.snapshot.now))
     }
 
-    /// What will end an overdue pause, judged as recovery judges it ([`what_ends`]).
+    /// What will end an overdue pause, judged as recovery judges it.
     fn ending(&self, p: &OverduePause) -> Ending {
         let lease = self.snapshot.lease.as_ref().map(|l| &l.found);
-        let fences = self
-            .snapshot
-            .report
-            .fences
-            .iter()
-            .filter_map(|f| match &f.state {
-                FoundState::Fence { owner, .. }
-                    if owner.holder.as_str() == p.holder && owner.epoch.0 == p.epoch =>
-                {
-                    Some(&f.state)
-                }
-                _ => None,
-            });
-        let (mut other, mut moved) = (None, false);
-        for state in fences {
-            if let FoundState::Fence { lease, release, .. } = state {
-                other = other.or(lease.as_deref().filter(|l| *l != self.lease_name));
-                moved |= matches!(release, ReleasePlan::Withheld { .. });
-            }
-        }
-        what_ends(
-            &Hold::new(&p.holder, lease.and_then(|l| l.holder.as_deref()))
-                .parked(lease.is_some_and(|l| l.parked))
-                .unrenewed(lease.is_some_and(|l| l.expired))
-                .other_lease(other)
-                .mark_moved(moved),
-        )
+        p.ending(&self.snapshot.report.fences, lease, &self.lease_name)
     }
 
     /// The command that resumes an overdue pause: only a deliberate pause of a holder
