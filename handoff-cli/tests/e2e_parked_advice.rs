@@ -25,13 +25,11 @@ const PARKED_KEY: &str = "flux-handoff.io/parked";
 /// `flux-handoff GLOBAL… --reason maint pause --holder HOLDER EXTRA… TARGET` under the
 /// test's Lease; asserts exit 0.
 async fn pause(c: &Cluster, global: &[&str], holder: &str, extra: &[&str], target: &str) {
+    let flags = c.handoff_flags();
     let args = [
         global,
         &["--reason", REASON, "pause", "--holder", holder][..],
-        &c.handoff_flags()
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
+        &flags.iter().map(String::as_str).collect::<Vec<_>>(),
         extra,
         &[target],
     ]
