@@ -153,7 +153,7 @@ impl fmt::Display for Refusal {
                 age,
                 ..
             } => {
-                write!(f, "held by a parked pause of {holder}")?;
+                write!(f, "it is held by a parked pause of {holder}")?;
                 if let Some(s) = since {
                     write!(f, " since {s}")?;
                 }
@@ -279,7 +279,7 @@ mod tests {
                     since: Some("2026-12-02T04:00:00Z".into()),
                     age: Some(Duration::from_secs(185)),
                 },
-                "held by a parked pause of h since 2026-12-02T04:00:00Z (3m05s ago), reason: \
+                "it is held by a parked pause of h since 2026-12-02T04:00:00Z (3m05s ago), reason: \
                  maint; a deliberate pause lasts until it is resumed (not waited for)",
             ),
             (
@@ -290,7 +290,7 @@ mod tests {
                     since: None,
                     age: None,
                 },
-                "held by a parked pause of h, no reason recorded; a deliberate pause lasts until \
+                "it is held by a parked pause of h, no reason recorded; a deliberate pause lasts until \
                  it is resumed (not waited for)",
             ),
             (

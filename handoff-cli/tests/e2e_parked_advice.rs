@@ -84,7 +84,7 @@ async fn server(c: &Cluster) -> (Option<String>, Vec<Value>) {
 
 /// The refusal of a run by `holder`'s parked pause: exit 3, one line naming the holder, the
 /// reason, its age and `resume --holder H`, no recovery advice, no wait.
-fn assert_names_the_pause(out: &Output, holder: &str, how: &str) {
+fn assert_names_the_pause(out: &Output, lease: &str, holder: &str, how: &str) {
     let err = stderr(out);
     assert_eq!(code(out), 3, "{how}: {err}");
     let line = err
@@ -92,7 +92,7 @@ fn assert_names_the_pause(out: &Output, holder: &str, how: &str) {
         .find(|l| l.contains("parked pause"))
         .unwrap_or_else(|| panic!("{how}: no line names the parked pause:\n{err}"));
     for want in [
-        format!("held by a parked pause of {holder} since "),
+        format!("lease {lease}: it is held by a parked pause of {holder} since "),
         " ago)".to_string(),
         format!("reason: {REASON}"),
         format!("next: flux-handoff resume --holder {holder}"),
@@ -113,6 +113,7 @@ fn assert_names_the_pause(out: &Output, holder: &str, how: &str) {
 async fn parked_advice_a_run_refused_by_a_parked_pause_names_it_and_its_resume() {
     let c = Cluster::seeded("parked-advice").await;
     let holder = format!("pa-{}", testkit::random_suffix(6));
+    let lease = format!("{}/flux-handoff", c.ns.name);
     pause(&c, &[], &holder, &["--parent", "none"], "apps").await;
     let before = server(&c).await;
     for (when, aged) in [("fresh", false), ("an hour old", true)] {
@@ -128,7 +129,7 @@ async fn parked_advice_a_run_refused_by_a_parked_pause_names_it_and_its_resume()
         for wait in [&[][..], &["--wait-lease", "5s"]] {
             let how = format!("{when} pause, run {wait:?}");
             let out = run(&c, wait).await;
-            assert_names_the_pause(&out, &holder, &how);
+            assert_names_the_pause(&out, &lease, &holder, &how);
             if aged {
                 assert!(
                     stderr(&out).contains("(1h00m ago)"),
@@ -140,7 +141,6 @@ async fn parked_advice_a_run_refused_by_a_parked_pause_names_it_and_its_resume()
         }
     }
     // The command it names ends the pause, and the run then goes.
-    let lease = format!("{}/flux-handoff", c.ns.name);
     let out = c
         .run(&["resume", "--holder", &holder, "--lease", &lease])
         .await;

@@ -100,8 +100,9 @@ fn held_a_parked_pause_is_named_with_its_reason_and_age() {
     // Nothing read of its fences: no reason, still named and dated.
     let got = parked_refusal(&lease(Some("p"), Some("p")), &cfg, &keys, &[], now).unwrap();
     assert!(
-        got.to_string()
-            .starts_with("held by a parked pause of p since 2026-12-07T10:00:00Z (3m05s ago)"),
+        got.to_string().starts_with(
+            "it is held by a parked pause of p since 2026-12-07T10:00:00Z (3m05s ago)"
+        ),
         "{got}"
     );
     // Not parked by its holder: not a parked pause.
