@@ -49,12 +49,8 @@ pub enum Refusal {
         holder: String,
         /// The Lease, `namespace/name`, when it is not the default one.
         lease: Option<String>,
-        /// The reason recorded on its fences (`pause --reason`), on one line.
-        reason: Option<String>,
-        /// Since when it holds the Lease, `YYYY-MM-DDTHH:MM:SSZ`, when known.
-        since: Option<String>,
-        /// How long that was when refused (by this machine's clock).
-        age: Option<Duration>,
+        /// What is known of the pause: its reason, since when.
+        pause: Box<ParkedPause>,
     },
     /// The Lease was still held after waiting the whole `--wait-lease` budget.
     LeaseStillHeld {
@@ -83,6 +79,17 @@ pub enum Refusal {
     },
     /// Recovery answered something this session does not act on.
     UnexpectedRecovery,
+}
+
+/// What a refusal by a parked pause knows of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ParkedPause {
+    /// The reason recorded on its fences (`pause --reason`), on one line.
+    pub reason: Option<String>,
+    /// Since when it holds the Lease, `YYYY-MM-DDTHH:MM:SSZ`, when known.
+    pub since: Option<String>,
+    /// How long that was when refused (by this machine's clock).
+    pub age: Option<Duration>,
 }
 
 impl Refusal {
@@ -146,21 +153,15 @@ impl fmt::Display for Refusal {
                     .join(", ")
             ),
             Self::RecordUnclear(why) => f.write_str(why),
-            Self::LeaseParked {
-                holder,
-                reason,
-                since,
-                age,
-                ..
-            } => {
+            Self::LeaseParked { holder, pause, .. } => {
                 write!(f, "it is held by a parked pause of {holder}")?;
-                if let Some(s) = since {
+                if let Some(s) = &pause.since {
                     write!(f, " since {s}")?;
                 }
-                if let Some(a) = age {
-                    write!(f, " ({} ago)", flux_fence::recovery::age(*a))?;
+                if let Some(a) = pause.age {
+                    write!(f, " ({} ago)", flux_fence::recovery::age(a))?;
                 }
-                match reason {
+                match &pause.reason {
                     Some(r) => write!(f, ", reason: {r}")?,
                     None => f.write_str(", no reason recorded")?,
                 }
@@ -272,28 +273,6 @@ mod tests {
             ),
             (Refusal::RecordUnclear("bad record".into()), "bad record"),
             (
-                Refusal::LeaseParked {
-                    holder: "h".into(),
-                    lease: Some("t/l".into()),
-                    reason: Some("maint".into()),
-                    since: Some("2026-12-02T04:00:00Z".into()),
-                    age: Some(Duration::from_secs(185)),
-                },
-                "it is held by a parked pause of h since 2026-12-02T04:00:00Z (3m05s ago), reason: \
-                 maint; a deliberate pause lasts until it is resumed (not waited for)",
-            ),
-            (
-                Refusal::LeaseParked {
-                    holder: "h".into(),
-                    lease: None,
-                    reason: None,
-                    since: None,
-                    age: None,
-                },
-                "it is held by a parked pause of h, no reason recorded; a deliberate pause lasts until \
-                 it is resumed (not waited for)",
-            ),
-            (
                 Refusal::LeaseStillHeld {
                     holder: "h".into(),
                     since: Some("2026-12-02T04:00:00Z".into()),
@@ -335,6 +314,41 @@ mod tests {
         ];
         for (r, want) in cases {
             assert_eq!(text(&r), want, "{r:?}");
+        }
+    }
+
+    #[test]
+    fn refusal_by_a_parked_pause_names_it_and_never_calls_it_expired() {
+        let cases = [
+            (
+                Refusal::LeaseParked {
+                    holder: "h".into(),
+                    lease: Some("t/l".into()),
+                    pause: Box::new(ParkedPause {
+                        reason: Some("maint".into()),
+                        since: Some("2026-12-02T04:00:00Z".into()),
+                        age: Some(Duration::from_secs(185)),
+                    }),
+                },
+                "it is held by a parked pause of h since 2026-12-02T04:00:00Z (3m05s ago), reason: \
+                 maint; a deliberate pause lasts until it is resumed (not waited for)",
+            ),
+            (
+                Refusal::LeaseParked {
+                    holder: "h".into(),
+                    lease: None,
+                    pause: Box::default(),
+                },
+                "it is held by a parked pause of h, no reason recorded; a deliberate pause lasts until \
+                 it is resumed (not waited for)",
+            ),
+        ];
+        for (r, want) in cases {
+            assert_eq!(text(&r), want, "{r:?}");
+            assert!(
+                !want.contains("expired") && !want.contains("recover"),
+                "{want}"
+            );
         }
     }
 

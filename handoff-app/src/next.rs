@@ -422,9 +422,7 @@ mod tests {
                 Refusal::LeaseParked {
                     holder: "gh1.1-x".into(),
                     lease: None,
-                    reason: Some("maint".into()),
-                    since: None,
-                    age: None,
+                    pause: Box::default(),
                 },
                 "flux-handoff resume --holder gh1.1-x",
             ),

@@ -17,7 +17,7 @@ use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 
-use super::{Refusal, SessionError, SessionOptions, Subject};
+use super::{ParkedPause, Refusal, SessionError, SessionOptions, Subject};
 
 /// What a read of the Lease says of a holder that refused us.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,15 +88,33 @@ pub(crate) fn parked_refusal(
         .and_then(|s| s.acquire_time.as_ref())
         .map(|t| t.0);
     let since = acquired.or(oldest);
-    let default = LeaseConfig::default();
-    let named = cfg.namespace != default.namespace || cfg.name != default.name;
     Some(Refusal::LeaseParked {
         holder: holder.to_string(),
-        lease: named.then(|| cfg.to_string()),
-        reason: reason.map(one_line),
-        since: since.map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
-        age: since.map(|t| Duration::try_from(now.duration_since(t)).unwrap_or_default()),
+        lease: named(cfg),
+        pause: Box::new(ParkedPause {
+            reason: reason.map(one_line),
+            since: since.map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
+            age: since.map(|t| Duration::try_from(now.duration_since(t)).unwrap_or_default()),
+        }),
     })
+}
+
+/// `cfg` as `namespace/name` when it is not the default Lease.
+fn named(cfg: &LeaseConfig) -> Option<String> {
+    let default = LeaseConfig::default();
+    (cfg.namespace != default.namespace || cfg.name != default.name).then(|| cfg.to_string())
+}
+
+/// The refusal of a parked pause of `holder` when nothing more could be read of it.
+pub(crate) fn parked_unread(opts: &SessionOptions, holder: String) -> SessionError {
+    SessionError::Refused {
+        object: Subject::lease(&opts.lease),
+        why: Refusal::LeaseParked {
+            holder,
+            lease: named(&opts.lease),
+            pause: Box::default(),
+        },
+    }
 }
 
 /// `s` on one line: each control character (a newline) as its escape.

@@ -75,9 +75,11 @@ fn held_a_parked_pause_is_named_with_its_reason_and_age() {
         Some(Refusal::LeaseParked {
             holder: "p".into(),
             lease: None,
-            reason: Some("maint\\nnow".into()),
-            since: Some("2026-12-07T10:00:00Z".into()),
-            age: Some(Duration::from_secs(185)),
+            pause: Box::new(ParkedPause {
+                reason: Some("maint\\nnow".into()),
+                since: Some("2026-12-07T10:00:00Z".into()),
+                age: Some(Duration::from_secs(185)),
+            }),
         })
     );
     // Without an acquireTime, its oldest fence dates it; a named Lease is named.
@@ -86,17 +88,14 @@ fn held_a_parked_pause_is_named_with_its_reason_and_age() {
     let named = LeaseConfig::new("team", "handoff");
     let got = parked_refusal(&bare, &named, &keys, &maint[1..], now).unwrap();
     let Refusal::LeaseParked {
-        lease: l,
-        since,
-        age,
-        ..
+        lease: l, pause, ..
     } = &got
     else {
         panic!("{got:?}");
     };
     assert_eq!(l.as_deref(), Some("team/handoff"));
-    assert_eq!(since.as_deref(), Some("2026-12-07T10:00:01Z"));
-    assert_eq!(*age, Some(Duration::from_secs(184)));
+    assert_eq!(pause.since.as_deref(), Some("2026-12-07T10:00:01Z"));
+    assert_eq!(pause.age, Some(Duration::from_secs(184)));
     // Nothing read of its fences: no reason, still named and dated.
     let got = parked_refusal(&lease(Some("p"), Some("p")), &cfg, &keys, &[], now).unwrap();
     assert!(

@@ -52,7 +52,7 @@ use futures::FutureExt;
 use kube::Client;
 use tracing::Instrument;
 
-pub use crate::refusal::{Refusal, field_manager};
+pub use crate::refusal::{ParkedPause, Refusal, field_manager};
 pub use by_object::{ObjectFence, decide_holder, holder_of};
 pub use error::{CleanupError, SessionError, Subject};
 pub use guard::WriteRefused;

@@ -261,9 +261,7 @@ impl Session {
                         .await
                         .ok_or_else(stopped)?;
                 }
-                WaitDecision::Parked { holder } => {
-                    return Err(parked(&client, &opts, read.as_ref(), holder).await);
-                }
+                WaitDecision::Parked { .. } => return Err(parked(&client, &opts, read).await),
                 WaitDecision::Gone { holder } => {
                     return Err(SessionError::LeaseHeld {
                         lease,
@@ -300,29 +298,14 @@ impl Session {
 
 /// The refusal of a parked pause: it lasts until resumed, so it is never waited for. It names
 /// the pause (holder, reason, since when) as every refusal by a parked Lease does.
-async fn parked(
-    client: &Client,
-    opts: &SessionOptions,
-    read: Option<&KubeLease>,
-    holder: String,
-) -> SessionError {
-    if let Some(lease) = read
+async fn parked(client: &Client, opts: &SessionOptions, read: Option<KubeLease>) -> SessionError {
+    if let Some(lease) = &read
         && let Some(e) = super::held::parked(client, opts, lease, None).await
     {
         return e;
     }
-    let default = flux_fence::LeaseConfig::default();
-    let named = opts.lease.namespace != default.namespace || opts.lease.name != default.name;
-    SessionError::Refused {
-        object: super::Subject::lease(&opts.lease),
-        why: super::Refusal::LeaseParked {
-            holder,
-            lease: named.then(|| opts.lease.to_string()),
-            reason: None,
-            since: None,
-            age: None,
-        },
-    }
+    let holder = read.and_then(|l| l.spec?.holder_identity);
+    super::held::parked_unread(opts, holder.unwrap_or_default())
 }
 
 /// The refusal of a holder that kept the Lease past the budget.
