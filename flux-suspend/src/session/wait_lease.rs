@@ -318,7 +318,7 @@ impl Session {
                     }
                 }
                 WaitDecision::Wait { holder, since } => report = Some((holder, since)),
-                WaitDecision::Parked { holder } => return Err(parked(&opts.lease, holder)),
+                WaitDecision::Parked { .. } => return Err(parked(&client, &opts, read).await),
                 WaitDecision::Gone { holder } => return Err(gone(lease, holder)),
                 WaitDecision::GiveUp { holder, since } => {
                     return Err(still_held(&lease, holder, since, wait.budget));
@@ -415,17 +415,16 @@ impl Seen {
     }
 }
 
-/// The refusal of a parked pause: it lasts until resumed, so it is never waited for.
-fn parked(lease: &flux_fence::LeaseConfig, holder: String) -> SessionError {
-    let default = flux_fence::LeaseConfig::default();
-    let named = lease.namespace != default.namespace || lease.name != default.name;
-    SessionError::Refused {
-        object: super::Subject::lease(lease),
-        why: super::Refusal::LeaseParked {
-            holder,
-            lease: named.then(|| lease.to_string()),
-        },
+/// The refusal of a parked pause: it lasts until resumed, so it is never waited for. It names
+/// the pause (holder, reason, since when) as every refusal by a parked Lease does.
+async fn parked(client: &Client, opts: &SessionOptions, read: Option<KubeLease>) -> SessionError {
+    if let Some(lease) = &read
+        && let Some(e) = super::held::parked(client, opts, lease, None).await
+    {
+        return e;
     }
+    let holder = read.and_then(|l| l.spec?.holder_identity);
+    super::held::parked_unread(opts, holder.unwrap_or_default())
 }
 
 /// One read of the Lease: `Ok(Ok(read))`; `Ok(Err(true))` after a transient failure (a refused

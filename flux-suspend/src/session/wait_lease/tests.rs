@@ -296,6 +296,7 @@ fn wait_fault_a_start_that_waiting_can_mend_waits_again_and_any_other_failure_st
                 why: Refusal::LeaseParked {
                     holder: "gh2.1-b".into(),
                     lease: None,
+                    pause: Box::default(),
                 },
             },
             false,
