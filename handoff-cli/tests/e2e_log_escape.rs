@@ -1,0 +1,136 @@
+//! Every line flux-handoff prints escapes text from the cluster, its log included (issue 48,
+//! item 6). A Lease holder is a string anyone who may update the Lease chooses; before, one
+//! with a newline reached stderr raw through tracing's "lease lost" lines, so
+//! `::error::…` and `##[add-mask]…` lines appeared — workflow commands to a GitHub Actions
+//! runner — with and without `GITHUB_ACTIONS`. Now tracing's fields and messages go through
+//! the one escaper (`handoff_app::render::plain`), and so does each record on its way out.
+//!
+//! Here a run holds the Lease and its command runs; someone writes a hostile holder onto the
+//! Lease; the run loses it, stops its command and ends. Then a second run waits behind that
+//! holder and gives up. No line of either, on stdout or stderr, is a workflow command the
+//! hostile text made.
+
+mod common;
+
+use std::process::Stdio;
+
+use common::*;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+/// Our own workflow commands (their data escaped where they are written).
+const OURS: [&str; 4] = ["::group::", "::endgroup::", "::error::", "::warning::"];
+
+/// A newline, a workflow command, a carriage return, a `##[` command.
+const EVIL: &str = "evil\n::error::x-injected\r\n##[add-mask]y-injected";
+
+/// No line of `text` is a workflow command the hostile holder made, nor a line it started.
+fn check(what: &str, text: &str) {
+    for line in text.split('\n') {
+        let start = line.trim_start();
+        assert!(
+            !start.starts_with("::") || OURS.iter().any(|o| start.starts_with(o)),
+            "{what}: a workflow command: {line:?}\n{text}"
+        );
+        assert!(
+            !line.contains("##["),
+            "{what}: a ##[ command: {line:?}\n{text}"
+        );
+        assert!(
+            !line.contains("injected") || line.contains("evil"),
+            "{what}: the holder's newline started a line of its own: {line:?}\n{text}"
+        );
+        assert!(!line.contains('\r'), "{what}: a carriage return: {line:?}");
+    }
+}
+
+/// Runs `cmd` to its end; its stdout and stderr, one after the other.
+async fn output(mut cmd: std::process::Command) -> (i32, String) {
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let all = format!("{}{}", stdout(&out), stderr(&out));
+    (code(&out), all)
+}
+
+async fn hostile_holder_while_a_run_holds_then_waits(github: bool) {
+    let c = Cluster::seeded(if github { "logesc-gh" } else { "logesc" }).await;
+    let dir = std::env::temp_dir().join(format!("fh-logesc-{}", testkit::random_suffix(6)));
+    std::fs::create_dir_all(&dir).unwrap();
+    // The runner creates these fresh for each step; flux-handoff only appends.
+    for f in ["summary", "output"] {
+        std::fs::write(dir.join(f), "").unwrap();
+    }
+    let marker = dir.join("started");
+    let m = marker.display();
+    let gh = |cmd: &mut std::process::Command| {
+        if github {
+            cmd.env("GITHUB_ACTIONS", "true")
+                .env("GITHUB_STEP_SUMMARY", dir.join("summary"))
+                .env("GITHUB_OUTPUT", dir.join("output"));
+        }
+    };
+
+    // 1. A run holds the Lease; its command runs until it is stopped.
+    let mut run = c.cli();
+    gh(&mut run);
+    run.args(["run", "--target", TARGET])
+        .args(c.handoff_flags())
+        .args(["--", "sh", "-c", &format!("touch {m}; exec sleep 600")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = run.spawn().unwrap();
+    wait_for_file(&marker, "the run's command").await;
+
+    // 2. Someone who may update the Lease writes a hostile holder onto it.
+    let patch = json!({ "spec": { "holderIdentity": EVIL } });
+    c.ns.api::<Lease>()
+        .patch(
+            "flux-handoff",
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let all = format!("{}{}", stdout(&out), stderr(&out));
+    eprintln!(
+        "--- run that lost the Lease (GITHUB_ACTIONS={github}) exit {} ---\n{all}",
+        code(&out)
+    );
+    assert_ne!(code(&out), 0, "the run did not lose its Lease:\n{all}");
+    assert!(
+        all.contains("lease lost") && all.contains("evil"),
+        "the loss, or the holder, is not shown at all:\n{all}"
+    );
+    check("run that lost the Lease", &all);
+
+    // 3. Another run waits behind that holder, then gives up.
+    let mut wait = c.cli();
+    gh(&mut wait);
+    wait.args(["-v", "run", "--wait-lease", "2s", "--target", TARGET])
+        .args(c.handoff_flags())
+        .args(["--", "true"]);
+    let (code, all) = output(wait).await;
+    eprintln!("--- run that waited (GITHUB_ACTIONS={github}) exit {code} ---\n{all}");
+    assert_eq!(code, 3, "{all}");
+    assert!(
+        all.contains("evil"),
+        "the holder is not shown at all:\n{all}"
+    );
+    check("run that waited", &all);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_escape_a_hostile_holder_reaches_no_line_raw_outside_actions() {
+    hostile_holder_while_a_run_holds_then_waits(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_escape_a_hostile_holder_reaches_no_line_raw_in_actions() {
+    hostile_holder_while_a_run_holds_then_waits(true).await;
+}
