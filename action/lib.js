@@ -193,14 +193,41 @@ function mainArgs(inputs, holder) {
 }
 
 /**
- * The main step's flux-handoff environment: ours, plus with `recover-finished-runs` the
- * `github-token` input as GITHUB_TOKEN (never on the command line) for asking GitHub whether a
- * holder's run attempt is completed.
+ * The environment variable flux-handoff reads a GitHub token from before `GITHUB_TOKEN`, and
+ * never hands on to the command it runs (flux-fence's `liveness::TOKEN_ENV`; flux-suspend's
+ * `command` removes it from the command's environment).
  */
+const TOKEN_ENV = 'FLUX_HANDOFF_GITHUB_TOKEN';
+
+/**
+ * What the runner gives this action's process and a `run:` step does not get: the inputs
+ * (`INPUT_*`, the `github-token` input among them, set by default) and the runtime's token.
+ */
+function actionOnly(name) {
+  return name.startsWith('INPUT_') || name === 'ACTIONS_RUNTIME_TOKEN';
+}
+
+/**
+ * flux-handoff's environment for either step: ours without what only the action was given
+ * ([actionOnly]), so the command it runs sees what a `run:` step would. The main step adds,
+ * with `recover-finished-runs`, the `github-token` input as FLUX_HANDOFF_GITHUB_TOKEN (never
+ * on the command line, never GITHUB_TOKEN): flux-handoff asks GitHub with it and removes it
+ * from the command's environment, so the deploy script never holds it.
+ */
+function stepEnv(env) {
+  const out = {};
+  for (const [k, v] of Object.entries(env)) {
+    if (!actionOnly(k)) out[k] = v;
+  }
+  return out;
+}
+
+/** The main step's flux-handoff environment ([stepEnv], with the token for recovery). */
 function mainEnv(env) {
+  const out = stepEnv(env);
   const token = env['INPUT_GITHUB-TOKEN'] || '';
-  if (token === '' || booleanInput(env, 'recover-finished-runs') !== true) return env;
-  return { ...env, GITHUB_TOKEN: token };
+  if (token !== '' && booleanInput(env, 'recover-finished-runs') === true) out[TOKEN_ENV] = token;
+  return out;
 }
 
 /**
@@ -376,6 +403,7 @@ function startTime(pid, read = (p) => fs.readFileSync(p, 'utf8')) {
 module.exports = {
   COMMANDS,
   InputError,
+  TOKEN_ENV,
   appendFileCommand,
   escapeData,
   exitCodeOf,
@@ -395,4 +423,5 @@ module.exports = {
   readState,
   splitArgs,
   startTime,
+  stepEnv,
 };

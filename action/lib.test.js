@@ -71,9 +71,18 @@ test('recover-finished-runs: a flag on the command line, the token only in the e
   const args = lib.mainArgs(inputs, 'h1');
   assert.deepEqual(args.slice(0, 4), ['run', '--holder', 'h1', '--recover-finished-runs']);
   assert.ok(!args.join(' ').includes('ghs_secret'));
-  assert.equal(lib.mainEnv(e).GITHUB_TOKEN, 'ghs_secret');
+  // flux-handoff alone reads it (and removes it from its command's environment); neither
+  // GITHUB_TOKEN nor an input reaches flux-handoff's environment.
+  const main = lib.mainEnv({ ...e, ACTIONS_RUNTIME_TOKEN: 'rt', PATH: '/bin' });
+  assert.equal(main.FLUX_HANDOFF_GITHUB_TOKEN, 'ghs_secret');
+  assert.equal(main.GITHUB_TOKEN, undefined);
+  assert.equal(main.PATH, '/bin');
+  assert.deepEqual(Object.keys(main).filter((k) => k.startsWith('INPUT_') || k === 'ACTIONS_RUNTIME_TOKEN'), []);
   const off = env({ command: 'run', run: 'x', 'github-token': 'ghs_secret' });
-  assert.equal(lib.mainEnv(off).GITHUB_TOKEN, undefined);
+  assert.ok(!Object.values(lib.mainEnv(off)).includes('ghs_secret'));
+  assert.ok(!Object.values(lib.stepEnv(off)).includes('ghs_secret'));
+  // A job's own GITHUB_TOKEN stays, as a `run:` step would have it.
+  assert.equal(lib.mainEnv({ ...e, GITHUB_TOKEN: 'mine' }).GITHUB_TOKEN, 'mine');
   assert.throws(() => lib.readInputs(env({ command: 'resume', holder: 'h1', 'recover-finished-runs': 'true' })),
     /only for command: run, pause or ghcr-reassert/);
 });

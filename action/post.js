@@ -45,7 +45,7 @@ async function main() {
   const binary = state.binary || inputs.binary || 'flux-handoff';
   console.log(`$ ${binary} ${args.join(' ')}`);
   const code = await new Promise((resolve) => {
-    const child = spawn(binary, args, { stdio: ['ignore', 'inherit', 'inherit'] });
+    const child = spawn(binary, args, { stdio: ['ignore', 'inherit', 'inherit'], env: lib.stepEnv(env) });
     child.on('error', (e) => {
       console.log(`::error::cannot start ${lib.escapeData(binary)}: ${lib.escapeData(e.message)}; ${state.holder} may still hold fences: run flux-handoff fences`);
       resolve(1);
