@@ -48,7 +48,9 @@ async fn action_env_the_deploy_script_never_holds_the_actions_token() {
     wait_for_file(&marker, "the killed job's command").await;
     killed.kill().unwrap();
     let _ = killed.wait();
-    let holder = annotation(&c.get(TARGET).await, OWNER_KEY).unwrap();
+    let holder = annotation(&c.get(TARGET).await, OWNER_KEY)
+        .unwrap()
+        .to_string();
     assert!(
         holder.starts_with(&format!("gh{KILLED_RUN}.1-")),
         "{holder}"
