@@ -15,7 +15,8 @@
 
 const crypto = require('node:crypto');
 const fs = require('node:fs');
-const { urlProblem } = require('./install');
+const path = require('node:path');
+const { sha256, urlProblem } = require('./install');
 
 /** The subcommands the action runs, by the `command` input. */
 const COMMANDS = {
@@ -385,6 +386,38 @@ function escapeData(text) {
   return String(text).replace(/%/g, '%25').replace(/\r/g, '%0D').replace(/\n/g, '%0A');
 }
 
+/**
+ * The sha256 of the binary `name` runs as (a path, or the first executable file of that name on
+ * env.PATH), or null when there is none.
+ */
+function binarySum(name, env) {
+  const candidates = name.includes('/')
+    ? [name]
+    : (env.PATH || '').split(':').filter((d) => d !== '').map((d) => path.join(d, name));
+  for (const p of candidates) {
+    try {
+      fs.accessSync(p, fs.constants.X_OK);
+      if (!fs.statSync(p).isFile()) continue;
+      return sha256(fs.readFileSync(p));
+    } catch {
+      // Not there, not executable: the next one.
+    }
+  }
+  return null;
+}
+
+/**
+ * Why the post step must not run `binary`, or null: it is not the binary whose sha256 the main
+ * step saved (`want`; a main step from before the action saved it checks nothing).
+ */
+function binaryProblem(binary, want, env) {
+  if (!want) return null;
+  const got = binarySum(binary, env);
+  if (got === null) return `${binary}, the binary the main step ran, is gone: nothing was run`;
+  if (got !== want) return `${binary} is not the binary the main step ran (sha256 ${got}, ran ${want}): nothing was run`;
+  return null;
+}
+
 /** The start time of process `pid` (field 22 of /proc/<pid>/stat), or null without /proc. */
 function startTime(pid, read = (p) => fs.readFileSync(p, 'utf8')) {
   let stat;
@@ -405,6 +438,8 @@ module.exports = {
   InputError,
   TOKEN_ENV,
   appendFileCommand,
+  binaryProblem,
+  binarySum,
   escapeData,
   exitCodeOf,
   fileCommand,

@@ -181,3 +181,21 @@ test('start time is read past a command name with spaces and parentheses', () =>
   assert.equal(lib.startTime(77, () => stat.replace(') S', ') Z')), null);
   assert.equal(lib.startTime(77, () => { throw new Error('gone'); }), null);
 });
+
+test('action_trust: the post step runs only the binary the main step ran', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fh-post-'));
+  const bin = path.join(dir, 'flux-handoff');
+  fs.writeFileSync(bin, '#!/bin/sh\necho hi\n', { mode: 0o755 });
+  const want = lib.binarySum(bin, {});
+  assert.match(want, /^[0-9a-f]{64}$/);
+  // By name on PATH, as the `binary` input may give it.
+  assert.equal(lib.binarySum('flux-handoff', { PATH: `/nonexistent:${dir}` }), want);
+  assert.equal(lib.binaryProblem(bin, want, {}), null);
+  // A main step from before the sum was saved: nothing to check against.
+  assert.equal(lib.binaryProblem(bin, undefined, {}), null);
+  fs.writeFileSync(bin, '#!/bin/sh\necho evil\n');
+  assert.match(lib.binaryProblem(bin, want, {}), /is not the binary the main step ran .*nothing was run/);
+  fs.rmSync(bin);
+  assert.match(lib.binaryProblem(bin, want, {}), /is gone: nothing was run/);
+  fs.rmSync(dir, { recursive: true });
+});
