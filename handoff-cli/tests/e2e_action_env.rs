@@ -1,8 +1,8 @@
 //! The deploy script gets no token the Action was given for flux-handoff (issue 48, item 6).
 //! With `recover-finished-runs: true` the Action hands its `github-token` to flux-handoff
-//! alone (FLUX_HANDOFF_GITHUB_TOKEN, which flux-handoff removes from its command's
+//! alone (`FLUX_HANDOFF_GITHUB_TOKEN`, which flux-handoff removes from its command's
 //! environment) and no input (`INPUT_*`) to either; before, the script and everything it
-//! started inherited the token as GITHUB_TOKEN and as `INPUT_GITHUB-TOKEN` — a plain `run:`
+//! started inherited the token as `GITHUB_TOKEN` and as `INPUT_GITHUB-TOKEN` — a plain `run:`
 //! step has neither.
 //!
 //! The job here is the merge queue's: a killed deploy job's holder keeps the Lease and the
@@ -103,12 +103,11 @@ async fn action_env_the_deploy_script_never_holds_the_actions_token() {
         "not the command's environment:\n{env}"
     );
     let names: Vec<&str> = env.lines().filter_map(|l| l.split('=').next()).collect();
-    for bad in names
+    let bad: Vec<&&str> = names
         .iter()
         .filter(|n| n.starts_with("INPUT_") || **n == "FLUX_HANDOFF_GITHUB_TOKEN")
-    {
-        panic!("the script got {bad}:\n{env}");
-    }
+        .collect();
+    assert!(bad.is_empty(), "the script got {bad:?}:\n{env}");
     assert!(
         !env.contains(&token),
         "the Action's token is in the script's environment"
