@@ -11,39 +11,19 @@
 //! hostile text made.
 
 mod common;
+#[path = "common/inert.rs"]
+mod inert;
 
 use std::process::Stdio;
 
 use common::*;
+use inert::check;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
-/// Our own workflow commands (their data escaped where they are written).
-const OURS: [&str; 4] = ["::group::", "::endgroup::", "::error::", "::warning::"];
-
 /// A newline, a workflow command, a carriage return, a `##[` command.
 const EVIL: &str = "evil\n::error::x-injected\r\n##[add-mask]y-injected";
-
-/// No line of `text` is a workflow command the hostile holder made, nor a line it started.
-fn check(what: &str, text: &str) {
-    for line in text.split('\n') {
-        let start = line.trim_start();
-        assert!(
-            !start.starts_with("::") || OURS.iter().any(|o| start.starts_with(o)),
-            "{what}: a workflow command: {line:?}\n{text}"
-        );
-        assert!(
-            !line.contains("##["),
-            "{what}: a ##[ command: {line:?}\n{text}"
-        );
-        assert!(
-            !line.contains("injected") || line.contains("evil"),
-            "{what}: the holder's newline started a line of its own: {line:?}\n{text}"
-        );
-        assert!(!line.contains('\r'), "{what}: a carriage return: {line:?}");
-    }
-}
 
 /// Runs `cmd` to its end; its stdout and stderr, one after the other.
 async fn output(mut cmd: std::process::Command) -> (i32, String) {
