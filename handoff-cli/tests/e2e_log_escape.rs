@@ -87,6 +87,11 @@ async fn hostile_holder_while_a_run_holds_then_waits(github: bool) {
         "the loss, or the holder, is not shown at all:\n{all}"
     );
     check("run that lost the Lease", &all);
+    if github {
+        // Our own commands stay ours: each group is closed, not escaped into text.
+        assert!(!all.contains("\\::endgroup::"), "{all}");
+        assert!(all.lines().any(|l| l == "::endgroup::"), "{all}");
+    }
 
     // 3. Another run waits behind that holder, then gives up.
     let mut wait = c.cli();
