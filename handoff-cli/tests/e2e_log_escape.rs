@@ -34,8 +34,15 @@ async fn output(mut cmd: std::process::Command) -> (i32, String) {
     (code(&out), all)
 }
 
-async fn hostile_holder_while_a_run_holds_then_waits(github: bool) {
-    let c = Cluster::seeded(if github { "logesc-gh" } else { "logesc" }).await;
+/// `github`: in GitHub Actions; `json`: the log as JSON (`--log-format json`).
+async fn hostile_holder_while_a_run_holds_then_waits(github: bool, json: bool) {
+    let c = Cluster::seeded(match (github, json) {
+        (_, true) => "logesc-js",
+        (true, false) => "logesc-gh",
+        (false, false) => "logesc",
+    })
+    .await;
+    let log_format = if json { "json" } else { "text" };
     let dir = std::env::temp_dir().join(format!("fh-logesc-{}", testkit::random_suffix(6)));
     std::fs::create_dir_all(&dir).unwrap();
     // The runner creates these fresh for each step; flux-handoff only appends.
@@ -55,7 +62,7 @@ async fn hostile_holder_while_a_run_holds_then_waits(github: bool) {
     // 1. A run holds the Lease; its command runs until it is stopped.
     let mut run = c.cli();
     gh(&mut run);
-    run.args(["run", "--target", TARGET])
+    run.args(["--log-format", log_format, "run", "--target", TARGET])
         .args(c.handoff_flags())
         .args(["--", "sh", "-c", &format!("touch {m}; exec sleep 600")])
         .stdout(Stdio::piped())
@@ -78,7 +85,7 @@ async fn hostile_holder_while_a_run_holds_then_waits(github: bool) {
         .unwrap();
     let all = format!("{}{}", stdout(&out), stderr(&out));
     eprintln!(
-        "--- run that lost the Lease (GITHUB_ACTIONS={github}) exit {} ---\n{all}",
+        "--- run that lost the Lease (GITHUB_ACTIONS={github}, {log_format}) exit {} ---\n{all}",
         code(&out)
     );
     assert_ne!(code(&out), 0, "the run did not lose its Lease:\n{all}");
@@ -96,9 +103,17 @@ async fn hostile_holder_while_a_run_holds_then_waits(github: bool) {
     // 3. Another run waits behind that holder, then gives up.
     let mut wait = c.cli();
     gh(&mut wait);
-    wait.args(["-v", "run", "--wait-lease", "2s", "--target", TARGET])
-        .args(c.handoff_flags())
-        .args(["--", "true"]);
+    wait.args([
+        "-v",
+        "--log-format",
+        log_format,
+        "run",
+        "--wait-lease",
+        "2s",
+    ])
+    .args(["--target", TARGET])
+    .args(c.handoff_flags())
+    .args(["--", "true"]);
     let (code, all) = output(wait).await;
     eprintln!("--- run that waited (GITHUB_ACTIONS={github}) exit {code} ---\n{all}");
     assert_eq!(code, 3, "{all}");
@@ -112,10 +127,15 @@ async fn hostile_holder_while_a_run_holds_then_waits(github: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn log_escape_a_hostile_holder_reaches_no_line_raw_outside_actions() {
-    hostile_holder_while_a_run_holds_then_waits(false).await;
+    hostile_holder_while_a_run_holds_then_waits(false, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn log_escape_a_hostile_holder_reaches_no_line_raw_in_actions() {
-    hostile_holder_while_a_run_holds_then_waits(true).await;
+    hostile_holder_while_a_run_holds_then_waits(true, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_escape_a_hostile_holder_reaches_no_line_raw_in_a_json_log() {
+    hostile_holder_while_a_run_holds_then_waits(true, true).await;
 }
