@@ -32,6 +32,7 @@ use super::{Session, SessionError, SessionOptions};
 use crate::cancel::Cancel;
 use flux_fence::lease::holder_duration;
 use flux_fence::{AnnotationKeys, Holder};
+use seen::{Seen, acquired, next_ask};
 
 /// How long to wait for the Lease and how often to say so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -346,75 +347,6 @@ impl Session {
     }
 }
 
-/// How long until the holder of a Lease unchanged for `unchanged_for` can be asked about
-/// again (`duration`: its own), given when it was last `asked` about; `Duration::MAX` when
-/// recovery is off.
-fn next_ask(duration: Duration, unchanged_for: Duration, asked: Asked) -> Duration {
-    let since_asked = match asked {
-        Asked::Off => return Duration::MAX,
-        Asked::Never => Duration::MAX,
-        Asked::Ago(ago) => ago,
-    };
-    duration
-        .saturating_sub(unchanged_for)
-        .max(duration.saturating_sub(since_asked))
-}
-
-/// The Lease's `acquireTime`, when set.
-fn acquired(read: Option<&KubeLease>) -> Option<Timestamp> {
-    read.and_then(|l| l.spec.as_ref())
-        .and_then(|s| s.acquire_time.as_ref())
-        .map(|t| t.0)
-}
-
-/// What the wait has seen of the Lease: the version last read and when the first read of it
-/// returned; with recovery, the holder last asked about, when, and why it was not recovered.
-#[derive(Default)]
-struct Seen {
-    version: Option<(String, Instant)>,
-    asked: Option<(String, Instant, Option<String>)>,
-}
-
-impl Seen {
-    /// Notes `read` (sent at `sent`): its version, how long it has stood unchanged, and when
-    /// its holder was last asked about (`recover`: whether recovery is on).
-    fn update(
-        &mut self,
-        read: Option<&KubeLease>,
-        sent: Instant,
-        recover: bool,
-    ) -> (String, Duration, Asked) {
-        let version = read
-            .and_then(|l| l.metadata.resource_version.clone())
-            .unwrap_or_default();
-        let unchanged_for = match &self.version {
-            Some((v, since)) if *v == version => sent.saturating_duration_since(*since),
-            _ => {
-                self.version = Some((version.clone(), Instant::now()));
-                Duration::ZERO
-            }
-        };
-        let holder = read
-            .and_then(|l| l.spec.as_ref())
-            .and_then(|s| s.holder_identity.as_deref())
-            .unwrap_or_default();
-        let asked = match &self.asked {
-            _ if !recover => Asked::Off,
-            Some((h, at, _)) if h == holder => Asked::Ago(at.elapsed()),
-            _ => Asked::Never,
-        };
-        (version, unchanged_for, asked)
-    }
-
-    /// Why `holder` was not recovered when last asked about.
-    fn not_finished(&self, holder: &str) -> Option<String> {
-        self.asked
-            .as_ref()
-            .filter(|(h, ..)| h == holder)
-            .and_then(|(_, _, why)| why.clone())
-    }
-}
-
 /// The refusal of a parked pause: it lasts until resumed, so it is never waited for. It names
 /// the pause (holder, reason, since when) as every refusal by a parked Lease does.
 async fn parked(client: &Client, opts: &SessionOptions, read: Option<KubeLease>) -> SessionError {
@@ -555,5 +487,6 @@ async fn changed(api: &Api<KubeLease>, name: &str, version: &str, slice: Duratio
     .await;
 }
 
+mod seen;
 #[cfg(test)]
 mod tests;
