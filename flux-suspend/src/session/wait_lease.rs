@@ -227,7 +227,7 @@ impl Session {
     ///
     /// A start that fails in a way waiting can mend while the budget lasts — the Lease taken
     /// first by another waiter, a target found fenced by another holder, a holder not proved
-    /// finished, a read refused or answered 5xx ([`waits_again`]) — is not a refusal: the run
+    /// finished, a read refused or answered 5xx (`waits_again`) — is not a refusal: the run
     /// waits again. A failed read of the Lease is read again, with a backoff.
     ///
     /// # Errors

@@ -7,9 +7,9 @@
 //! the object, and each reaches these lines. Our own commands (`::group::`, `::error::`,
 //! `::warning::`) are written elsewhere, with their data escaped.
 //!
-//! This is the one escaper of every sink: the CLI's lines and listings ([`line`], [`plain`]),
+//! This is the one escaper of every sink: the CLI's lines and listings ([`line()`], [`plain`]),
 //! its JSON and YAML documents ([`document`]), and its log: tracing's fields and messages go
-//! through [`line`] and each formatted record through [`event`] before it reaches stderr
+//! through [`line()`] and each formatted record through [`event`] before it reaches stderr
 //! (handoff-cli's `logging` module). It lives here, in the application layer, because every
 //! crate that prints depends on handoff-app, and the core crates (flux-fence, flux-suspend,
 //! ghcr-auth) never print: what they say goes out as tracing events, through the log sink.
@@ -57,7 +57,7 @@ pub fn plain(text: &str) -> Cow<'_, str> {
 /// is a JSON object), made one inert line: the one line break that ends it is kept; any other
 /// line break, a carriage return or another control character is shown as an escape — except
 /// ESC when `ansi` (the formatter's own colours: the values in it already went through
-/// [`line`]); a leading `::` gets a `\` and `##[` is written `##\[` (`##\u005b` in JSON, the
+/// [`line()`]); a leading `::` gets a `\` and `##[` is written `##\[` (`##\u005b` in JSON, the
 /// same string). The last check before stderr, whatever the formatter did.
 #[must_use]
 pub fn event(text: &str, ansi: bool, json: bool) -> Cow<'_, str> {
