@@ -1,7 +1,8 @@
 //! The merge-queue soak (issue 36, item 3): N emulated deploy jobs through the GitHub Action
 //! (`node action/main.js`, then `node action/post.js`), in overlapping groups of 2–4 queued on
 //! one Lease with `--wait-lease`, with random runner cancels, API server restarts, hung
-//! connections and a person's `flux resume` ([`schedule`]).
+//! connections, connections refused while jobs wait and a person's `flux resume`
+//! ([`schedule`]).
 //!
 //! The soak runs on a control plane of its own (the restart scenario's [`Plane`]: fixed
 //! ports and data, so a restart serves the same address), one seeded namespace with the
@@ -242,10 +243,11 @@ impl Tally {
         let figures = self.figures();
         eprintln!("soak: exits: {}", self.exits.join(", "));
         eprintln!(
-            "soak: faults fired: restart={} hang={} flux_resume={} cancels={}",
+            "soak: faults fired: restart={} hang={} flux_resume={} refuse={} cancels={}",
             self.fired("restart"),
             self.fired("hang"),
             self.fired("flux_resume"),
+            self.fired("refuse"),
             self.cancels
         );
         eprintln!(

@@ -291,6 +291,29 @@ async fn inject(
                 }
             }
         }
+        Fault::Refuse { ms } => {
+            // Once a job holds the Lease, so the others are queued behind it.
+            loop {
+                let held = recorder
+                    .leases(Instant::now())
+                    .iter()
+                    .max_by_key(|l| l.rv)
+                    .is_some_and(|l| l.holder.is_some());
+                if held {
+                    let from = Instant::now();
+                    proxy.refuse_for(Duration::from_millis(*ms)).await?;
+                    tokio::time::sleep(Duration::from_millis(*ms)).await;
+                    return Ok(fired(from));
+                }
+                if *done.borrow() {
+                    return Ok(None);
+                }
+                tokio::select! {
+                    _ = done.changed() => {}
+                    () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                }
+            }
+        }
         Fault::FluxResume { member } => {
             let name = [PARENT, TARGET][member % 2];
             let api = Api::<DynamicObject>::namespaced_with(

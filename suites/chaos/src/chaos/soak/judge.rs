@@ -51,7 +51,7 @@ pub struct Facts {
 #[must_use]
 pub fn documented(kind: &str) -> &'static [i32] {
     match kind {
-        "restart" | "hang" => &[3, 4, 6, 7],
+        "restart" | "hang" | "refuse" => &[3, 4, 6, 7],
         "flux_resume" => &[4, 7, 8],
         _ => &[],
     }
