@@ -51,16 +51,25 @@ pub struct Job {
     pub left_ms: u64,
     /// Its `--wait-lease` budget (ms).
     pub budget_ms: u64,
-    /// The runner's cancel reached it before it ended.
-    pub cancelled: bool,
-    /// The harness killed it (the nemesis's SIGKILL).
-    pub killed: bool,
-    /// Its deploy script ran and failed.
-    pub script_failed: bool,
+    /// How it ended, as far as the harness knows.
+    pub end: End,
     /// A fault was injected while it ran.
     pub faulted: bool,
     /// It could prove a silent holder finished (`recover-finished-runs` with a source).
     pub recovers: bool,
+}
+
+/// How a job that did not deploy ended, as far as the harness knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// It left on its own (whatever its exit code).
+    Left,
+    /// The runner's cancel reached it before it ended.
+    Cancelled,
+    /// The harness killed it (the nemesis's SIGKILL).
+    Killed,
+    /// Its deploy script ran and failed.
+    ScriptFailed,
 }
 
 /// Why a job that did not deploy was warranted not to.
@@ -151,14 +160,11 @@ pub fn held(lease: &[LeaseSeen], holder: &str) -> bool {
 /// `Ok(why)` or `Err(why not)` for one job that did not deploy; `broken` says whether a
 /// person broke a pause under its fence (see [`broken_by`]).
 pub fn classify(j: &Job, lease: &[LeaseSeen], broken: bool) -> Result<Warranted, String> {
-    if j.cancelled {
-        return Ok(Warranted::Cancelled);
-    }
-    if j.killed {
-        return Ok(Warranted::Killed);
-    }
-    if j.script_failed {
-        return Ok(Warranted::ScriptFailed);
+    match j.end {
+        End::Cancelled => return Ok(Warranted::Cancelled),
+        End::Killed => return Ok(Warranted::Killed),
+        End::ScriptFailed => return Ok(Warranted::ScriptFailed),
+        End::Left => {}
     }
     if broken {
         return Ok(Warranted::PauseBroken);
@@ -168,7 +174,7 @@ pub fn classify(j: &Job, lease: &[LeaseSeen], broken: bool) -> Result<Warranted,
     }
     let waited = j.left_ms.saturating_sub(j.started_ms);
     let spent = waited >= j.budget_ms;
-    let s = |ms: u64| format!("{:.1}s", ms as f64 / 1000.0);
+    let s = |ms: u64| format!("{}.{}s", ms / 1_000, ms % 1_000 / 100);
     let when = format!("left after {} of its {} budget", s(waited), s(j.budget_ms));
     match lease_at(lease, j.left_ms) {
         LeaseAt::Parked(h) if h != j.holder => Ok(Warranted::Parked),

@@ -128,13 +128,7 @@ pub async fn run(s: &Settings, o: &Options) -> anyhow::Result<bool> {
                 eprintln!("nemesis:   {line}");
             }
         }
-        for (h, l) in &played.liveness {
-            liveness.add(l);
-            if let Err(why) = l {
-                eprintln!("nemesis: UNWARRANTED seed={seed} holder={h}: {why}");
-                eprintln!("nemesis:   replay: {}", replay(seed, o.rogue));
-            }
-        }
+        unwarranted(&mut liveness, &played.liveness, seed, o.rogue);
         for u in &played.unrecovered {
             violations += 1;
             eprintln!("nemesis: VIOLATION seed={seed} I2: {u}");
@@ -167,6 +161,22 @@ pub async fn run(s: &Settings, o: &Options) -> anyhow::Result<bool> {
         liveness.unwarranted
     );
     Ok(violations == 0 && liveness.unwarranted == 0)
+}
+
+/// Counts the seed's liveness verdicts; prints each unwarranted one.
+fn unwarranted(
+    tally: &mut super::liveness::Tally,
+    verdicts: &[(String, Result<super::liveness::Warranted, String>)],
+    seed: u64,
+    rogue: bool,
+) {
+    for (h, l) in verdicts {
+        tally.add(l);
+        if let Err(why) = l {
+            eprintln!("nemesis: UNWARRANTED seed={seed} holder={h}: {why}");
+            eprintln!("nemesis:   replay: {}", replay(seed, rogue));
+        }
+    }
 }
 
 /// The command that replays `seed`.

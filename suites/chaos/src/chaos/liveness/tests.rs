@@ -26,9 +26,7 @@ fn waiter(left_ms: u64) -> Job {
         started_ms: 0,
         left_ms,
         budget_ms: 30_000,
-        cancelled: false,
-        killed: false,
-        script_failed: false,
+        end: End::Left,
         faulted: false,
         recovers: false,
     }
@@ -81,21 +79,21 @@ fn liveness_warranted_departures_table() {
     let cases: Vec<(&str, Job, &[LeaseSeen], bool, Warranted)> = vec![
         (
             "cancel",
-            with(500, |j| j.cancelled = true),
+            with(500, |j| j.end = End::Cancelled),
             &live,
             false,
             Warranted::Cancelled,
         ),
         (
             "killed",
-            with(500, |j| j.killed = true),
+            with(500, |j| j.end = End::Killed),
             &live,
             false,
             Warranted::Killed,
         ),
         (
             "script failed",
-            with(5_000, |j| j.script_failed = true),
+            with(5_000, |j| j.end = End::ScriptFailed),
             &live,
             false,
             Warranted::ScriptFailed,

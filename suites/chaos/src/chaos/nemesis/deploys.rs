@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use super::checker::{Event, Object};
 use super::history::since;
-use crate::chaos::liveness::{self, LeaseSeen, Warranted};
+use crate::chaos::liveness::{self, End, LeaseSeen, Warranted};
 use crate::chaos::soak::group::member_versions;
 
 /// How one deploy went, as the checker needs it.
@@ -40,8 +40,10 @@ pub fn judge(
     lease: &[LeaseSeen],
     origin: Instant,
     budget_ms: u64,
-    faulted: bool,
+    fired: &[&str],
 ) -> Vec<(String, Result<Warranted, String>)> {
+    // Any fault of the seed but a skewed clock (the nemesis records no fault's window).
+    let faulted = fired.iter().any(|k| *k != "clock_skew");
     let broken = liveness::broken_by(&member_versions(history));
     let mut out = Vec::new();
     for d in deploys {
@@ -62,14 +64,21 @@ pub fn judge(
         if deployed {
             continue;
         }
+        let end = if d.cancelled {
+            End::Cancelled
+        } else if d.killed {
+            End::Killed
+        } else if script_failed {
+            End::ScriptFailed
+        } else {
+            End::Left
+        };
         let job = liveness::Job {
             holder: d.holder.clone(),
             started_ms: since(origin, d.started),
             left_ms: since(origin, d.left),
             budget_ms,
-            cancelled: d.cancelled,
-            killed: d.killed,
-            script_failed,
+            end,
             faulted,
             recovers: false,
         };

@@ -115,25 +115,8 @@ pub async fn play(s: &Settings, env: &Env, plan: &Plan) -> anyhow::Result<Played
     let kubeconfig = cell.dir.join("kubeconfig-nemesis");
     cell.proxy.write_kubeconfig(&kubeconfig)?;
     let live = Arc::new(Live::default());
-    let mut outcomes = Vec::new();
+    let mut outcomes: Vec<Outcome> = rogue(&cell, plan).await?.into_iter().collect();
     let mut processes = 0;
-    let first = plan
-        .actors
-        .iter()
-        .position(|a| a.role != Role::Rogue)
-        .unwrap_or(0);
-    if plan.actors.iter().any(|a| a.role == Role::Rogue) {
-        // The mutant: a work write naming a holder whose fences are not in place.
-        let h = holder(plan.seed, first);
-        work::write(&cell.client, &cell.namespace, &h, 1).await?;
-        outcomes.push(Outcome {
-            holder: h,
-            verb: "rogue",
-            code: Some(0),
-            killed: false,
-            last: String::new(),
-        });
-    }
     let (done_tx, done) = watch::channel(false);
     let mut faults = Vec::new();
     let recorder = Arc::new(recorder);
@@ -160,10 +143,10 @@ pub async fn play(s: &Settings, env: &Env, plan: &Plan) -> anyhow::Result<Played
     }
     let mut deploys = Vec::new();
     for a in actors {
-        let (o, n, d) = a.await??;
-        outcomes.extend(o);
+        let (out, n, deploy) = a.await??;
+        outcomes.extend(out);
+        deploys.extend(deploy);
         processes += n;
-        deploys.extend(d);
     }
     done_tx.send_replace(true);
     let mut fired = Vec::new();
@@ -176,17 +159,10 @@ pub async fn play(s: &Settings, env: &Env, plan: &Plan) -> anyhow::Result<Played
     recorder
         .catch_up(&cell.client, &cell.namespace, &[PARENT, TARGET])
         .await?;
-    let history = recorder.events();
-    let lease = recorder.leases(origin);
+    let (history, lease) = (recorder.events(), recorder.leases(origin));
     drop(recorder);
-    let liveness = deploys::judge(
-        &deploys,
-        &history,
-        &lease,
-        origin,
-        crate::chaos::liveness::budget_ms(WAIT_LEASE),
-        fired.iter().any(|k| *k != "clock_skew"),
-    );
+    let budget = crate::chaos::liveness::budget_ms(WAIT_LEASE);
+    let liveness = deploys::judge(&deploys, &history, &lease, origin, budget, &fired);
     let (unrecovered, recovered) = cell.recover_rest(Some(&before)).await?;
     if let Ok(cell) = Arc::try_unwrap(cell) {
         cell.mini.model.shutdown().await;
@@ -199,6 +175,28 @@ pub async fn play(s: &Settings, env: &Env, plan: &Plan) -> anyhow::Result<Played
         unrecovered,
         liveness,
     })
+}
+
+/// The mutant, when the plan has it: a work write naming the first actor's holder, whose
+/// fences are not in place.
+async fn rogue(cell: &Stage, plan: &Plan) -> anyhow::Result<Option<Outcome>> {
+    if !plan.actors.iter().any(|a| a.role == Role::Rogue) {
+        return Ok(None);
+    }
+    let first = plan
+        .actors
+        .iter()
+        .position(|a| a.role != Role::Rogue)
+        .unwrap_or(0);
+    let h = holder(plan.seed, first);
+    work::write(&cell.client, &cell.namespace, &h, 1).await?;
+    Ok(Some(Outcome {
+        holder: h,
+        verb: "rogue",
+        code: Some(0),
+        killed: false,
+        last: String::new(),
+    }))
 }
 
 /// Runs actor `index`; its outcomes, how many `flux-handoff` processes it started, and the
@@ -235,16 +233,16 @@ async fn act(
                     .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
             }
             let started = Instant::now();
-            let o = watched(live, c, h, "run").await?;
-            let d = Deploy {
+            let out = watched(live, c, h, "run").await?;
+            let deploy = Deploy {
                 holder: h.to_string(),
                 started,
                 left: Instant::now(),
                 cancelled: false,
-                killed: o.killed,
+                killed: out.killed,
                 ended: Ended::Writes(a.writes),
             };
-            (vec![o], 1, Some(d))
+            (vec![out], 1, Some(deploy))
         }
         Role::PauseResume { hold_ms } => {
             let mut c = cell.cli(&kubeconfig);
@@ -288,7 +286,7 @@ async fn act(
             };
             let ran = job::run(&ctx, &j).await?;
             let steps = crate::chaos::soak::group::outcomes(&ran);
-            let d = Deploy {
+            let deploy = Deploy {
                 holder: ran.holder.clone(),
                 started: ran.main_span.0,
                 left: ran.main_span.1,
@@ -296,7 +294,7 @@ async fn act(
                 killed: false,
                 ended: Ended::Script(ran.command.map(|c| c.0)),
             };
-            (steps.into(), 2, Some(d))
+            (steps.into(), 2, Some(deploy))
         }
         Role::Janitor => {
             let mut c = cell.cli(&cell.direct);

@@ -16,7 +16,7 @@ use super::job::{self, Ctx, Ran};
 use super::judge::{Facts, classify};
 use super::schedule::{Fault, Group};
 use crate::chaos::cell::{PARENT, Site, TARGET};
-use crate::chaos::liveness::{self, LeaseSeen, Warranted};
+use crate::chaos::liveness::{self, End, LeaseSeen, Warranted};
 use crate::chaos::nemesis::checker::{self, Event, Object, Outcome};
 use crate::chaos::nemesis::history::{Recorder, WORK, since};
 use crate::chaos::restart::plane::Plane;
@@ -229,9 +229,13 @@ fn live(
         started_ms: since(origin, r.main_span.0),
         left_ms: since(origin, r.main_span.1),
         budget_ms,
-        cancelled: r.cancel.is_some(),
-        killed: false,
-        script_failed: r.command.is_some(),
+        end: if r.cancel.is_some() {
+            End::Cancelled
+        } else if r.command.is_some() {
+            End::ScriptFailed
+        } else {
+            End::Left
+        },
         faulted: !j.faults.is_empty(),
         recovers: false,
     };
