@@ -229,7 +229,8 @@ fn live(
         started_ms: since(origin, r.main_span.0),
         left_ms: since(origin, r.main_span.1),
         budget_ms,
-        end: if r.cancel.is_some() {
+        // A step the harness cancelled at its bound was no runner's cancel.
+        end: if r.cancel.is_some() && !r.timed_out {
             End::Cancelled
         } else if r.command.is_some() {
             End::ScriptFailed
