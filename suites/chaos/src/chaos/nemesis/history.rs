@@ -352,3 +352,63 @@ fn lease_seen(e: &Event, o: &DynamicObject) -> LeaseSeen {
         duration_ms: spec.max(own) * 1_000,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(annotations: serde_json::Value, spec: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": { "name": "l", "resourceVersion": "7", "annotations": annotations },
+            "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    fn event(holder: Option<&str>, deleted: bool) -> Event {
+        Event {
+            rv: 7,
+            object: Object::Lease,
+            deleted,
+            owner: None,
+            suspend: false,
+            holder: holder.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn liveness_a_lease_version_keeps_its_renewal_parked_mark_and_longest_duration() {
+        let spec = serde_json::json!({
+            "holderIdentity": "A",
+            "leaseDurationSeconds": 2,
+            "renewTime": "2026-12-07T20:00:00.000000Z",
+        });
+        let own = serde_json::json!({ DURATION: "4", PARKED: "maint" });
+        let l = lease_seen(&event(Some("A"), false), &lease(own.clone(), spec.clone()));
+        assert_eq!(l.holder.as_deref(), Some("A"));
+        assert_eq!(l.renew.as_deref(), Some("2026-12-07T20:00:00.000000Z"));
+        assert!(l.parked);
+        assert_eq!(
+            l.duration_ms, 4_000,
+            "the holder's own duration over an edited one"
+        );
+        let plain = lease_seen(
+            &event(Some("A"), false),
+            &lease(serde_json::json!({}), spec),
+        );
+        assert!(!plain.parked);
+        assert_eq!(plain.duration_ms, 2_000);
+        let gone = lease_seen(&event(Some("A"), true), &lease(own, serde_json::json!({})));
+        assert_eq!(gone.holder, None, "a deleted Lease holds nothing");
+        assert!(!gone.parked);
+    }
+
+    #[test]
+    fn liveness_stamps_are_milliseconds_from_the_origin() {
+        let t = Instant::now();
+        assert_eq!(since(t, t + Duration::from_millis(1_250)), 1_250);
+        assert_eq!(since(t + Duration::from_secs(1), t), 0);
+    }
+}
