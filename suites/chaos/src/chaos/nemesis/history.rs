@@ -357,7 +357,7 @@ fn lease_seen(e: &Event, o: &DynamicObject) -> LeaseSeen {
 mod tests {
     use super::*;
 
-    fn lease(annotations: serde_json::Value, spec: serde_json::Value) -> DynamicObject {
+    fn lease(annotations: &serde_json::Value, spec: &serde_json::Value) -> DynamicObject {
         serde_json::from_value(serde_json::json!({
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
@@ -386,7 +386,7 @@ mod tests {
             "renewTime": "2026-12-07T20:00:00.000000Z",
         });
         let own = serde_json::json!({ DURATION: "4", PARKED: "maint" });
-        let l = lease_seen(&event(Some("A"), false), &lease(own.clone(), spec.clone()));
+        let l = lease_seen(&event(Some("A"), false), &lease(&own, &spec));
         assert_eq!(l.holder.as_deref(), Some("A"));
         assert_eq!(l.renew.as_deref(), Some("2026-12-07T20:00:00.000000Z"));
         assert!(l.parked);
@@ -396,11 +396,14 @@ mod tests {
         );
         let plain = lease_seen(
             &event(Some("A"), false),
-            &lease(serde_json::json!({}), spec),
+            &lease(&serde_json::json!({}), &spec),
         );
         assert!(!plain.parked);
         assert_eq!(plain.duration_ms, 2_000);
-        let gone = lease_seen(&event(Some("A"), true), &lease(own, serde_json::json!({})));
+        let gone = lease_seen(
+            &event(Some("A"), true),
+            &lease(&own, &serde_json::json!({})),
+        );
         assert_eq!(gone.holder, None, "a deleted Lease holds nothing");
         assert!(!gone.parked);
     }
