@@ -9,6 +9,14 @@
 // The layout of the cache is the one @actions/tool-cache uses, so a runner's cache cleanup
 // treats it alike: `$RUNNER_TOOL_CACHE/<tool>/<version>/<arch>/` and the marker file
 // `<arch>.complete` beside it, written last (a half-written entry is never used).
+//
+// The tool cache is writable by every job of a self-hosted runner, so what it holds is checked,
+// never trusted: for the action's own version against the sums the action ships
+// (`action/checksums.txt`, written into the release's tree: each archive and, as
+// `<archive>!flux-handoff`, the binary in it), else against the sum recorded at install. The
+// binary that runs is a private copy of the verified bytes (a directory of its own under
+// RUNNER_TEMP), so nothing can be swapped between the check and the run; the post step runs
+// that copy after checking it again against the sum the main step saved in its state.
 'use strict';
 
 const crypto = require('node:crypto');
@@ -92,6 +100,27 @@ function shown(url) {
 /** A version as the release names it: semver, no path separators, no `..`. */
 function isVersion(v) {
   return /^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$/.test(v);
+}
+
+/**
+ * The sums this checkout of the action ships (`action/checksums.txt`, sha256sum lines), empty
+ * when it ships none (a checkout that is not a release). They name the archives of the
+ * action's own version, so another `version` finds nothing here.
+ */
+function shippedChecksums(read = (p) => fs.readFileSync(p, 'utf8')) {
+  try {
+    return parseChecksums(read(path.join(__dirname, 'checksums.txt')));
+  } catch {
+    return new Map();
+  }
+}
+
+/** A private copy of the verified `data`, the binary that runs: a directory of its own. */
+function privateCopy(env, data) {
+  const dir = fs.mkdtempSync(path.join(env.RUNNER_TEMP || require('node:os').tmpdir(), `${TOOL}-`));
+  const bin = path.join(dir, TOOL);
+  writeNew(bin, data, 0o755);
+  return bin;
 }
 
 /** The `binary sha256:<hex>` recorded in a cache entry's marker, or null. */
@@ -196,7 +225,7 @@ async function releaseChecksums(base, version, fetchImpl) {
  * Installs flux-handoff `version` into the tool cache unless it is there, and returns the
  * binary's path and what was done (`cached` or `downloaded`). `log` gets one line per step.
  */
-async function install({ env, inputs, log = console.log, fetchImpl = globalThis.fetch }) {
+async function install({ env, inputs, log = console.log, fetchImpl = globalThis.fetch, shipped = shippedChecksums() }) {
   const { os, arch } = platform(env);
   const version = inputs.version || ownVersion();
   if (!isVersion(version)) throw new InstallError(`input version ${JSON.stringify(version)} is not a version (e.g. 0.4.1)`);
@@ -205,15 +234,21 @@ async function install({ env, inputs, log = console.log, fetchImpl = globalThis.
   const marker = `${dir}.complete`;
   const bin = path.join(dir, TOOL);
   const name = `${TOOL}_${version}_${os}_${arch}.tar.gz`;
+  // What the action ships for its own version wins over anything the cache or the release says.
+  const pinnedArchive = shipped.get(name) || null;
+  const pinnedBinary = shipped.get(`${name}!${TOOL}`) || null;
   if (fs.existsSync(marker) && fs.existsSync(bin)) {
-    const want = recordedBinary(fs.readFileSync(marker, 'utf8'));
+    const want = pinnedBinary || recordedBinary(fs.readFileSync(marker, 'utf8'));
     if (want) {
-      const got = sha256(fs.readFileSync(bin));
+      const data = fs.readFileSync(bin);
+      const got = sha256(data);
+      const against = pinnedBinary ? 'the sum this action ships' : 'recorded';
       if (got !== want) {
-        throw new InstallError(`the tool cache's ${bin} is not the binary installed there (sha256 ${got}, recorded ${want}); nothing was run: remove ${dir} and ${marker} to install it again`);
+        throw new InstallError(`the tool cache's ${bin} is not the binary installed there (sha256 ${got}, ${against} ${want}); nothing was run: remove ${dir} and ${marker} to install it again`);
       }
-      log(`flux-handoff ${version} (${os}/${arch}) from the tool cache, sha256 ${want} verified: ${bin}`);
-      return { bin, how: 'cached', version };
+      const run = privateCopy(env, data);
+      log(`flux-handoff ${version} (${os}/${arch}) from the tool cache, sha256 ${want} verified (${against}): ${run}`);
+      return { bin: run, sha256: want, cached: bin, how: 'cached', version };
     }
     // An entry without a record of its binary (an older action wrote it): install afresh.
   }
@@ -224,7 +259,9 @@ async function install({ env, inputs, log = console.log, fetchImpl = globalThis.
   const base = baseUrl(inputs, version, repository);
   const problem = urlProblem(base);
   if (problem) throw new InstallError(`download-url ${shown(base)} ${problem}; nothing was downloaded or run`);
-  const { url: sumsUrl, sums } = await releaseChecksums(base, version, fetchImpl);
+  const { url: sumsUrl, sums } = pinnedArchive
+    ? { url: `${base}/${TOOL}_${version}_checksums.txt`, sums: new Map([[name, pinnedArchive]]) }
+    : await releaseChecksums(base, version, fetchImpl);
   const want = sums.get(name);
   if (!want) {
     throw new InstallError(`${shown(sumsUrl)} lists no ${name}: no flux-handoff ${version} release archive for ${os}/${arch}; nothing was run`);
@@ -232,7 +269,8 @@ async function install({ env, inputs, log = console.log, fetchImpl = globalThis.
   const archive = await download(`${base}/${name}`, fetchImpl);
   const got = sha256(archive);
   if (got !== want) {
-    throw new InstallError(`checksum mismatch for ${shown(`${base}/${name}`)}: ${path.posix.basename(new URL(sumsUrl).pathname)} says sha256 ${want}, the download is ${got}; nothing was extracted or run`);
+    const source = pinnedArchive ? 'the sum this action ships' : `${path.posix.basename(new URL(sumsUrl).pathname)} says`;
+    throw new InstallError(`checksum mismatch for ${shown(`${base}/${name}`)}: ${source} sha256 ${want}, the download is ${got}; nothing was extracted or run`);
   }
   let tar;
   try {
@@ -242,6 +280,9 @@ async function install({ env, inputs, log = console.log, fetchImpl = globalThis.
   }
   const data = tarEntry(tar, TOOL);
   if (!data) throw new InstallError(`${name} holds no ${TOOL} at its root; nothing was run`);
+  if (pinnedBinary && sha256(data) !== pinnedBinary) {
+    throw new InstallError(`${name}'s ${TOOL} is not the binary this action ships the sum of (sha256 ${sha256(data)}, shipped ${pinnedBinary}); nothing was run`);
+  }
   fs.mkdirSync(dir, { recursive: true });
   const nonce = crypto.randomBytes(6).toString('hex');
   const tmp = path.join(dir, `.${TOOL}.${process.pid}.${nonce}`);
@@ -250,8 +291,9 @@ async function install({ env, inputs, log = console.log, fetchImpl = globalThis.
   const record = `${marker}.${process.pid}.${nonce}`;
   writeNew(record, `${name} sha256:${want}\nbinary sha256:${sha256(data)}\n`, 0o644);
   fs.renameSync(record, marker);
-  log(`flux-handoff ${version} (${os}/${arch}) downloaded from ${shown(`${base}/${name}`)}, sha256 ${want} verified: ${bin}`);
-  return { bin, how: 'downloaded', version };
+  const run = privateCopy(env, data);
+  log(`flux-handoff ${version} (${os}/${arch}) downloaded from ${shown(`${base}/${name}`)}, sha256 ${want} verified${pinnedArchive ? ' (the sum this action ships)' : ''}: ${run}`);
+  return { bin: run, sha256: sha256(data), cached: bin, how: 'downloaded', version };
 }
 
-module.exports = { InstallError, baseUrl, install, isVersion, ownRepository, ownVersion, parseChecksums, platform, sha256, shown, tarEntry, urlProblem };
+module.exports = { InstallError, baseUrl, install, isVersion, ownRepository, ownVersion, parseChecksums, platform, sha256, shippedChecksums, shown, tarEntry, urlProblem };

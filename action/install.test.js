@@ -58,7 +58,7 @@ test('the action knows its own version and repository from its checkout', () => 
 
 test('install: verified before extraction, cached afterwards, a mismatch installs nothing', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fh-inst-'));
-  const env = { RUNNER_OS: 'Linux', RUNNER_ARCH: 'X64', RUNNER_TOOL_CACHE: dir };
+  const env = { RUNNER_OS: 'Linux', RUNNER_ARCH: 'X64', RUNNER_TOOL_CACHE: dir, RUNNER_TEMP: dir };
   const archive = zlib.gzipSync(tar([['flux-handoff', Buffer.from('#!/bin/sh\necho hi\n')]]));
   const name = 'flux-handoff_9.9.9_linux_amd64.tar.gz';
   const served = new Map([
@@ -124,8 +124,38 @@ function release(base, sums = ['flux-handoff_9.9.9_checksums.txt', 'checksums.tx
 
 function cache() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fh-trust-'));
-  return { dir, env: { RUNNER_OS: 'Linux', RUNNER_ARCH: 'X64', RUNNER_TOOL_CACHE: dir } };
+  return { dir, env: { RUNNER_OS: 'Linux', RUNNER_ARCH: 'X64', RUNNER_TOOL_CACHE: dir, RUNNER_TEMP: dir } };
 }
+
+test('action_trust: the sums the action ships win over the tool cache\'s marker and the release', async () => {
+  const { dir, env } = cache();
+  const { fetchImpl, fetched, name, served } = release('https://m');
+  const archive = served.get(`https://m/${name}`);
+  const binary = inst.tarEntry(zlib.gunzipSync(archive), 'flux-handoff');
+  const shipped = new Map([[name, inst.sha256(archive)], [`${name}!flux-handoff`, inst.sha256(binary)]]);
+  const inputs = { version: '9.9.9', downloadUrl: 'https://m' };
+  // The release's own checksums file is not even asked for: the action ships the sum.
+  const first = await inst.install({ env, inputs, log: () => {}, fetchImpl, shipped });
+  assert.equal(first.how, 'downloaded');
+  assert.deepEqual(fetched, [`https://m/${name}`]);
+  // A job of a shared runner plants a binary and a marker that vouches for it.
+  const evil = Buffer.from('#!/bin/sh\necho evil\n');
+  fs.writeFileSync(first.cached, evil);
+  fs.writeFileSync(`${path.dirname(first.cached)}.complete`, `${name} sha256:x\nbinary sha256:${inst.sha256(evil)}\n`);
+  await assert.rejects(
+    inst.install({ env, inputs, log: () => {}, fetchImpl, shipped }),
+    /is not the binary installed there .*the sum this action ships .*nothing was run/,
+  );
+  // A release whose archive is not the one the action ships the sum of is never extracted.
+  const other = cache();
+  served.set(`https://m/${name}`, zlib.gzipSync(tar([['flux-handoff', evil]])));
+  await assert.rejects(
+    inst.install({ env: other.env, inputs, log: () => {}, fetchImpl, shipped }),
+    /checksum mismatch .* nothing was extracted or run/,
+  );
+  fs.rmSync(dir, { recursive: true });
+  fs.rmSync(other.dir, { recursive: true });
+});
 
 test('action_trust: download-url is https; plain http only to loopback', async () => {
   assert.equal(inst.urlProblem('https://releases.example/v1'), null);
@@ -157,8 +187,11 @@ test('action_trust: a tool-cache hit runs only the binary whose sha256 was recor
   const inputs = { version: '9.9.9', downloadUrl: 'https://m' };
   const first = await inst.install({ env, inputs, log: () => {}, fetchImpl });
   assert.equal(first.how, 'downloaded');
+  // What runs is a private copy of the verified bytes, not the cache's file.
+  assert.notEqual(first.bin, first.cached);
+  assert.equal(first.sha256, inst.sha256(fs.readFileSync(first.bin)));
   // Someone swaps the cached binary: the next job must not run it.
-  fs.writeFileSync(first.bin, '#!/bin/sh\necho evil\n');
+  fs.writeFileSync(first.cached, '#!/bin/sh\necho evil\n');
   fetched.length = 0;
   await assert.rejects(
     inst.install({ env, inputs, log: () => {}, fetchImpl }),

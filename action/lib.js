@@ -15,7 +15,8 @@
 
 const crypto = require('node:crypto');
 const fs = require('node:fs');
-const { urlProblem } = require('./install');
+const path = require('node:path');
+const { sha256, urlProblem } = require('./install');
 
 /** The subcommands the action runs, by the `command` input. */
 const COMMANDS = {
@@ -193,14 +194,41 @@ function mainArgs(inputs, holder) {
 }
 
 /**
- * The main step's flux-handoff environment: ours, plus with `recover-finished-runs` the
- * `github-token` input as GITHUB_TOKEN (never on the command line) for asking GitHub whether a
- * holder's run attempt is completed.
+ * The environment variable flux-handoff reads a GitHub token from before `GITHUB_TOKEN`, and
+ * never hands on to the command it runs (flux-fence's `liveness::TOKEN_ENV`; flux-suspend's
+ * `command` removes it from the command's environment).
  */
+const TOKEN_ENV = 'FLUX_HANDOFF_GITHUB_TOKEN';
+
+/**
+ * What the runner gives this action's process and a `run:` step does not get: the inputs
+ * (`INPUT_*`, the `github-token` input among them, set by default) and the runtime's token.
+ */
+function actionOnly(name) {
+  return name.startsWith('INPUT_') || name === 'ACTIONS_RUNTIME_TOKEN';
+}
+
+/**
+ * flux-handoff's environment for either step: ours without what only the action was given
+ * ([actionOnly]), so the command it runs sees what a `run:` step would. The main step adds,
+ * with `recover-finished-runs`, the `github-token` input as FLUX_HANDOFF_GITHUB_TOKEN (never
+ * on the command line, never GITHUB_TOKEN): flux-handoff asks GitHub with it and removes it
+ * from the command's environment, so the deploy script never holds it.
+ */
+function stepEnv(env) {
+  const out = {};
+  for (const [k, v] of Object.entries(env)) {
+    if (!actionOnly(k)) out[k] = v;
+  }
+  return out;
+}
+
+/** The main step's flux-handoff environment ([stepEnv], with the token for recovery). */
 function mainEnv(env) {
+  const out = stepEnv(env);
   const token = env['INPUT_GITHUB-TOKEN'] || '';
-  if (token === '' || booleanInput(env, 'recover-finished-runs') !== true) return env;
-  return { ...env, GITHUB_TOKEN: token };
+  if (token !== '' && booleanInput(env, 'recover-finished-runs') === true) out[TOKEN_ENV] = token;
+  return out;
 }
 
 /**
@@ -358,6 +386,38 @@ function escapeData(text) {
   return String(text).replace(/%/g, '%25').replace(/\r/g, '%0D').replace(/\n/g, '%0A');
 }
 
+/**
+ * The sha256 of the binary `name` runs as (a path, or the first executable file of that name on
+ * env.PATH), or null when there is none.
+ */
+function binarySum(name, env) {
+  const candidates = name.includes('/')
+    ? [name]
+    : (env.PATH || '').split(':').filter((d) => d !== '').map((d) => path.join(d, name));
+  for (const p of candidates) {
+    try {
+      fs.accessSync(p, fs.constants.X_OK);
+      if (!fs.statSync(p).isFile()) continue;
+      return sha256(fs.readFileSync(p));
+    } catch {
+      // Not there, not executable: the next one.
+    }
+  }
+  return null;
+}
+
+/**
+ * Why the post step must not run `binary`, or null: it is not the binary whose sha256 the main
+ * step saved (`want`; a main step from before the action saved it checks nothing).
+ */
+function binaryProblem(binary, want, env) {
+  if (!want) return null;
+  const got = binarySum(binary, env);
+  if (got === null) return `${binary}, the binary the main step ran, is gone: nothing was run`;
+  if (got !== want) return `${binary} is not the binary the main step ran (sha256 ${got}, ran ${want}): nothing was run`;
+  return null;
+}
+
 /** The start time of process `pid` (field 22 of /proc/<pid>/stat), or null without /proc. */
 function startTime(pid, read = (p) => fs.readFileSync(p, 'utf8')) {
   let stat;
@@ -376,7 +436,10 @@ function startTime(pid, read = (p) => fs.readFileSync(p, 'utf8')) {
 module.exports = {
   COMMANDS,
   InputError,
+  TOKEN_ENV,
   appendFileCommand,
+  binaryProblem,
+  binarySum,
   escapeData,
   exitCodeOf,
   fileCommand,
@@ -395,4 +458,5 @@ module.exports = {
   readState,
   splitArgs,
   startTime,
+  stepEnv,
 };

@@ -71,9 +71,18 @@ test('recover-finished-runs: a flag on the command line, the token only in the e
   const args = lib.mainArgs(inputs, 'h1');
   assert.deepEqual(args.slice(0, 4), ['run', '--holder', 'h1', '--recover-finished-runs']);
   assert.ok(!args.join(' ').includes('ghs_secret'));
-  assert.equal(lib.mainEnv(e).GITHUB_TOKEN, 'ghs_secret');
+  // flux-handoff alone reads it (and removes it from its command's environment); neither
+  // GITHUB_TOKEN nor an input reaches flux-handoff's environment.
+  const main = lib.mainEnv({ ...e, ACTIONS_RUNTIME_TOKEN: 'rt', PATH: '/bin' });
+  assert.equal(main.FLUX_HANDOFF_GITHUB_TOKEN, 'ghs_secret');
+  assert.equal(main.GITHUB_TOKEN, undefined);
+  assert.equal(main.PATH, '/bin');
+  assert.deepEqual(Object.keys(main).filter((k) => k.startsWith('INPUT_') || k === 'ACTIONS_RUNTIME_TOKEN'), []);
   const off = env({ command: 'run', run: 'x', 'github-token': 'ghs_secret' });
-  assert.equal(lib.mainEnv(off).GITHUB_TOKEN, undefined);
+  assert.ok(!Object.values(lib.mainEnv(off)).includes('ghs_secret'));
+  assert.ok(!Object.values(lib.stepEnv(off)).includes('ghs_secret'));
+  // A job's own GITHUB_TOKEN stays, as a `run:` step would have it.
+  assert.equal(lib.mainEnv({ ...e, GITHUB_TOKEN: 'mine' }).GITHUB_TOKEN, 'mine');
   assert.throws(() => lib.readInputs(env({ command: 'resume', holder: 'h1', 'recover-finished-runs': 'true' })),
     /only for command: run, pause or ghcr-reassert/);
 });
@@ -171,4 +180,22 @@ test('start time is read past a command name with spaces and parentheses', () =>
   assert.equal(lib.startTime(77, () => stat), '424242');
   assert.equal(lib.startTime(77, () => stat.replace(') S', ') Z')), null);
   assert.equal(lib.startTime(77, () => { throw new Error('gone'); }), null);
+});
+
+test('action_trust: the post step runs only the binary the main step ran', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fh-post-'));
+  const bin = path.join(dir, 'flux-handoff');
+  fs.writeFileSync(bin, '#!/bin/sh\necho hi\n', { mode: 0o755 });
+  const want = lib.binarySum(bin, {});
+  assert.match(want, /^[0-9a-f]{64}$/);
+  // By name on PATH, as the `binary` input may give it.
+  assert.equal(lib.binarySum('flux-handoff', { PATH: `/nonexistent:${dir}` }), want);
+  assert.equal(lib.binaryProblem(bin, want, {}), null);
+  // A main step from before the sum was saved: nothing to check against.
+  assert.equal(lib.binaryProblem(bin, undefined, {}), null);
+  fs.writeFileSync(bin, '#!/bin/sh\necho evil\n');
+  assert.match(lib.binaryProblem(bin, want, {}), /is not the binary the main step ran .*nothing was run/);
+  fs.rmSync(bin);
+  assert.match(lib.binaryProblem(bin, want, {}), /is gone: nothing was run/);
+  fs.rmSync(dir, { recursive: true });
 });

@@ -35,9 +35,10 @@ async function main() {
   console.log(`holder: ${holder}`);
   // The binary: the `binary` input, else the verified release archive (tool cache first).
   let binary = inputs.binary;
+  let sum = null;
   if (!binary) {
     try {
-      binary = (await install({ env, inputs })).bin;
+      ({ bin: binary, sha256: sum } = await install({ env, inputs }));
     } catch (e) {
       if (!(e instanceof InstallError)) throw e;
       console.log(`::error::${lib.escapeData(e.message)}`);
@@ -45,9 +46,13 @@ async function main() {
       process.exitCode = 1;
       return;
     }
+  } else {
+    sum = lib.binarySum(binary, env);
   }
-  // The post step runs the same binary.
+  // The post step runs the same binary, after checking it is the same (a step's state is the
+  // runner's: no other job can write it, unlike the tool cache).
   lib.appendFileCommand(env, 'GITHUB_STATE', 'binary', binary);
+  if (sum) lib.appendFileCommand(env, 'GITHUB_STATE', 'binary_sha256', sum);
   const args = lib.mainArgs(inputs, holder);
   console.log(`$ ${binary} ${args.map(quote).join(' ')}`);
   const child = spawn(binary, args, { stdio: ['ignore', 'inherit', 'inherit'], env: lib.mainEnv(env) });

@@ -43,9 +43,16 @@ async function main() {
   const args = lib.postArgs(inputs, state.holder);
   // The binary the main step ran (installed or given).
   const binary = state.binary || inputs.binary || 'flux-handoff';
+  // Not a binary someone put in its place since (a shared runner's tool cache or temp).
+  const problem = lib.binaryProblem(binary, state.binary_sha256, env);
+  if (problem) {
+    console.log(`::error::${lib.escapeData(problem)}; ${state.holder} may still hold fences: run flux-handoff fences`);
+    process.exitCode = 1;
+    return;
+  }
   console.log(`$ ${binary} ${args.join(' ')}`);
   const code = await new Promise((resolve) => {
-    const child = spawn(binary, args, { stdio: ['ignore', 'inherit', 'inherit'] });
+    const child = spawn(binary, args, { stdio: ['ignore', 'inherit', 'inherit'], env: lib.stepEnv(env) });
     child.on('error', (e) => {
       console.log(`::error::cannot start ${lib.escapeData(binary)}: ${lib.escapeData(e.message)}; ${state.holder} may still hold fences: run flux-handoff fences`);
       resolve(1);

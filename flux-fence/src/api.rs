@@ -78,7 +78,8 @@ pub(crate) fn classify(err: &kube::Error) -> CallFailure {
 /// Whether a failed READ may succeed if sent again: the server could not be reached or the
 /// connection broke (an API server restart), or it answered 429 or 5xx. Reads change nothing, so
 /// sending one again is safe; writes are never retried on this (they may have been applied).
-pub(crate) fn transient_read(err: &kube::Error) -> bool {
+#[must_use]
+pub fn transient_read(err: &kube::Error) -> bool {
     match err {
         kube::Error::Api(s) => s.code == 429 || s.code >= 500,
         kube::Error::HyperError(_) | kube::Error::Service(_) => true,
@@ -87,7 +88,8 @@ pub(crate) fn transient_read(err: &kube::Error) -> bool {
 }
 
 /// The pause before read attempt `n + 1` (after `n` failed ones): 100 ms doubling, at most 2 s.
-pub(crate) fn read_backoff(n: u32) -> std::time::Duration {
+#[must_use]
+pub fn read_backoff(n: u32) -> std::time::Duration {
     std::time::Duration::from_millis(100u64.saturating_mul(1 << n.min(5)).min(2_000))
 }
 

@@ -27,6 +27,9 @@ pub enum ErrorClass {
     PauseBroken,
     /// Stopped by the caller's cancellation, after releasing what was held.
     Cancelled,
+    /// Everything held was handed back (fences, Lease, chain record), but a released object
+    /// did not become Ready in time: a report about Flux, not something still held.
+    NotReady,
     /// Something that should not fail did.
     Internal,
 }

@@ -93,7 +93,8 @@ impl RunOptions {
 }
 
 /// Runs `cmd` while `paused` holds: under a keeper (see the module docs), in its own process
-/// group, with [`HOLDER_ENV`], [`PROOF_ENV`], [`TARGETS_ENV`] and [`RUN_ENV`] set. When
+/// group, with [`HOLDER_ENV`], [`PROOF_ENV`], [`TARGETS_ENV`] and [`RUN_ENV`] set and
+/// [`flux_fence::liveness::TOKEN_ENV`] removed (a token meant for flux-handoff alone). When
 /// `paused.cancel` stops, the program and everything it started get SIGTERM, then SIGKILL once
 /// `grace` passed or the session is hurried. When the program exits by itself, whatever it
 /// left running gets the same. Returns only once all of it is gone.
@@ -130,6 +131,8 @@ pub async fn run_with(
         .env(PROOF_ENV, proof)
         .env(TARGETS_ENV, paused.targets.join(","))
         .env(RUN_ENV, tree.token())
+        // A token given to flux-handoff alone (the Action's) is not the command's to have.
+        .env_remove(flux_fence::liveness::TOKEN_ENV)
         .process_group(0);
     let deadline = |d: flux_fence::lease::Deadline| {
         (keeper::boot_ns(d.stop_work), keeper::boot_ns(d.kill_work))

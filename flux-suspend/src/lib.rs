@@ -93,10 +93,11 @@ pub use cancel::Cancel;
 pub use retire::Strategy;
 pub use session::dry_run;
 pub use session::{
-    BrokenPause, Change, CleanupError, Event, LeaseWait, LeaseWaiting, Members, ObjectFence,
-    Outcome, ParentSpec, Parked, Paused, Recovered, Refusal, ResumeError, ResumeOptions, Resumed,
-    STOP_GRACE, Session, SessionError, SessionOptions, Subject, TargetSpec, WaitDecision,
-    WriteRefused, decide_holder, decide_wait, field_manager, holder_of, resume_holder, what_broke,
+    Asked, BrokenPause, Change, CleanupError, Event, LeaseWait, LeaseWaiting, Members, ObjectFence,
+    Outcome, ParentSpec, Parked, ParkedPause, Paused, Recovered, Refusal, ResumeError,
+    ResumeOptions, Resumed, STOP_GRACE, Session, SessionError, SessionOptions, Subject, TargetSpec,
+    WaitDecision, WriteRefused, decide_holder, decide_wait, field_manager, holder_of,
+    resume_holder, what_broke,
 };
 
 /// The README's program is compiled as a doc test, so the example a user copies builds.

@@ -42,12 +42,15 @@ pub enum Refusal {
     },
     /// The Lease's chain record could not be read or checked.
     RecordUnclear(String),
-    /// The Lease is held by a parked pause, which lasts until it is resumed.
+    /// The Lease is held by a parked pause (a person's `pause`), which lasts until it is
+    /// resumed: never expired, never for `fences recover`, never waited for.
     LeaseParked {
         /// The parked pause's holder.
         holder: String,
         /// The Lease, `namespace/name`, when it is not the default one.
         lease: Option<String>,
+        /// What is known of the pause: its reason, since when.
+        pause: Box<ParkedPause>,
     },
     /// The Lease was still held after waiting the whole `--wait-lease` budget.
     LeaseStillHeld {
@@ -76,6 +79,17 @@ pub enum Refusal {
     },
     /// Recovery answered something this session does not act on.
     UnexpectedRecovery,
+}
+
+/// What a refusal by a parked pause knows of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ParkedPause {
+    /// The reason recorded on its fences (`pause --reason`), on one line.
+    pub reason: Option<String>,
+    /// Since when it holds the Lease, `YYYY-MM-DDTHH:MM:SSZ`, when known.
+    pub since: Option<String>,
+    /// How long that was when refused (by this machine's clock).
+    pub age: Option<Duration>,
 }
 
 impl Refusal {
@@ -139,11 +153,20 @@ impl fmt::Display for Refusal {
                     .join(", ")
             ),
             Self::RecordUnclear(why) => f.write_str(why),
-            Self::LeaseParked { holder, .. } => write!(
-                f,
-                "held by a parked pause of {holder}, which lasts until it is resumed (not waited \
-                 for)"
-            ),
+            Self::LeaseParked { holder, pause, .. } => {
+                write!(f, "it is held by a parked pause of {holder}")?;
+                if let Some(s) = &pause.since {
+                    write!(f, " since {s}")?;
+                }
+                if let Some(a) = pause.age {
+                    write!(f, " ({} ago)", flux_fence::recovery::age(a))?;
+                }
+                match &pause.reason {
+                    Some(r) => write!(f, ", reason: {r}")?,
+                    None => f.write_str(", no reason recorded")?,
+                }
+                f.write_str("; a deliberate pause lasts until it is resumed (not waited for)")
+            }
             Self::LeaseStillHeld {
                 holder,
                 since,
@@ -250,13 +273,6 @@ mod tests {
             ),
             (Refusal::RecordUnclear("bad record".into()), "bad record"),
             (
-                Refusal::LeaseParked {
-                    holder: "h".into(),
-                    lease: Some("t/l".into()),
-                },
-                "held by a parked pause of h, which lasts until it is resumed (not waited for)",
-            ),
-            (
                 Refusal::LeaseStillHeld {
                     holder: "h".into(),
                     since: Some("2026-12-02T04:00:00Z".into()),
@@ -298,6 +314,41 @@ mod tests {
         ];
         for (r, want) in cases {
             assert_eq!(text(&r), want, "{r:?}");
+        }
+    }
+
+    #[test]
+    fn refusal_by_a_parked_pause_names_it_and_never_calls_it_expired() {
+        let cases = [
+            (
+                Refusal::LeaseParked {
+                    holder: "h".into(),
+                    lease: Some("t/l".into()),
+                    pause: Box::new(ParkedPause {
+                        reason: Some("maint".into()),
+                        since: Some("2026-12-02T04:00:00Z".into()),
+                        age: Some(Duration::from_secs(185)),
+                    }),
+                },
+                "it is held by a parked pause of h since 2026-12-02T04:00:00Z (3m05s ago), reason: \
+                 maint; a deliberate pause lasts until it is resumed (not waited for)",
+            ),
+            (
+                Refusal::LeaseParked {
+                    holder: "h".into(),
+                    lease: None,
+                    pause: Box::default(),
+                },
+                "it is held by a parked pause of h, no reason recorded; a deliberate pause lasts until \
+                 it is resumed (not waited for)",
+            ),
+        ];
+        for (r, want) in cases {
+            assert_eq!(text(&r), want, "{r:?}");
+            assert!(
+                !want.contains("expired") && !want.contains("recover"),
+                "{want}"
+            );
         }
     }
 

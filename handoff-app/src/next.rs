@@ -125,6 +125,7 @@ pub fn next_step(e: &SessionError, h: &Hints) -> Option<String> {
     match e {
         SessionError::Refused { object, why }
         | SessionError::RefusedAfterWrites { object, why } => Some(refused(object, why, h)),
+        // Expired and not parked (a parked pause is `Refusal::LeaseParked`): what recover acts on.
         SessionError::LeaseHeld { expired: true, .. } => Some(spelled(&Command::Recover {
             lease: h.lease.clone(),
         })),
@@ -185,7 +186,8 @@ fn refused(object: &Subject, why: &Refusal, h: &Hints) -> String {
                 lease: h.lease.clone(),
             });
         }
-        Refusal::LeaseParked { holder, lease } => {
+        // A deliberate pause: only its resume ends it (`fences recover` keeps it).
+        Refusal::LeaseParked { holder, lease, .. } => {
             return spelled(&Command::Resume {
                 holder: holder.clone(),
                 lease: lease.clone(),
@@ -420,6 +422,7 @@ mod tests {
                 Refusal::LeaseParked {
                     holder: "gh1.1-x".into(),
                     lease: None,
+                    pause: Box::default(),
                 },
                 "flux-handoff resume --holder gh1.1-x",
             ),

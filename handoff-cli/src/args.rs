@@ -204,10 +204,13 @@ pub struct HolderArg {
     pub github_token_file: Option<std::path::PathBuf>,
     /// While another run holds the Lease, wait up to this long for it, e.g. 2m (default 0:
     /// refuse at once, exit 3). Says who holds it and since when about every 10 s and takes it
-    /// the moment it is free; a start that loses a race to another waiter waits again. A held
-    /// Lease is never taken over: one left unwritten for its holder's whole duration while
-    /// watched is refused (exit 3, naming `fences recover`), and a parked pause is not waited
-    /// for (refused at once with its resume command). Config: `[lease] wait = "2m"`.
+    /// the moment it is free. Waiting keeps the run's place: a start that loses a race, meets
+    /// another holder's fence or a broken connection (refused, reset, 5xx) waits again. With
+    /// --recover-finished-runs, a holder whose Lease stays unwritten for its whole duration is
+    /// asked about (at most once per duration) and recovered once its run finished. A held
+    /// Lease is never taken over otherwise: one still unwritten when the budget is spent is
+    /// refused (exit 3), and a parked pause is not waited for (refused at once with its resume
+    /// command). Config: `[lease] wait = "2m"`.
     #[arg(long, value_parser = handoff_app::settings::parse_duration, value_name = "DURATION")]
     pub wait_lease: Option<std::time::Duration>,
     /// How long this pause is meant to last, e.g. 2h: recorded on the Lease and on each fence,

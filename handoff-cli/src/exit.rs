@@ -26,7 +26,11 @@ pub const PAUSE_BROKEN: u8 = 8;
 /// `fences --overdue`: at least one pause is held past its max-hold (listed, and alerted with
 /// `--events-addr`); nothing was changed or resumed.
 pub const OVERDUE: u8 = 9;
-/// Stopped by SIGINT or SIGTERM after releasing what it held (128 + SIGINT). `run` exits
+/// `resume`: everything was handed back (fences, Lease, chain record), but a released object
+/// was not Ready within `--timeout`; the line names each with its last condition.
+pub const NOT_READY: u8 = 10;
+/// Stopped by SIGINT or SIGTERM after releasing what it held (128 + SIGINT); `resume`: during
+/// its Ready wait, after everything was released, or before anything was written. `run` exits
 /// 128+N of its own when signal N ended the command.
 pub const INTERRUPTED: u8 = 130;
 
@@ -42,6 +46,7 @@ pub fn code(class: flux_fence::ErrorClass) -> u8 {
         C::Cleanup => CLEANUP,
         C::PauseBroken => PAUSE_BROKEN,
         C::Cancelled => INTERRUPTED,
+        C::NotReady => NOT_READY,
         _ => INTERNAL,
     }
 }
@@ -69,6 +74,8 @@ Exit codes:
        it at its next pass, not at --timeout
   9    fences --overdue: a pause is held past its --max-hold (listed, alerted with
        --events-addr; nothing was changed or resumed)
+  10   resume: everything was handed back (fences and Lease released), but a released
+       object was not Ready within --timeout (the line names each, with its last condition)
   130  interrupted by SIGINT/SIGTERM (held fences were released first; a second signal
        kills the command at once and still releases)
   run exits with its command's code, or 128+N when signal N ended the command";

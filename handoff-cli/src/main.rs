@@ -6,6 +6,7 @@ mod client;
 mod cmd;
 mod exit;
 mod failure;
+mod logging;
 mod notify;
 mod output;
 mod session;
@@ -16,7 +17,6 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
 
-use crate::args::LogFormat;
 use crate::cli::{Cli, Command};
 use crate::output::Output;
 
@@ -46,7 +46,7 @@ fn main() -> ExitCode {
             });
         }
     };
-    init_logging(&cli);
+    logging::init(&cli);
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -90,7 +90,7 @@ async fn dispatch(cli: Cli) -> u8 {
     let result = match &cli.command {
         // Boxed: a session's future (start, proof, work or park) is over 16 KiB.
         Command::Pause(a) => Box::pin(cmd::pause::run(g, a, &mut out, cancel)).await,
-        Command::Resume(a) => cmd::resume::run(g, a, &mut out).await,
+        Command::Resume(a) => cmd::resume::run(g, a, &mut out, cancel).await,
         Command::Run(a) => Box::pin(cmd::run::run(g, a, &mut out, cancel)).await,
         Command::Fences(a) => cmd::fences::run(g, a, &mut out).await,
         Command::Doctor(a) => cmd::doctor::run(g, a, &mut out).await,
@@ -149,28 +149,4 @@ fn command_name(command: &Command) -> &'static str {
         Command::Completions { .. } => "completions",
         Command::Man => "man",
     }
-}
-
-fn init_logging(cli: &Cli) {
-    // kube-client logs every failed request (a refused connection, a 503 that is then retried)
-    // as an ERROR line of its own; the command's one `error:` line says what failed, so those
-    // lines appear only from -vv on.
-    let level = match (cli.global.quiet, cli.global.verbose) {
-        (true, _) => "error,kube_client::client::builder=off",
-        (false, 0) => "warn,kube_client::client::builder=off",
-        (false, 1) => "info,kube=warn,kube_client::client::builder=off",
-        (false, 2) => "debug,kube=info,hyper=info",
-        _ => "trace",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("FLUX_HANDOFF_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false);
-    let _ = match cli.global.log_format {
-        LogFormat::Json => builder.json().try_init(),
-        LogFormat::Text => builder.try_init(),
-    };
 }

@@ -119,6 +119,10 @@ impl Output {
                 Some(title) if self.github => {
                     let _ = writeln!(err, "::group::{}", escape_data(&plain::line(title)));
                 }
+                // Our own command with no data (the escaper would make it `\::endgroup::`).
+                None if self.github && l == "::endgroup::" => {
+                    let _ = writeln!(err, "::endgroup::");
+                }
                 _ => {
                     let _ = writeln!(err, "{}", plain::line(l));
                 }

@@ -1,9 +1,10 @@
-//! What the Action trusts (issue 36, item 5): its installer takes `download-url` only over
-//! https (plain http only to loopback), runs a tool-cache hit only when the binary's sha256
-//! is the one recorded at install, takes only a version as a version, creates its temporary
-//! files exclusively, and never prints a URL's credentials. The cases are node tests of
-//! `action/install.js` (`action_trust:` in action/install.test.js); this runs them by name.
-
+//! What the Action trusts (issue 36, item 5; issue 48, item 6): its installer takes
+//! `download-url` only over https (plain http only to loopback), runs a tool-cache hit only
+//! when the binary's sha256 is the one the action ships for its own version (else the one
+//! recorded at install), and then a private copy of it; it takes only a version as a version,
+//! creates its temporary files exclusively, and never prints a URL's credentials. The cases are
+//! node tests of `action/install.js` (`action_trust:` in action/install.test.js); this runs
+//! them by name.
 mod common;
 
 #[test]
@@ -23,6 +24,6 @@ fn action_trust_the_installer_refuses_what_it_must_not_trust() {
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // The pattern matched the five cases: none was skipped by a renamed test.
-    assert!(text.contains("# pass 5"), "{text}");
+    // The pattern matched the six cases: none was skipped by a renamed test.
+    assert!(text.contains("# pass 6"), "{text}");
 }

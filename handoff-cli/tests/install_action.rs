@@ -1,9 +1,8 @@
 //! The action installs a verified binary (issue 27, item 2), in the emulated runner
 //! (tests/common/runner.rs) against a release served on loopback: the archive for the runner's
-//! platform is downloaded, checked against its checksums file, kept in the tool cache and run, and
-//! the post step runs the same binary; a tampered archive or a missing platform is one
-//! `::error::` and nothing runs.
-
+//! platform is downloaded, checked against its checksums file, kept in the tool cache and a
+//! private copy of it run, and the post step runs the same copy, checked again; a tampered
+//! archive or a missing platform is one `::error::` and nothing runs.
 mod common;
 
 use std::net::TcpListener;
@@ -74,12 +73,23 @@ async fn install_action_installs_from_a_loopback_release_and_runs_a_handoff() {
     first.keep_state(&main);
     eprintln!("--- main step log ---\n{}", main.log);
     assert_eq!(main.code(), 0, "{}", main.log);
-    let bin = cache
+    let cached = cache
         .join("flux-handoff")
         .join(VERSION)
         .join("amd64")
         .join("flux-handoff");
-    assert_eq!(first.state.get("binary"), Some(&bin.display().to_string()));
+    // What runs is a private copy of the verified bytes under RUNNER_TEMP, its sum saved.
+    let bin = PathBuf::from(first.state.get("binary").expect("the binary in the state"));
+    assert!(bin.starts_with(&first.temp), "{}", bin.display());
+    assert_eq!(
+        std::fs::read(&bin).unwrap(),
+        std::fs::read(&cached).unwrap()
+    );
+    assert!(
+        first.state.contains_key("binary_sha256"),
+        "{:?}",
+        first.state
+    );
     assert!(main.log.contains("verified"), "{}", main.log);
     assert_eq!(
         release.requests(),

@@ -5,35 +5,16 @@
 //! the holder as found — a newline in it started a line of its own, `::error::...` included.
 
 mod common;
+#[path = "common/inert.rs"]
+mod inert;
 
 use common::*;
+use inert::check;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
-/// Our own workflow commands: their data is escaped where they are written.
-const OURS: [&str; 4] = ["::group::", "::endgroup::", "::error::", "::warning::"];
-
 const EVIL: &str = "evil\n::error::injected ##[add-mask]x\r\n  ::set-output name=a::b";
-
-fn check(what: &str, text: &str) {
-    for line in text.lines() {
-        let start = line.trim_start();
-        assert!(
-            !start.starts_with("::") || OURS.iter().any(|o| start.starts_with(o)),
-            "{what}: a workflow command: {line:?}\n{text}"
-        );
-        assert!(
-            !line.contains("##["),
-            "{what}: a ##[ command: {line:?}\n{text}"
-        );
-        assert!(
-            !line.contains("injected") || line.contains("evil"),
-            "{what}: the value's newline started a line of its own: {line:?}\n{text}"
-        );
-        assert!(!line.contains('\r'), "{what}: a carriage return: {line:?}");
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn log_injection_a_hostile_lease_holder_and_owner_reach_no_line_raw() {

@@ -90,7 +90,7 @@ impl GithubConfig {
 
     /// From the environment of a GitHub Actions job: `GITHUB_API_URL` (default
     /// `DEFAULT_API_URL`), `GITHUB_REPOSITORY`, and the token read from `token_file` when
-    /// given, else `GITHUB_TOKEN`.
+    /// given, else [`super::TOKEN_ENV`], else `GITHUB_TOKEN`.
     ///
     /// # Errors
     /// One line naming what is missing (never the token).
@@ -99,7 +99,8 @@ impl GithubConfig {
             Some(p) => std::fs::read_to_string(p)
                 .map(|t| SecretString::from(t.trim().to_string()))
                 .map_err(|e| format!("GitHub token file {}: {e}", p.display()))?,
-            None => std::env::var("GITHUB_TOKEN")
+            None => std::env::var(super::TOKEN_ENV)
+                .or_else(|_| std::env::var("GITHUB_TOKEN"))
                 .map(SecretString::from)
                 .map_err(|_| {
                     "GITHUB_TOKEN is not set (or give a token file); the token needs \

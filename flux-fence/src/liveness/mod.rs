@@ -26,6 +26,12 @@ use std::pin::Pin;
 pub use github::{GithubConfig, GithubRuns};
 pub use settings::{Evidence, RecoveryTable};
 
+/// The environment variable that carries a GitHub token meant for flux-handoff alone (the
+/// Action's `github-token`): read before `GITHUB_TOKEN`, and never handed on to a command run
+/// under a pause (flux-suspend removes it from the command's environment), so a deploy script
+/// does not inherit a token it was not given.
+pub const TOKEN_ENV: &str = "FLUX_HANDOFF_GITHUB_TOKEN";
+
 /// What a liveness source answered about a holder.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -7,6 +7,7 @@ use std::fmt::{self, Write as _};
 use serde_json::{Value, json};
 
 use super::assess::{Action, LeaseView, Liveness, Row, assess};
+use super::ends::Ending;
 use super::overdue::{OverduePause, overdue, overdue_pauses};
 use super::run::{Recovery, Snapshot};
 use super::words::{age, duration_since, short_ref};
@@ -110,6 +111,7 @@ impl FenceListing {
         let pauses = self.overdue.iter().map(|p| {
             let mut v = p.to_json();
             v["resume_command"] = json!(self.overdue_resume(p).as_ref().map(spell));
+            v["ends"] = json!(self.ending(p).describe(&self.lease_name, spell));
             v
         });
         Value::Array(pauses.collect())
@@ -121,16 +123,20 @@ impl FenceListing {
             && matches!((l.found.acquired, l.max_hold), (Some(a), Some(m)) if overdue(a, m, self.snapshot.now))
     }
 
-    /// The command that resumes an overdue pause: only when its holder parked the Lease (a
-    /// `pause`); a `run` that still holds it ends with its command.
+    /// What will end an overdue pause, judged as recovery judges it.
+    fn ending(&self, p: &OverduePause) -> Ending {
+        let lease = self.snapshot.lease.as_ref().map(|l| &l.found);
+        p.ending(&self.snapshot.report.fences, lease, &self.lease_name)
+    }
+
+    /// The command that resumes an overdue pause: only a deliberate pause of a holder
+    /// `resume --holder` takes; a `run` ends with its command.
     fn overdue_resume(&self, p: &OverduePause) -> Option<Command> {
-        let l = self.snapshot.lease.as_ref()?;
-        let parked_by_it = l.found.parked && l.found.holder.as_deref() == Some(p.holder.as_str());
-        (parked_by_it && p.holder.parse::<crate::Holder>().is_ok()).then(|| Command::Resume {
-            holder: p.holder.clone(),
-            lease: Some(self.lease_name.clone()),
-            exited: false,
-        })
+        let valid = p.holder.parse::<crate::Holder>().is_ok();
+        match self.ending(p) {
+            e @ Ending::Resume { .. } if valid => e.command(&self.lease_name),
+            _ => None,
+        }
     }
 
     /// The overdue pauses, each as its lines (see [`FenceListing::overdue_text`]).
@@ -150,26 +156,16 @@ impl FenceListing {
             )?;
             let objects: Vec<String> = p.objects.iter().map(short_ref).collect();
             writeln!(f, "  fenced:   {}", objects.join(", "))?;
-            let holds_lease = self
-                .snapshot
-                .lease
-                .as_ref()
-                .is_some_and(|l| l.found.holder.as_deref() == Some(p.holder.as_str()));
-            match self.overdue_resume(p) {
-                Some(cmd) => writeln!(f, "  resume:   {}", spell(&cmd))?,
-                None if holds_lease => writeln!(
-                    f,
-                    "  resume:   not parked: its run still holds the Lease and releases it when \
-                     it ends"
-                )?,
-                None => writeln!(
-                    f,
-                    "  resume:   its holder does not hold the Lease {}: see `{}` to release or \
-                     recover it",
-                    self.lease_name,
+            let ends = match (self.overdue_resume(p), self.ending(p)) {
+                (Some(cmd), _) => spell(&cmd),
+                // A name someone else wrote is never a command.
+                (None, Ending::Resume { .. }) => format!(
+                    "parked under a name `resume --holder` does not take: see `{}`",
                     spell(&Command::Fences { lease: None })
-                )?,
-            }
+                ),
+                (None, e) => e.describe(&self.lease_name, spell),
+            };
+            writeln!(f, "  resume:   {ends}")?;
         }
         Ok(())
     }

@@ -47,6 +47,7 @@
 mod adopt;
 mod assess;
 mod ci;
+mod ends;
 mod keep;
 mod listing;
 pub mod overdue;
@@ -58,6 +59,7 @@ mod words;
 
 pub use adopt::{AdoptDecision, Adoption, HolderProcess, adopt_holder, decide_adopt};
 pub use assess::{ChildMark, LeaseView, Liveness, Orphan, Withhold};
+pub use ends::{Ending, Hold, what_ends};
 pub use plan::{HolderEvidence, KeepReason, PlannedRelease, RecoverPlan, Subject};
 pub use run::{Planned, RecoverOutcome, RecoverReport, Recovery, Snapshot};
 pub use watch::WatchProgress;

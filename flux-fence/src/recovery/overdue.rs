@@ -22,9 +22,10 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use super::assess::ChildMark;
+use super::ends::{Ending, Hold, what_ends};
 use super::words::{age, short_ref};
 use crate::ObjectRef;
-use crate::discover::{FoundFence, FoundState};
+use crate::discover::{FoundFence, FoundLease, FoundState, ReleasePlan};
 use crate::lease::decide::format_max_hold;
 
 /// Whether a hold taken at `since` with the limit `max_hold` is past it at `now`: held
@@ -73,6 +74,36 @@ impl OverduePause {
             "held {}, max-hold {}",
             age(self.age),
             format_max_hold(self.max_hold)
+        )
+    }
+
+    /// What will end this pause, judged as recovery judges it ([`what_ends`]) on `fences`
+    /// (the discovery it was found in) and `lease`, the Lease `ours` (`namespace/name`) as
+    /// read: its resume when its holder parked that Lease, its run while it renews it,
+    /// `fences recover` only where recovery acts.
+    #[must_use]
+    pub fn ending(&self, fences: &[FoundFence], lease: Option<&FoundLease>, ours: &str) -> Ending {
+        let (mut other, mut moved) = (None, false);
+        for f in fences {
+            if let FoundState::Fence {
+                owner,
+                lease: taken_under,
+                release,
+                ..
+            } = &f.state
+                && owner.holder.as_str() == self.holder
+                && owner.epoch.0 == self.epoch
+            {
+                other = other.or(taken_under.as_deref().filter(|l| *l != ours));
+                moved |= matches!(release, ReleasePlan::Withheld { .. });
+            }
+        }
+        what_ends(
+            &Hold::new(&self.holder, lease.and_then(|l| l.holder.as_deref()))
+                .parked(lease.is_some_and(|l| l.parked))
+                .unrenewed(lease.is_some_and(|l| l.expired))
+                .other_lease(other)
+                .mark_moved(moved),
         )
     }
 
@@ -220,6 +251,69 @@ mod tests {
                 reason: Some(format!("why {owner}")),
             },
         }
+    }
+
+    /// What ends an overdue pause follows its Lease's liveness, never the holder's name
+    /// alone: a dead run's (unparked, unrenewed) is recovered, not "released when it ends".
+    #[test]
+    fn max_hold_what_ends_an_overdue_pause_follows_its_leases_liveness() {
+        let child = ChildMark::annotation("kustomize.toolkit.fluxcd.io/reconcile", "disabled");
+        let fences = [fence(
+            "child",
+            "a;1",
+            "2026-01-01T00:00:00Z",
+            Some(60),
+            true,
+        )];
+        let p = &overdue_pauses(&fences, &child, at("2026-01-01T00:10:00Z"))[0];
+        let lease = |holder: Option<&str>, parked, expired| FoundLease {
+            namespace: "fs".into(),
+            name: "l".into(),
+            holder: holder.map(str::to_string),
+            epoch: 1,
+            acquired: None,
+            renewed: None,
+            expired,
+            parked,
+            release_patch: None,
+        };
+        let a = || "a".to_string();
+        let table = [
+            (
+                Some(lease(Some("a"), true, true)),
+                Ending::Resume { holder: a() },
+            ),
+            (
+                Some(lease(Some("a"), false, false)),
+                Ending::ItsRun { holder: a() },
+            ),
+            (
+                Some(lease(Some("a"), false, true)),
+                Ending::Recover { holds_lease: true },
+            ),
+            (
+                Some(lease(Some("b"), true, false)),
+                Ending::Recover { holds_lease: false },
+            ),
+            (
+                Some(lease(None, false, false)),
+                Ending::Recover { holds_lease: false },
+            ),
+            (None, Ending::Recover { holds_lease: false }),
+        ];
+        for (l, want) in table {
+            assert_eq!(p.ending(&fences, l.as_ref(), "fs/l"), want, "{l:?}");
+        }
+        // Taken under another Lease: only that one says.
+        let mut other = fences.clone();
+        if let FoundState::Fence { lease, .. } = &mut other[0].state {
+            *lease = Some("fs/l2".into());
+        }
+        let parked = lease(Some("a"), true, false);
+        assert_eq!(
+            p.ending(&other, Some(&parked), "fs/l"),
+            Ending::OtherLease("fs/l2".into())
+        );
     }
 
     #[test]

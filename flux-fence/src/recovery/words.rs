@@ -110,7 +110,7 @@ impl KeepReason {
                 format!("{holder} is live: {}", liveness.describe(now, spell))
             }
             Self::Paused { holder } => format!(
-                "{holder} {}; resume it with `{}` (or recover with --include-paused)",
+                "{holder} {}; only `{}` ends it",
                 Liveness::Paused.describe(now, spell),
                 spell(&Command::Resume {
                     holder: holder.clone(),

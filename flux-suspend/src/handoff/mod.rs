@@ -22,6 +22,7 @@ use crate::io::{self, ControllerRef, ProofTarget, Timing};
 use crate::judge::{Member, Proof, Role};
 use crate::retire::Strategy;
 use crate::steps::{Step, pause_steps};
+pub use ready::{NotReady, ReadyWait};
 
 /// First pause after a fence acquire lost every CAS round to other writers; doubles up to the
 /// poll interval.
@@ -137,6 +138,8 @@ pub struct ResumeReport {
     /// person's `flux resume`): their value was kept, the other marks restored, the fence
     /// removed ([`flux_fence::outcome::ReleaseOutcome::Released`]'s `kept_resume`).
     pub kept_resume: Vec<ObjectRef>,
+    /// Each released object with the uid it had: what [`Handoff::wait_ready`] waits for.
+    uids: Vec<(ObjectRef, String)>,
 }
 
 /// The span of one member's step (`fence`, `ack`, `release`) under the phase's span, as

@@ -1,23 +1,77 @@
 //! The resume: the held fences through the release engine (targets first, no parent while a
-//! target is held), then optionally waiting for Ready.
+//! target is held); then, apart, the Ready wait, a report of its own ([`ReadyWait`]).
 
 use flux_fence::engine::{Member, Rules, Settled, Source, release_members};
 
-use super::ready::wait_ready_after_resume;
+use super::ready::{ReadyWait, wait_ready_after_release};
 use super::{Handoff, HeldFence, ResumeReport, SuspendError, Timing};
 
 impl Handoff {
-    /// Releases every fence held through [`flux_fence::engine::release_members`]: targets
-    /// first (last fenced first), then parents — but no parent while a target is still held.
-    /// Optionally waits until each released object is Ready for its current generation.
+    /// Releases every fence held, then optionally waits until each released object is Ready
+    /// ([`Handoff::release`], then [`Handoff::wait_ready`]); an object not Ready in time is
+    /// an error here, after everything was released.
     ///
     /// # Errors
-    /// [`SuspendError::Invalid`] when something could not be released (it stays held here and
-    /// on the cluster, where fence discovery lists it); API failures.
+    /// As [`Handoff::release`]; [`SuspendError::Invalid`] (step `waiting for Ready after
+    /// resume`) when an object was not Ready in time or the handoff's cancel stopped the wait.
     pub async fn resume(
         &mut self,
         wait_ready: Option<Timing>,
     ) -> Result<ResumeReport, SuspendError> {
+        let report = self.release().await?;
+        let Some(timing) = wait_ready else {
+            return Ok(report);
+        };
+        match self.wait_ready(&report, timing).await {
+            ReadyWait::NotReady(objects) => Err(SuspendError::Invalid {
+                step: "waiting for Ready after resume",
+                detail: format!(
+                    "not Ready within {}s: {}",
+                    timing.timeout.as_secs(),
+                    objects
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            }),
+            ReadyWait::Stopped(_) => Err(SuspendError::Invalid {
+                step: "waiting for Ready after resume",
+                detail: "stopped before every released object was Ready".into(),
+            }),
+            _ => Ok(report),
+        }
+    }
+
+    /// Requests a reconcile of each object `report` released (a Flux object; a replicas
+    /// gate's Deployment has its count back and no Flux Ready) and waits until each is Ready
+    /// for its current generation with that request handled, within `timing.timeout`. A stop
+    /// of the handoff's cancel ([`Handoff::with_cancel`]) ends the wait at once. Nothing is
+    /// held by then: the outcome is a report, never a release to retry.
+    pub async fn wait_ready(&self, report: &ResumeReport, timing: Timing) -> ReadyWait {
+        let flux: Vec<_> = report
+            .uids
+            .iter()
+            .filter(|(o, _)| !crate::object::is_gate_kind(&o.resource))
+            .cloned()
+            .collect();
+        wait_ready_after_release(
+            &self.client,
+            &flux,
+            &self.fencer.keys().owner,
+            timing,
+            &self.cancel,
+        )
+        .await
+    }
+
+    /// Releases every fence held through [`flux_fence::engine::release_members`]: targets
+    /// first (last fenced first), then parents — but no parent while a target is still held.
+    ///
+    /// # Errors
+    /// [`SuspendError::Invalid`] when something could not be released (it stays held here and
+    /// on the cluster, where fence discovery lists it); API failures.
+    pub async fn release(&mut self) -> Result<ResumeReport, SuspendError> {
         let mut nonces = Vec::new();
         let mut members = Vec::new();
         for (list, child) in [(&mut self.targets, true), (&mut self.parents, false)] {
@@ -35,7 +89,6 @@ impl Handoff {
         ))
         .await;
         let mut report = ResumeReport::default();
-        let mut released = Vec::new();
         let mut failure = None;
         // In reverse, so what goes back onto the stacks keeps its order (next to release last).
         for one in settled.into_iter().rev() {
@@ -50,7 +103,7 @@ impl Handoff {
                         report.kept_resume.insert(0, object.clone());
                     }
                     report.released.insert(0, object.clone());
-                    released.insert(0, (object, uid));
+                    report.uids.insert(0, (object, uid));
                     continue;
                 }
                 Settled::Gone { object } | Settled::NotOurs { object, .. } => {
@@ -97,16 +150,6 @@ impl Handoff {
         }
         if let Some(e) = failure {
             return Err(e);
-        }
-        if let Some(timing) = wait_ready {
-            // A gate's Deployment has its count back; it has no Flux Ready to wait for.
-            let flux = released
-                .iter()
-                .filter(|(o, _)| !crate::object::is_gate_kind(&o.resource));
-            for (obj, uid) in flux {
-                wait_ready_after_resume(&self.client, obj, uid, &self.fencer.keys().owner, timing)
-                    .await?;
-            }
         }
         Ok(report)
     }

@@ -200,7 +200,6 @@ async fn sent(
 ) -> Result<DryRun, SessionError> {
     let (chains, _, mut reads) = preflight::preflight(client, opts, &holder).await?;
     let lease_cfg = opts.lease.clone().with_keys(&opts.keys);
-    let lease_name = opts.lease.to_string();
     let mut writes = Vec::new();
     let mut owner = OwnerValue::new(holder.clone(), flux_fence::Epoch(1));
     let by = suspended_by(&holder, opts.reason.as_deref());
@@ -215,11 +214,7 @@ async fn sent(
                         holder: other,
                         expired,
                     } => {
-                        return Err(SessionError::LeaseHeld {
-                            lease: lease_name,
-                            holder: other,
-                            expired,
-                        });
+                        return Err(super::held::refusal(client, opts, other, expired).await);
                     }
                     DryLease::Sent {
                         verb,

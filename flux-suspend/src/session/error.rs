@@ -19,8 +19,11 @@ pub enum SessionError {
         object: Subject,
         why: super::Refusal,
     },
-    /// Another holder has the Lease; nothing was changed.
-    #[error("lease {lease} is held by {holder}{}", if *expired { " (it looks expired; `fences recover` releases it once its run is provably gone)" } else { "" })]
+    /// Another holder has the Lease; nothing was changed. `expired`: it looks expired and the
+    /// Lease as read shows it not parked — what `fences recover` acts on
+    /// ([`flux_fence::recovery::what_ends`]); a parked pause is
+    /// [`super::Refusal::LeaseParked`], never this.
+    #[error("lease {lease} is held by {holder}{}", held_words(holder, *expired))]
     LeaseHeld {
         lease: String,
         holder: String,
@@ -84,6 +87,19 @@ pub enum SessionError {
         cleanup: CleanupError,
         after: Option<Box<SessionError>>,
     },
+}
+
+/// What ends a Lease held by `holder` that did not park it, as `fences recover` judges it.
+fn held_words(holder: &str, expired: bool) -> &'static str {
+    use flux_fence::recovery::{Ending, Hold, what_ends};
+    match what_ends(&Hold::new(holder, Some(holder)).unrenewed(expired)) {
+        Ending::Recover { .. } => {
+            ", which stopped renewing it and did not park it: `fences recover` releases it once \
+             it stays unwritten for its full duration"
+        }
+        // Renewing (or not known otherwise): `fences` shows its liveness and what ends it.
+        _ => "",
+    }
 }
 
 /// What a refusal names: a member of the chain, or the coordination Lease.

@@ -32,6 +32,7 @@ pub mod dry_run;
 mod error;
 mod fence_lease;
 mod guard;
+mod held;
 mod lines;
 mod options;
 mod preflight;
@@ -51,7 +52,7 @@ use futures::FutureExt;
 use kube::Client;
 use tracing::Instrument;
 
-pub use crate::refusal::{Refusal, field_manager};
+pub use crate::refusal::{ParkedPause, Refusal, field_manager};
 pub use by_object::{ObjectFence, decide_holder, holder_of};
 pub use error::{CleanupError, SessionError, Subject};
 pub use guard::WriteRefused;
@@ -59,7 +60,7 @@ pub use lines::Members;
 pub use options::{ParentSpec, SessionOptions, TargetSpec};
 pub use recover::Recovered;
 pub use resume::{ResumeError, ResumeOptions, Resumed, resume_holder};
-pub use wait_lease::{LeaseWait, LeaseWaiting, WaitDecision, decide_wait};
+pub use wait_lease::{Asked, LeaseWait, LeaseWaiting, WaitDecision, decide_wait};
 pub use watch::{BrokenPause, Change, what_broke};
 
 use crate::cancel::Cancel;
@@ -271,11 +272,7 @@ impl Session {
         let lease = match acquired {
             LeaseAcquire::Acquired(g) => g,
             LeaseAcquire::Held { holder, expired } => {
-                return Err(SessionError::LeaseHeld {
-                    lease: lease_name,
-                    holder,
-                    expired,
-                });
+                return Err(held::refusal(&client, &opts, holder, expired).await);
             }
             _ => {
                 return Err(SessionError::Refused {

@@ -96,6 +96,10 @@ async fn lease(client: &Client, opts: &SessionOptions, ours: &Holder) -> Result<
     let Ok(Some(lease)) = api.get_opt(&opts.lease.name).await else {
         return Ok(());
     };
+    // A parked pause, expired-looking or not, is named with the resume that ends it.
+    if let Some(parked) = super::held::parked(client, opts, &lease, Some(ours.as_str())).await {
+        return Err(parked);
+    }
     let Some(spec) = lease.spec.clone() else {
         return recorded_elsewhere(client, opts, ours, &lease).await;
     };

@@ -11,12 +11,15 @@ use flux_fence::discover::{self, FoundState, Listing, Scope};
 use flux_fence::lease::LeaseRelease;
 use flux_fence::lease::{merge_found, read_members, read_record};
 use flux_fence::recovery::{Adoption, HolderProcess, adopt_holder};
-use flux_fence::{AnnotationKeys, ErrorClass, FenceError, Fencer, Holder, LeaseConfig, ObjectRef};
+use flux_fence::{AnnotationKeys, FenceError, Fencer, Holder, LeaseConfig, ObjectRef};
 use kube::Client;
 
+mod error;
+pub use error::ResumeError;
+
 use super::Event;
-use crate::error::SuspendError;
-use crate::handoff::Handoff;
+use crate::cancel::Cancel;
+use crate::handoff::{Handoff, ReadyWait};
 use crate::io::Timing;
 use crate::object::{helmrelease_resource, kustomization_resource};
 
@@ -39,8 +42,13 @@ pub struct ResumeOptions {
     /// holder's command on this machine is asked to end the command's tree first
     /// ([`crate::command::end_holders_work`]); one that cannot is a refusal.
     pub holder_exited: bool,
-    /// Wait until each released object is Ready for its generation.
+    /// After everything was released (fences, Lease, chain record), wait until each released
+    /// object is Ready for its generation: a report, [`Resumed::ready`].
     pub wait_ready: Option<Timing>,
+    /// A stop before the first write writes nothing ([`ResumeError::Cancelled`]); once the
+    /// Lease is taken the release runs to its end, and a stop then ends only the Ready wait
+    /// ([`ReadyWait::Stopped`]).
+    pub cancel: Cancel,
     /// Act only where the holder still holds the Lease (a CI post step): the Lease and the
     /// holder's fences are read first, and unless the holder holds the Lease nothing is
     /// written — a free Lease, or one another holder has, is never taken.
@@ -59,13 +67,14 @@ impl ResumeOptions {
             listing: Listing::Labelled,
             holder_exited: false,
             wait_ready: None,
+            cancel: Cancel::new(),
             if_held: false,
         }
     }
 }
 
 /// What a resume by holder released.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Resumed {
     /// Objects released, in release order (empty: the holder held no fence).
@@ -73,140 +82,19 @@ pub struct Resumed {
     /// Whether the holder's Lease was taken and released (false only with
     /// [`ResumeOptions::if_held`] when the holder did not hold it: nothing was written).
     pub lease_released: bool,
+    /// The Ready wait after the release ([`ResumeOptions::wait_ready`]; [`ReadyWait::Ready`]
+    /// without one). Whatever it says, everything above was handed back.
+    pub ready: ReadyWait,
 }
 
-/// Why a resume by holder did not finish.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ResumeError {
-    /// The holder holds the Lease without having parked it and its exit is not attested: it
-    /// looks live (a run whose work is still going on). Nothing was written.
-    #[error(
-        "lease {lease} is held by {holder}, not parked: {holder} looks live; nothing was changed"
-    )]
-    LooksLive {
-        /// The Lease.
-        lease: String,
-        /// The holder.
-        holder: Holder,
-    },
-    /// Another holder has the Lease. Nothing was written.
-    #[error("lease {lease} is held by {other}, not {holder}")]
-    OtherHolder {
-        /// The Lease.
-        lease: String,
-        /// The holder asked for.
-        holder: Holder,
-        /// The holder found.
-        other: String,
-    },
-    /// Another party moved the Lease on every attempt. Nothing was written.
-    #[error("lease {lease} not acquired: another party changed it on every attempt; try again")]
-    Contended {
-        /// The Lease.
-        lease: String,
-    },
-    /// Reading or adopting failed before anything was released.
-    #[error(transparent)]
-    Fence(#[from] FenceError),
-    /// Something could not be released: it stays fenced, and the Lease stays held with it.
-    #[error("{0}")]
-    Release(#[source] SuspendError),
-    /// Everything was released but the Lease.
-    #[error("lease not released: {0}")]
-    LeaseNotReleased(String),
-    /// Resume by object: no object was named. Nothing was written.
-    #[error("no object named")]
-    NoObject,
-    /// Resume by object: a named object is missing, unfenced or carries a malformed fence.
-    /// Nothing was written.
-    #[error("{object}: {found}; nothing was changed")]
-    NotFenced {
-        /// The object.
-        object: Box<ObjectRef>,
-        /// What its read showed instead of a holder's fence.
-        found: super::ObjectFence,
-    },
-    /// Resume by object: the named objects are fenced by different holders (each listed
-    /// with its objects). Nothing was written.
-    #[error(
-        "fenced by different holders: {}; resume each holder by itself (`resume --holder H`); \
-         nothing was changed",
-        by_holder(holders)
-    )]
-    Holders {
-        /// Each holder, with the named objects it fences.
-        holders: Vec<(Holder, Vec<ObjectRef>)>,
-    },
-    /// With [`ResumeOptions::if_held`]: the holder does not hold the Lease but still fences
-    /// these objects. Nothing was written.
-    #[error(
-        "{holder} still fences {} but does not hold lease {lease}; nothing was changed",
-        listed(fences)
-    )]
-    FencedWithoutLease {
-        /// The Lease.
-        lease: String,
-        /// The holder.
-        holder: Holder,
-        /// The objects it fences.
-        fences: Vec<ObjectRef>,
-    },
-    /// The holder's fences name different Leases (or a Lease that is no `namespace/name`):
-    /// none can be adopted for all of them. Nothing was written.
-    #[error(
-        "{holder}'s fences were taken under different leases ({}): resume each lease's fences with --lease; nothing was changed",
-        leases.join(", ")
-    )]
-    Leases {
-        /// The holder.
-        holder: Holder,
-        /// The Leases its fences name.
-        leases: Vec<String>,
-    },
-    /// With [`ResumeOptions::holder_exited`]: a keeper of the holder's on this machine still
-    /// had its command's processes after the bound (the holder's process may have exited, its
-    /// work has not). Nothing was written.
-    #[cfg(target_os = "linux")]
-    #[error("{0}; nothing was changed")]
-    WorkStillRunning(#[from] crate::command::WorkStillRunning),
-}
-
-impl ResumeError {
-    /// Whether nothing was changed (a refusal, or a failure before any write).
-    #[must_use]
-    pub fn nothing_changed(&self) -> bool {
-        !matches!(self, Self::Release(_) | Self::LeaseNotReleased(_))
-    }
-
-    /// The kind of this failure ([`ErrorClass`]): a refusal changed nothing; a release that
-    /// failed left something held.
-    #[must_use]
-    pub fn class(&self) -> ErrorClass {
-        match self {
-            Self::Fence(f) => f.class(),
-            e if e.nothing_changed() => ErrorClass::Refused,
-            _ => ErrorClass::Cleanup,
+impl Default for Resumed {
+    fn default() -> Self {
+        Self {
+            released: Vec::new(),
+            lease_released: false,
+            ready: ReadyWait::Ready,
         }
     }
-}
-
-/// `Kind ns/a, Kind ns/b`.
-fn listed(objects: &[ObjectRef]) -> String {
-    objects
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// `h1 (Kind ns/a, Kind ns/b), h2 (Kind ns/c)`.
-fn by_holder(holders: &[(Holder, Vec<ObjectRef>)]) -> String {
-    holders
-        .iter()
-        .map(|(h, objects)| format!("{h} ({})", listed(objects)))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// The record of the holder's chain on the Lease, as read: its owner and the members of a
@@ -243,8 +131,10 @@ async fn with_record(
 }
 
 /// Resumes `opts.holder`'s pause: takes its Lease, releases its fences in `opts.scope`
-/// (targets first, no parent while a target is held), then releases the Lease. `progress`
-/// gets [`Event::Released`] for each object and [`Event::LeaseReleased`] last.
+/// (targets first, no parent while a target is held), then releases the Lease and its chain
+/// record; only then, with [`ResumeOptions::wait_ready`], waits for Ready — a report in
+/// [`Resumed::ready`], never a reason to keep anything. `progress` gets [`Event::Released`]
+/// for each object and [`Event::LeaseReleased`] after them.
 ///
 /// A holder that holds no fence is not an error: the Lease is taken and given back, and
 /// [`Resumed::released`] is empty.
@@ -257,10 +147,20 @@ pub async fn resume_holder(
     opts: &ResumeOptions,
     mut progress: impl FnMut(Event),
 ) -> Result<Resumed, ResumeError> {
+    let stopped = || {
+        if opts.cancel.is_stopped() {
+            Err(ResumeError::Cancelled)
+        } else {
+            Ok(())
+        }
+    };
+    stopped()?;
     let opts = &under_fences_lease(client, opts).await?;
     if opts.if_held && !holds_lease(client, opts).await? {
         return Ok(Resumed::default());
     }
+    // The last moment a stop writes nothing: the Lease is taken next.
+    stopped()?;
     let lease = adopt(client, opts).await?;
     let kinds = [kustomization_resource(), helmrelease_resource()];
     let clock = flux_fence::SystemClock;
@@ -305,9 +205,11 @@ pub async fn resume_holder(
         }
     }
     let guards = in_dependency_order(client, guards).await;
-    let mut handoff = Handoff::adopt(client.clone(), fencer, guards);
-    let (released, kept_resume) = match handoff.resume(opts.wait_ready).await {
-        Ok(r) => (r.released, r.kept_resume),
+    let mut handoff =
+        Handoff::adopt(client.clone(), fencer, guards).with_cancel(opts.cancel.clone());
+    // Released first, the Lease and its record with it; the Ready wait comes after, apart.
+    let report = match handoff.release().await {
+        Ok(r) => r,
         Err(e) => {
             // Keep what is still held listed, and the Lease with it.
             let _ = handoff.leave_paused();
@@ -315,8 +217,8 @@ pub async fn resume_holder(
             return Err(ResumeError::Release(e));
         }
     };
-    for o in &released {
-        progress(super::settle::released_event(o, &kept_resume));
+    for o in &report.released {
+        progress(super::settle::released_event(o, &report.kept_resume));
     }
     if let Some(r) = &record {
         if !r.unknown.is_empty() {
@@ -333,9 +235,14 @@ pub async fn resume_holder(
         LeaseRelease::Released | LeaseRelease::Gone => progress(Event::LeaseReleased),
         other => return Err(ResumeError::LeaseNotReleased(other.to_string())),
     }
+    let ready = match opts.wait_ready {
+        Some(timing) => handoff.wait_ready(&report, timing).await,
+        None => ReadyWait::Ready,
+    };
     Ok(Resumed {
-        released,
+        released: report.released,
         lease_released: true,
+        ready,
     })
 }
 

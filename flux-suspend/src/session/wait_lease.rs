@@ -6,9 +6,19 @@
 //! Lease (each watch bounded by the report interval, then a check read), reports who holds it
 //! and since when about every [`LeaseWait::every`], and starts the session — which takes the
 //! Lease by compare-and-swap as always — the moment it is free. It never takes over a held
-//! Lease: it only ever starts a session, whose acquire refuses a held one. A parked pause
-//! (`flux-handoff pause`) is not waited for: it lasts until someone resumes it, so the wait is
-//! refused at once with the resume command. What to do on each read is [`decide_wait`].
+//! Lease itself: it only ever starts a session, whose acquire refuses a held one. A parked
+//! pause (`flux-handoff pause`) is not waited for: it lasts until someone resumes it, so the
+//! wait is refused at once with the resume command. What to do on each read is
+//! [`decide_wait`].
+//!
+//! The wait keeps the run's place in the queue (issue 48): with
+//! [`SessionOptions::recover_finished_runs`], once the Lease has stood unchanged for its
+//! holder's own duration the session is started — its preflight asks the liveness source and
+//! recovers a finished holder — and a holder not proved finished is waited for again (asked
+//! again at most once per duration). A transient failure (a read refused, reset or answered
+//! 429/5xx; a start that failed on such a read or on a holder's fence, or lost a race) is read
+//! again within the budget. A waiter leaves only on a stop, a parked pause, a budget spent
+//! behind a holder, or a failure that waiting cannot mend.
 
 use std::time::{Duration, Instant};
 
@@ -58,6 +68,9 @@ pub struct LeaseWaiting {
     pub waited: Duration,
     /// The budget of the wait.
     pub budget: Duration,
+    /// With `--recover-finished-runs`: why the holder was not recovered when last asked (its
+    /// run not proved finished), one line.
+    pub not_finished: Option<String>,
 }
 
 impl LeaseWaiting {
@@ -69,8 +82,13 @@ impl LeaseWaiting {
             .since
             .map(|t| format!(" since {}", t.strftime("%Y-%m-%dT%H:%M:%SZ")))
             .unwrap_or_default();
+        let asked = self
+            .not_finished
+            .as_ref()
+            .map(|why| format!("; not recovered: {why}"))
+            .unwrap_or_default();
         format!(
-            "waiting for lease {}: held by {}{since} (waited {} of {})",
+            "waiting for lease {}: held by {}{since} (waited {} of {}{asked})",
             self.lease,
             self.holder,
             humantime::format_duration(Duration::from_secs(self.waited.as_secs())),
@@ -91,6 +109,14 @@ pub enum WaitDecision {
         holder: String,
         /// Its `acquireTime`.
         since: Option<Timestamp>,
+    },
+    /// With `--recover-finished-runs`, the Lease stood unchanged for its holder's whole
+    /// duration and the liveness source was not asked within that long: start the session,
+    /// whose preflight asks it and recovers a finished holder (a holder not proved finished
+    /// is waited for again).
+    Recover {
+        /// The holder.
+        holder: String,
     },
     /// A parked pause holds it: refuse at once (it lasts until resumed).
     Parked {
@@ -113,21 +139,38 @@ pub enum WaitDecision {
     },
 }
 
+/// With `--recover-finished-runs`, when the liveness source was last asked about the holder
+/// now read (`None`: never, or `--recover-finished-runs` is off).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Asked {
+    /// Recovery is off: the liveness source is never asked.
+    Off,
+    /// Never asked about this holder.
+    Never,
+    /// Asked this long ago (on this run's monotonic clock).
+    Ago(Duration),
+}
+
 /// The decision on one read of the Lease: `me` is this run's holder, `keys` name the
-/// annotations a parked pause and the holder's own duration carry, `unchanged_for` how long this run has seen the Lease at
-/// the version just read (from the return of the first read of that version to the sending
-/// of this one, on its own monotonic clock), `spent` whether the wait's budget is used up.
+/// annotations a parked pause and the holder's own duration carry, `unchanged_for` how long
+/// this run has seen the Lease at the version just read (from the return of the first read of
+/// that version to the sending of this one, on its own monotonic clock), `asked` when the
+/// liveness source was last asked about this holder, `spent` whether the wait's budget is used
+/// up.
 ///
 /// No wall clock is read: a holder's `renewTime` compared with a clock that runs ahead would
 /// make a live holder look gone, and the session would then refuse (or a race end) at once.
-/// A holder is judged gone only when its Lease stays unwritten for a full duration of its
-/// own ([`holder_duration`]) while watched, as `fences recover` judges it.
+/// A holder is judged silent only when its Lease stays unwritten for a full duration of its
+/// own ([`holder_duration`]) while watched, as `fences recover` judges it; only then is the
+/// liveness source asked (at most once per duration), and — budget spent — is it named gone.
 #[must_use]
 pub fn decide_wait(
     read: Option<&KubeLease>,
     me: &Holder,
     keys: &AnnotationKeys,
     unchanged_for: Duration,
+    asked: Asked,
     spent: bool,
 ) -> WaitDecision {
     let Some(lease) = read else {
@@ -149,6 +192,18 @@ pub fn decide_wait(
     if parked {
         return WaitDecision::Parked { holder };
     }
+    let duration = holder_duration(lease, keys);
+    let silent = unchanged_for >= duration;
+    let ask = match asked {
+        Asked::Off => false,
+        Asked::Never => true,
+        Asked::Ago(ago) => ago >= duration,
+    };
+    if silent && ask {
+        // A CI run that finished without its post step (a preempted runner) leaves its Lease
+        // unwritten: ask, and recover it, instead of waiting the budget out behind it.
+        return WaitDecision::Recover { holder };
+    }
     let since = spec.acquire_time.as_ref().map(|t| t.0);
     if !spent {
         // Even a holder silent for its whole duration is waited for while the budget lasts:
@@ -157,7 +212,7 @@ pub fn decide_wait(
         // holder (the soak, seed 2).
         return WaitDecision::Wait { holder, since };
     }
-    if unchanged_for >= holder_duration(lease, keys) {
+    if silent {
         WaitDecision::Gone { holder }
     } else {
         WaitDecision::GiveUp { holder, since }
@@ -169,17 +224,18 @@ impl Session {
     /// (see the module). `waiting` gets a report about every `wait.every`. With a zero budget
     /// this is `Session::start`.
     ///
-    /// A start that loses a race while the budget lasts — the Lease taken first by another
-    /// waiter, or a target found fenced by the holder waited for or by the one that now has
-    /// the Lease — is not a refusal: the run waits again.
+    /// A start that fails in a way waiting can mend while the budget lasts — the Lease taken
+    /// first by another waiter, a target found fenced by another holder, a holder not proved
+    /// finished, a read refused or answered 5xx ([`waits_again`]) — is not a refusal: the run
+    /// waits again. A failed read of the Lease is read again, with a backoff.
     ///
     /// # Errors
     ///
     /// As [`Session::start`]; a parked pause is [`SessionError::Refused`] at once (with the
     /// resume command), a holder that keeps the Lease past the budget is
     /// [`SessionError::Refused`] naming it, or, when it also left the Lease unwritten for a
-    /// full duration of its own, [`SessionError::LeaseHeld`] (`expired`: `fences recover`
-    /// releases it). Nothing was changed in any of these cases.
+    /// full duration of its own, [`SessionError::LeaseHeld`] (`expired`). Nothing was changed
+    /// in any of these cases.
     pub async fn start_waiting(
         client: Client,
         mut opts: SessionOptions,
@@ -197,115 +253,225 @@ impl Session {
         let api: Api<KubeLease> = Api::namespaced(client.clone(), &opts.lease.namespace);
         let lease = opts.lease.to_string();
         let started = Instant::now();
+        let left = || wait.budget.saturating_sub(started.elapsed());
         let mut said: Option<Instant> = None;
-        // The version last seen, and when the first read of it returned.
-        let mut seen: Option<(String, Instant)> = None;
-        // Every holder this run waited for: a fence of theirs met at start is a race.
-        let mut waited_for: Vec<String> = Vec::new();
-        let stopped = || SessionError::Cancelled {
-            during: "while waiting for the lease: nothing was changed".into(),
-            changed: false,
-        };
+        let mut seen = Seen::default();
+        let mut failed_reads = 0;
         loop {
-            let asked = Instant::now();
-            let read = cancel
-                .unless_stopped(api.get_opt(&opts.lease.name))
-                .await
-                .ok_or_else(stopped)?;
-            // A failed read is the session's to report: it reads the Lease again.
-            let Ok(read) = read else {
-                return Self::start(client, opts, cancel).await;
-            };
-            let version = read
-                .as_ref()
-                .and_then(|l| l.metadata.resource_version.clone())
-                .unwrap_or_default();
-            let unchanged_for = match &seen {
-                Some((v, since)) if *v == version => asked.saturating_duration_since(*since),
-                _ => {
-                    seen = Some((version.clone(), Instant::now()));
-                    Duration::ZERO
-                }
-            };
-            let spent = started.elapsed() >= wait.budget;
-            let decision = decide_wait(read.as_ref(), &me, &opts.keys, unchanged_for, spent);
-            let slice = wait
-                .budget
-                .saturating_sub(started.elapsed())
+            let asked_at = Instant::now();
+            let read =
+                match read_lease(&api, &opts.lease.name, &cancel, left(), failed_reads).await? {
+                    Ok(read) => read,
+                    Err(true) => {
+                        failed_reads += 1;
+                        continue;
+                    }
+                    // Anything else (or the budget spent) is the session's to report: it reads
+                    // the Lease again, with its own bounded retries.
+                    Err(false) => return Self::start(client, opts, cancel).await,
+                };
+            failed_reads = 0;
+            let (version, unchanged_for, asked) = seen.update(
+                read.as_ref(),
+                asked_at,
+                opts.recover_finished_runs.is_some(),
+            );
+            let decision = decide_wait(
+                read.as_ref(),
+                &me,
+                &opts.keys,
+                unchanged_for,
+                asked,
+                left().is_zero(),
+            );
+            // With recovery, read again when the holder can next be asked about, not later.
+            let ask_in = read.as_ref().map_or(Duration::MAX, |l| {
+                next_ask(holder_duration(l, &opts.keys), unchanged_for, asked)
+            });
+            let slice = left()
                 .min(wait.every)
+                .min(ask_in)
                 .max(Duration::from_secs(1));
+            // A waiting line to give: the holder and since when.
+            let mut report = None;
             match decision {
-                WaitDecision::Start => {
+                WaitDecision::Start | WaitDecision::Recover { .. } => {
+                    if let WaitDecision::Recover { holder } = &decision {
+                        tracing::info!(lease = %lease, holder = %holder, "the lease stood unwritten for its holder's duration: asking whether its run finished");
+                        seen.asked = Some((holder.clone(), Instant::now(), None));
+                    }
                     // Boxed: a session's start is a large future, and this one waits around it.
                     let r =
                         Box::pin(Self::start(client.clone(), opts.clone(), cancel.clone())).await;
-                    let again = match &r {
-                        // Its one read is bounded by the slice and ends at a stop; one that
-                        // does not answer leaves the refusal as it stands.
-                        Err(e) if started.elapsed() < wait.budget => cancel
-                            .unless_stopped(tokio::time::timeout(
-                                slice,
-                                lost_a_race(e, &waited_for, &api, &opts.lease.name),
-                            ))
-                            .await
-                            .ok_or_else(stopped)?
-                            .unwrap_or(false),
-                        _ => false,
+                    let e = match r {
+                        Err(e) if !left().is_zero() && waits_again(&e) => e,
+                        r => return r,
                     };
-                    if !again {
-                        return r;
+                    tracing::info!(lease = %lease, error = %e, "the start can wait: waiting again");
+                    if let Some((holder, _, why)) = seen.asked.as_mut() {
+                        *why = not_finished(&e).or(why.take());
+                        if matches!(decision, WaitDecision::Recover { .. }) && why.is_some() {
+                            // Say at once why the holder waited for was not recovered.
+                            said = None;
+                            report = Some((holder.clone(), acquired(read.as_ref())));
+                        }
                     }
-                    // Nothing was changed: wait for the Lease to move, then read it again.
-                    cancel
-                        .unless_stopped(changed(&api, &opts.lease.name, &version, slice))
-                        .await
-                        .ok_or_else(stopped)?;
                 }
-                WaitDecision::Parked { holder } => return Err(parked(&opts.lease, holder)),
-                WaitDecision::Gone { holder } => {
-                    return Err(SessionError::LeaseHeld {
-                        lease,
-                        holder,
-                        expired: true,
-                    });
-                }
+                WaitDecision::Wait { holder, since } => report = Some((holder, since)),
+                WaitDecision::Parked { .. } => return Err(parked(&client, &opts, read).await),
+                WaitDecision::Gone { holder } => return Err(gone(lease, holder)),
                 WaitDecision::GiveUp { holder, since } => {
                     return Err(still_held(&lease, holder, since, wait.budget));
                 }
-                WaitDecision::Wait { holder, since } => {
-                    if !waited_for.contains(&holder) {
-                        waited_for.push(holder.clone());
-                    }
-                    if said.is_none_or(|t| t.elapsed() >= wait.every) {
-                        said = Some(Instant::now());
-                        waiting(&LeaseWaiting {
-                            lease: lease.clone(),
-                            holder,
-                            since,
-                            waited: started.elapsed(),
-                            budget: wait.budget,
-                        });
-                    }
-                    cancel
-                        .unless_stopped(changed(&api, &opts.lease.name, &version, slice))
-                        .await
-                        .ok_or_else(stopped)?;
-                }
             }
+            if let Some((holder, since)) = report
+                && said.is_none_or(|t| t.elapsed() >= wait.every)
+            {
+                said = Some(Instant::now());
+                waiting(&LeaseWaiting {
+                    lease: lease.clone(),
+                    not_finished: seen.not_finished(&holder),
+                    holder,
+                    since,
+                    waited: started.elapsed(),
+                    budget: wait.budget,
+                });
+            }
+            // Nothing was changed: wait for the Lease to move, then read it again.
+            cancel
+                .unless_stopped(changed(&api, &opts.lease.name, &version, slice))
+                .await
+                .ok_or_else(stopped)?;
         }
     }
 }
 
-/// The refusal of a parked pause: it lasts until resumed, so it is never waited for.
-fn parked(lease: &flux_fence::LeaseConfig, holder: String) -> SessionError {
-    let default = flux_fence::LeaseConfig::default();
-    let named = lease.namespace != default.namespace || lease.name != default.name;
-    SessionError::Refused {
-        object: super::Subject::lease(lease),
-        why: super::Refusal::LeaseParked {
-            holder,
-            lease: named.then(|| lease.to_string()),
-        },
+/// How long until the holder of a Lease unchanged for `unchanged_for` can be asked about
+/// again (`duration`: its own), given when it was last `asked` about; `Duration::MAX` when
+/// recovery is off.
+fn next_ask(duration: Duration, unchanged_for: Duration, asked: Asked) -> Duration {
+    let since_asked = match asked {
+        Asked::Off => return Duration::MAX,
+        Asked::Never => Duration::MAX,
+        Asked::Ago(ago) => ago,
+    };
+    duration
+        .saturating_sub(unchanged_for)
+        .max(duration.saturating_sub(since_asked))
+}
+
+/// The Lease's `acquireTime`, when set.
+fn acquired(read: Option<&KubeLease>) -> Option<Timestamp> {
+    read.and_then(|l| l.spec.as_ref())
+        .and_then(|s| s.acquire_time.as_ref())
+        .map(|t| t.0)
+}
+
+/// What the wait has seen of the Lease: the version last read and when the first read of it
+/// returned; with recovery, the holder last asked about, when, and why it was not recovered.
+#[derive(Default)]
+struct Seen {
+    version: Option<(String, Instant)>,
+    asked: Option<(String, Instant, Option<String>)>,
+}
+
+impl Seen {
+    /// Notes `read` (sent at `sent`): its version, how long it has stood unchanged, and when
+    /// its holder was last asked about (`recover`: whether recovery is on).
+    fn update(
+        &mut self,
+        read: Option<&KubeLease>,
+        sent: Instant,
+        recover: bool,
+    ) -> (String, Duration, Asked) {
+        let version = read
+            .and_then(|l| l.metadata.resource_version.clone())
+            .unwrap_or_default();
+        let unchanged_for = match &self.version {
+            Some((v, since)) if *v == version => sent.saturating_duration_since(*since),
+            _ => {
+                self.version = Some((version.clone(), Instant::now()));
+                Duration::ZERO
+            }
+        };
+        let holder = read
+            .and_then(|l| l.spec.as_ref())
+            .and_then(|s| s.holder_identity.as_deref())
+            .unwrap_or_default();
+        let asked = match &self.asked {
+            _ if !recover => Asked::Off,
+            Some((h, at, _)) if h == holder => Asked::Ago(at.elapsed()),
+            _ => Asked::Never,
+        };
+        (version, unchanged_for, asked)
+    }
+
+    /// Why `holder` was not recovered when last asked about.
+    fn not_finished(&self, holder: &str) -> Option<String> {
+        self.asked
+            .as_ref()
+            .filter(|(h, ..)| h == holder)
+            .and_then(|(_, _, why)| why.clone())
+    }
+}
+
+/// The refusal of a parked pause: it lasts until resumed, so it is never waited for. It names
+/// the pause (holder, reason, since when) as every refusal by a parked Lease does.
+async fn parked(client: &Client, opts: &SessionOptions, read: Option<KubeLease>) -> SessionError {
+    if let Some(lease) = &read
+        && let Some(e) = super::held::parked(client, opts, lease, None).await
+    {
+        return e;
+    }
+    let holder = read.and_then(|l| l.spec?.holder_identity);
+    super::held::parked_unread(opts, holder.unwrap_or_default())
+}
+
+/// One read of the Lease: `Ok(Ok(read))`; `Ok(Err(true))` after a transient failure (a refused
+/// or broken connection, a 429 or 5xx) while `left` lasts, once a backoff for `failed` earlier
+/// ones has passed — an API server restarting must not eject a queued run; `Ok(Err(false))`
+/// for any other failure; `Err` at a stop.
+async fn read_lease(
+    api: &Api<KubeLease>,
+    name: &str,
+    cancel: &Cancel,
+    left: Duration,
+    failed: u32,
+) -> Result<Result<Option<KubeLease>, bool>, SessionError> {
+    let read = cancel
+        .unless_stopped(api.get_opt(name))
+        .await
+        .ok_or_else(stopped)?;
+    match read {
+        Ok(read) => Ok(Ok(read)),
+        Err(e) if !left.is_zero() && flux_fence::api::transient_read(&e) => {
+            tracing::warn!(lease = name, error = %e, "reading the lease failed; reading it again");
+            let pause = flux_fence::api::read_backoff(failed).min(left);
+            cancel
+                .unless_stopped(tokio::time::sleep(pause))
+                .await
+                .ok_or_else(stopped)?;
+            Ok(Err(true))
+        }
+        Err(_) => Ok(Err(false)),
+    }
+}
+
+/// A stop while waiting: nothing was changed.
+fn stopped() -> SessionError {
+    SessionError::Cancelled {
+        during: "while waiting for the lease: nothing was changed".into(),
+        changed: false,
+    }
+}
+
+/// The refusal of a holder that left the Lease unwritten for its whole duration, the budget
+/// spent.
+fn gone(lease: String, holder: String) -> SessionError {
+    SessionError::LeaseHeld {
+        lease,
+        holder,
+        expired: true,
     }
 }
 
@@ -326,57 +492,41 @@ fn still_held(
     }
 }
 
-/// Whether a start that failed with `e` lost a race a waiting run must wait out; for a
-/// fence's refusal the Lease's holder is read once more ([`waits_again`] decides).
-async fn lost_a_race(
-    e: &SessionError,
-    waited_for: &[String],
-    api: &Api<KubeLease>,
-    name: &str,
-) -> bool {
-    let holder_now = match e {
-        SessionError::Refused { why, .. } if fence_holder(why).is_some() => api
-            .get_opt(name)
-            .await
-            .ok()
-            .flatten()
-            .and_then(|l| l.spec)
-            .and_then(|s| s.holder_identity),
-        _ => None,
-    };
-    waits_again(e, waited_for, holder_now.as_deref())
-}
-
-/// Whether a start that failed with `e` lost a race: the Lease was taken first (by another
-/// waiter; or still held, as the session judged it on its own; or written between the
-/// session's read and its write), or a target was fenced by a
-/// holder this run waited for or by `holder_now`, the Lease's holder read after the refusal.
-/// Any other refusal or error stands.
-pub(super) fn waits_again(
-    e: &SessionError,
-    waited_for: &[String],
-    holder_now: Option<&str>,
-) -> bool {
+/// Whether a start that failed with `e` can be mended by waiting, so a queued run waits again
+/// instead of leaving the queue: the Lease taken first (by another waiter; or still held, as
+/// the session judged it on its own; or written between the session's read and its write), a
+/// target fenced by another holder (it ends with that holder's run), a holder not proved
+/// finished or a takeover that lost its race (`--recover-finished-runs`: asked again later),
+/// or a read that failed transiently (refused, reset, 429, 5xx) before anything was changed.
+/// Any other refusal or error stands: a foreign suspend, a parked pause, a missing object,
+/// bad input, a cleanup that left something held.
+#[must_use]
+pub(super) fn waits_again(e: &SessionError) -> bool {
+    use super::Refusal as R;
     match e {
-        SessionError::LeaseHeld { .. }
-        | SessionError::Refused {
-            why: super::Refusal::LeaseContended,
-            ..
-        } => true,
-        SessionError::Refused { why, .. } => fence_holder(why)
-            .is_some_and(|by| waited_for.contains(&by) || holder_now.is_some_and(|h| h == by)),
+        SessionError::LeaseHeld { .. } => true,
+        SessionError::Refused { why, .. } => matches!(
+            why,
+            R::LeaseContended
+                | R::FencedBy { .. }
+                | R::NotProvedFinished { .. }
+                | R::TakeoverLost { .. }
+        ),
+        SessionError::Read { source, .. } => flux_fence::api::transient_read(source),
+        SessionError::Lease(flux_fence::FenceError::Api { source, .. }) => {
+            flux_fence::api::transient_read(source)
+        }
         _ => false,
     }
 }
 
-/// The holder of the fence a refusal names, if it is a fence of another holder.
-fn fence_holder(why: &super::Refusal) -> Option<String> {
-    match why {
-        super::Refusal::FencedBy { holder } => Some(
-            holder
-                .parse::<flux_fence::OwnerValue>()
-                .map_or_else(|_| holder.clone(), |o| o.holder.to_string()),
-        ),
+/// Why a start with recovery did not recover the holder, when that is why it failed.
+fn not_finished(e: &SessionError) -> Option<String> {
+    match e {
+        SessionError::Refused {
+            why: super::Refusal::NotProvedFinished { why, .. },
+            ..
+        } => Some(why.clone()),
         _ => None,
     }
 }

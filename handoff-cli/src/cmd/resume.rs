@@ -5,15 +5,18 @@
 //! the Lease, wherever it lives, and whatever the fenced label finds in -n, the configured
 //! targets' namespaces and each --in; -A everywhere), targets before parents,
 //! then the Lease; optionally wait until each released object is Ready for its generation. H's Lease is
-//! adopted only when parked or when `--holder-exited` attests its process is gone.
+//! adopted only when parked or when `--holder-exited` attests its process is gone. The Ready wait
+//! comes after everything was handed back: an object not Ready in time is exit 10, a signal
+//! during the wait ends it with 130, and neither leaves anything held.
 
 use std::str::FromStr;
 
 use flux_fence::recovery::short_ref;
 use flux_fence::{Holder, ObjectRef};
-use flux_suspend::Members;
+use flux_suspend::handoff::ReadyWait;
 use flux_suspend::holder_of;
 use flux_suspend::io::Timing;
+use flux_suspend::{Cancel, Members};
 use flux_suspend::{ParentSpec, ResumeError, ResumeOptions, resume_holder};
 use handoff_app::select::{LabelSelector, SelectError, Selection};
 use serde_json::json;
@@ -24,7 +27,12 @@ use crate::output::Output;
 use crate::{client, exit, settings};
 use handoff_app::config;
 
-pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result<u8, Failure> {
+pub async fn run(
+    global: &Global,
+    args: &ResumeArgs,
+    out: &mut Output,
+    cancel: Cancel,
+) -> Result<u8, Failure> {
     let by = by(
         args,
         std::env::var("FLUX_HANDOFF_HOLDER").ok(),
@@ -80,8 +88,10 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
     opts.listing = args.find.listing();
     opts.holder_exited = args.holder_exited;
     opts.if_held = args.if_held;
+    opts.cancel = cancel;
     let wait = waits(args, !matches!(by, By::Holder(_)));
-    opts.wait_ready = wait.then(|| Timing::new(settings.interval, settings.timeout));
+    let timing = Timing::new(settings.interval, settings.timeout);
+    opts.wait_ready = wait.then_some(timing);
     out.cleanup_complete(false);
     out.stage("resume");
     crate::notify::session(out, &holder.to_string(), global.reason.as_deref());
@@ -103,10 +113,61 @@ pub async fn run(global: &Global, args: &ResumeArgs, out: &mut Output) -> Result
     out.fact("released", json!(released));
     out.cleanup_complete(true);
     out.list(&resumed.released);
-    if wait && !resumed.released.is_empty() {
-        out.phase("every released object is Ready");
+    ready(out, &resumed, wait, timing)
+}
+
+/// The Ready wait's outcome, after everything was handed back: exit 0, 10 (an object not
+/// Ready in time) or 130 (a signal ended the wait); the line says nothing is held.
+fn ready(
+    out: &mut Output,
+    resumed: &flux_suspend::Resumed,
+    wait: bool,
+    timing: Timing,
+) -> Result<u8, Failure> {
+    match &resumed.ready {
+        ReadyWait::NotReady(objects) => {
+            let not_ready: Vec<String> = objects.iter().map(ToString::to_string).collect();
+            out.fact("not_ready", json!(not_ready));
+            Err(Failure::new(
+                exit::NOT_READY,
+                format!(
+                    "not Ready within {}s after the resume: {}; everything was handed back \
+                     ({}, and the Lease): nothing is held",
+                    timing.timeout.as_secs(),
+                    not_ready.join(", "),
+                    handed_back(&resumed.released),
+                ),
+            ))
+        }
+        ReadyWait::Stopped(objects) => Err(Failure::new(
+            exit::INTERRUPTED,
+            format!(
+                "interrupted while waiting for Ready ({} not seen Ready yet); everything was \
+                 handed back ({}, and the Lease): nothing is held",
+                objects
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                handed_back(&resumed.released),
+            ),
+        )),
+        _ => {
+            if wait && !resumed.released.is_empty() {
+                out.phase("every released object is Ready");
+            }
+            Ok(exit::SUCCESS)
+        }
     }
-    Ok(exit::SUCCESS)
+}
+
+/// `released Kustomization a/x, Kustomization a/y`, or `no fence was held`.
+fn handed_back(released: &[ObjectRef]) -> String {
+    if released.is_empty() {
+        return "no fence was held".into();
+    }
+    let objects: Vec<String> = released.iter().map(ToString::to_string).collect();
+    format!("released {}", objects.join(", "))
 }
 
 /// The paused objects `selection` selects (its selector and the fenced label, one list per

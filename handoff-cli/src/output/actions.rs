@@ -52,6 +52,7 @@ impl Report<'_> {
             6 => "api-error",
             7 => "cleanup-failed",
             8 => "pause-broken",
+            10 => "not-ready",
             130 => "cancelled",
             _ => "failed",
         }
@@ -60,7 +61,8 @@ impl Report<'_> {
     /// The one command to run next after a failure: the one printed on its own line (a proof
     /// timeout's, whose error line is its counters only), or the one the error line ends with
     /// (`; next: COMMAND`, [`handoff_app::next`]), else by exit code. A timeout without its own
-    /// next step gets none: `doctor` checks permissions, not a proof.
+    /// next step gets none: `doctor` checks permissions, not a proof; nor does `not-ready`
+    /// (exit 10): everything was handed back, so `fences` has nothing to show.
     pub fn next_command(&self) -> Option<String> {
         if self.code == 0 || self.outcome() == "command-failed" {
             return None;
@@ -72,7 +74,7 @@ impl Report<'_> {
             return Some(next.to_string());
         }
         match self.code {
-            4 => None,
+            4 | 10 => None,
             2 | 6 => Some("flux-handoff doctor".into()),
             5 => Some("flux-handoff ghcr check".into()),
             _ => Some("flux-handoff fences".into()),
@@ -190,6 +192,7 @@ mod tests {
             (6, Some("403"), "api-error"),
             (7, Some("left"), "cleanup-failed"),
             (8, Some("unsuspended"), "pause-broken"),
+            (10, Some("handed back, not Ready"), "not-ready"),
             (130, Some("interrupted"), "cancelled"),
             (42, None, "failed"),
         ];
@@ -232,6 +235,10 @@ mod tests {
             &[],
             &facts,
         );
+        assert_eq!(r.next_command(), None);
+        // Handed back but not Ready: nothing is held, so no `fences` to run.
+        let line = "not Ready within 5s after the resume: Kustomization a/b (Ready=False)";
+        let r = report("resume", 10, Some(line), &[], &facts);
         assert_eq!(r.next_command(), None);
     }
 

@@ -45,19 +45,24 @@ impl Cluster {
     /// `flux-handoff` with the global flags pointing at this test's namespace, Lease and
     /// controller; extra environment from `env`.
     pub fn cli(&self) -> Command {
+        self.cli_with(&self.kubeconfig, "30s")
+    }
+
+    /// [`Cluster::cli`] through another kubeconfig (a proxy's) and with its own `--timeout`.
+    pub fn cli_with(&self, kubeconfig: &std::path::Path, timeout: &str) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_flux-handoff"));
         c.env_remove("GITHUB_ACTIONS")
             .env_remove("FLUX_HANDOFF_CONFIG")
             .env_remove("FLUX_HANDOFF_HOLDER")
             .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
+            .arg(kubeconfig)
             .args([
                 "--namespace",
                 &self.ns.name,
                 "--interval",
                 "200ms",
                 "--timeout",
-                "30s",
+                timeout,
             ])
             .stdin(Stdio::null());
         c

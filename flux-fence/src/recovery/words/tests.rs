@@ -94,8 +94,8 @@ fn keep_reasons_say_why_and_what_to_do() {
     let table = [
         (
             KeepReason::Paused { holder: "h".into() },
-            "h paused on purpose by `app pause` (Lease parked, not renewed); resume it with `app \
-             resume --holder h` (or recover with --include-paused)",
+            "h paused on purpose by `app pause` (Lease parked, not renewed); only `app resume \
+             --holder h` ends it",
         ),
         (
             KeepReason::ChildKept { holder: "h".into() },

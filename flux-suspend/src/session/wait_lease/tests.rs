@@ -99,6 +99,7 @@ fn queue_each_read_of_the_lease_decides_the_wait() {
             &me,
             &AnnotationKeys::default(),
             Duration::from_secs(unchanged),
+            Asked::Off,
             spent,
         );
         // acquireTime differs per built lease: compare holder and kind.
@@ -113,23 +114,68 @@ fn queue_each_read_of_the_lease_decides_the_wait() {
 }
 
 #[test]
-fn only_a_fence_of_another_holder_names_one() {
-    let owner = "gh2.1-bbbbbb;3";
-    assert_eq!(
-        fence_holder(&Refusal::FencedBy {
-            holder: owner.into()
-        })
-        .as_deref(),
-        Some("gh2.1-bbbbbb")
+fn queue_heal_a_silent_holder_is_asked_about_once_per_duration_with_recovery() {
+    let me: Holder = "gh1.1-aaaaaa".parse().unwrap();
+    let other = "gh2.1-bbbbbb";
+    let live = lease(Some(other), None, 5);
+    let recover = WaitDecision::Recover {
+        holder: other.into(),
+    };
+    let secs = Duration::from_secs;
+    // (seconds seen unchanged, when last asked, budget spent, decision kind)
+    let table: Vec<(u64, Asked, bool, &str)> = vec![
+        // Recovery off: never asked, as before.
+        (60, Asked::Off, false, "wait"),
+        (60, Asked::Off, true, "gone"),
+        // Renewed within its duration: a live holder is not asked about.
+        (59, Asked::Never, false, "wait"),
+        (0, Asked::Never, true, "give-up"),
+        // Unwritten for its whole duration: asked, with budget left or not.
+        (60, Asked::Never, false, "recover"),
+        (600, Asked::Never, true, "recover"),
+        // Asked less than a duration ago: waited for again, not asked.
+        (120, Asked::Ago(secs(30)), false, "wait"),
+        (120, Asked::Ago(secs(30)), true, "gone"),
+        // Asked a duration ago or more: asked again.
+        (120, Asked::Ago(secs(60)), false, "recover"),
+    ];
+    for (i, (unchanged, asked, spent, want)) in table.into_iter().enumerate() {
+        let got = decide_wait(
+            Some(&live),
+            &me,
+            &AnnotationKeys::default(),
+            secs(unchanged),
+            asked,
+            spent,
+        );
+        let kind = match &got {
+            WaitDecision::Wait { .. } => "wait",
+            WaitDecision::Gone { .. } => "gone",
+            WaitDecision::GiveUp { .. } => "give-up",
+            WaitDecision::Recover { .. } => {
+                assert_eq!(got, recover, "row {i}");
+                "recover"
+            }
+            other => panic!("row {i}: {other:?}"),
+        };
+        assert_eq!(kind, want, "row {i}");
+    }
+    // A parked pause is never asked about: it is deliberate, and refused at once.
+    let parked = lease(Some(other), Some(other), 600);
+    let got = decide_wait(
+        Some(&parked),
+        &me,
+        &AnnotationKeys::default(),
+        secs(600),
+        Asked::Never,
+        false,
     );
     assert_eq!(
-        fence_holder(&Refusal::FencedBy {
-            holder: "not-an-owner".into()
-        })
-        .as_deref(),
-        Some("not-an-owner")
+        got,
+        WaitDecision::Parked {
+            holder: other.into()
+        }
     );
-    assert_eq!(fence_holder(&Refusal::OursDiffers), None);
 }
 
 #[test]
@@ -140,54 +186,141 @@ fn the_waiting_line_names_holder_since_and_budget() {
         since: Some("2026-12-01T20:00:00Z".parse().unwrap()),
         waited: Duration::from_millis(10_400),
         budget: Duration::from_mins(2),
+        not_finished: None,
     };
     assert_eq!(
         w.line(),
         "waiting for lease flux-system/flux-handoff: held by gh2.1-bbbbbb since \
          2026-12-01T20:00:00Z (waited 10s of 2m)"
     );
+    let asked = LeaseWaiting {
+        not_finished: Some("run 4711 attempt 1 is in_progress".into()),
+        ..w
+    };
+    assert_eq!(
+        asked.line(),
+        "waiting for lease flux-system/flux-handoff: held by gh2.1-bbbbbb since \
+         2026-12-01T20:00:00Z (waited 10s of 2m; not recovered: run 4711 attempt 1 is \
+         in_progress)"
+    );
 }
 
 #[test]
-fn a_start_that_lost_a_race_waits_again_and_any_other_failure_stands() {
+fn wait_fault_a_start_that_waiting_can_mend_waits_again_and_any_other_failure_stands() {
     let app = crate::object::kustomization("ns", "app");
+    let lease_subject = || crate::session::Subject::lease("ns/l");
     let fenced = |by: &str| SessionError::Refused {
         object: (&app).into(),
         why: Refusal::FencedBy { holder: by.into() },
     };
-    let held = SessionError::LeaseHeld {
-        lease: "ns/l".into(),
-        holder: "gh2.1-b".into(),
-        expired: true,
+    let api = |code: u16| {
+        kube::Error::Api(
+            kube::core::Status::failure("x", "Reason")
+                .with_code(code)
+                .boxed(),
+        )
     };
-    let waited = ["gh2.1-b".to_string()];
-    // (failure, holders waited for, the Lease's holder now, waits again)
-    let table: Vec<(SessionError, &[String], Option<&str>, bool)> = vec![
-        (held, &[], None, true),
-        // The holder waited for: its fence met by a start that judged too early.
-        (fenced("gh2.1-b;1"), &waited, None, true),
-        // The run that just took the Lease fenced the target first.
-        (fenced("gh3.1-c;2"), &waited, Some("gh3.1-c"), true),
-        // A fence of nobody waited for and not the Lease's holder: a refusal.
-        (fenced("gh4.1-d;1"), &waited, Some("gh3.1-c"), false),
-        (fenced("gh4.1-d;1"), &[], None, false),
+    let read = |code: u16| SessionError::Read {
+        object: Box::new(app.clone()),
+        source: api(code),
+    };
+    let lease_write = |code: u16| {
+        SessionError::Lease(flux_fence::FenceError::Api {
+            verb: "update",
+            resource: "leases.coordination.k8s.io".into(),
+            target: "ns/l".into(),
+            source: Box::new(api(code)),
+        })
+    };
+    let suspended = SessionError::Refused {
+        object: (&app).into(),
+        why: Refusal::MarkTaken {
+            at: flux_fence::mark::MarkAt::Field("/spec/suspend".into()),
+            field_manager: Some("kubectl".into()),
+        },
+    };
+    // (failure, waits again)
+    let table: Vec<(SessionError, bool)> = vec![
+        (
+            SessionError::LeaseHeld {
+                lease: "ns/l".into(),
+                holder: "gh2.1-b".into(),
+                expired: true,
+            },
+            true,
+        ),
+        // A fence of any other holder: its run ends, whoever it is (a start after a broken
+        // read met the fence of the holder it had waited for, and left the queue).
+        (fenced("gh2.1-b;1"), true),
+        (fenced("gh4.1-d;1"), true),
         (
             SessionError::Refused {
-                object: crate::session::Subject::lease("ns/l"),
+                object: lease_subject(),
                 why: Refusal::LeaseContended,
             },
-            &waited,
-            Some("gh2.1-b"),
             true,
         ),
         (
-            SessionError::NotFound(Box::new(app.clone())),
-            &waited,
-            None,
+            SessionError::Refused {
+                object: lease_subject(),
+                why: Refusal::NotProvedFinished {
+                    holder: "gh2.1-b".into(),
+                    why: "run 2 attempt 1 is in_progress".into(),
+                },
+            },
+            true,
+        ),
+        (
+            SessionError::Refused {
+                object: lease_subject(),
+                why: Refusal::TakeoverLost {
+                    gone: "gh2.1-b".into(),
+                    why: "the lease moved".into(),
+                },
+            },
+            true,
+        ),
+        // Reads and a Lease write that failed transiently: nothing changed, try again.
+        (read(503), true),
+        (read(429), true),
+        (lease_write(500), true),
+        // What waiting cannot mend stands.
+        (read(403), false),
+        (lease_write(403), false),
+        (suspended, false),
+        (SessionError::NotFound(Box::new(app.clone())), false),
+        (SessionError::Invalid("bad".into()), false),
+        (
+            SessionError::Refused {
+                object: lease_subject(),
+                why: Refusal::LeaseParked {
+                    holder: "gh2.1-b".into(),
+                    lease: None,
+                    pause: Box::default(),
+                },
+            },
             false,
         ),
     ];
-    for (i, (e, waited_for, now, want)) in table.into_iter().enumerate() {
-        assert_eq!(waits_again(&e, waited_for, now), want, "row {i}: {e}");
+    for (i, (e, want)) in table.into_iter().enumerate() {
+        assert_eq!(waits_again(&e), want, "row {i}: {e}");
+    }
+}
+
+#[test]
+fn queue_heal_the_wait_reads_again_when_the_holder_can_next_be_asked_about() {
+    let s = Duration::from_secs;
+    // (holder's duration, seen unchanged, last asked, read again within)
+    let table = [
+        (s(60), s(0), Asked::Off, Duration::MAX),
+        (s(60), s(0), Asked::Never, s(60)),
+        (s(60), s(45), Asked::Never, s(15)),
+        (s(60), s(90), Asked::Never, s(0)),
+        // Asked 20 s ago: not before a duration has passed since.
+        (s(60), s(90), Asked::Ago(s(20)), s(40)),
+        (s(60), s(10), Asked::Ago(s(70)), s(50)),
+    ];
+    for (i, (duration, unchanged, asked, want)) in table.into_iter().enumerate() {
+        assert_eq!(next_ask(duration, unchanged, asked), want, "row {i}");
     }
 }
