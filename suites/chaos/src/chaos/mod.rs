@@ -25,6 +25,7 @@ pub mod discover;
 pub mod faults;
 pub mod hostile;
 pub mod leaks;
+pub mod liveness;
 pub mod lost;
 pub mod nemesis;
 pub mod recorder;

@@ -12,10 +12,16 @@
 //! ([`work`]); [`history`] records every write of the chain, the Lease and the work; the pure
 //! [`checker`] judges it (I1, I2), and the suite's leak scan looks for secrets (I3).
 //!
-//! The last line is `nemesis: seeds=N operations=N faults=N violations=N`; each violation is
-//! printed with its seed, the command that replays it and the history around it.
+//! Every deploy (a `run` actor, an Action job) that did not run its command to success is
+//! classified from the history by the liveness checker ([`super::liveness`], through
+//! [`deploys`]): warranted or unwarranted.
+//!
+//! The last line is `nemesis: seeds=N operations=N faults=N violations=N unwarranted=N`; each
+//! violation and each unwarranted deploy is printed with its seed and the command that replays
+//! it, a violation with the history around it.
 
 pub mod checker;
+pub mod deploys;
 pub mod history;
 mod person;
 mod poll;
@@ -67,6 +73,7 @@ pub async fn run(s: &Settings, o: &Options) -> anyhow::Result<bool> {
     let mut faults: BTreeMap<&str, usize> = schedule::KINDS.iter().map(|k| (*k, 0)).collect();
     let mut exits: BTreeMap<String, usize> = BTreeMap::new();
     let (mut operations, mut violations, mut after_break) = (0, 0, 0);
+    let mut liveness = super::liveness::Tally::default();
     for seed in o.first..o.first + o.seeds {
         let plan = schedule::plan(seed, o.rogue);
         let roles: Vec<String> = plan
@@ -121,6 +128,7 @@ pub async fn run(s: &Settings, o: &Options) -> anyhow::Result<bool> {
                 eprintln!("nemesis:   {line}");
             }
         }
+        unwarranted(&mut liveness, &played.liveness, seed, o.rogue);
         for u in &played.unrecovered {
             violations += 1;
             eprintln!("nemesis: VIOLATION seed={seed} I2: {u}");
@@ -139,14 +147,36 @@ pub async fn run(s: &Settings, o: &Options) -> anyhow::Result<bool> {
     eprintln!(
         "nemesis: work writes after a person's flux resume, before the release: {after_break}"
     );
+    eprintln!(
+        "nemesis: deploys that did not deploy: unwarranted={} {}",
+        liveness.unwarranted,
+        liveness.line()
+    );
     eprintln!("nemesis: {}", leaks.line);
     eprintln!("nemesis: wall time {:.0}s", started.elapsed().as_secs_f64());
     println!(
-        "nemesis: seeds={} operations={operations} faults={} violations={violations}",
+        "nemesis: seeds={} operations={operations} faults={} violations={violations} unwarranted={}",
         o.seeds,
-        faults.values().sum::<usize>()
+        faults.values().sum::<usize>(),
+        liveness.unwarranted
     );
-    Ok(violations == 0)
+    Ok(violations == 0 && liveness.unwarranted == 0)
+}
+
+/// Counts the seed's liveness verdicts; prints each unwarranted one.
+fn unwarranted(
+    tally: &mut super::liveness::Tally,
+    verdicts: &[(String, Result<super::liveness::Warranted, String>)],
+    seed: u64,
+    rogue: bool,
+) {
+    for (h, l) in verdicts {
+        tally.add(l);
+        if let Err(why) = l {
+            eprintln!("nemesis: UNWARRANTED seed={seed} holder={h}: {why}");
+            eprintln!("nemesis:   replay: {}", replay(seed, rogue));
+        }
+    }
 }
 
 /// The command that replays `seed`.

@@ -1,7 +1,8 @@
 //! The merge-queue soak (issue 36, item 3): N emulated deploy jobs through the GitHub Action
 //! (`node action/main.js`, then `node action/post.js`), in overlapping groups of 2–4 queued on
 //! one Lease with `--wait-lease`, with random runner cancels, API server restarts, hung
-//! connections and a person's `flux resume` ([`schedule`]).
+//! connections, connections refused while jobs wait and a person's `flux resume`
+//! ([`schedule`]).
 //!
 //! The soak runs on a control plane of its own (the restart scenario's [`Plane`]: fixed
 //! ports and data, so a restart serves the same address), one seeded namespace with the
@@ -11,9 +12,12 @@
 //! outside a proven pause) and I2 (fences or a Lease left that no step reported), and
 //! [`judge::classify`] judges each job's exits.
 //!
-//! The last line is `soak: jobs=N ejections=N leaked_fences=N work_outside_pause=N
-//! overhead_p50_ms=N overhead_p99_ms=N`; each ejection or violation is printed with its seed,
-//! its group and the command that replays that group.
+//! Every job that did not deploy is also classified from the recorded history by the liveness
+//! checker ([`crate::chaos::liveness`]): warranted (and why) or unwarranted.
+//!
+//! The last line is `soak: jobs=N ejections=N unwarranted=N leaked_fences=N
+//! work_outside_pause=N overhead_p50_ms=N overhead_p99_ms=N`; each ejection, unwarranted job or
+//! violation is printed with its seed, its group and the command that replays that group.
 
 pub mod group;
 pub mod job;
@@ -145,6 +149,7 @@ pub async fn run(s: &Settings, o: &Options) -> anyhow::Result<bool> {
 struct Tally {
     jobs: usize,
     ejections: usize,
+    liveness: super::liveness::Tally,
     leaked: usize,
     outside: usize,
     cancels: usize,
@@ -183,6 +188,19 @@ impl Tally {
                     code(r.post),
                     r.post_error()
                 );
+            }
+            if let Some(l) = &j.liveness {
+                self.liveness.add(l);
+                if let Err(why) = l {
+                    eprintln!(
+                        "soak: UNWARRANTED seed={} group={g} holder={} main {}: {why}",
+                        o.seed,
+                        r.holder,
+                        code(r.main)
+                    );
+                    eprintln!("soak:   main: {}", r.main_error());
+                    eprintln!("soak:   replay: {}", replay(o, g));
+                }
             }
             if let Err(why) = &j.verdict {
                 self.ejections += 1;
@@ -225,10 +243,11 @@ impl Tally {
         let figures = self.figures();
         eprintln!("soak: exits: {}", self.exits.join(", "));
         eprintln!(
-            "soak: faults fired: restart={} hang={} flux_resume={} cancels={}",
+            "soak: faults fired: restart={} hang={} flux_resume={} refuse={} cancels={}",
             self.fired("restart"),
             self.fired("hang"),
             self.fired("flux_resume"),
+            self.fired("refuse"),
             self.cancels
         );
         eprintln!(
@@ -238,6 +257,11 @@ impl Tally {
             percentile(&self.all_overheads, 50),
             percentile(&self.all_overheads, 99),
             percentile(&self.main_ms, 50),
+        );
+        eprintln!(
+            "soak: jobs that did not deploy: unwarranted={} {}",
+            self.liveness.unwarranted,
+            self.liveness.line()
         );
         eprintln!("soak: {leaks}");
         eprintln!("soak: wall time {:.0}s", started.elapsed().as_secs_f64());
@@ -257,6 +281,7 @@ impl Tally {
         Figures {
             jobs: self.jobs,
             ejections: self.ejections,
+            unwarranted: self.liveness.unwarranted,
             leaked_fences: self.leaked,
             work_outside_pause: self.outside,
             overhead_p50_ms: percentile(&self.overheads, 50),

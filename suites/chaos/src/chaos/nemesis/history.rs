@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -15,11 +15,15 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 
 use super::checker::{Event, Object};
+use crate::chaos::liveness::LeaseSeen;
 
 /// The `ConfigMap` every work write updates.
 pub const WORK: &str = "nemesis-work";
 /// The owner annotation of a fence.
 const OWNER: &str = "flux-handoff.io/owner";
+/// The Lease annotation of a parked pause, and of the holder's own duration.
+const PARKED: &str = "flux-handoff.io/parked";
+const DURATION: &str = "flux-handoff.io/duration";
 /// Bound of each request of a watch (starting it, each event, a relist): the server ends a
 /// watch after 10 s, so a longer silence is a connection a restart cut without a FIN.
 const BOUND: Duration = Duration::from_secs(12);
@@ -30,6 +34,8 @@ const CATCH_UP: Duration = Duration::from_secs(30);
 /// Watches running; [`Recorder::events`] is what they saw so far.
 pub struct Recorder {
     events: Arc<Mutex<Vec<Event>>>,
+    /// Every version of the Lease, stamped when received (for the liveness checker).
+    leases: Arc<Mutex<Vec<(Instant, LeaseSeen)>>>,
     /// Times a watch was answered 410 Gone and its resource listed again: the history may
     /// miss what was written before the list, so [`Recorder::catch_up`] refuses to hand it on.
     gaps: Arc<AtomicUsize>,
@@ -40,6 +46,7 @@ pub struct Recorder {
 #[derive(Clone)]
 struct Sink {
     events: Arc<Mutex<Vec<Event>>>,
+    leases: Arc<Mutex<Vec<(Instant, LeaseSeen)>>>,
     gaps: Arc<AtomicUsize>,
     members: Arc<Vec<String>>,
 }
@@ -59,6 +66,7 @@ impl Recorder {
         let members: Arc<Vec<String>> =
             Arc::new(members.iter().map(|m| (*m).to_string()).collect());
         let events = Arc::new(Mutex::new(Vec::new()));
+        let leases = Arc::new(Mutex::new(Vec::new()));
         let gaps = Arc::new(AtomicUsize::new(0));
         let mut tasks = Vec::new();
         for (ar, object) in [
@@ -68,19 +76,21 @@ impl Recorder {
         ] {
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
             let list = api.list(&ListParams::default()).await?;
-            for o in &list.items {
-                push(&events, object.as_ref(), &members, o, false);
-            }
-            let rv = list.metadata.resource_version.unwrap_or_default();
             let to = Sink {
                 events: events.clone(),
+                leases: leases.clone(),
                 gaps: gaps.clone(),
                 members: members.clone(),
             };
+            for o in &list.items {
+                push(&to, object.as_ref(), o, false);
+            }
+            let rv = list.metadata.resource_version.unwrap_or_default();
             tasks.push(tokio::spawn(follow(api, rv, object, to)));
         }
         Ok(Self {
             events,
+            leases,
             gaps,
             tasks,
         })
@@ -93,6 +103,21 @@ impl Recorder {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Every version of the Lease so far, its receive stamp as milliseconds from `origin`
+    /// (0 for one received before it).
+    #[must_use]
+    pub fn leases(&self, origin: Instant) -> Vec<LeaseSeen> {
+        self.leases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(at, l)| LeaseSeen {
+                at_ms: since(origin, *at),
+                ..l.clone()
+            })
+            .collect()
     }
 
     /// Waits (bounded) until the history holds the current version of each named object,
@@ -215,7 +240,7 @@ async fn follow(api: Api<DynamicObject>, mut rv: String, object: Option<Object>,
             if let Some(v) = &o.metadata.resource_version {
                 rv.clone_from(v);
             }
-            push(&sink.events, object.as_ref(), &sink.members, &o, deleted);
+            push(&sink, object.as_ref(), &o, deleted);
         }
     }
 }
@@ -230,7 +255,7 @@ async fn relist(api: &Api<DynamicObject>, rv: &mut String, object: Option<&Objec
     match tokio::time::timeout(BOUND, api.list(&ListParams::default())).await {
         Ok(Ok(list)) => {
             for o in &list.items {
-                push(&sink.events, object, &sink.members, o, false);
+                push(sink, object, o, false);
             }
             *rv = list.metadata.resource_version.unwrap_or_default();
         }
@@ -241,13 +266,8 @@ async fn relist(api: &Api<DynamicObject>, rv: &mut String, object: Option<&Objec
 /// Turns one object into an event of the history (a Kustomization outside the chain, a
 /// `ConfigMap` other than the work one, or an object without a numeric resourceVersion, is left
 /// out).
-fn push(
-    events: &Mutex<Vec<Event>>,
-    object: Option<&Object>,
-    members: &[String],
-    o: &DynamicObject,
-    deleted: bool,
-) {
+fn push(sink: &Sink, object: Option<&Object>, o: &DynamicObject, deleted: bool) {
+    let members = &sink.members;
     let Some(rv) = o
         .metadata
         .resource_version
@@ -288,8 +308,110 @@ fn push(
         suspend: o.data.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true),
         holder,
     };
-    events
+    if event.object == Object::Lease {
+        let seen = lease_seen(&event, o);
+        sink.leases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((Instant::now(), seen));
+    }
+    sink.events
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .push(event);
+}
+
+/// Milliseconds from `origin` to `at` (0 when `at` is earlier).
+#[must_use]
+pub fn since(origin: Instant, at: Instant) -> u64 {
+    u64::try_from(at.saturating_duration_since(origin).as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The liveness checker's view of one Lease version (its stamp is set by the caller).
+fn lease_seen(e: &Event, o: &DynamicObject) -> LeaseSeen {
+    let annotation = |k: &str| o.metadata.annotations.as_ref().and_then(|a| a.get(k));
+    let spec = o
+        .data
+        .pointer("/spec/leaseDurationSeconds")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    // The holder's own duration, when the Lease carries it (`15s` or seconds).
+    let own = annotation(DURATION)
+        .and_then(|d| d.trim_end_matches('s').parse::<u64>().ok())
+        .unwrap_or(0);
+    LeaseSeen {
+        rv: e.rv,
+        at_ms: 0,
+        holder: if e.deleted { None } else { e.holder.clone() },
+        renew: o
+            .data
+            .pointer("/spec/renewTime")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        parked: !e.deleted && annotation(PARKED).is_some(),
+        duration_ms: spec.max(own) * 1_000,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(annotations: &serde_json::Value, spec: &serde_json::Value) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": { "name": "l", "resourceVersion": "7", "annotations": annotations },
+            "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    fn event(holder: Option<&str>, deleted: bool) -> Event {
+        Event {
+            rv: 7,
+            object: Object::Lease,
+            deleted,
+            owner: None,
+            suspend: false,
+            holder: holder.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn liveness_a_lease_version_keeps_its_renewal_parked_mark_and_longest_duration() {
+        let spec = serde_json::json!({
+            "holderIdentity": "A",
+            "leaseDurationSeconds": 2,
+            "renewTime": "2026-12-07T20:00:00.000000Z",
+        });
+        let own = serde_json::json!({ DURATION: "4", PARKED: "maint" });
+        let l = lease_seen(&event(Some("A"), false), &lease(&own, &spec));
+        assert_eq!(l.holder.as_deref(), Some("A"));
+        assert_eq!(l.renew.as_deref(), Some("2026-12-07T20:00:00.000000Z"));
+        assert!(l.parked);
+        assert_eq!(
+            l.duration_ms, 4_000,
+            "the holder's own duration over an edited one"
+        );
+        let plain = lease_seen(
+            &event(Some("A"), false),
+            &lease(&serde_json::json!({}), &spec),
+        );
+        assert!(!plain.parked);
+        assert_eq!(plain.duration_ms, 2_000);
+        let gone = lease_seen(
+            &event(Some("A"), true),
+            &lease(&own, &serde_json::json!({})),
+        );
+        assert_eq!(gone.holder, None, "a deleted Lease holds nothing");
+        assert!(!gone.parked);
+    }
+
+    #[test]
+    fn liveness_stamps_are_milliseconds_from_the_origin() {
+        let t = Instant::now();
+        assert_eq!(since(t, t + Duration::from_millis(1_250)), 1_250);
+        assert_eq!(since(t + Duration::from_secs(1), t), 0);
+    }
 }

@@ -5,13 +5,14 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use tokio::sync::watch;
 
 use super::checker::{Event, Outcome};
+use super::deploys::{self, Deploy, Ended};
 use super::history::{Recorder, WORK};
 use super::poll::poll;
 use super::schedule::{Actor, Fault, Plan, Role};
@@ -68,6 +69,8 @@ pub struct Played {
     pub processes: usize,
     /// What the recovery at the end could not restore.
     pub unrecovered: Vec<String>,
+    /// Each deploy that did not deploy, by holder, as the liveness checker judged it.
+    pub liveness: Vec<(String, Result<crate::chaos::liveness::Warranted, String>)>,
 }
 
 /// The processes of live holders, and which holders were killed with SIGKILL.
@@ -108,28 +111,12 @@ pub async fn play(s: &Settings, env: &Env, plan: &Plan) -> anyhow::Result<Played
         .create(&PostParams::default(), &cm)
         .await?;
     let recorder = Recorder::start(&cell.client, &cell.namespace, &[PARENT, TARGET]).await?;
+    let origin = Instant::now();
     let kubeconfig = cell.dir.join("kubeconfig-nemesis");
     cell.proxy.write_kubeconfig(&kubeconfig)?;
     let live = Arc::new(Live::default());
-    let mut outcomes = Vec::new();
+    let mut outcomes: Vec<Outcome> = rogue(&cell, plan).await?.into_iter().collect();
     let mut processes = 0;
-    let first = plan
-        .actors
-        .iter()
-        .position(|a| a.role != Role::Rogue)
-        .unwrap_or(0);
-    if plan.actors.iter().any(|a| a.role == Role::Rogue) {
-        // The mutant: a work write naming a holder whose fences are not in place.
-        let h = holder(plan.seed, first);
-        work::write(&cell.client, &cell.namespace, &h, 1).await?;
-        outcomes.push(Outcome {
-            holder: h,
-            verb: "rogue",
-            code: Some(0),
-            killed: false,
-            last: String::new(),
-        });
-    }
     let (done_tx, done) = watch::channel(false);
     let mut faults = Vec::new();
     let recorder = Arc::new(recorder);
@@ -154,9 +141,11 @@ pub async fn play(s: &Settings, env: &Env, plan: &Plan) -> anyhow::Result<Played
             async move { act(&cell, &live, &a, i, &h).await },
         ));
     }
+    let mut deploys = Vec::new();
     for a in actors {
-        let (o, n) = a.await??;
-        outcomes.extend(o);
+        let (out, n, deploy) = a.await??;
+        outcomes.extend(out);
+        deploys.extend(deploy);
         processes += n;
     }
     done_tx.send_replace(true);
@@ -170,8 +159,10 @@ pub async fn play(s: &Settings, env: &Env, plan: &Plan) -> anyhow::Result<Played
     recorder
         .catch_up(&cell.client, &cell.namespace, &[PARENT, TARGET])
         .await?;
-    let history = recorder.events();
+    let (history, lease) = (recorder.events(), recorder.leases(origin));
     drop(recorder);
+    let budget = crate::chaos::liveness::budget_ms(WAIT_LEASE);
+    let liveness = deploys::judge(&deploys, &history, &lease, origin, budget, &fired);
     let (unrecovered, recovered) = cell.recover_rest(Some(&before)).await?;
     if let Ok(cell) = Arc::try_unwrap(cell) {
         cell.mini.model.shutdown().await;
@@ -182,17 +173,41 @@ pub async fn play(s: &Settings, env: &Env, plan: &Plan) -> anyhow::Result<Played
         fired,
         processes: processes + usize::from(recovered),
         unrecovered,
+        liveness,
     })
 }
 
-/// Runs actor `index`; its outcomes and how many `flux-handoff` processes it started.
+/// The mutant, when the plan has it: a work write naming the first actor's holder, whose
+/// fences are not in place.
+async fn rogue(cell: &Stage, plan: &Plan) -> anyhow::Result<Option<Outcome>> {
+    if !plan.actors.iter().any(|a| a.role == Role::Rogue) {
+        return Ok(None);
+    }
+    let first = plan
+        .actors
+        .iter()
+        .position(|a| a.role != Role::Rogue)
+        .unwrap_or(0);
+    let h = holder(plan.seed, first);
+    work::write(&cell.client, &cell.namespace, &h, 1).await?;
+    Ok(Some(Outcome {
+        holder: h,
+        verb: "rogue",
+        code: Some(0),
+        killed: false,
+        last: String::new(),
+    }))
+}
+
+/// Runs actor `index`; its outcomes, how many `flux-handoff` processes it started, and the
+/// deploy it made (a `run` or an Action job).
 async fn act(
     cell: &Stage,
     live: &Live,
     a: &Actor,
     index: usize,
     h: &str,
-) -> anyhow::Result<(Vec<Outcome>, usize)> {
+) -> anyhow::Result<(Vec<Outcome>, usize, Option<Deploy>)> {
     tokio::time::sleep(Duration::from_millis(a.at_ms)).await;
     let kubeconfig = cell.dir.join("kubeconfig-nemesis");
     let exe = std::env::current_exe()?;
@@ -217,14 +232,24 @@ async fn act(
                     .env("FAKETIME", "+2m")
                     .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
             }
-            (vec![watched(live, c, h, "run").await?], 1)
+            let started = Instant::now();
+            let out = watched(live, c, h, "run").await?;
+            let deploy = Deploy {
+                holder: h.to_string(),
+                started,
+                left: Instant::now(),
+                cancelled: false,
+                killed: out.killed,
+                ended: Ended::Writes(a.writes),
+            };
+            (vec![out], 1, Some(deploy))
         }
         Role::PauseResume { hold_ms } => {
             let mut c = cell.cli(&kubeconfig);
             c.arg("pause").args(base);
             let paused = watched(live, c, h, "pause").await?;
             if paused.code != Some(0) {
-                return Ok((vec![paused], 1));
+                return Ok((vec![paused], 1, None));
             }
             // The person's deploy between pause and resume.
             let mut w = tokio::process::Command::new(&exe);
@@ -236,7 +261,7 @@ async fn act(
             let mut c = cell.cli(&kubeconfig);
             c.args(["resume", "--holder", h]);
             let resumed = watched(live, c, h, "resume").await?;
-            (vec![paused, resumed], 2)
+            (vec![paused, resumed], 2, None)
         }
         Role::Action { cancel_ms, fails } => {
             // The Action names its own holder (from the run id); the runner's cancel sequence
@@ -261,14 +286,22 @@ async fn act(
             };
             let ran = job::run(&ctx, &j).await?;
             let steps = crate::chaos::soak::group::outcomes(&ran);
-            (steps.into(), 2)
+            let deploy = Deploy {
+                holder: ran.holder.clone(),
+                started: ran.main_span.0,
+                left: ran.main_span.1,
+                cancelled: ran.cancel.is_some(),
+                killed: false,
+                ended: Ended::Script(ran.command.map(|c| c.0)),
+            };
+            (steps.into(), 2, Some(deploy))
         }
         Role::Janitor => {
             let mut c = cell.cli(&cell.direct);
             c.args(["fences", "recover", "--yes"]);
-            (vec![watched(live, c, "", "recover").await?], 1)
+            (vec![watched(live, c, "", "recover").await?], 1, None)
         }
-        Role::Rogue => (Vec::new(), 0),
+        Role::Rogue => (Vec::new(), 0, None),
     })
 }
 

@@ -16,8 +16,9 @@ use super::job::{self, Ctx, Ran};
 use super::judge::{Facts, classify};
 use super::schedule::{Fault, Group};
 use crate::chaos::cell::{PARENT, Site, TARGET};
-use crate::chaos::nemesis::checker::{self, Outcome};
-use crate::chaos::nemesis::history::{Recorder, WORK};
+use crate::chaos::liveness::{self, End, LeaseSeen, Warranted};
+use crate::chaos::nemesis::checker::{self, Event, Object, Outcome};
+use crate::chaos::nemesis::history::{Recorder, WORK, since};
 use crate::chaos::restart::plane::Plane;
 
 /// What the group runs against.
@@ -44,6 +45,8 @@ pub struct Judged {
     pub verdict: Result<&'static str, String>,
     /// Faults that acted while its main step ran.
     pub faults: BTreeSet<&'static str>,
+    /// A job that did not deploy, classified from the history ([`liveness::classify`]).
+    pub liveness: Option<Result<Warranted, String>>,
 }
 
 /// What one group left.
@@ -68,6 +71,7 @@ pub async fn play(env: &Env, g: &Group) -> anyhow::Result<Played> {
         .patch(WORK, &PatchParams::default(), &Patch::Merge(&body))
         .await?;
     let recorder = Arc::new(Recorder::start(&env.client, &ns, &members).await?);
+    let origin = Instant::now();
     let (done_tx, done) = watch::channel(false);
     let mut faults = Vec::new();
     for t in g.faults.clone() {
@@ -102,6 +106,7 @@ pub async fn play(env: &Env, g: &Group) -> anyhow::Result<Played> {
     }
     recorder.catch_up(&env.client, &ns, &members).await?;
     let history = recorder.events();
+    let lease = recorder.leases(origin);
     drop(recorder);
     let outcomes: Vec<Outcome> = ran.iter().flat_map(outcomes).collect();
     let v = checker::check(&history, &members, &outcomes);
@@ -115,7 +120,16 @@ pub async fn play(env: &Env, g: &Group) -> anyhow::Result<Played> {
         }
     }
     leaked.extend(env.site.recover_rest(None).await?.0);
-    let jobs = ran.into_iter().map(|r| judge(r, &fired)).collect();
+    let broken = liveness::broken_by(&member_versions(&history));
+    let budget = liveness::budget_ms(env.ctx.wait_lease);
+    let jobs = ran
+        .into_iter()
+        .map(|r| {
+            let mut j = judge(r, &fired);
+            j.liveness = live(&j, origin, budget, &lease, &broken);
+            j
+        })
+        .collect();
     Ok(Played {
         jobs,
         fired,
@@ -185,7 +199,48 @@ fn judge(ran: Ran, fired: &[Fired]) -> Judged {
         ran,
         verdict,
         faults,
+        liveness: None,
     }
+}
+
+/// `(rv, owner, suspend)` of every version of a member of the chain.
+pub(crate) fn member_versions(history: &[Event]) -> Vec<(u64, Option<String>, bool)> {
+    history
+        .iter()
+        .filter(|e| matches!(e.object, Object::Member(_)) && !e.deleted)
+        .map(|e| (e.rv, e.owner.clone(), e.suspend))
+        .collect()
+}
+
+/// The liveness verdict of a job that did not deploy (its deploy script did not end 0).
+fn live(
+    j: &Judged,
+    origin: Instant,
+    budget_ms: u64,
+    lease: &[LeaseSeen],
+    broken: &[String],
+) -> Option<Result<Warranted, String>> {
+    let r = &j.ran;
+    if r.command.is_some_and(|(c, _)| c == 0) {
+        return None;
+    }
+    let job = liveness::Job {
+        holder: r.holder.clone(),
+        started_ms: since(origin, r.main_span.0),
+        left_ms: since(origin, r.main_span.1),
+        budget_ms,
+        // A step the harness cancelled at its bound was no runner's cancel.
+        end: if r.cancel.is_some() && !r.timed_out {
+            End::Cancelled
+        } else if r.command.is_some() {
+            End::ScriptFailed
+        } else {
+            End::Left
+        },
+        faulted: !j.faults.is_empty(),
+        recovers: false,
+    };
+    Some(liveness::classify(&job, lease, broken.contains(&r.holder)))
 }
 
 /// Injects `fault` now (a flux resume waits for a fenced member, a hang for its request,
@@ -233,6 +288,29 @@ async fn inject(
                     if count() >= at {
                         return Ok(fired(Instant::now()));
                     }
+                    return Ok(None);
+                }
+                tokio::select! {
+                    _ = done.changed() => {}
+                    () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                }
+            }
+        }
+        Fault::Refuse { ms } => {
+            // Once a job holds the Lease, so the others are queued behind it.
+            loop {
+                let held = recorder
+                    .leases(Instant::now())
+                    .iter()
+                    .max_by_key(|l| l.rv)
+                    .is_some_and(|l| l.holder.is_some());
+                if held {
+                    let from = Instant::now();
+                    proxy.refuse_for(Duration::from_millis(*ms)).await?;
+                    tokio::time::sleep(Duration::from_millis(*ms)).await;
+                    return Ok(fired(from));
+                }
+                if *done.borrow() {
                     return Ok(None);
                 }
                 tokio::select! {

@@ -1,5 +1,6 @@
-//! The soak's pure judgements: whether a job was ejected by the tool, the overhead
-//! percentiles, and the report line.
+//! The soak's pure judgements: whether a job was ejected by the tool (by its exit codes; the
+//! liveness checker, `crate::chaos::liveness`, judges the same jobs from the history), the
+//! overhead percentiles, and the report line.
 //!
 //! An ejection is a job the merge queue would lose to the tool: exit 3 while the Lease was
 //! only busy (with `--wait-lease` a busy Lease is waited for), or any exit of the main step
@@ -50,7 +51,7 @@ pub struct Facts {
 #[must_use]
 pub fn documented(kind: &str) -> &'static [i32] {
     match kind {
-        "restart" | "hang" => &[3, 4, 6, 7],
+        "restart" | "hang" | "refuse" => &[3, 4, 6, 7],
         "flux_resume" => &[4, 7, 8],
         _ => &[],
     }
@@ -129,6 +130,8 @@ pub fn percentile(values: &[u64], q: u32) -> u64 {
 pub struct Figures {
     pub jobs: usize,
     pub ejections: usize,
+    /// Jobs that did not deploy and had no warrant in the history (`crate::chaos::liveness`).
+    pub unwarranted: usize,
     pub leaked_fences: usize,
     pub work_outside_pause: usize,
     pub overhead_p50_ms: u64,
@@ -140,9 +143,10 @@ impl Figures {
     #[must_use]
     pub fn line(&self) -> String {
         format!(
-            "soak: jobs={} ejections={} leaked_fences={} work_outside_pause={} overhead_p50_ms={} overhead_p99_ms={}",
+            "soak: jobs={} ejections={} unwarranted={} leaked_fences={} work_outside_pause={} overhead_p50_ms={} overhead_p99_ms={}",
             self.jobs,
             self.ejections,
+            self.unwarranted,
             self.leaked_fences,
             self.work_outside_pause,
             self.overhead_p50_ms,
@@ -153,7 +157,10 @@ impl Figures {
     /// Whether the soak passed.
     #[must_use]
     pub fn passed(&self) -> bool {
-        self.ejections == 0 && self.leaked_fences == 0 && self.work_outside_pause == 0
+        self.ejections == 0
+            && self.unwarranted == 0
+            && self.leaked_fences == 0
+            && self.work_outside_pause == 0
     }
 }
 

@@ -44,6 +44,10 @@ pub enum Fault {
     Hang { request: &'static str, nth: u64 },
     /// A person's `flux resume`: `spec.suspend=false` on a fenced member (0 parent, 1 target).
     FluxResume { member: usize },
+    /// Once the Lease is held (the group's other jobs queue behind it), the proxy closes
+    /// every connection and refuses new ones for `ms`: a managed control plane restarting its
+    /// API server, a load balancer reset, while jobs wait.
+    Refuse { ms: u64 },
 }
 
 impl Fault {
@@ -54,6 +58,7 @@ impl Fault {
             Self::Restart { .. } => "restart",
             Self::Hang { .. } => "hang",
             Self::FluxResume { .. } => "flux_resume",
+            Self::Refuse { .. } => "refuse",
         }
     }
 }
@@ -64,6 +69,7 @@ impl fmt::Display for Fault {
             Self::Restart { down_ms } => write!(f, "restart down {down_ms}ms"),
             Self::Hang { request, nth } => write!(f, "hang {request}#{nth}"),
             Self::FluxResume { member } => write!(f, "flux_resume member {member}"),
+            Self::Refuse { ms } => write!(f, "refuse {ms}ms once the lease is held"),
         }
     }
 }
@@ -139,12 +145,13 @@ pub fn plan(seed: u64, jobs: usize) -> Plan {
             4..=8 => 1,
             _ => 2,
         };
-        let faults = (0..m)
+        let mut faults: Vec<Timed> = (0..m)
             .map(|_| Timed {
                 at_ms: rng.random_range(500..8000),
                 fault: fault(&mut rng),
             })
             .collect();
+        faults.extend(refuse(seed, g));
         groups.push(Group {
             index: g,
             jobs,
@@ -152,6 +159,19 @@ pub fn plan(seed: u64, jobs: usize) -> Plan {
         });
     }
     Plan { seed, groups }
+}
+
+/// Group `g`'s refused connections, if it has them: drawn from a generator of their own, so
+/// the rest of every plan is what it was before they existed (issue 48, deliverable 8). Late
+/// enough that every job of the group has started, so some wait while the proxy refuses.
+fn refuse(seed: u64, g: usize) -> Option<Timed> {
+    let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(7_919).wrapping_add(g as u64) ^ 0x4e46);
+    rng.random_bool(0.3).then(|| Timed {
+        at_ms: rng.random_range(2_200..4_000),
+        fault: Fault::Refuse {
+            ms: rng.random_range(2_000..4_000),
+        },
+    })
 }
 
 fn fault(rng: &mut StdRng) -> Fault {
@@ -216,6 +236,6 @@ mod tests {
             .collect();
         kinds.sort_unstable();
         kinds.dedup();
-        assert_eq!(kinds, ["flux_resume", "hang", "restart"]);
+        assert_eq!(kinds, ["flux_resume", "hang", "refuse", "restart"]);
     }
 }

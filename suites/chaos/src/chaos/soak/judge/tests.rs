@@ -172,11 +172,15 @@ fn soak_the_report_line() {
     };
     assert_eq!(
         f.line(),
-        "soak: jobs=200 ejections=0 leaked_fences=0 work_outside_pause=0 overhead_p50_ms=812 overhead_p99_ms=2301"
+        "soak: jobs=200 ejections=0 unwarranted=0 leaked_fences=0 work_outside_pause=0 overhead_p50_ms=812 overhead_p99_ms=2301"
     );
     assert!(f.passed());
     for bad in [
         Figures { ejections: 1, ..f },
+        Figures {
+            unwarranted: 1,
+            ..f
+        },
         Figures {
             leaked_fences: 1,
             ..f
