@@ -184,14 +184,16 @@ commands:
                           runner's cancels) and janitors under random faults (API server
                           restarts among them), each history judged by the API server's
                           order; ends `nemesis: seeds=N operations=N faults=N
-                          violations=N`. Seeds 1..N (default 10), or S..S+N. ci runs a quick one
+                          violations=N unwarranted=N`. Seeds 1..N (default 10), or S..S+N. ci
+                          runs a quick one
   soak [--jobs N] [--seed S] [--group G] [--dev]
                           the merge-queue soak: N deploy jobs (default 200) through the GitHub
                           Action (node main.js, then post.js), queued on one Lease in groups
                           of 2-4, under the runner's cancels, API server restarts, hung
                           connections and a person's flux resume, on a control plane of its
-                          own; ends `soak: jobs=N ejections=N leaked_fences=N
-                          work_outside_pause=N overhead_p50_ms=N overhead_p99_ms=N`. --group G
+                          own; ends `soak: jobs=N ejections=N unwarranted=N
+                          leaked_fences=N work_outside_pause=N overhead_p50_ms=N
+                          overhead_p99_ms=N`. --group G
                           replays one group of the seed's schedule. ci runs --jobs 20
 
 environment:

@@ -9,8 +9,9 @@
 //!    `target/flux-handoff/soak-<pid>/plane` (it restarts it, so it owns it) and names its
 //!    kubeconfig in `FLUX_HANDOFF_KUBECONFIG` before it exists; the launcher exits by itself when
 //!    flux-chaos's end of its stdin closes.
-//! 3. It ends with `soak: jobs=N ejections=N leaked_fences=N work_outside_pause=N
-//!    overhead_p50_ms=N overhead_p99_ms=N` and exits non-zero on any ejection or violation.
+//! 3. It ends with `soak: jobs=N ejections=N unwarranted=N leaked_fences=N
+//!    work_outside_pause=N overhead_p50_ms=N overhead_p99_ms=N` and exits non-zero on any
+//!    ejection, unwarranted job or violation.
 //!
 //! `cargo xtask ci` runs a quick one (`--jobs 20 --dev`). See docs/chaos.md, "Soak".
 
