@@ -348,6 +348,7 @@ fn cluster_flags(flags: &[&str]) -> anyhow::Result<(bool, realflux::Flux, bool)>
 fn ci() -> anyhow::Result<()> {
     use proc::run;
     let root = paths::root();
+    let mut phases = Phases::start();
     // What the tests need on a fresh machine, before minutes of fmt and clippy.
     demo::require_tools("cargo xtask ci")?;
     // libfaketime: the `queue_` tests run one `flux-handoff` with its clock two minutes ahead.
@@ -358,7 +359,9 @@ fn ci() -> anyhow::Result<()> {
     if !proc::succeeds("cargo", &["nextest", "--version"], &root) {
         run("cargo", &["install", "--locked", "cargo-nextest"], &root)?;
     }
+    phases.end("tools");
     run("cargo", &["fmt", "--all", "--check"], &root)?;
+    phases.end("fmt");
     // Early and cheap: a changed public item without its reviewed listing fails here; then
     // each library packages and builds alone from its package, in dependency order.
     api::run(false)?;
@@ -367,6 +370,7 @@ fn ci() -> anyhow::Result<()> {
     // Every repository path the design docs name exists (pure, reads docs/design only).
     docpaths::run()?;
     publish::dry_run()?;
+    phases.end("api, layers, docpaths, publish");
     run(
         "cargo",
         &[
@@ -379,6 +383,7 @@ fn ci() -> anyhow::Result<()> {
         ],
         &root,
     )?;
+    phases.end("clippy");
     // The libraries' public docs: every intra-doc link resolves to a public item, with no
     // default features and with all of them (the combinations an embedder builds).
     for features in ["--no-default-features", "--all-features"] {
@@ -391,14 +396,19 @@ fn ci() -> anyhow::Result<()> {
             )?;
         }
     }
+    phases.end("docs");
     deny::run()?;
+    phases.end("deny");
     actionlint::run()?;
+    phases.end("actionlint");
     verify::run(true)?;
+    phases.end("verify");
     let bin = envtest::ensure_built()?;
     // A private control plane for this run, stopped on every exit path (its guard's Drop, and
     // the launcher exits by itself when our end of its stdin closes, even if we are killed).
     // The flux CLI of the flux_plugin_ tests, built before the tests (cached; minutes cold).
     let flux_cli = fluxcli::ensure_built()?;
+    phases.end("api server and flux CLI builds");
     let plane = cluster::Private::start(&bin, &paths::ci_state())?;
     let env = [
         ("FLUX_HANDOFF_KUBECONFIG", plane.kubeconfig.as_os_str()),
@@ -420,10 +430,12 @@ fn ci() -> anyhow::Result<()> {
         &env,
     )?;
     proc::run_env("cargo", &["test", "--doc", "--workspace"], &root, &env)?;
+    phases.end("workspace tests");
     plane.stop()?;
     // The chaos suite's sample, on the dev binaries just built (a release build would compile
     // the whole tree again): no scenario rots unseen (it went red on main once, unnoticed).
     chaos::run(&chaos::Flags::parse(&["--quick", "--dev"])?)?;
+    phases.end("chaos");
     // The nemesis's quick campaign: fixed seeds, so a red CI names a seed that replays.
     chaos::run(&chaos::Flags::parse(&[
         "--nemesis",
@@ -433,10 +445,52 @@ fn ci() -> anyhow::Result<()> {
         NEMESIS_CI_SEEDS,
         "--dev",
     ])?)?;
+    phases.end("nemesis");
     // The merge-queue soak's quick run: a fixed seed, so a red CI names a group that replays.
     soak::run(&soak::Flags::parse(&["--jobs", SOAK_CI_JOBS, "--dev"])?)?;
+    phases.end("soak");
     ci_real()?;
-    ci_eso()
+    phases.end("real Flux tier");
+    ci_eso()?;
+    phases.end("External Secrets tier");
+    phases.summary();
+    Ok(())
+}
+
+/// The phases of `cargo xtask ci`: each prints its duration as it ends, and the whole table
+/// is printed once all passed, so a run says where its minutes went.
+struct Phases {
+    started: std::time::Instant,
+    last: std::time::Instant,
+    done: Vec<(&'static str, std::time::Duration)>,
+}
+
+impl Phases {
+    fn start() -> Self {
+        let now = std::time::Instant::now();
+        Self {
+            started: now,
+            last: now,
+            done: Vec::new(),
+        }
+    }
+
+    /// Ends the phase `name`, begun when the last one ended: `ci: phase NAME took Ns`.
+    fn end(&mut self, name: &'static str) {
+        let took = self.last.elapsed();
+        eprintln!("ci: phase {name} took {}s", took.as_secs());
+        self.done.push((name, took));
+        self.last = std::time::Instant::now();
+    }
+
+    /// One line per phase and the total.
+    fn summary(&self) {
+        eprintln!("ci: phases:");
+        for (name, took) in &self.done {
+            eprintln!("ci:   {:>6}s  {name}", took.as_secs());
+        }
+        eprintln!("ci:   {:>6}s  total", self.started.elapsed().as_secs());
+    }
 }
 
 /// `cargo xtask ci operator`: only the `operator_kinds_real_` tests, on a private real-Flux
