@@ -162,6 +162,10 @@ pub struct CleanupError {
     /// Each release withheld because another writer changed a mark other than the pause
     /// alone since the fence: the object (its fence stays) and the mark.
     pub withheld: Vec<(ObjectRef, flux_fence::mark::MarkAt)>,
+    /// Objects (also in `held`) a fence write of ours was sent to whose answer was lost and
+    /// could not be settled: it may still land, so the Lease was kept. Not empty, the cleanup
+    /// failure is what the run reports (exit 7), whatever failed before it.
+    pub unsettled: Vec<ObjectRef>,
 }
 
 impl SessionError {

@@ -482,7 +482,11 @@ impl Session {
             progress(Event::Step(step));
         }
         let changed = handoff.holds_anything();
-        if result.is_none() {
+        // Abandoned, or failed on a write whose answer was lost: cleanup settles first.
+        if result
+            .as_ref()
+            .is_none_or(|r| r.as_ref().is_err_and(settle::may_leave_write_unsettled))
+        {
             self.abandoned = true;
         }
         match result {
@@ -632,6 +636,7 @@ impl Session {
             mut problems,
             held,
             withheld,
+            unsettled,
         } = settled;
         let lease_name = self.opts.lease.to_string();
         let mut lease_left = None;
@@ -674,6 +679,7 @@ impl Session {
                 lease: lease_left,
                 why: problems.join("; "),
                 withheld,
+                unsettled,
             })
         };
         (released, lease_released, cleanup)

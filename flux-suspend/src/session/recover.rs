@@ -180,6 +180,7 @@ fn done(
                             whys.join("; ")
                         ),
                         withheld: Vec::new(),
+                        unsettled: Vec::new(),
                     },
                     after: None,
                 });
