@@ -87,5 +87,20 @@ async fn unsettled_a_lost_fence_write_keeps_the_lease_and_names_the_object() {
             );
         }
     }
+
+    // The holder whose fence it is settles it, straight to the API server (the Action's post
+    // step after the run's process ended): every fence and the Lease released, Flux back.
+    let mut args = vec!["resume", "--holder", HOLDER, "--holder-exited"];
+    let flags = c.handoff_flags();
+    args.extend(flags.iter().map(String::as_str));
+    let out = c.run(&args).await;
+    let rerr = stderr(&out);
+    assert_eq!(code(&out), 0, "resume --holder: {rerr}");
+    for name in [PARENT, TARGET] {
+        let obj = c.get(name).await;
+        assert_eq!(annotation(&obj, OWNER_KEY), None, "{name}: {rerr}");
+        assert!(!suspended(&obj), "{name} left suspended: {rerr}");
+    }
+    assert_eq!(lease_holder(&c).await, "", "{rerr}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,7 +8,8 @@
 //!   preflight changed nothing.
 //! - Cleanup releases targets, then parents, then the Lease; the Lease is never released
 //!   while a fence may still be held. A fence whose write was in flight when the session was
-//!   hurried is settled before the Lease is let go: the object is moved on with a CAS of ours
+//!   hurried, or whose answer was lost when the pause failed, is settled before the Lease is
+//!   let go: the object is moved on with a CAS of ours
 //!   (so the abandoned request's own precondition fails whenever it arrives), then judged by
 //!   what it shows; if it cannot be settled, the cleanup error names it and the Lease stays
 //!   held.
