@@ -104,8 +104,7 @@ pub fn finish<T>(
         (r, Ok(())) => r,
         (Ok(_), Err(c)) => Err(Failure::new(exit::CLEANUP, cleanup_line(&c, out.holder()))),
         (Err(f), Err(c))
-            if !c.unsettled.is_empty()
-                || matches!(f.code, exit::INTERRUPTED | exit::REFUSED | exit::USAGE) =>
+            if c.unsettled || matches!(f.code, exit::INTERRUPTED | exit::REFUSED | exit::USAGE) =>
         {
             Err(Failure::new(
                 exit::CLEANUP,

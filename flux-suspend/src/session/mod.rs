@@ -680,7 +680,7 @@ impl Session {
                 lease: lease_left,
                 why: problems.join("; "),
                 withheld,
-                unsettled,
+                unsettled: !unsettled.is_empty(),
             })
         };
         (released, lease_released, cleanup)

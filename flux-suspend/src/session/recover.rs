@@ -180,7 +180,7 @@ fn done(
                             whys.join("; ")
                         ),
                         withheld: Vec::new(),
-                        unsettled: Vec::new(),
+                        unsettled: false,
                     },
                     after: None,
                 });
