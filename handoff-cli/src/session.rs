@@ -91,7 +91,8 @@ pub fn report(out: &mut Output, event: &Event, members: &Members) {
 /// The exit code and line of an ended session. The work's own failure is passed in as a
 /// [`Failure`]; a cleanup failure turns success into exit 7, and after an earlier failure it
 /// is noted while that failure's code wins — except an interruption, a refusal or a usage
-/// error, which promise that nothing is held: then it is exit 7. A cleanup that completed is
+/// error, which promise that nothing is held, and a fence write left unsettled (its answer
+/// lost, the Lease kept so it cannot land under a free one): then it is exit 7. A cleanup that completed is
 /// recorded on `out` (the `cleanup=complete` output; `pause` clears it when it parks).
 pub fn finish<T>(
     result: Result<T, Failure>,
@@ -102,7 +103,9 @@ pub fn finish<T>(
     match (result, cleanup) {
         (r, Ok(())) => r,
         (Ok(_), Err(c)) => Err(Failure::new(exit::CLEANUP, cleanup_line(&c, out.holder()))),
-        (Err(f), Err(c)) if matches!(f.code, exit::INTERRUPTED | exit::REFUSED | exit::USAGE) => {
+        (Err(f), Err(c))
+            if c.unsettled || matches!(f.code, exit::INTERRUPTED | exit::REFUSED | exit::USAGE) =>
+        {
             Err(Failure::new(
                 exit::CLEANUP,
                 format!("{}; {}", f.message, cleanup_line(&c, out.holder())),

@@ -162,6 +162,11 @@ pub struct CleanupError {
     /// Each release withheld because another writer changed a mark other than the pause
     /// alone since the fence: the object (its fence stays) and the mark.
     pub withheld: Vec<(ObjectRef, flux_fence::mark::MarkAt)>,
+    /// Whether `held` includes an object a fence write of ours was sent to whose answer was
+    /// lost and could not be settled (named in `why`): it may still land, so the Lease was
+    /// kept. Then the cleanup failure is what the run reports (exit 7), whatever failed
+    /// before it.
+    pub unsettled: bool,
 }
 
 impl SessionError {

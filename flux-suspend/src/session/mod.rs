@@ -8,7 +8,8 @@
 //!   preflight changed nothing.
 //! - Cleanup releases targets, then parents, then the Lease; the Lease is never released
 //!   while a fence may still be held. A fence whose write was in flight when the session was
-//!   hurried is settled before the Lease is let go: the object is moved on with a CAS of ours
+//!   hurried, or whose answer was lost when the pause failed, is settled before the Lease is
+//!   let go: the object is moved on with a CAS of ours
 //!   (so the abandoned request's own precondition fails whenever it arrives), then judged by
 //!   what it shows; if it cannot be settled, the cleanup error names it and the Lease stays
 //!   held.
@@ -482,7 +483,11 @@ impl Session {
             progress(Event::Step(step));
         }
         let changed = handoff.holds_anything();
-        if result.is_none() {
+        // Abandoned, or failed on a write whose answer was lost: cleanup settles first.
+        if result
+            .as_ref()
+            .is_none_or(|r| r.as_ref().is_err_and(settle::may_leave_write_unsettled))
+        {
             self.abandoned = true;
         }
         match result {
@@ -632,6 +637,7 @@ impl Session {
             mut problems,
             held,
             withheld,
+            unsettled,
         } = settled;
         let lease_name = self.opts.lease.to_string();
         let mut lease_left = None;
@@ -674,6 +680,7 @@ impl Session {
                 lease: lease_left,
                 why: problems.join("; "),
                 withheld,
+                unsettled: !unsettled.is_empty(),
             })
         };
         (released, lease_released, cleanup)

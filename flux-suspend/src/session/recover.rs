@@ -180,6 +180,7 @@ fn done(
                             whys.join("; ")
                         ),
                         withheld: Vec::new(),
+                        unsettled: false,
                     },
                     after: None,
                 });

@@ -10,6 +10,23 @@ use super::Event;
 use crate::cancel::Cancel;
 use crate::handoff::{Chain, Handoff, SuspendError};
 
+/// Whether a pause that failed with `e` may have left a fence write of ours with no known
+/// outcome (its answer lost, and not settled): then cleanup settles every unheld member as
+/// after an abandoned pause — moves it on with a CAS of ours, or keeps the Lease and names
+/// it — instead of trusting one re-read. An answer of the server (refused, rejected,
+/// forbidden, a timeout of a wait) settles every write sent before it; a lost answer, a
+/// failed settlement (contended) or a broken connection does not.
+pub(super) fn may_leave_write_unsettled(e: &SuspendError) -> bool {
+    use flux_fence::FenceError as F;
+    match e {
+        SuspendError::Fence { source, .. } => {
+            matches!(source, F::Contended { .. } | F::Api { .. })
+        }
+        SuspendError::Kube { .. } => true,
+        _ => false,
+    }
+}
+
 /// What releasing the fences came to.
 #[derive(Debug, Default)]
 pub(super) struct Settlement {
@@ -21,6 +38,8 @@ pub(super) struct Settlement {
     pub(super) held: Vec<ObjectRef>,
     /// Each release withheld because another writer changed a mark: the object and the mark.
     pub(super) withheld: Vec<(ObjectRef, MarkAt)>,
+    /// Members whose fence write may still land (its answer lost, its settlement failed).
+    pub(super) unsettled: Vec<ObjectRef>,
 }
 
 /// Settles the chain's unheld members, then releases everything held.
@@ -40,6 +59,7 @@ pub(super) async fn release_fences(
     let mut problems = Vec::new();
     let mut held = Vec::new();
     let mut withheld = Vec::new();
+    let mut unsettled = Vec::new();
     let fencer = h.fencer().clone();
     let mut stray = Vec::new();
     for obj in members(chains) {
@@ -54,6 +74,14 @@ pub(super) async fn release_fences(
         match settled {
             Ok(Some(g)) => stray.push(g),
             Ok(None) => {}
+            Err(e) if abandoned => {
+                problems.push(format!(
+                    "{obj} unsettled: a fence write whose answer was lost may still land ({})",
+                    flux_fence::one_line(&e)
+                ));
+                held.push(obj.clone());
+                unsettled.push(obj.clone());
+            }
             Err(e) => {
                 problems.push(format!("{obj} could not be settled: {e}"));
                 held.push(obj.clone());
@@ -83,6 +111,7 @@ pub(super) async fn release_fences(
         problems,
         held,
         withheld,
+        unsettled,
     }
 }
 
@@ -155,4 +184,70 @@ fn members(chains: &[Chain]) -> impl Iterator<Item = &ObjectRef> {
         .iter()
         .map(|c| &c.target)
         .chain(chains.iter().filter_map(|c| c.parent.as_ref()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flux_fence::FenceError;
+
+    #[test]
+    fn unsettled_a_pause_failing_on_a_lost_answer_settles_before_the_lease_goes() {
+        let api = || {
+            kube::Error::Api(
+                kube::core::Status::failure("gateway timeout", "Timeout")
+                    .with_code(504)
+                    .boxed(),
+            )
+        };
+        let fence = |source| SuspendError::Fence {
+            step: "fencing",
+            source,
+        };
+        let table = [
+            (
+                fence(FenceError::Contended {
+                    what: "settling an abandoned fence write",
+                }),
+                true,
+            ),
+            (
+                fence(FenceError::Api {
+                    verb: "get",
+                    resource: "kustomizations.kustomize.toolkit.fluxcd.io".into(),
+                    target: "ns/app".into(),
+                    source: Box::new(api()),
+                }),
+                true,
+            ),
+            (
+                SuspendError::Kube {
+                    step: "requesting a reconcile",
+                    source: api(),
+                },
+                true,
+            ),
+            // The server answered: every write sent before it has a known outcome.
+            (
+                fence(FenceError::Forbidden {
+                    verb: "patch",
+                    resource: "kustomizations.kustomize.toolkit.fluxcd.io".into(),
+                    target: "ns/app".into(),
+                    source: Box::new(api()),
+                }),
+                false,
+            ),
+            (fence(FenceError::InvalidReason { why: "too long" }), false),
+            (
+                SuspendError::Invalid {
+                    step: "pausing",
+                    detail: "no".into(),
+                },
+                false,
+            ),
+        ];
+        for (e, want) in table {
+            assert_eq!(may_leave_write_unsettled(&e), want, "{e:?}");
+        }
+    }
 }
