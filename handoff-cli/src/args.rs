@@ -317,7 +317,7 @@ pub struct ResumeArgs {
     /// processes whose keeper was killed with the holder (`pkill -9 flux-handoff`) end too.
     /// If any are still there, resume refuses (exit 3). What it cannot see: where the holder
     /// could make no cgroup (no cgroup v2, no write access to its own cgroup, or
-    /// FLUX_HANDOFF_CGROUP=off), background processes of a command whose keeper died with the
+    /// `FLUX_HANDOFF_CGROUP=off`), background processes of a command whose keeper died with the
     /// holder are not found, nor a holder's work on another machine.
     #[arg(long)]
     pub holder_exited: bool,

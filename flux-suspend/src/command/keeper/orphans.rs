@@ -27,12 +27,18 @@ const LOOK_EVERY: Duration = Duration::from_millis(10);
 pub(super) struct Seen {
     /// It still holds processes (`populated 1` in `cgroup.events`; unreadable counts as so).
     pub populated: bool,
-    /// The kernel offers `cgroup.kill` (Linux 5.14+).
-    pub can_kill: bool,
-    /// `cgroup.kill` was written.
-    pub killed: bool,
+    /// Where `cgroup.kill` stands.
+    pub kill: Kill,
     /// The bound of the wait has passed.
     pub past_bound: bool,
+}
+
+/// `cgroup.kill` (Linux 5.14+): not offered by the kernel, not written yet, or written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kill {
+    Unavailable,
+    NotYet,
+    Written,
 }
 
 /// What to do next with one of the holder's cgroups.
@@ -61,17 +67,15 @@ pub(super) const fn step(s: Seen) -> Step {
             past_bound: true, ..
         } => Step::Refuse,
         Seen {
-            can_kill: true,
-            killed: false,
-            ..
+            kill: Kill::NotYet, ..
         } => Step::Kill,
         Seen {
-            can_kill: true,
-            killed: true,
+            kill: Kill::Written,
             ..
         } => Step::Wait,
         Seen {
-            can_kill: false, ..
+            kill: Kill::Unavailable,
+            ..
         } => Step::SignalEach,
     }
 }
@@ -134,8 +138,12 @@ fn holders_cgroups(holder: &str) -> Vec<PathBuf> {
 /// Ends one cgroup's processes and removes it: `Ok(true)` when it held some, `Ok(false)`
 /// when it was empty, `Err` when it still held some at `until`.
 fn end(dir: &Path, until: Instant) -> Result<bool, ()> {
-    let can_kill = dir.join("cgroup.kill").exists();
-    let (mut killed, mut held) = (false, false);
+    let mut kill = if dir.join("cgroup.kill").exists() {
+        Kill::NotYet
+    } else {
+        Kill::Unavailable
+    };
+    let mut held = false;
     loop {
         let populated = match std::fs::read_to_string(dir.join("cgroup.events")) {
             Ok(e) => e.contains("populated 1"),
@@ -145,8 +153,7 @@ fn end(dir: &Path, until: Instant) -> Result<bool, ()> {
         held |= populated;
         match step(Seen {
             populated,
-            can_kill,
-            killed,
+            kill,
             past_bound: Instant::now() >= until,
         }) {
             Step::Remove => {
@@ -154,7 +161,11 @@ fn end(dir: &Path, until: Instant) -> Result<bool, ()> {
                 return Ok(held);
             }
             Step::Refuse => return Err(()),
-            Step::Kill => killed = std::fs::write(dir.join("cgroup.kill"), "1").is_ok(),
+            Step::Kill => {
+                if std::fs::write(dir.join("cgroup.kill"), "1").is_ok() {
+                    kill = Kill::Written;
+                }
+            }
             Step::SignalEach => signal_each(dir),
             Step::Wait => {}
         }
@@ -173,27 +184,27 @@ fn signal_each(dir: &Path) {
 
 #[cfg(test)]
 mod tests {
+    use super::Kill::{NotYet, Unavailable, Written};
     use super::{Seen, Step, step};
 
     #[test]
     fn keeper_orphan_a_cgroup_is_killed_waited_for_then_removed_or_refused() {
-        let s = |populated, can_kill, killed, past_bound| Seen {
+        let s = |populated, kill, past_bound| Seen {
             populated,
-            can_kill,
-            killed,
+            kill,
             past_bound,
         };
         let table = [
-            // (populated, cgroup.kill, killed, past bound) -> step
-            (s(false, true, false, false), Step::Remove),
-            (s(false, true, true, true), Step::Remove),
-            (s(false, false, false, true), Step::Remove),
-            (s(true, true, false, false), Step::Kill),
-            (s(true, true, true, false), Step::Wait),
-            (s(true, false, false, false), Step::SignalEach),
-            (s(true, true, false, true), Step::Refuse),
-            (s(true, true, true, true), Step::Refuse),
-            (s(true, false, false, true), Step::Refuse),
+            // (populated, cgroup.kill, past bound) -> step
+            (s(false, NotYet, false), Step::Remove),
+            (s(false, Written, true), Step::Remove),
+            (s(false, Unavailable, true), Step::Remove),
+            (s(true, NotYet, false), Step::Kill),
+            (s(true, Written, false), Step::Wait),
+            (s(true, Unavailable, false), Step::SignalEach),
+            (s(true, NotYet, true), Step::Refuse),
+            (s(true, Written, true), Step::Refuse),
+            (s(true, Unavailable, true), Step::Refuse),
         ];
         for (seen, want) in table {
             assert_eq!(step(seen), want, "{seen:?}");
