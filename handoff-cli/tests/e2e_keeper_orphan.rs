@@ -11,30 +11,28 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
-use std::time::Duration;
 
 use common::*;
 use rustix::process::{Pid, Signal, kill_process};
 
-/// The test's files: `writer` (the background writer's pid) and `log` (it appends a line
-/// every 100 ms).
+/// The test's directory, with `writer` (the background writer's pid) and `log` (it appends a
+/// line every 100 ms).
 struct Files {
     dir: PathBuf,
+    writer: PathBuf,
+    log: PathBuf,
 }
 
 impl Files {
     fn new() -> Self {
         let dir = std::env::temp_dir().join(format!("fh-orphan-{}", testkit::random_suffix(6)));
         std::fs::create_dir_all(&dir).unwrap();
-        Self { dir }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.join(name)
+        let (writer, log) = (dir.join("writer"), dir.join("log"));
+        Self { dir, writer, log }
     }
 
     fn writer(&self) -> Option<i32> {
-        std::fs::read_to_string(self.path("writer"))
+        std::fs::read_to_string(&self.writer)
             .ok()?
             .trim()
             .parse()
@@ -42,18 +40,18 @@ impl Files {
     }
 
     fn config(&self, duration: &str) -> String {
-        let cfg = self.path("flux-handoff.toml");
+        let cfg = self.dir.join("flux-handoff.toml");
         std::fs::write(&cfg, format!("[lease]\nduration = \"{duration}\"\n")).unwrap();
         cfg.display().to_string()
     }
 
     fn size(&self) -> u64 {
-        std::fs::metadata(self.path("log")).map_or(0, |m| m.len())
+        std::fs::metadata(&self.log).map_or(0, |m| m.len())
     }
 
     /// The command: a background writer deaf to SIGTERM and SIGHUP, and a leader that waits.
     fn script(&self) -> String {
-        let (w, l) = (self.path("writer"), self.path("log"));
+        let (w, l) = (&self.writer, &self.log);
         format!(
             "sh -c 'trap \"\" TERM HUP; echo $$ > {w}.tmp; mv {w}.tmp {w}; \
              while true; do echo tick >> {l}; sleep 0.1; done' & wait",
@@ -105,18 +103,6 @@ fn children(parent: i32) -> Vec<i32> {
 
 fn signal(pid: i32, sig: Signal) {
     kill_process(Pid::from_raw(pid).unwrap(), sig).unwrap();
-}
-
-/// Polls `cond` every 20 ms; a condition still false after a minute fails the test.
-async fn wait_for(mut cond: impl FnMut() -> bool, what: &str) {
-    let give_up = tokio::time::Instant::now() + Duration::from_mins(1);
-    while !cond() {
-        assert!(
-            tokio::time::Instant::now() < give_up,
-            "waited a minute for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 fn start(c: &Cluster, f: &Files, holder: &str, cfg: &str) -> Child {
