@@ -187,6 +187,43 @@ mod tests {
     use super::Kill::{NotYet, Unavailable, Written};
     use super::{Seen, Step, step};
 
+    /// The I/O around `step`, on this machine's cgroup v2 where one can be made (root): a
+    /// process left in a holder's command cgroup is killed, the cgroup removed; another
+    /// holder's is not touched.
+    #[test]
+    fn keeper_orphan_a_leftover_cgroup_is_emptied_and_removed_another_holders_kept() {
+        use std::os::unix::process::ExitStatusExt;
+        let Some(parent) = std::fs::read_to_string("/proc/self/mountinfo")
+            .ok()
+            .zip(std::fs::read_to_string("/proc/self/cgroup").ok())
+            .and_then(|(m, c)| super::cgroup::parent_dir(&m, &c))
+        else {
+            eprintln!("skipped: no cgroup v2 here");
+            return;
+        };
+        let holder = format!("orphan-unit-{}", std::process::id());
+        let (ours, other) = (
+            parent.join(super::cgroup::dir_name(&holder, 1, 0)),
+            parent.join(super::cgroup::dir_name(&format!("{holder}-x"), 1, 0)),
+        );
+        if std::fs::create_dir(&ours).is_err() {
+            eprintln!("skipped: no cgroup can be made below {}", parent.display());
+            return;
+        }
+        std::fs::create_dir(&other).unwrap();
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("1000")
+            .spawn()
+            .unwrap();
+        std::fs::write(ours.join("cgroup.procs"), sleeper.id().to_string()).unwrap();
+        let ended = super::end_holders(&holder, std::time::Duration::from_secs(5));
+        assert_eq!(ended, Ok(vec![ours.clone()]));
+        assert!(!ours.exists(), "the emptied cgroup is removed");
+        assert!(other.exists(), "another holder's cgroup is not touched");
+        assert_eq!(sleeper.wait().unwrap().signal(), Some(libc::SIGKILL));
+        std::fs::remove_dir(&other).unwrap();
+    }
+
     #[test]
     fn keeper_orphan_a_cgroup_is_killed_waited_for_then_removed_or_refused() {
         let s = |populated, kill, past_bound| Seen {
