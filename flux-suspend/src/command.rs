@@ -21,7 +21,10 @@
 //! re-parented to it), but a pid may be reused between the walk and the signal. A keeper that
 //! is itself killed (SIGKILL) takes the command with it (`PR_SET_PDEATHSIG`); the command's orphans
 //! then come to this process, which is a child subreaper too and ends what it finds of them
-//! (by their cgroup, or by a mark in their environment). Off Linux nothing of this exists.
+//! (by their cgroup, or by a mark in their environment). A keeper killed together with the holder
+//! leaves the command's background processes to nobody: they are still in the command's cgroup,
+//! named after the holder, where [`end_holders_work`] (`resume --holder-exited`) ends them;
+//! without a cgroup they are not found. Off Linux nothing of this exists.
 
 use std::process::ExitStatus;
 use std::time::Duration;

@@ -312,7 +312,13 @@ pub struct ResumeArgs {
     /// Without it, such a Lease looks live and resume refuses (exit 3, nothing changed).
     /// The holder's command may outlive its process: if a keeper of that holder runs on this
     /// machine, it is asked to end the command's processes first and waited for (at most one
-    /// Lease duration and 3 s); if they are still there, resume refuses (exit 3).
+    /// Lease duration and 3 s); then every cgroup of the holder's command on this machine
+    /// (`flux-handoff_HOLDER_*` under the cgroup v2 mount) is emptied with cgroup.kill, so
+    /// processes whose keeper was killed with the holder (`pkill -9 flux-handoff`) end too.
+    /// If any are still there, resume refuses (exit 3). What it cannot see: where the holder
+    /// could make no cgroup (no cgroup v2, no write access to its own cgroup, or
+    /// `FLUX_HANDOFF_CGROUP=off`), background processes of a command whose keeper died with the
+    /// holder are not found, nor a holder's work on another machine.
     #[arg(long)]
     pub holder_exited: bool,
     /// Act only if the holder still holds the Lease (what the GitHub Action's post step

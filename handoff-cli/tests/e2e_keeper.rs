@@ -128,18 +128,6 @@ async fn start(
     child
 }
 
-/// Polls `cond` every 20 ms; a condition still false after a minute fails the test.
-async fn wait_for(mut cond: impl FnMut() -> bool, what: &str) {
-    let give_up = tokio::time::Instant::now() + Duration::from_mins(1);
-    while !cond() {
-        assert!(
-            tokio::time::Instant::now() < give_up,
-            "waited a minute for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 fn reap(mut child: Child) {
     let _ = child.kill();
     let _ = child.wait();

@@ -35,6 +35,7 @@ use flux_fence::Holder;
 mod cgroup;
 mod child;
 mod decide;
+mod orphans;
 
 pub(crate) use decide::Event;
 
@@ -96,7 +97,7 @@ impl Keeper {
         let (go_read, go_write) = pipe()?;
         let (report, report_write) = pipe()?;
         let proc_dir = std::fs::File::open("/proc")?;
-        let cgroup = cgroup::Cgroup::create();
+        let cgroup = cgroup::Cgroup::create(holder.as_str());
         let table_cap = 1 << 15;
         let mut setup = child::Setup {
             life: life_read.as_raw_fd(),
@@ -202,12 +203,10 @@ pub(crate) fn boot_ns(at: tokio::time::Instant) -> u64 {
     }
 }
 
-/// A keeper of the holder's that did not end its command's tree in time.
+/// A keeper of the holder's that did not end its command's tree in time, or a cgroup of the
+/// holder's command that still held processes.
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "the work of {holder} may still run on this machine: its keeper ({}) did not say it ended within {waited:?}",
-    pid.map_or_else(|| "which refused to answer".to_string(), |p| format!("pid {p}"))
-)]
+#[error("the work of {holder} may still run on this machine: {}", still_running(*pid, cgroup.as_deref(), *waited))]
 #[non_exhaustive]
 pub struct WorkStillRunning {
     /// The holder.
@@ -217,6 +216,22 @@ pub struct WorkStillRunning {
     pub pid: Option<u32>,
     /// How long it was waited for.
     pub waited: Duration,
+    /// The command's cgroup that still held processes after `waited` (its keeper gone);
+    /// `None` when a keeper did not answer.
+    pub cgroup: Option<PathBuf>,
+}
+
+fn still_running(pid: Option<u32>, cgroup: Option<&std::path::Path>, waited: Duration) -> String {
+    match (cgroup, pid) {
+        (Some(dir), _) => format!(
+            "its command's cgroup {} still held processes {waited:?} after cgroup.kill",
+            dir.display()
+        ),
+        (None, Some(p)) => format!("its keeper (pid {p}) did not say it ended within {waited:?}"),
+        (None, None) => {
+            format!("its keeper (which refused to answer) did not say it ended within {waited:?}")
+        }
+    }
 }
 
 /// Asks every keeper of `holder` on this machine to end its command's tree, and waits up to
@@ -224,11 +239,17 @@ pub struct WorkStillRunning {
 /// process exited (`resume --holder-exited`, the Action's post step). Returns the keepers'
 /// pids that ended their trees (none: no keeper of that holder runs here).
 ///
+/// Then, whether a keeper answered or not, every cgroup of the holder's commands on this
+/// machine (named after the holder) is emptied with `cgroup.kill` and removed: the work of a
+/// keeper that was killed with its holder (`pkill -9 flux-handoff`) ends there too. Where the
+/// holder could make no cgroup, the orphans of a dead keeper are not seen.
+///
 /// A keeper on another machine cannot be reached: there the ordering of the keeper's deadline
 /// before recovery's takeover is what protects (`docs/design/protocol.md`).
 ///
 /// # Errors
-/// A keeper answered but its tree was still there after `bound`.
+/// A keeper answered but its tree was still there after `bound`, or one refused to answer, or
+/// a cgroup of the holder's command still held processes after `bound`.
 pub fn end_holders_work(holder: &Holder, bound: Duration) -> Result<Vec<u32>, WorkStillRunning> {
     let mut ended = Vec::new();
     for slot in 0..SLOTS {
@@ -254,6 +275,7 @@ pub fn end_holders_work(holder: &Holder, bound: Duration) -> Result<Vec<u32>, Wo
                 holder: holder.clone(),
                 pid: None,
                 waited: bound,
+                cgroup: None,
             });
         }
         let pid = u32::from_le_bytes(pid);
@@ -265,11 +287,25 @@ pub fn end_holders_work(holder: &Holder, bound: Duration) -> Result<Vec<u32>, Wo
                     holder: holder.clone(),
                     pid: Some(pid),
                     waited: bound,
+                    cgroup: None,
                 });
             }
         }
     }
-    Ok(ended)
+    match orphans::end_holders(holder.as_str(), bound) {
+        Ok(dirs) => {
+            for dir in dirs {
+                tracing::info!(%holder, cgroup = %dir.display(), "processes of the holder's command outlived its keeper; cgroup.kill ended them");
+            }
+            Ok(ended)
+        }
+        Err(dir) => Err(WorkStillRunning {
+            holder: holder.clone(),
+            pid: None,
+            waited: bound,
+            cgroup: Some(dir),
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -119,6 +119,19 @@ pub async fn wait_for_file(marker: &std::path::Path, what: &str) {
     }
 }
 
+/// Polls `cond` every 20 ms; a condition still false after a minute fails the test with
+/// `what`.
+pub async fn wait_for(mut cond: impl FnMut() -> bool, what: &str) {
+    let give_up = tokio::time::Instant::now() + std::time::Duration::from_mins(1);
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < give_up,
+            "waited a minute for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// Waits (off the runtime's threads) for a spawned CLI process to end; its exit code (-1 when
 /// a signal ended it) and its stderr.
 pub async fn ended(mut child: std::process::Child) -> (i32, String) {

@@ -5,6 +5,10 @@
 //! tree's subreaper; without the cgroup a process that forks faster than the walk signals
 //! needs more rounds, and a pid may be reused between the walk and the signal).
 //!
+//! The directory is named after the holder (`flux-handoff_HOLDER_PID_N`; a holder has no `_`),
+//! so that the work of a holder whose keeper died with it (`pkill -9 flux-handoff` kills both)
+//! is still found and ended on this machine by `resume --holder-exited` ([`end_holders`]).
+//!
 //! `FLUX_HANDOFF_CGROUP=off` turns it off (the tests of the fallback use it).
 
 use std::fs::{File, OpenOptions};
@@ -20,7 +24,7 @@ pub(super) struct Cgroup {
 }
 
 impl Cgroup {
-    pub(super) fn create() -> Option<Self> {
+    pub(super) fn create(holder: &str) -> Option<Self> {
         static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         if std::env::var_os("FLUX_HANDOFF_CGROUP").is_some_and(|v| v == "off") {
             return None;
@@ -29,7 +33,7 @@ impl Cgroup {
         let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
         let parent = parent_dir(&mounts, &own)?;
         let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = parent.join(format!("flux-handoff-{}-{n}", std::process::id()));
+        let dir = parent.join(dir_name(holder, std::process::id(), n));
         match Self::open(&dir) {
             Ok(c) => Some(c),
             Err(e) => {
@@ -61,11 +65,23 @@ impl Cgroup {
     }
 }
 
-/// The directory of this process's cgroup v2: the `cgroup2` mount (from `mountinfo`) joined
-/// with the `0::PATH` line of `/proc/self/cgroup`. Pure.
-pub(super) fn parent_dir(mountinfo: &str, own: &str) -> Option<PathBuf> {
-    let path = own.lines().find_map(|l| l.strip_prefix("0::"))?;
-    let mount = mountinfo.lines().find_map(|l| {
+/// The name of the `n`-th command cgroup of `holder` made by process `pid`. Pure.
+pub(super) fn dir_name(holder: &str, pid: u32, n: u64) -> String {
+    format!("{PREFIX}{holder}_{pid}_{n}")
+}
+
+const PREFIX: &str = "flux-handoff_";
+
+/// Whether a cgroup directory called `name` is one of `holder`'s command cgroups. Pure.
+pub(super) fn is_holders(name: &str, holder: &str) -> bool {
+    name.strip_prefix(PREFIX)
+        .and_then(|rest| rest.split_once('_'))
+        .is_some_and(|(h, _)| h == holder)
+}
+
+/// The mount point of the whole cgroup v2 hierarchy, from `mountinfo`. Pure.
+pub(super) fn v2_mount(mountinfo: &str) -> Option<&str> {
+    mountinfo.lines().find_map(|l| {
         let (left, right) = l.split_once(" - ")?;
         (right.split_whitespace().next()? == "cgroup2").then_some(())?;
         // Field 4 is the root within the filesystem, field 5 the mount point.
@@ -73,7 +89,14 @@ pub(super) fn parent_dir(mountinfo: &str, own: &str) -> Option<PathBuf> {
         let root = f.nth(3)?;
         (root == "/").then_some(())?;
         f.next()
-    })?;
+    })
+}
+
+/// The directory of this process's cgroup v2: the `cgroup2` mount (from `mountinfo`) joined
+/// with the `0::PATH` line of `/proc/self/cgroup`. Pure.
+pub(super) fn parent_dir(mountinfo: &str, own: &str) -> Option<PathBuf> {
+    let path = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let mount = v2_mount(mountinfo)?;
     let rel = path.trim_start_matches('/');
     // A path of a deleted or foreign cgroup ("/../x", "(deleted)") is not ours to use.
     if rel.split('/').any(|p| p == "..") || rel.contains(' ') {
@@ -84,7 +107,21 @@ pub(super) fn parent_dir(mountinfo: &str, own: &str) -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests {
-    use super::parent_dir;
+    use super::{dir_name, is_holders, parent_dir, v2_mount};
+
+    #[test]
+    fn keeper_orphan_a_command_cgroup_is_found_by_its_holder_alone() {
+        let name = dir_name("gh1.2-abc", 42, 0);
+        assert!(is_holders(&name, "gh1.2-abc"));
+        // A holder that is another's prefix, or has it as prefix, is not that holder.
+        assert!(!is_holders(&name, "gh1.2"));
+        assert!(!is_holders(&dir_name("gh1.2-abc-d", 42, 0), "gh1.2-abc"));
+        assert!(!is_holders("flux-handoff-42-0", "42"));
+        assert!(!is_holders("user.slice", "user.slice"));
+        let hybrid = "35 25 0:31 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n";
+        assert_eq!(v2_mount(hybrid), Some("/sys/fs/cgroup/unified"));
+        assert_eq!(v2_mount("30 25 0:26 / /x rw - cgroup cgroup rw\n"), None);
+    }
 
     #[test]
     fn keeper_the_cgroup_is_made_below_our_own_on_the_v2_mount() {

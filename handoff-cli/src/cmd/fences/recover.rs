@@ -36,7 +36,11 @@ holder's exact GitHub Actions run attempt (its identity gh<run>.<attempt>-...) i
 GITHUB_API_URL in GITHUB_REPOSITORY with GITHUB_TOKEN (or --github-token-file; it needs \
 `actions: read`), again every second while the run is queued or in progress, for at most one \
 lease duration. Only status `completed`, with the Lease unchanged since it was read, proves the \
-holder gone; every other answer keeps it and recover exits 3 with one line why.")]
+holder gone; every other answer keeps it and recover exits 3 with one line why.
+
+With --yes, before anything is released, what is left on this machine of a gone holder's \
+command (its keeper killed with it) is ended through the command's cgroup, as \
+`resume --holder-exited` does; if it cannot be emptied, recover exits 3 and changes nothing.")]
 pub struct RecoverArgs {
     /// Release for real. Without it, watch and print what would be released and what is kept,
     /// and why (dry run, the default).
@@ -100,6 +104,7 @@ pub(super) async fn run(
         });
         return Ok(exit::SUCCESS);
     }
+    end_work_here(plan)?;
     let report = match recovery.execute(plan).await? {
         RecoverOutcome::Done(report) => report,
         RecoverOutcome::LeaseRaceLost { gone, why } => {
@@ -125,4 +130,33 @@ pub(super) async fn run(
             ),
         )),
     }
+}
+
+/// The gone holders' work on this machine, if any is left (a keeper killed with its holder
+/// leaves the command's background processes in its cgroup): ended before anything is
+/// released, or a refusal with nothing changed. Elsewhere the keeper's deadline protects.
+#[cfg(target_os = "linux")]
+fn end_work_here(plan: &flux_fence::recovery::RecoverPlan) -> Result<(), Failure> {
+    let mut holders: Vec<&str> = plan.release.iter().map(|p| p.holder.as_str()).collect();
+    holders.extend(plan.take_lease.as_ref().map(|g| g.holder.as_str()));
+    holders.sort_unstable();
+    holders.dedup();
+    let bound = flux_suspend::command::KILL_WAIT + std::time::Duration::from_secs(1);
+    for holder in holders {
+        let Ok(holder) = holder.parse::<flux_fence::Holder>() else {
+            continue;
+        };
+        if let Err(e) = flux_suspend::command::end_holders_work(&holder, bound) {
+            return Err(Failure::new(
+                exit::REFUSED,
+                format!("{e}; nothing was changed"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn end_work_here(_plan: &flux_fence::recovery::RecoverPlan) -> Result<(), Failure> {
+    Ok(())
 }
