@@ -169,6 +169,8 @@ struct Tally {
     outside: usize,
     cancels: usize,
     preempted: usize,
+    /// `recovered: … from finished run holder …` lines of the jobs (a dead holder recovered).
+    recovered: usize,
     /// Undisturbed jobs (exit 0, no cancel, no fault in their window).
     overheads: Vec<u64>,
     all_overheads: Vec<u64>,
@@ -185,6 +187,14 @@ impl Tally {
             self.jobs += 1;
             self.cancels += usize::from(r.cancel.is_some());
             self.preempted += usize::from(r.preempted);
+            for (_, l) in r
+                .main_lines
+                .iter()
+                .filter(|(_, l)| l.contains("from finished run holder"))
+            {
+                self.recovered += 1;
+                eprintln!("soak:   {}: {l}", r.holder);
+            }
             self.main_ms.push(r.main_ms());
             let code = |c: Option<i32>| c.map_or_else(|| "killed".into(), |c| c.to_string());
             exits.push(format!("{}:{}/{}", r.holder, code(r.main), code(r.post)));
@@ -261,13 +271,14 @@ impl Tally {
         eprintln!("soak: exits: {}", self.exits.join(", "));
         eprintln!(
             "soak: faults fired: restart={} hang={} flux_resume={} refuse={} cancels={} \
-             preempted={}",
+             preempted={} recovered={}",
             self.fired("restart"),
             self.fired("hang"),
             self.fired("flux_resume"),
             self.fired("refuse"),
             self.cancels,
-            self.preempted
+            self.preempted,
+            self.recovered
         );
         eprintln!(
             "soak: overhead over all {} jobs that reached their command's end: p50={}ms \

@@ -140,6 +140,13 @@ fn run_id(ctx: &Ctx, job: &Job) -> u64 {
     ctx.seed * 1_000_000 + job.index as u64 + 1
 }
 
+/// The job's `github-token` input, registered with the leak scan.
+fn token(run_id: u64) -> String {
+    let t = format!("ghs_soak{run_id:x}Zq8");
+    crate::chaos::secret(&t);
+    t
+}
+
 /// The environment a runner gives the action's node process, with the job's inputs.
 fn runner_env(ctx: &Ctx, job: &Job, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
     let run_id = run_id(ctx, job);
@@ -215,7 +222,7 @@ fn runner_env(ctx: &Ctx, job: &Job, dir: &Path) -> anyhow::Result<Vec<(String, S
         ("WAIT-LEASE", ctx.wait_lease.into()),
         ("KEEP-PAUSED", "false".into()),
         ("RECOVER-FINISHED-RUNS", recover.into()),
-        ("GITHUB-TOKEN", format!("ghs_soak{run_id}")),
+        ("GITHUB-TOKEN", token(run_id)),
         ("POST-WAIT-SECONDS", "60".into()),
         ("HOLDER", String::new()),
         ("VERSION", String::new()),
@@ -331,10 +338,9 @@ pub async fn run(ctx: &Ctx, job: &Job) -> anyhow::Result<Ran> {
     let (mut child, main_lines, main_readers) = start(ctx, "main.js", &env)?;
     let t0 = Instant::now();
     if let Some(p) = job.preempt_ms {
-        if wait_for(&mut child, Duration::from_millis(p))
-            .await?
-            .is_none()
-        {
+        let d = Duration::from_millis(p);
+        let held = super::preempt::held_for(&mut child, &main_lines, d, MAIN_BOUND).await?;
+        if held.is_none() {
             super::preempt::kill_job(&dir)?;
             let status = child.wait()?;
             let t1 = Instant::now();

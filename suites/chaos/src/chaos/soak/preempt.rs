@@ -7,6 +7,11 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::process::Child;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::job::Line;
 
 /// Every process whose environment holds `SOAK_DIR=<dir>`.
 fn of_job(dir: &Path) -> BTreeSet<u32> {
@@ -46,6 +51,36 @@ pub fn kill_job(dir: &Path) -> anyhow::Result<usize> {
         let _ = testkit::signal::to_process(*pid, "KILL");
     }
     Ok(stopped.len())
+}
+
+/// Waits for `child`'s exit, or until it has held the Lease for `d` (its `lease acquired`
+/// line, polled every 20 ms), within `bound`: its status if it exited first.
+///
+/// # Errors
+/// The child's status could not be read.
+pub async fn held_for(
+    child: &mut Child,
+    lines: &Mutex<Vec<Line>>,
+    d: Duration,
+    bound: Duration,
+) -> anyhow::Result<Option<std::process::ExitStatus>> {
+    let bound = Instant::now() + bound;
+    loop {
+        if let Some(st) = child.try_wait()? {
+            return Ok(Some(st));
+        }
+        let acquired = lines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|(_, l)| l.contains("lease acquired"))
+            .map(|(t, _)| *t);
+        let now = Instant::now();
+        if acquired.is_some_and(|t| now >= t + d) || now >= bound {
+            return Ok(None);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[cfg(test)]

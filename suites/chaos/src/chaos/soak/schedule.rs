@@ -33,9 +33,10 @@ pub struct Job {
     pub fails: bool,
     /// The runner cancels the job this long after its main step started.
     pub cancel_ms: Option<u64>,
-    /// The runner is preempted this long after the main step started: every process of the
-    /// job is SIGKILLed at once and the post step never runs; GitHub then reports the run
-    /// `completed`, and the next jobs must recover its Lease and fences (issue 48, 8).
+    /// The runner is preempted this long after the job acquired the Lease (if it ends
+    /// first, nothing happens): every process of the job is SIGKILLed at once and the post
+    /// step never runs; GitHub then reports the run `completed`, and the next jobs must
+    /// recover its Lease and fences (issue 48, 8).
     pub preempt_ms: Option<u64>,
 }
 
@@ -185,9 +186,9 @@ fn refuse(seed: u64, g: usize) -> Option<Timed> {
 /// does not cancel, late enough that it may hold the Lease.
 fn preempt(seed: u64, g: usize, mut jobs: Vec<Job>) -> Vec<Job> {
     let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(6_151).wrapping_add(g as u64) ^ 0x5052);
-    if rng.random_bool(0.25) {
+    if rng.random_bool(0.35) {
         let k = rng.random_range(0..jobs.len());
-        let at = rng.random_range(1_000..6_000);
+        let at = rng.random_range(100..1_500);
         if jobs[k].cancel_ms.is_none() {
             jobs[k].preempt_ms = Some(at);
         }
