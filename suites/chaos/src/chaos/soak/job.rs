@@ -78,7 +78,7 @@ pub struct Ran {
     pub cancel: Option<Cancel>,
     /// The main step outran [`MAIN_BOUND`] and the harness cancelled it.
     pub timed_out: bool,
-    /// The runner was preempted: every process of the job SIGKILLed, no post step.
+    /// The runner was preempted: every process of the job killed with SIGKILL, no post step.
     pub preempted: bool,
     /// The command's own exit code and wall time (ms), when it reached its end.
     pub command: Option<(i32, u64)>,
@@ -341,7 +341,7 @@ pub async fn run(ctx: &Ctx, job: &Job) -> anyhow::Result<Ran> {
         let d = Duration::from_millis(p);
         let held = super::preempt::held_for(&mut child, &main_lines, d, MAIN_BOUND).await?;
         if held.is_none() {
-            super::preempt::kill_job(&dir)?;
+            super::preempt::kill_job(&dir);
             let status = child.wait()?;
             let t1 = Instant::now();
             github(ctx, job, "completed");

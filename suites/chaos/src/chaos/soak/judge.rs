@@ -41,7 +41,7 @@ pub struct Facts {
     pub post: Option<i32>,
     /// Fault kinds injected while the post step ran.
     pub post_faults: BTreeSet<&'static str>,
-    /// The runner was preempted (every process of the job SIGKILLed, no post step).
+    /// The runner was preempted (every process of the job killed with SIGKILL, no post step).
     pub preempted: bool,
 }
 

@@ -34,7 +34,7 @@ pub struct Job {
     /// The runner cancels the job this long after its main step started.
     pub cancel_ms: Option<u64>,
     /// The runner is preempted this long after the job acquired the Lease (if it ends
-    /// first, nothing happens): every process of the job is SIGKILLed at once and the post
+    /// first, nothing happens): every process of the job is killed with SIGKILL at once and the post
     /// step never runs; GitHub then reports the run `completed`, and the next jobs must
     /// recover its Lease and fences (issue 48, 8).
     pub preempt_ms: Option<u64>,
