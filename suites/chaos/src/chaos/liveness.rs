@@ -158,8 +158,31 @@ pub fn held(lease: &[LeaseSeen], holder: &str) -> bool {
 }
 
 /// `Ok(why)` or `Err(why not)` for one job that did not deploy; `broken` says whether a
-/// person broke a pause under its fence (see [`broken_by`]).
+/// person broke a pause under its fence (see [`broken_by`]). As [`classify_finished`] with no
+/// run known to have finished.
 pub fn classify(j: &Job, lease: &[LeaseSeen], broken: bool) -> Result<Warranted, String> {
+    classify_finished(j, lease, broken, &BTreeMap::new())
+}
+
+/// How long after a holder's run finished a waiter with a liveness source must have
+/// recovered it: the tool asks once the Lease stood unwritten for the holder's duration and
+/// again at most once per duration, so two durations, and a margin for the asking itself.
+#[must_use]
+pub fn recovery_due_ms(duration_ms: u64) -> u64 {
+    2 * duration_ms + 5_000
+}
+
+/// As [`classify`], where `finished` maps the holders whose GitHub run the liveness source
+/// reported `completed` to the moment it began to (ms from the origin): a job with
+/// `recovers` that left behind a silent one of them, [`recovery_due_ms`] after it finished,
+/// could have recovered it and is unwarranted; behind any other silent holder it had no way
+/// to prove finished, its departure at the end of its budget is warranted.
+pub fn classify_finished(
+    j: &Job,
+    lease: &[LeaseSeen],
+    broken: bool,
+    finished: &BTreeMap<String, u64>,
+) -> Result<Warranted, String> {
     match j.end {
         End::Cancelled => return Ok(Warranted::Cancelled),
         End::Killed => return Ok(Warranted::Killed),
@@ -179,7 +202,17 @@ pub fn classify(j: &Job, lease: &[LeaseSeen], broken: bool) -> Result<Warranted,
     match lease_at(lease, j.left_ms) {
         LeaseAt::Parked(h) if h != j.holder => Ok(Warranted::Parked),
         at @ LeaseAt::Held { .. } if at.live() && spent => Ok(Warranted::LiveHolder),
-        LeaseAt::Held { ref holder, .. } if spent && !j.recovers && *holder != j.holder => {
+        LeaseAt::Held {
+            ref holder,
+            duration_ms,
+            ..
+        } if spent
+            && *holder != j.holder
+            && !(j.recovers
+                && finished
+                    .get(holder)
+                    .is_some_and(|f| j.left_ms >= f + recovery_due_ms(duration_ms))) =>
+        {
             Ok(Warranted::SilentUnprovable)
         }
         LeaseAt::Free => Err(format!("{when} while the Lease was free")),
@@ -192,13 +225,19 @@ pub fn classify(j: &Job, lease: &[LeaseSeen], broken: bool) -> Result<Warranted,
             let who = if holder == j.holder {
                 "itself".to_string()
             } else {
-                holder
+                holder.clone()
             };
             let how = if silent_ms <= duration_ms {
                 format!("live, renewed {} before", s(silent_ms))
             } else {
+                let done = finished.get(&holder).map_or(String::new(), |f| {
+                    format!(
+                        ", its run completed {} before",
+                        s(j.left_ms.saturating_sub(*f))
+                    )
+                });
                 format!(
-                    "silent for {} of a {} duration",
+                    "silent for {} of a {} duration{done}",
                     s(silent_ms),
                     s(duration_ms)
                 )

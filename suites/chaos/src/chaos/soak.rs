@@ -22,6 +22,7 @@
 pub mod group;
 pub mod job;
 pub mod judge;
+pub mod preempt;
 pub mod schedule;
 
 use std::path::PathBuf;
@@ -78,6 +79,8 @@ pub async fn run(s: &Settings, o: &Options) -> anyhow::Result<bool> {
         .create(&PostParams::default(), &cm)
         .await?;
     let proxy = fault_proxy::Proxy::start().await?;
+    // The stand-in GitHub API every job's `recover-finished-runs` asks.
+    let github = Arc::new(testkit::github_stub::GithubStub::start().await?);
     let kubeconfig = mini.dir.join("kubeconfig-soak");
     proxy.write_kubeconfig(&kubeconfig)?;
     let site = Arc::new(crate::chaos::cell::Site::new(
@@ -97,6 +100,7 @@ pub async fn run(s: &Settings, o: &Options) -> anyhow::Result<bool> {
             dir: mini.dir.join("jobs"),
             seed: o.seed,
             wait_lease: job::WAIT_LEASE,
+            github: Some(github.clone()),
         },
         plane: Arc::new(tokio::sync::Mutex::new(plane)),
         proxy: Arc::new(proxy),
@@ -118,7 +122,14 @@ pub async fn run(s: &Settings, o: &Options) -> anyhow::Result<bool> {
                     .map(|c| format!(" cancel@{c}ms"))
                     .unwrap_or_default();
                 let fails = if j.fails { " fails" } else { "" };
-                format!("#{}@{}ms w{}{fails}{cancel}", j.index, j.at_ms, j.writes)
+                let preempt = j
+                    .preempt_ms
+                    .map(|p| format!(" preempt@{p}ms"))
+                    .unwrap_or_default();
+                format!(
+                    "#{}@{}ms w{}{fails}{cancel}{preempt}",
+                    j.index, j.at_ms, j.writes
+                )
             })
             .collect();
         let faults: Vec<String> = g
@@ -139,6 +150,10 @@ pub async fn run(s: &Settings, o: &Options) -> anyhow::Result<bool> {
         eprintln!("soak: SECRET seed={} {}", o.seed, f.text);
     }
     env.plane.lock().await.stop().await?;
+    eprintln!(
+        "soak: the stand-in GitHub API was asked {} times",
+        github.seen().len()
+    );
     let figures = tally.report(&leaks.line, started);
     println!("{}", figures.line());
     Ok(figures.passed() && leaks.findings.is_empty())
@@ -153,6 +168,9 @@ struct Tally {
     leaked: usize,
     outside: usize,
     cancels: usize,
+    preempted: usize,
+    /// `recovered: … from finished run holder …` lines of the jobs (a dead holder recovered).
+    recovered: usize,
     /// Undisturbed jobs (exit 0, no cancel, no fault in their window).
     overheads: Vec<u64>,
     all_overheads: Vec<u64>,
@@ -168,6 +186,15 @@ impl Tally {
             let r = &j.ran;
             self.jobs += 1;
             self.cancels += usize::from(r.cancel.is_some());
+            self.preempted += usize::from(r.preempted);
+            for (_, l) in r
+                .main_lines
+                .iter()
+                .filter(|(_, l)| l.contains("from finished run holder"))
+            {
+                self.recovered += 1;
+                eprintln!("soak:   {}: {l}", r.holder);
+            }
             self.main_ms.push(r.main_ms());
             let code = |c: Option<i32>| c.map_or_else(|| "killed".into(), |c| c.to_string());
             exits.push(format!("{}:{}/{}", r.holder, code(r.main), code(r.post)));
@@ -243,12 +270,15 @@ impl Tally {
         let figures = self.figures();
         eprintln!("soak: exits: {}", self.exits.join(", "));
         eprintln!(
-            "soak: faults fired: restart={} hang={} flux_resume={} refuse={} cancels={}",
+            "soak: faults fired: restart={} hang={} flux_resume={} refuse={} cancels={} \
+             preempted={} recovered={}",
             self.fired("restart"),
             self.fired("hang"),
             self.fired("flux_resume"),
             self.fired("refuse"),
-            self.cancels
+            self.cancels,
+            self.preempted,
+            self.recovered
         );
         eprintln!(
             "soak: overhead over all {} jobs that reached their command's end: p50={}ms \

@@ -170,7 +170,7 @@ fn liveness_unwarranted_departures_table() {
             "behind a silent holder it could have recovered",
             with(30_100, |j| j.recovers = true),
             &silent,
-            "held by A (silent for 27.1s of a 4.0s duration)",
+            "held by A (silent for 27.1s of a 4.0s duration, its run completed 27.1s before)",
         ),
         (
             "behind a silent holder, before its budget",
@@ -191,10 +191,42 @@ fn liveness_unwarranted_departures_table() {
             "while the Lease was free",
         ),
     ];
+    // A's run completed when it fell silent.
+    let done = BTreeMap::from([("A".to_string(), 3_000)]);
     for (what, j, lease, says) in cases {
-        let e = classify(&j, lease, false).expect_err(what);
+        let e = classify_finished(&j, lease, false, &done).expect_err(what);
         assert!(e.contains(says), "{what}: {e}");
     }
+}
+
+#[test]
+fn liveness_a_silent_holder_is_recoverable_only_once_its_run_completed() {
+    let silent = renewing("A", 3_000);
+    let recovers = with(30_100, |j| j.recovers = true);
+    let at = |f: u64| BTreeMap::from([("A".to_string(), f)]);
+    // Its run still in progress (a hung renewal): nothing could prove it finished.
+    assert_eq!(
+        classify_finished(&recovers, &silent, false, &BTreeMap::new()),
+        Ok(Warranted::SilentUnprovable)
+    );
+    // Completed too late for a waiter that asks once per duration to have seen it.
+    let due = recovery_due_ms(D);
+    assert_eq!(
+        classify_finished(&recovers, &silent, false, &at(30_100 - due + 1)),
+        Ok(Warranted::SilentUnprovable)
+    );
+    assert!(classify_finished(&recovers, &silent, false, &at(30_100 - due)).is_err());
+    // Without a liveness source a completed run proves nothing to the waiter.
+    assert_eq!(
+        classify_finished(&waiter(30_100), &silent, false, &at(3_000)),
+        Ok(Warranted::SilentUnprovable)
+    );
+    // Another holder's completed run says nothing about A.
+    let other = BTreeMap::from([("C".to_string(), 0)]);
+    assert_eq!(
+        classify_finished(&recovers, &silent, false, &other),
+        Ok(Warranted::SilentUnprovable)
+    );
 }
 
 #[test]

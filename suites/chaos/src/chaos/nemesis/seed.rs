@@ -276,6 +276,7 @@ async fn act(
                 dir: cell.dir.join("jobs"),
                 seed: cell.seed,
                 wait_lease: WAIT_LEASE,
+                github: None,
             };
             let j = Job {
                 index,
@@ -283,6 +284,7 @@ async fn act(
                 writes: a.writes,
                 fails: *fails,
                 cancel_ms: *cancel_ms,
+                preempt_ms: None,
             };
             let ran = job::run(&ctx, &j).await?;
             let steps = crate::chaos::soak::group::outcomes(&ran);

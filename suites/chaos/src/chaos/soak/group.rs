@@ -2,7 +2,7 @@
 //! their offsets, the history recorded and judged by the nemesis's checker, then whatever is
 //! left recovered so the next group starts clean.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -122,11 +122,21 @@ pub async fn play(env: &Env, g: &Group) -> anyhow::Result<Played> {
     leaked.extend(env.site.recover_rest(None).await?.0);
     let broken = liveness::broken_by(&member_versions(&history));
     let budget = liveness::budget_ms(env.ctx.wait_lease);
+    let finished = finished(&ran, origin);
+    let recovers = env.ctx.github.is_some();
     let jobs = ran
         .into_iter()
         .map(|r| {
             let mut j = judge(r, &fired);
-            j.liveness = live(&j, origin, budget, &lease, &broken);
+            let seen = Seen {
+                origin,
+                budget_ms: budget,
+                lease: &lease,
+                broken: &broken,
+                finished: &finished,
+                recovers,
+            };
+            j.liveness = live(&j, &seen);
             j
         })
         .collect();
@@ -139,7 +149,7 @@ pub async fn play(env: &Env, g: &Group) -> anyhow::Result<Played> {
 }
 
 /// The job's two steps as the checker's outcomes (`action` and `post`): each says whether
-/// something is still held (its error lines), and neither was killed by the harness.
+/// something is still held (its error lines); a preempted job's main step counts as killed.
 pub(crate) fn outcomes(r: &Ran) -> [Outcome; 2] {
     let errors = |lines: &[job::Line]| {
         lines
@@ -154,7 +164,8 @@ pub(crate) fn outcomes(r: &Ran) -> [Outcome; 2] {
             holder: r.holder.clone(),
             verb: "action",
             code: r.main,
-            killed: false,
+            // A preempted runner's holder may hold anything: the next jobs recover it.
+            killed: r.preempted,
             last: errors(&r.main_lines),
         },
         Outcome {
@@ -189,6 +200,7 @@ fn judge(ran: Ran, fired: &[Fired]) -> Judged {
         },
         post: ran.post,
         post_faults: overlapping(fired, ran.post_span),
+        preempted: ran.preempted,
     };
     let verdict = if ran.timed_out {
         Err("the main step outran the harness's bound and was cancelled".into())
@@ -212,25 +224,49 @@ pub(crate) fn member_versions(history: &[Event]) -> Vec<(u64, Option<String>, bo
         .collect()
 }
 
-/// The liveness verdict of a job that did not deploy (its deploy script did not end 0).
-fn live(
-    j: &Judged,
+/// When each job's GitHub run became `completed` (ms from `origin`): its post step's end, or
+/// its preemption.
+fn finished(ran: &[Ran], origin: Instant) -> BTreeMap<String, u64> {
+    ran.iter()
+        .filter(|r| !r.holder.is_empty())
+        .map(|r| {
+            let end = if r.preempted {
+                r.main_span.1
+            } else {
+                r.post_span.1
+            };
+            (r.holder.clone(), since(origin, end))
+        })
+        .collect()
+}
+
+/// What the group's history says, as each job's liveness is judged.
+struct Seen<'a> {
     origin: Instant,
     budget_ms: u64,
-    lease: &[LeaseSeen],
-    broken: &[String],
-) -> Option<Result<Warranted, String>> {
+    lease: &'a [LeaseSeen],
+    broken: &'a [String],
+    finished: &'a BTreeMap<String, u64>,
+    /// The jobs ran with `recover-finished-runs` and a stand-in GitHub API.
+    recovers: bool,
+}
+
+/// The liveness verdict of a job that did not deploy (its deploy script did not end 0).
+fn live(j: &Judged, seen: &Seen<'_>) -> Option<Result<Warranted, String>> {
     let r = &j.ran;
     if r.command.is_some_and(|(c, _)| c == 0) {
         return None;
     }
+    let (origin, budget_ms) = (seen.origin, seen.budget_ms);
     let job = liveness::Job {
         holder: r.holder.clone(),
         started_ms: since(origin, r.main_span.0),
         left_ms: since(origin, r.main_span.1),
         budget_ms,
         // A step the harness cancelled at its bound was no runner's cancel.
-        end: if r.cancel.is_some() && !r.timed_out {
+        end: if r.preempted {
+            End::Killed
+        } else if r.cancel.is_some() && !r.timed_out {
             End::Cancelled
         } else if r.command.is_some() {
             End::ScriptFailed
@@ -238,9 +274,15 @@ fn live(
             End::Left
         },
         faulted: !j.faults.is_empty(),
-        recovers: false,
+        recovers: seen.recovers,
     };
-    Some(liveness::classify(&job, lease, broken.contains(&r.holder)))
+    let broken = seen.broken.contains(&r.holder);
+    Some(liveness::classify_finished(
+        &job,
+        seen.lease,
+        broken,
+        seen.finished,
+    ))
 }
 
 /// Injects `fault` now (a flux resume waits for a fenced member, a hang for its request,

@@ -30,6 +30,8 @@ const MAIN_BOUND: Duration = Duration::from_secs(270);
 const POST_BOUND: Duration = Duration::from_secs(150);
 /// `--wait-lease` of every job: longer than a group of four can hold the Lease.
 pub const WAIT_LEASE: &str = "4m";
+/// The repository every job's run belongs to (`GITHUB_REPOSITORY`).
+pub const REPOSITORY: &str = "example/deploy";
 
 /// What every job of the soak shares.
 #[derive(Debug, Clone)]
@@ -50,6 +52,10 @@ pub struct Ctx {
     /// The `wait-lease` input: [`WAIT_LEASE`] in the soak, shorter in the nemesis (its runs
     /// queue behind holders it kills, which only a janitor or the seed's end frees).
     pub wait_lease: &'static str,
+    /// The stand-in GitHub API: when set, every job runs with `recover-finished-runs` and a
+    /// token, `GITHUB_API_URL` names the stub, and the job's run is `in_progress` from its main
+    /// step's start until its post step ended (or the runner was preempted), then `completed`.
+    pub github: Option<Arc<testkit::github_stub::GithubStub>>,
 }
 
 /// One line a step printed, and when.
@@ -72,6 +78,8 @@ pub struct Ran {
     pub cancel: Option<Cancel>,
     /// The main step outran [`MAIN_BOUND`] and the harness cancelled it.
     pub timed_out: bool,
+    /// The runner was preempted: every process of the job killed with SIGKILL, no post step.
+    pub preempted: bool,
     /// The command's own exit code and wall time (ms), when it reached its end.
     pub command: Option<(i32, u64)>,
     /// Time spent queued for the Lease (first `waiting for lease` line to `lease acquired`).
@@ -127,9 +135,25 @@ fn script(job: &Job) -> String {
     )
 }
 
+/// The job's GitHub run id.
+fn run_id(ctx: &Ctx, job: &Job) -> u64 {
+    ctx.seed * 1_000_000 + job.index as u64 + 1
+}
+
+/// The job's `github-token` input, registered with the leak scan.
+fn token(run_id: u64) -> String {
+    let t = format!("ghs_soak{run_id:x}Zq8");
+    crate::chaos::secret(&t);
+    t
+}
+
 /// The environment a runner gives the action's node process, with the job's inputs.
 fn runner_env(ctx: &Ctx, job: &Job, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
-    let run_id = ctx.seed * 1_000_000 + job.index as u64 + 1;
+    let run_id = run_id(ctx, job);
+    let (api, recover) = match &ctx.github {
+        Some(stub) => (stub.url.clone(), "true"),
+        None => ("https://api.github.com".into(), "false"),
+    };
     let exe = std::env::current_exe()?;
     let mut e: Vec<(String, String)> = vec![
         ("PATH".into(), std::env::var("PATH").unwrap_or_default()),
@@ -139,7 +163,7 @@ fn runner_env(ctx: &Ctx, job: &Job, dir: &Path) -> anyhow::Result<Vec<(String, S
         ("GITHUB_RUN_ID".into(), run_id.to_string()),
         ("GITHUB_RUN_ATTEMPT".into(), "1".into()),
         ("GITHUB_RUN_NUMBER".into(), (job.index + 1).to_string()),
-        ("GITHUB_REPOSITORY".into(), "example/deploy".into()),
+        ("GITHUB_REPOSITORY".into(), REPOSITORY.into()),
         ("GITHUB_WORKFLOW".into(), "deploy".into()),
         ("GITHUB_JOB".into(), "deploy".into()),
         ("GITHUB_EVENT_NAME".into(), "merge_group".into()),
@@ -151,7 +175,7 @@ fn runner_env(ctx: &Ctx, job: &Job, dir: &Path) -> anyhow::Result<Vec<(String, S
             ),
         ),
         ("GITHUB_SERVER_URL".into(), "https://github.com".into()),
-        ("GITHUB_API_URL".into(), "https://api.github.com".into()),
+        ("GITHUB_API_URL".into(), api),
         ("GITHUB_WORKSPACE".into(), dir.display().to_string()),
         (
             "GITHUB_ACTION_PATH".into(),
@@ -197,7 +221,8 @@ fn runner_env(ctx: &Ctx, job: &Job, dir: &Path) -> anyhow::Result<Vec<(String, S
         ("REASON", format!("merge-group run {run_id}")),
         ("WAIT-LEASE", ctx.wait_lease.into()),
         ("KEEP-PAUSED", "false".into()),
-        ("RECOVER-FINISHED-RUNS", "false".into()),
+        ("RECOVER-FINISHED-RUNS", recover.into()),
+        ("GITHUB-TOKEN", token(run_id)),
         ("POST-WAIT-SECONDS", "60".into()),
         ("HOLDER", String::new()),
         ("VERSION", String::new()),
@@ -309,8 +334,34 @@ pub async fn run(ctx: &Ctx, job: &Job) -> anyhow::Result<Ran> {
     let base = runner_env(ctx, job, &dir)?;
     let mut env = base.clone();
     env.extend(step_files(&dir, "main")?);
+    github(ctx, job, "in_progress");
     let (mut child, main_lines, main_readers) = start(ctx, "main.js", &env)?;
     let t0 = Instant::now();
+    if let Some(p) = job.preempt_ms {
+        let d = Duration::from_millis(p);
+        let held = super::preempt::held_for(&mut child, &main_lines, d, MAIN_BOUND).await?;
+        if held.is_none() {
+            super::preempt::kill_job(&dir);
+            let status = child.wait()?;
+            let t1 = Instant::now();
+            github(ctx, job, "completed");
+            let main_lines = drain(main_readers, &main_lines, Duration::from_secs(10)).await;
+            return Ok(Ran {
+                holder: holder_of(&dir),
+                main: status.code(),
+                main_span: (t0, t1),
+                cancel: None,
+                timed_out: false,
+                preempted: true,
+                command: command_of(&dir),
+                queued_ms: queued(&main_lines),
+                main_lines,
+                post: None,
+                post_span: (t1, t1),
+                post_lines: Vec::new(),
+            });
+        }
+    }
     let planned = job.cancel_ms.map_or(MAIN_BOUND, Duration::from_millis);
     let ended = wait_for(&mut child, planned.min(MAIN_BOUND)).await?;
     let (status, cancelled, timed_out) = if let Some(st) = ended {
@@ -338,27 +389,49 @@ pub async fn run(ctx: &Ctx, job: &Job) -> anyhow::Result<Ran> {
         None
     };
     let p1 = Instant::now();
+    github(ctx, job, "completed");
     let main_lines = drain(main_readers, &main_lines, Duration::from_secs(10)).await;
     let post_lines = drain(post_readers, &post_lines, Duration::from_secs(10)).await;
-    let command = std::fs::read_to_string(dir.join("command"))
-        .ok()
-        .and_then(|t| {
-            let mut w = t.split_whitespace().map(str::parse::<u64>);
-            Some((i32::try_from(w.next()?.ok()?).ok()?, w.next()?.ok()?))
-        });
     Ok(Ran {
         holder,
         main: status.code(),
         main_span: (t0, t1),
         cancel: cancelled,
         timed_out,
-        command,
+        preempted: false,
+        command: command_of(&dir),
         queued_ms: queued(&main_lines),
         main_lines,
         post: post_status,
         post_span: (p0, p1),
         post_lines,
     })
+}
+
+/// Tells the stand-in GitHub API (if any) the job's run is now in `status`.
+fn github(ctx: &Ctx, job: &Job, status: &str) {
+    if let Some(stub) = &ctx.github {
+        let id = run_id(ctx, job);
+        let answer = testkit::github_stub::Answer::run(REPOSITORY, id, 1, Some(status));
+        stub.script(REPOSITORY, id, 1, vec![answer]);
+    }
+}
+
+/// The holder the main step saved (empty when node never got as far as saving it).
+fn holder_of(dir: &Path) -> String {
+    let state =
+        parse_file_commands(&std::fs::read_to_string(dir.join("main-state")).unwrap_or_default());
+    state.get("holder").cloned().unwrap_or_default()
+}
+
+/// The deploy script's own exit code and wall time (ms), when it reached its end.
+fn command_of(dir: &Path) -> Option<(i32, u64)> {
+    std::fs::read_to_string(dir.join("command"))
+        .ok()
+        .and_then(|t| {
+            let mut w = t.split_whitespace().map(str::parse::<u64>);
+            Some((i32::try_from(w.next()?.ok()?).ok()?, w.next()?.ok()?))
+        })
 }
 
 /// Time between the first `waiting for lease` line and `lease acquired` (0 when it never
@@ -432,6 +505,7 @@ mod tests {
             writes: 3,
             fails: true,
             cancel_ms: None,
+            preempt_ms: None,
         };
         let s = script(&job);
         assert!(s.contains("nemesis-work \"$SOAK_NS\" 3 || rc=$?"), "{s}");

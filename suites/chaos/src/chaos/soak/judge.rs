@@ -41,6 +41,8 @@ pub struct Facts {
     pub post: Option<i32>,
     /// Fault kinds injected while the post step ran.
     pub post_faults: BTreeSet<&'static str>,
+    /// The runner was preempted (every process of the job killed with SIGKILL, no post step).
+    pub preempted: bool,
 }
 
 /// Exit codes a fault of `kind` may cause, as documented (README, "Exit codes"): an API
@@ -59,6 +61,10 @@ pub fn documented(kind: &str) -> &'static [i32] {
 
 /// `Ok(why the job was not lost to the tool)` or `Err(why it was)`.
 pub fn classify(f: &Facts) -> Result<&'static str, String> {
+    if f.preempted {
+        // Lost to the runner, not to the tool; what it left is the next jobs' to recover.
+        return Ok("preempted: the runner died, no post step");
+    }
     let main = main(f)?;
     match f.post {
         Some(0) => Ok(main),

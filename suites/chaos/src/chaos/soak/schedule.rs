@@ -33,6 +33,11 @@ pub struct Job {
     pub fails: bool,
     /// The runner cancels the job this long after its main step started.
     pub cancel_ms: Option<u64>,
+    /// The runner is preempted this long after the job acquired the Lease (if it ends
+    /// first, nothing happens): every process of the job is killed with SIGKILL at once and the post
+    /// step never runs; GitHub then reports the run `completed`, and the next jobs must
+    /// recover its Lease and fences (issue 48, 8).
+    pub preempt_ms: Option<u64>,
 }
 
 /// A fault of the group's window.
@@ -137,8 +142,10 @@ pub fn plan(seed: u64, jobs: usize) -> Plan {
                 writes: rng.random_range(2..=5),
                 fails: rng.random_bool(0.1),
                 cancel_ms: rng.random_bool(0.2).then(|| rng.random_range(300..8000)),
+                preempt_ms: None,
             })
-            .collect();
+            .collect::<Vec<Job>>();
+        let jobs = preempt(seed, g, jobs);
         index += n;
         let m = match rng.random_range(0..10u8) {
             0..=3 => 0,
@@ -172,6 +179,21 @@ fn refuse(seed: u64, g: usize) -> Option<Timed> {
             ms: rng.random_range(2_000..4_000),
         },
     })
+}
+
+/// Group `g`'s jobs with their preemptions drawn, from a generator of their own (the rest of
+/// every plan is what it was before they existed): at most one job of a group, one the runner
+/// does not cancel, late enough that it may hold the Lease.
+fn preempt(seed: u64, g: usize, mut jobs: Vec<Job>) -> Vec<Job> {
+    let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(6_151).wrapping_add(g as u64) ^ 0x5052);
+    if rng.random_bool(0.35) {
+        let k = rng.random_range(0..jobs.len());
+        let at = rng.random_range(100..1_500);
+        if jobs[k].cancel_ms.is_none() {
+            jobs[k].preempt_ms = Some(at);
+        }
+    }
+    jobs
 }
 
 fn fault(rng: &mut StdRng) -> Fault {
@@ -228,6 +250,12 @@ mod tests {
         let cancels = jobs.iter().filter(|j| j.cancel_ms.is_some()).count();
         assert!((20..80).contains(&cancels), "{cancels}");
         assert!(jobs.iter().any(|j| j.fails));
+        let preempted = jobs.iter().filter(|j| j.preempt_ms.is_some()).count();
+        assert!((5..30).contains(&preempted), "{preempted}");
+        assert!(
+            jobs.iter()
+                .all(|j| j.preempt_ms.is_none() || j.cancel_ms.is_none())
+        );
         let mut kinds: Vec<&str> = p
             .groups
             .iter()

@@ -10,6 +10,7 @@ fn clean(main: Option<i32>) -> Facts {
         lease_busy: false,
         post: Some(0),
         post_faults: BTreeSet::new(),
+        preempted: false,
     }
 }
 
@@ -192,4 +193,16 @@ fn soak_the_report_line() {
     ] {
         assert!(!bad.passed(), "{}", bad.line());
     }
+}
+
+#[test]
+fn soak_a_preempted_job_is_lost_to_the_runner_not_the_tool() {
+    let mut f = clean(None);
+    f.post = None;
+    assert!(
+        classify(&f).is_err(),
+        "killed, no post step, nobody said why"
+    );
+    f.preempted = true;
+    assert_eq!(classify(&f), Ok("preempted: the runner died, no post step"));
 }
