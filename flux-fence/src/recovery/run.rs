@@ -115,6 +115,10 @@ pub struct RecoverReport {
     pub lease_released: bool,
     /// What could not be done, in words.
     pub problems: Vec<(Subject, String)>,
+    /// Fences found off their gone holder when their release came (the object deleted, or
+    /// released or fenced anew by another party first: a second waiter recovering the same
+    /// holder), in words: nothing of the gone holder is left there, so nothing was to do.
+    pub moved_on: Vec<(ObjectRef, String)>,
 }
 
 impl std::fmt::Debug for Recovery {
@@ -448,22 +452,19 @@ impl Recovery {
         let settled =
             release_members(&template, members, guard.as_ref(), Rules::many_holders()).await;
         for one in settled {
-            match one {
-                Settled::Released { object, .. } => report.released.push(object),
-                other => {
-                    let (object, why) = settled_words(other);
-                    report.problems.push((Subject::Fence(object), why));
-                }
-            }
+            note_settled(&mut report, one, plan);
         }
         if let Some(g) = guard {
             let taken_over = plan.take_lease.is_some();
             // A Lease taken over goes only when no recorded member may still be fenced; then
             // its record goes with it. A free Lease held for the release goes back as found.
-            let unsettled = plan
-                .record
-                .as_ref()
-                .and_then(|r| r.unsettled(&report.released));
+            let off: Vec<ObjectRef> = report
+                .released
+                .iter()
+                .chain(report.moved_on.iter().map(|(o, _)| o))
+                .cloned()
+                .collect();
+            let unsettled = plan.record.as_ref().and_then(|r| r.unsettled(&off));
             if let (true, Some(still)) = (taken_over, unsettled) {
                 g.leave_held();
                 report.problems.push((
@@ -554,6 +555,55 @@ fn decide_stable(then: Option<&Option<String>>, now: Option<&Option<String>>) ->
         (None, None) => true,
         (Some(Some(a)), Some(Some(b))) => a == b,
         _ => false,
+    }
+}
+
+/// Whether a member the engine did not release is off its gone holder (`holder`) all the same:
+/// the object is gone, or it carries no fence of that holder any more — another party released
+/// it first (a second waiter recovering the same finished run) or fenced it anew. Such a member
+/// is no problem of the recovery, and its record entry is settled. Pure.
+fn moved_on(s: &Settled, holder: Option<&str>) -> bool {
+    match s {
+        Settled::Gone { .. } | Settled::NotOurs { found: None, .. } => true,
+        Settled::NotOurs {
+            found: Some(found), ..
+        } => {
+            let found = found
+                .parse::<OwnerValue>()
+                .ok()
+                .map(|o| o.holder.to_string());
+            matches!((found, holder), (Some(f), Some(h)) if f != h)
+        }
+        _ => false,
+    }
+}
+
+/// Notes one member as the engine settled it: released, off its gone holder all the same
+/// ([`moved_on`]), or a problem.
+fn note_settled(report: &mut RecoverReport, one: Settled, plan: &RecoverPlan) {
+    if let Settled::Released { object, .. } = one {
+        report.released.push(object);
+        return;
+    }
+    let holder = plan
+        .release
+        .iter()
+        .find(|p| Some(&p.object) == settled_object(&one))
+        .map(|p| p.holder.as_str());
+    let off = moved_on(&one, holder);
+    let (object, why) = settled_words(one);
+    if off {
+        report.moved_on.push((object, why));
+    } else {
+        report.problems.push((Subject::Fence(object), why));
+    }
+}
+
+/// The object of a settled member the engine names directly.
+fn settled_object(s: &Settled) -> Option<&ObjectRef> {
+    match s {
+        Settled::Gone { object } | Settled::NotOurs { object, .. } => Some(object),
+        _ => None,
     }
 }
 

@@ -42,3 +42,60 @@ fn release_engine_only_the_fence_judged_is_released() {
         );
     }
 }
+
+#[test]
+fn queue_heal_a_fence_another_party_took_off_its_gone_holder_is_no_problem() {
+    let o = || crate::guard::test_kustomization("ns", "app");
+    let gone = Some("gh1.1-aaaaaa");
+    // (what the engine settled, the member's gone holder, off that holder all the same)
+    let table: Vec<(Settled, Option<&str>, bool)> = vec![
+        (Settled::Gone { object: o() }, gone, true),
+        // A second waiter recovering the same finished run released it first.
+        (
+            Settled::NotOurs {
+                object: o(),
+                found: None,
+            },
+            gone,
+            true,
+        ),
+        // The run that took the Lease after it fenced it anew.
+        (
+            Settled::NotOurs {
+                object: o(),
+                found: Some("gh2.1-bbbbbb;4".into()),
+            },
+            gone,
+            true,
+        ),
+        // The gone holder's fence at another epoch: still its, still a problem.
+        (
+            Settled::NotOurs {
+                object: o(),
+                found: Some("gh1.1-aaaaaa;9".into()),
+            },
+            gone,
+            false,
+        ),
+        // A value that is no owner, or no holder known: not judged off.
+        (
+            Settled::NotOurs {
+                object: o(),
+                found: Some("garbage".into()),
+            },
+            gone,
+            false,
+        ),
+        (
+            Settled::NotOurs {
+                object: o(),
+                found: Some("gh2.1-bbbbbb;4".into()),
+            },
+            None,
+            false,
+        ),
+    ];
+    for (i, (s, holder, want)) in table.into_iter().enumerate() {
+        assert_eq!(moved_on(&s, holder), want, "row {i}");
+    }
+}
