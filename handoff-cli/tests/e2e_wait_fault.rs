@@ -15,20 +15,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 
 /// `run --target TARGET --holder H --wait-lease 2m -- bash -c SCRIPT` against `kubeconfig`.
 fn queued(c: &Cluster, kubeconfig: &std::path::Path, holder: &str, script: &str) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_flux-handoff"));
-    cmd.env_remove("GITHUB_ACTIONS")
-        .env_remove("FLUX_HANDOFF_CONFIG")
-        .env_remove("FLUX_HANDOFF_HOLDER")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args([
-            "--namespace",
-            &c.ns.name,
-            "--interval",
-            "200ms",
-            "--timeout",
-            "30s",
-        ]);
+    let mut cmd = c.cli_with(kubeconfig, "30s");
     cmd.args(["run", "--target", TARGET]);
     cmd.args(c.handoff_flags());
     cmd.args([
