@@ -11,8 +11,6 @@ use std::process::Child;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::job::Line;
-
 /// Every process whose environment holds `SOAK_DIR=<dir>`.
 fn of_job(dir: &Path) -> BTreeSet<u32> {
     let marker = format!("SOAK_DIR={}", dir.display());
@@ -58,7 +56,7 @@ pub fn kill_job(dir: &Path) -> usize {
 /// The child's status could not be read.
 pub async fn held_for(
     child: &mut Child,
-    lines: &Mutex<Vec<Line>>,
+    lines: &Mutex<Vec<(Instant, String)>>,
     d: Duration,
     bound: Duration,
 ) -> anyhow::Result<Option<std::process::ExitStatus>> {
