@@ -67,15 +67,8 @@ async fn assert_nothing_held(c: &Cluster) {
         assert_eq!(annotation(&o, OWNER_KEY), None, "{name} still fenced");
         assert!(!suspended(&o), "{name} still suspended");
     }
-    let holder =
-        c.ns.api::<Lease>()
-            .get("flux-handoff")
-            .await
-            .unwrap()
-            .spec
-            .and_then(|s| s.holder_identity)
-            .unwrap_or_default();
-    assert!(holder.is_empty(), "Lease still held by {holder}");
+    let holder = c.ns.lease_holder().await;
+    assert_eq!(holder, None, "Lease still held");
 }
 
 /// Starts `run -- sh -c SCRIPT`; SCRIPT creates `$MARKER` once it runs.

@@ -23,12 +23,8 @@ const KILLED_RUN: u64 = 4711;
 
 /// CI-shaped environment of run `run`, attempt 1, asking the stub.
 fn ci_env(cmd: &mut std::process::Command, stub: &GithubStub, run: u64, dir: &Path) {
-    cmd.env("GITHUB_RUN_ID", run.to_string())
-        .env("GITHUB_RUN_ATTEMPT", "1")
-        .env("GITHUB_REPOSITORY", REPO)
-        .env("GITHUB_API_URL", &stub.url)
-        .env("GITHUB_TOKEN", TOKEN)
-        .env("GITHUB_ACTIONS", "true")
+    common::as_ci_run(cmd, &stub.url, REPO, run, TOKEN);
+    cmd.env("GITHUB_ACTIONS", "true")
         .env("GITHUB_STEP_SUMMARY", dir.join("summary.md"))
         .env("GITHUB_OUTPUT", dir.join("output"));
 }
@@ -68,12 +64,7 @@ async fn running(c: &Cluster, stub: &GithubStub, dir: &Path) -> (Child, PathBuf,
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let holder = annotation(&c.get(TARGET).await, OWNER_KEY)
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
+    let holder = fence_holder(&c.get(TARGET).await).unwrap().to_string();
     (child, marker, holder)
 }
 

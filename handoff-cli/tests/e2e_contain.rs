@@ -12,7 +12,6 @@ use std::path::PathBuf;
 use std::process::Stdio;
 
 use common::*;
-use k8s_openapi::api::coordination::v1::Lease;
 use rustix::process::{Pid, Signal, kill_process};
 
 /// Files of one test: `pids` (each child appends its pid) and `log` (each child's late write).
@@ -97,12 +96,8 @@ async fn assert_contained(c: &Cluster, f: &Files, expected: usize, (code, err): 
         assert_eq!(annotation(&o, OWNER_KEY), None, "{name} still fenced");
         assert!(!suspended(&o), "{name} still suspended");
     }
-    let lease = c.ns.api::<Lease>().get("flux-handoff").await.unwrap();
-    let holder = lease
-        .spec
-        .and_then(|s| s.holder_identity)
-        .unwrap_or_default();
-    assert!(holder.is_empty(), "Lease still held by {holder}");
+    let holder = c.ns.lease_holder().await;
+    assert_eq!(holder, None, "Lease still held");
 }
 
 // Each script waits until its children recorded their pids (so the test knows whom to check),

@@ -377,12 +377,7 @@ async fn fences_lists_what_a_run_killed_with_sigkill_left_behind() {
     assert!(suspended(&c.get(TARGET).await));
     child.kill().unwrap(); // SIGKILL: no cleanup runs
     let _ = child.wait();
-    let holder = annotation(&c.get(TARGET).await, OWNER_KEY)
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
+    let holder = fence_holder(&c.get(TARGET).await).unwrap().to_string();
     let out = fences(&c, &[]).await;
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 
 use common::*;
-use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::json;
 
@@ -113,12 +112,8 @@ async fn resumed_mid_run(name: &str, patch: serde_json::Value, want: Option<serd
         "the parent resumed to its prior value: {parent}"
     );
     assert!(!suspended(&parent), "{parent}");
-    let lease = c.ns.api::<Lease>().get("flux-handoff").await.unwrap();
-    let holder = lease
-        .spec
-        .and_then(|s| s.holder_identity)
-        .unwrap_or_default();
-    assert!(holder.is_empty(), "Lease still held by {holder}\n{err}");
+    let holder = c.ns.lease_holder().await;
+    assert_eq!(holder, None, "Lease still held\n{err}");
 
     // Exit 8: the pause broke under the command, which was stopped; nothing is left held.
     assert_eq!(code, 8, "{err}");

@@ -45,12 +45,7 @@ async fn running_as(c: &Cluster, extra: &[&str]) -> (Running, String) {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let holder = annotation(&c.get(TARGET).await, OWNER_KEY)
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
+    let holder = fence_holder(&c.get(TARGET).await).unwrap().to_string();
     (Running { child, marker }, holder)
 }
 

@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use common::{OWNER_KEY, ended};
 use flux_model::model::{Controller, FluxModel, ModelConfig, ModelHandle, Outcome};
-use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use testkit::TestNs;
@@ -124,17 +123,6 @@ impl Plane {
         serde_json::to_value(self.api.get(NAME).await.unwrap()).unwrap()
     }
 
-    async fn lease_holder(&self) -> String {
-        self.ns
-            .api::<Lease>()
-            .get("flux-handoff")
-            .await
-            .ok()
-            .and_then(|l| l.spec)
-            .and_then(|s| s.holder_identity)
-            .unwrap_or_default()
-    }
-
     fn cleanup(&self) {
         let _ = std::fs::remove_file(&self.marker);
         let _ = std::fs::remove_file(&self.go);
@@ -178,7 +166,10 @@ async fn operator_kinds_run_pauses_a_resourceset_and_a_fluxinstance_with_proof_a
             during["spec"].get("suspend").is_none(),
             "{kind}: spec.suspend written"
         );
-        assert!(!p.lease_holder().await.is_empty(), "{kind}: Lease not held");
+        assert!(
+            p.ns.lease_holder().await.is_some(),
+            "{kind}: Lease not held"
+        );
 
         std::fs::write(&p.go, "").unwrap();
         let (code, err) = ended(child).await;
@@ -192,7 +183,7 @@ async fn operator_kinds_run_pauses_a_resourceset_and_a_fluxinstance_with_proof_a
         );
         assert_eq!(after["spec"], before["spec"], "{kind}");
         assert!(
-            p.lease_holder().await.is_empty(),
+            p.ns.lease_holder().await.is_none(),
             "{kind}: Lease still held"
         );
         p.model.shutdown().await;
@@ -228,7 +219,7 @@ async fn operator_kinds_a_persons_resume_during_the_work_ends_the_run_with_exit_
     assert_eq!(annotation(&after, REQUESTED_AT), Some("by-hand"));
     assert_eq!(annotation(&after, OWNER_KEY), None, "{err}");
     assert_eq!(annotation(&after, RECONCILE), None, "{err}");
-    assert!(p.lease_holder().await.is_empty(), "Lease still held");
+    assert!(p.ns.lease_holder().await.is_none(), "Lease still held");
     p.model.shutdown().await;
 }
 
@@ -315,7 +306,10 @@ async fn operator_kinds_a_parked_pause_is_resumed_by_its_holder_through_the_chai
         after["metadata"]["annotations"], before["metadata"]["annotations"],
         "{err}"
     );
-    assert!(p.lease_holder().await.is_empty(), "Lease still held: {err}");
+    assert!(
+        p.ns.lease_holder().await.is_none(),
+        "Lease still held: {err}"
+    );
     p.model.shutdown().await;
 }
 
@@ -346,6 +340,9 @@ async fn operator_kinds_resume_by_object_releases_and_waits_for_the_operators_re
         json!(nonce),
         "{err}"
     );
-    assert!(p.lease_holder().await.is_empty(), "Lease still held: {err}");
+    assert!(
+        p.ns.lease_holder().await.is_none(),
+        "Lease still held: {err}"
+    );
     p.model.shutdown().await;
 }

@@ -11,7 +11,6 @@ use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use common::*;
-use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
@@ -77,22 +76,12 @@ fn gone(pid: i32) -> bool {
     })
 }
 
-async fn lease_holder(c: &Cluster) -> String {
-    c.ns.api::<Lease>()
-        .get("flux-handoff")
-        .await
-        .unwrap()
-        .spec
-        .and_then(|s| s.holder_identity)
-        .unwrap_or_default()
-}
-
 /// The parent was released and the Lease let go: all that was still ours.
 async fn assert_parent_and_lease_released(c: &Cluster) {
     let parent = c.get(PARENT).await;
     assert_eq!(annotation(&parent, OWNER_KEY), None, "parent still fenced");
     assert!(!suspended(&parent), "parent still suspended");
-    let holder = lease_holder(c).await;
+    let holder = c.ns.lease_holder().await.unwrap_or_default();
     assert!(holder.is_empty(), "Lease still held by {holder}");
 }
 

@@ -21,11 +21,13 @@ const DEAD_RUN: u64 = 4811;
 
 /// `cmd` as a step of GitHub run `run`, attempt 1, whose API is the stub.
 fn as_ci_run(cmd: &mut std::process::Command, stub: &GithubStub, run: u64) {
-    cmd.env("GITHUB_RUN_ID", run.to_string())
-        .env("GITHUB_RUN_ATTEMPT", "1")
-        .env("GITHUB_REPOSITORY", REPO)
-        .env("GITHUB_API_URL", &stub.url)
-        .env("GITHUB_TOKEN", "ghs_queueHealTokenNeverShown0123456789");
+    common::as_ci_run(
+        cmd,
+        &stub.url,
+        REPO,
+        run,
+        "ghs_queueHealTokenNeverShown0123456789",
+    );
 }
 
 fn scratch(c: &Cluster) -> PathBuf {
@@ -65,12 +67,7 @@ async fn queue_heal_a_waiting_job_recovers_a_dead_jobs_hold_once_its_run_complet
     let dir = scratch(&c);
     let stub = GithubStub::start().await.unwrap();
     let (mut dead, marker) = dying_job(&c, &stub, &dir).await;
-    let holder = annotation(&c.get(TARGET).await, OWNER_KEY)
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
+    let holder = fence_holder(&c.get(TARGET).await).unwrap().to_string();
     dead.kill().unwrap(); // SIGKILL: no post step, no cleanup
     let _ = dead.wait();
     let _ = std::fs::remove_file(&marker);

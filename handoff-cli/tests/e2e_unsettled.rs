@@ -10,20 +10,8 @@ use std::process::Command;
 
 use common::*;
 use fault_proxy::{Fault, Proxy};
-use k8s_openapi::api::coordination::v1::Lease;
 
 const HOLDER: &str = "unsettled-run";
-
-/// The holder of the test's Lease (empty when free or absent).
-async fn lease_holder(c: &Cluster) -> String {
-    c.ns.api::<Lease>()
-        .get("flux-handoff")
-        .await
-        .ok()
-        .and_then(|l| l.spec)
-        .and_then(|s| s.holder_identity)
-        .unwrap_or_default()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unsettled_a_lost_fence_write_keeps_the_lease_and_names_the_object() {
@@ -69,7 +57,10 @@ async fn unsettled_a_lost_fence_write_keeps_the_lease_and_names_the_object() {
         "the unsettled object {object} is not named: {err}"
     );
     assert!(
-        lease_holder(&c).await.starts_with(HOLDER),
+        c.ns.lease_holder()
+            .await
+            .unwrap_or_default()
+            .starts_with(HOLDER),
         "the Lease was released with a fence write unsettled: {err}"
     );
 
@@ -78,7 +69,7 @@ async fn unsettled_a_lost_fence_write_keeps_the_lease_and_names_the_object() {
     kept.forward();
     let landed = kept.answered().await;
     println!("unsettled: the kept write was answered {landed}");
-    let holder = lease_holder(&c).await;
+    let holder = c.ns.lease_holder().await.unwrap_or_default();
     for name in [PARENT, TARGET] {
         if let Some(owner) = annotation(&c.get(name).await, OWNER_KEY) {
             assert!(
@@ -101,6 +92,6 @@ async fn unsettled_a_lost_fence_write_keeps_the_lease_and_names_the_object() {
         assert_eq!(annotation(&obj, OWNER_KEY), None, "{name}: {rerr}");
         assert!(!suspended(&obj), "{name} left suspended: {rerr}");
     }
-    assert_eq!(lease_holder(&c).await, "", "{rerr}");
+    assert_eq!(c.ns.lease_holder().await, None, "{rerr}");
     let _ = std::fs::remove_dir_all(&dir);
 }

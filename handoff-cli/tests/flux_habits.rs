@@ -7,7 +7,6 @@ mod common;
 use std::process::{Command, Stdio};
 
 use common::*;
-use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::Value;
 
 const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
@@ -25,11 +24,6 @@ async fn pause_positional(c: &Cluster) -> String {
     assert!(owner.starts_with(&format!("{holder};")), "{t}");
     assert!(suspended(&t), "{t}");
     holder
-}
-
-async fn lease_holder(c: &Cluster) -> Option<String> {
-    let l = c.ns.api::<Lease>().get("flux-handoff").await.unwrap();
-    l.spec.and_then(|s| s.holder_identity)
 }
 
 fn assert_released(o: &Value, name: &str) {
@@ -79,7 +73,7 @@ async fn flux_habits_resume_by_object_finds_the_holder_and_waits_for_ready() {
     for name in [TARGET, PARENT] {
         assert_released(&c.get(name).await, name);
     }
-    assert_eq!(lease_holder(&c).await, None);
+    assert_eq!(c.ns.lease_holder().await, None);
     // It waited: a fresh reconcile request, handled, and Ready for the current generation.
     let t = c.get(TARGET).await;
     let asked = annotation(&t, REQUESTED_AT).unwrap_or_default().to_string();
@@ -117,7 +111,7 @@ async fn flux_habits_resume_by_object_wait_false_and_name_output() {
     for name in [TARGET, PARENT] {
         assert_released(&c.get(name).await, name);
     }
-    assert_eq!(lease_holder(&c).await, None);
+    assert_eq!(c.ns.lease_holder().await, None);
     // No wait: no reconcile was requested; the requestedAt is what it was before the pause.
     let t = c.get(TARGET).await;
     assert_eq!(

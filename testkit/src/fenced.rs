@@ -15,6 +15,12 @@ pub fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
     obj.pointer("/metadata/annotations")?.get(key)?.as_str()
 }
 
+/// The holder of the fence on `obj`: its owner annotation's value before the `;epoch`.
+#[must_use]
+pub fn fence_holder(obj: &Value) -> Option<&str> {
+    annotation(obj, OWNER_KEY)?.split(';').next()
+}
+
 /// Whether `obj` has `spec.suspend: true`.
 #[must_use]
 pub fn suspended(obj: &Value) -> bool {

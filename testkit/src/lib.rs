@@ -113,6 +113,19 @@ impl TestNs {
         Api::namespaced(self.client.clone(), &self.name)
     }
 
+    /// The holder of this namespace's `flux-handoff` Lease; `None` when it is free or absent.
+    ///
+    /// # Panics
+    /// When the Lease cannot be read (a failed read must not pass for a free Lease).
+    pub async fn lease_holder(&self) -> Option<String> {
+        let lease = self
+            .api::<k8s_openapi::api::coordination::v1::Lease>()
+            .get_opt("flux-handoff")
+            .await
+            .expect("reading the Lease")?;
+        lease.spec?.holder_identity.filter(|h| !h.is_empty())
+    }
+
     /// Creates `ServiceAccount` `sa`, a Role named after it with exactly `rules`, and the
     /// binding between them in this namespace, and returns a client authenticated as `sa`.
     pub async fn client_with_role(

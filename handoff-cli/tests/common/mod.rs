@@ -18,7 +18,7 @@ use serde_json::Value;
 use testkit::TestNs;
 // Not every test binary uses each of them.
 #[allow(unused_imports)]
-pub use testkit::fenced::{OWNER_KEY, annotation, suspended};
+pub use testkit::fenced::{OWNER_KEY, annotation, fence_holder, suspended};
 
 pub const PARENT: &str = "flux-system";
 pub const TARGET: &str = "infrastructure";
@@ -92,6 +92,16 @@ impl Cluster {
             .await
             .unwrap()
     }
+}
+
+/// `cmd` as a step of GitHub run `run`, attempt 1, of repository `repo`, whose API is the
+/// stand-in at `api_url` and whose token is `token`.
+pub fn as_ci_run(cmd: &mut Command, api_url: &str, repo: &str, run: u64, token: &str) {
+    cmd.env("GITHUB_RUN_ID", run.to_string())
+        .env("GITHUB_RUN_ATTEMPT", "1")
+        .env("GITHUB_REPOSITORY", repo)
+        .env("GITHUB_API_URL", api_url)
+        .env("GITHUB_TOKEN", token);
 }
 
 pub fn code(out: &Output) -> i32 {
