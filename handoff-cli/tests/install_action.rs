@@ -417,9 +417,7 @@ fn install_action_dist_writes_the_sums_the_action_ships_and_install_accepts_them
         (async () => {
           const first = await inst.install({ env, inputs, shipped });
           const second = await inst.install({ env, inputs, shipped });
-          fs.writeFileSync(second.cached, '#!/bin/sh
-echo evil
-');
+          fs.writeFileSync(second.cached, '#!/bin/sh\necho evil\n');
           const third = await inst.install({ env, inputs, shipped }).catch((e) => e.message);
           console.log(JSON.stringify([first.how, second.how, first.sha256, third]));
         })();
