@@ -12,11 +12,15 @@
 //
 // The tool cache is writable by every job of a self-hosted runner, so what it holds is checked,
 // never trusted: for the action's own version against the sums the action ships
-// (`action/checksums.txt`, written into the release's tree: each archive and, as
-// `<archive>!flux-handoff`, the binary in it), else against the sum recorded at install. The
-// binary that runs is a private copy of the verified bytes (a directory of its own under
-// RUNNER_TEMP), so nothing can be swapped between the check and the run; the post step runs
-// that copy after checking it again against the sum the main step saved in its state.
+// (`action/checksums.txt`, written by `cargo xtask dist --action-sums` and committed into the
+// release's tree: each archive and, as `<archive>!flux-handoff`, the binary in it); for any other
+// version the entry keeps the release archive, and a hit reads the release's checksums file
+// again (one small request), checks the cached archive against it and runs the binary extracted
+// from that archive (the cached binary must be the same bytes). Nothing the cache says of itself
+// (its marker) vouches for anything. The binary that runs is a private copy of the verified
+// bytes (a directory of its own under RUNNER_TEMP), so nothing can be swapped between the check
+// and the run; the post step runs that copy after checking it again against the sum the action
+// ships for its version (else the one the main step saved in its state).
 'use strict';
 
 const crypto = require('node:crypto');
@@ -123,12 +127,6 @@ function privateCopy(env, data) {
   return bin;
 }
 
-/** The `binary sha256:<hex>` recorded in a cache entry's marker, or null. */
-function recordedBinary(marker) {
-  const m = /^binary sha256:([0-9a-f]{64})$/m.exec(marker);
-  return m ? m[1] : null;
-}
-
 /** Writes `data` to a new file at `p` (never through an existing file or symlink). */
 function writeNew(p, data, mode) {
   let fd;
@@ -222,56 +220,17 @@ async function releaseChecksums(base, version, fetchImpl) {
 }
 
 /**
- * Installs flux-handoff `version` into the tool cache unless it is there, and returns the
- * binary's path and what was done (`cached` or `downloaded`). `log` gets one line per step.
+ * The sums the action ships for `version` on this runner's platform: `{ archive, binary }`
+ * (each null when not shipped; both null for a version other than the action's own).
  */
-async function install({ env, inputs, log = console.log, fetchImpl = globalThis.fetch, shipped = shippedChecksums() }) {
+function pinnedSums(env, version, shipped = shippedChecksums()) {
   const { os, arch } = platform(env);
-  const version = inputs.version || ownVersion();
-  if (!isVersion(version)) throw new InstallError(`input version ${JSON.stringify(version)} is not a version (e.g. 0.4.1)`);
-  const cacheRoot = env.RUNNER_TOOL_CACHE || path.join(env.RUNNER_TEMP || require('node:os').tmpdir(), 'tool-cache');
-  const dir = path.join(cacheRoot, TOOL, version, arch);
-  const marker = `${dir}.complete`;
-  const bin = path.join(dir, TOOL);
   const name = `${TOOL}_${version}_${os}_${arch}.tar.gz`;
-  // What the action ships for its own version wins over anything the cache or the release says.
-  const pinnedArchive = shipped.get(name) || null;
-  const pinnedBinary = shipped.get(`${name}!${TOOL}`) || null;
-  if (fs.existsSync(marker) && fs.existsSync(bin)) {
-    const want = pinnedBinary || recordedBinary(fs.readFileSync(marker, 'utf8'));
-    if (want) {
-      const data = fs.readFileSync(bin);
-      const got = sha256(data);
-      const against = pinnedBinary ? 'the sum this action ships' : 'recorded';
-      if (got !== want) {
-        throw new InstallError(`the tool cache's ${bin} is not the binary installed there (sha256 ${got}, ${against} ${want}); nothing was run: remove ${dir} and ${marker} to install it again`);
-      }
-      const run = privateCopy(env, data);
-      log(`flux-handoff ${version} (${os}/${arch}) from the tool cache, sha256 ${want} verified (${against}): ${run}`);
-      return { bin: run, sha256: want, cached: bin, how: 'cached', version };
-    }
-    // An entry without a record of its binary (an older action wrote it): install afresh.
-  }
-  const repository = env.GITHUB_ACTION_REPOSITORY || ownRepository();
-  if (!repository && !inputs.downloadUrl) {
-    throw new InstallError('cannot tell which repository\'s releases to download from: set the download-url input');
-  }
-  const base = baseUrl(inputs, version, repository);
-  const problem = urlProblem(base);
-  if (problem) throw new InstallError(`download-url ${shown(base)} ${problem}; nothing was downloaded or run`);
-  const { url: sumsUrl, sums } = pinnedArchive
-    ? { url: `${base}/${TOOL}_${version}_checksums.txt`, sums: new Map([[name, pinnedArchive]]) }
-    : await releaseChecksums(base, version, fetchImpl);
-  const want = sums.get(name);
-  if (!want) {
-    throw new InstallError(`${shown(sumsUrl)} lists no ${name}: no flux-handoff ${version} release archive for ${os}/${arch}; nothing was run`);
-  }
-  const archive = await download(`${base}/${name}`, fetchImpl);
-  const got = sha256(archive);
-  if (got !== want) {
-    const source = pinnedArchive ? 'the sum this action ships' : `${path.posix.basename(new URL(sumsUrl).pathname)} says`;
-    throw new InstallError(`checksum mismatch for ${shown(`${base}/${name}`)}: ${source} sha256 ${want}, the download is ${got}; nothing was extracted or run`);
-  }
+  return { archive: shipped.get(name) || null, binary: shipped.get(`${name}!${TOOL}`) || null };
+}
+
+/** The binary at the root of the release archive `name` (its bytes), or an InstallError. */
+function extract(archive, name) {
   let tar;
   try {
     tar = zlib.gunzipSync(archive);
@@ -280,20 +239,117 @@ async function install({ env, inputs, log = console.log, fetchImpl = globalThis.
   }
   const data = tarEntry(tar, TOOL);
   if (!data) throw new InstallError(`${name} holds no ${TOOL} at its root; nothing was run`);
-  if (pinnedBinary && sha256(data) !== pinnedBinary) {
-    throw new InstallError(`${name}'s ${TOOL} is not the binary this action ships the sum of (sha256 ${sha256(data)}, shipped ${pinnedBinary}); nothing was run`);
-  }
-  fs.mkdirSync(dir, { recursive: true });
-  const nonce = crypto.randomBytes(6).toString('hex');
-  const tmp = path.join(dir, `.${TOOL}.${process.pid}.${nonce}`);
-  writeNew(tmp, data, 0o755);
-  fs.renameSync(tmp, bin);
-  const record = `${marker}.${process.pid}.${nonce}`;
-  writeNew(record, `${name} sha256:${want}\nbinary sha256:${sha256(data)}\n`, 0o644);
-  fs.renameSync(record, marker);
-  const run = privateCopy(env, data);
-  log(`flux-handoff ${version} (${os}/${arch}) downloaded from ${shown(`${base}/${name}`)}, sha256 ${want} verified${pinnedArchive ? ' (the sum this action ships)' : ''}: ${run}`);
-  return { bin: run, sha256: sha256(data), cached: bin, how: 'downloaded', version };
+  return data;
 }
 
-module.exports = { InstallError, baseUrl, install, isVersion, ownRepository, ownVersion, parseChecksums, platform, sha256, shippedChecksums, shown, tarEntry, urlProblem };
+/** The release's base URL for `version`, checked: https only (plain http only to loopback). */
+function checkedBase(env, inputs, version) {
+  const repository = env.GITHUB_ACTION_REPOSITORY || ownRepository();
+  if (!repository && !inputs.downloadUrl) {
+    throw new InstallError('cannot tell which repository\'s releases to download from: set the download-url input');
+  }
+  const base = baseUrl(inputs, version, repository);
+  const problem = urlProblem(base);
+  if (problem) throw new InstallError(`download-url ${shown(base)} ${problem}; nothing was downloaded or run`);
+  return base;
+}
+
+/**
+ * A tool-cache hit, checked: against the binary sum the action ships (its own version), else
+ * its cached archive against the archive sum the action ships or, for another version, the
+ * release's checksums file read again; then the binary is the one in that archive. Returns the
+ * verified binary's bytes and how it was verified, null for an entry to install afresh (one
+ * without its archive, from an older action), or throws (a tampered entry: nothing runs).
+ */
+async function verifiedHit({ entry, pinned, base, version, fetchImpl }) {
+  const { dir, marker, bin, archivePath, name } = entry;
+  const again = `nothing was run: remove ${dir} and ${marker} to install it again`;
+  if (pinned.binary) {
+    const data = fs.readFileSync(bin);
+    const got = sha256(data);
+    if (got !== pinned.binary) {
+      throw new InstallError(`the tool cache's ${bin} is not the binary installed there (sha256 ${got}, the sum this action ships ${pinned.binary}); ${again}`);
+    }
+    return { data, against: `sha256 ${got} verified (the sum this action ships)` };
+  }
+  if (!fs.existsSync(archivePath)) return null;
+  const { url: sumsUrl, sums } = pinned.archive
+    ? { url: null, sums: new Map([[name, pinned.archive]]) }
+    : await releaseChecksums(base(), version, fetchImpl);
+  const source = sumsUrl ? `${path.posix.basename(new URL(sumsUrl).pathname)} says` : 'the sum this action ships';
+  const want = sums.get(name);
+  if (!want) throw new InstallError(`${shown(sumsUrl)} lists no ${name}: no flux-handoff ${version} release archive for this platform; nothing was run`);
+  const got = sha256(fs.readFileSync(archivePath));
+  if (got !== want) {
+    throw new InstallError(`the tool cache's ${archivePath} is not the release's archive (sha256 ${got}, ${source} ${want}); ${again}`);
+  }
+  const data = extract(fs.readFileSync(archivePath), name);
+  const cached = fs.readFileSync(bin);
+  if (sha256(cached) !== sha256(data)) {
+    throw new InstallError(`the tool cache's ${bin} is not the binary in its verified archive (sha256 ${sha256(cached)}, the archive's ${sha256(data)}); ${again}`);
+  }
+  return { data, against: `archive sha256 ${want} verified (${source.replace(/ says$/, '')})` };
+}
+
+/** Writes `data` to `p` through a new temporary file beside it, renamed into place. */
+function replaceFile(p, data, mode) {
+  const tmp = `${p}.${process.pid}.${crypto.randomBytes(6).toString('hex')}`;
+  writeNew(tmp, data, mode);
+  fs.renameSync(tmp, p);
+}
+
+/**
+ * Installs flux-handoff `version` into the tool cache unless it is there (and verified), and
+ * returns the binary's path and what was done (`cached` or `downloaded`). `log` gets one line
+ * per step.
+ */
+async function install({ env, inputs, log = console.log, fetchImpl = globalThis.fetch, shipped = shippedChecksums() }) {
+  const { os, arch } = platform(env);
+  const version = inputs.version || ownVersion();
+  if (!isVersion(version)) throw new InstallError(`input version ${JSON.stringify(version)} is not a version (e.g. 0.4.1)`);
+  const cacheRoot = env.RUNNER_TOOL_CACHE || path.join(env.RUNNER_TEMP || require('node:os').tmpdir(), 'tool-cache');
+  const dir = path.join(cacheRoot, TOOL, version, arch);
+  const name = `${TOOL}_${version}_${os}_${arch}.tar.gz`;
+  const entry = { dir, name, marker: `${dir}.complete`, bin: path.join(dir, TOOL), archivePath: path.join(dir, name) };
+  // What the action ships for its own version wins over anything the cache or the release says.
+  const pinned = pinnedSums(env, version, shipped);
+  const base = () => checkedBase(env, inputs, version);
+  if (fs.existsSync(entry.marker) && fs.existsSync(entry.bin)) {
+    const hit = await verifiedHit({ entry, pinned, base, version, fetchImpl });
+    if (hit) {
+      const run = privateCopy(env, hit.data);
+      log(`flux-handoff ${version} (${os}/${arch}) from the tool cache, ${hit.against}: ${run}`);
+      return { bin: run, sha256: sha256(hit.data), cached: entry.bin, how: 'cached', version };
+    }
+    // An entry without its archive (an older action wrote it): install afresh.
+  }
+  const url = base();
+  const { url: sumsUrl, sums } = pinned.archive
+    ? { url: `${url}/${TOOL}_${version}_checksums.txt`, sums: new Map([[name, pinned.archive]]) }
+    : await releaseChecksums(url, version, fetchImpl);
+  const want = sums.get(name);
+  if (!want) {
+    throw new InstallError(`${shown(sumsUrl)} lists no ${name}: no flux-handoff ${version} release archive for ${os}/${arch}; nothing was run`);
+  }
+  const archive = await download(`${url}/${name}`, fetchImpl);
+  const got = sha256(archive);
+  if (got !== want) {
+    const source = pinned.archive ? 'the sum this action ships' : `${path.posix.basename(new URL(sumsUrl).pathname)} says`;
+    throw new InstallError(`checksum mismatch for ${shown(`${url}/${name}`)}: ${source} sha256 ${want}, the download is ${got}; nothing was extracted or run`);
+  }
+  const data = extract(archive, name);
+  if (pinned.binary && sha256(data) !== pinned.binary) {
+    throw new InstallError(`${name}'s ${TOOL} is not the binary this action ships the sum of (sha256 ${sha256(data)}, shipped ${pinned.binary}); nothing was run`);
+  }
+  fs.mkdirSync(dir, { recursive: true });
+  // The archive stays beside the binary: a later hit is checked against the release again.
+  replaceFile(entry.archivePath, archive, 0o644);
+  replaceFile(entry.bin, data, 0o755);
+  // The marker, written last, says the entry is whole; it vouches for nothing.
+  replaceFile(entry.marker, `${name} sha256:${want}\nbinary sha256:${sha256(data)}\n`, 0o644);
+  const run = privateCopy(env, data);
+  log(`flux-handoff ${version} (${os}/${arch}) downloaded from ${shown(`${url}/${name}`)}, sha256 ${want} verified${pinned.archive ? ' (the sum this action ships)' : ''}: ${run}`);
+  return { bin: run, sha256: sha256(data), cached: entry.bin, how: 'downloaded', version };
+}
+
+module.exports = { InstallError, baseUrl, install, isVersion, ownRepository, ownVersion, parseChecksums, pinnedSums, platform, sha256, shippedChecksums, shown, tarEntry, urlProblem };

@@ -87,10 +87,15 @@ test('install: verified before extraction, cached afterwards, a mismatch install
   assert.equal(fs.readFileSync(first.bin, 'utf8'), '#!/bin/sh\necho hi\n');
   assert.equal(fs.statSync(first.bin).mode & 0o777, 0o755);
   assert.ok(fs.existsSync(path.join(dir, 'flux-handoff', '9.9.9', 'amd64.complete')));
+  // Cached afterwards, with its archive: a hit for a version the action does not pin reads
+  // the release's checksums again (one small request, here a 404 then the older name), never
+  // the archive, and runs the binary of the cached archive those sums verify.
+  assert.ok(fs.existsSync(path.join(dir, 'flux-handoff', '9.9.9', 'amd64', name)));
   fetched = [];
   const second = await inst.install({ env, inputs, log, fetchImpl });
   assert.equal(second.how, 'cached');
-  assert.deepEqual(fetched, []);
+  assert.deepEqual(fetched, ['https://m/flux-handoff_9.9.9_checksums.txt', 'https://m/checksums.txt']);
+  assert.equal(fs.readFileSync(second.bin, 'utf8'), '#!/bin/sh\necho hi\n');
 
   await assert.rejects(
     inst.install({ env: { ...env, RUNNER_ARCH: 'ARM64' }, inputs, log, fetchImpl }),
@@ -181,23 +186,39 @@ test('action_trust: download-url is https; plain http only to loopback', async (
   fs.rmSync(dir, { recursive: true });
 });
 
-test('action_trust: a tool-cache hit runs only the binary whose sha256 was recorded', async () => {
+test('action_trust: a tool-cache hit of another version is verified against the release again, never the cache', async () => {
   const { dir, env } = cache();
-  const { fetchImpl, fetched } = release('https://m');
+  const { fetchImpl, fetched, name } = release('https://m');
   const inputs = { version: '9.9.9', downloadUrl: 'https://m' };
   const first = await inst.install({ env, inputs, log: () => {}, fetchImpl });
   assert.equal(first.how, 'downloaded');
   // What runs is a private copy of the verified bytes, not the cache's file.
   assert.notEqual(first.bin, first.cached);
   assert.equal(first.sha256, inst.sha256(fs.readFileSync(first.bin)));
-  // Someone swaps the cached binary: the next job must not run it.
-  fs.writeFileSync(first.cached, '#!/bin/sh\necho evil\n');
+  const entry = path.dirname(first.cached);
+  const marker = `${entry}.complete`;
+  const evil = Buffer.from('#!/bin/sh\necho evil\n');
+  // Someone swaps the cached binary and a marker that vouches for it: the next job must not
+  // run it (it is not the binary of the archive the release's sums verify).
+  fs.writeFileSync(first.cached, evil);
+  fs.writeFileSync(marker, `${name} sha256:x\nbinary sha256:${inst.sha256(evil)}\n`);
   fetched.length = 0;
   await assert.rejects(
     inst.install({ env, inputs, log: () => {}, fetchImpl }),
-    /is not the binary installed there .*nothing was run/,
+    /the tool cache's .*flux-handoff is not the binary in its verified archive .*nothing was run: remove /,
   );
-  assert.deepEqual(fetched, []);
+  assert.deepEqual(fetched, ['https://m/flux-handoff_9.9.9_checksums.txt']);
+  // The whole entry planted alike (archive, binary, marker): the release's sums refuse it.
+  const planted = zlib.gzipSync(tar([['flux-handoff', evil]]));
+  fs.writeFileSync(path.join(entry, name), planted);
+  fs.writeFileSync(marker, `${name} sha256:${inst.sha256(planted)}\nbinary sha256:${inst.sha256(evil)}\n`);
+  await assert.rejects(
+    inst.install({ env, inputs, log: () => {}, fetchImpl }),
+    /the tool cache's .* is not the release's archive \(sha256 [0-9a-f]{64}, flux-handoff_9\.9\.9_checksums\.txt says [0-9a-f]{64}\); nothing was run/,
+  );
+  // Nothing of the planted entry was copied out to run.
+  const copies = fs.readdirSync(dir).filter((d) => d.startsWith('flux-handoff-'));
+  for (const d of copies) assert.notEqual(fs.readFileSync(path.join(dir, d, 'flux-handoff'), 'utf8'), evil.toString());
   fs.rmSync(dir, { recursive: true });
 });
 

@@ -408,13 +408,16 @@ function binarySum(name, env) {
 
 /**
  * Why the post step must not run `binary`, or null: it is not the binary whose sha256 the main
- * step saved (`want`; a main step from before the action saved it checks nothing).
+ * step saved (`want`; a main step from before the action saved it checks nothing), or, when
+ * the main step installed the action's own version, not the binary whose sha256 the action
+ * ships for it (`pinned`, from action/checksums.txt: never what a cache or a step wrote).
  */
-function binaryProblem(binary, want, env) {
-  if (!want) return null;
+function binaryProblem(binary, want, env, pinned = null) {
+  if (!want && !pinned) return null;
   const got = binarySum(binary, env);
   if (got === null) return `${binary}, the binary the main step ran, is gone: nothing was run`;
-  if (got !== want) return `${binary} is not the binary the main step ran (sha256 ${got}, ran ${want}): nothing was run`;
+  if (pinned && got !== pinned) return `${binary} is not the binary this action ships the sum of (sha256 ${got}, shipped ${pinned}): nothing was run`;
+  if (want && got !== want) return `${binary} is not the binary the main step ran (sha256 ${got}, ran ${want}): nothing was run`;
   return null;
 }
 

@@ -195,6 +195,10 @@ test('action_trust: the post step runs only the binary the main step ran', () =>
   assert.equal(lib.binaryProblem(bin, undefined, {}), null);
   fs.writeFileSync(bin, '#!/bin/sh\necho evil\n');
   assert.match(lib.binaryProblem(bin, want, {}), /is not the binary the main step ran .*nothing was run/);
+  // The action's own version: the sum it ships decides, whatever the state says.
+  const evil = lib.binarySum(bin, {});
+  assert.match(lib.binaryProblem(bin, evil, {}, want), /is not the binary this action ships the sum of .*nothing was run/);
+  assert.match(lib.binaryProblem(bin, undefined, {}, want), /is not the binary this action ships the sum of/);
   fs.rmSync(bin);
   assert.match(lib.binaryProblem(bin, want, {}), /is gone: nothing was run/);
   fs.rmSync(dir, { recursive: true });

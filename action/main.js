@@ -38,7 +38,10 @@ async function main() {
   let sum = null;
   if (!binary) {
     try {
-      ({ bin: binary, sha256: sum } = await install({ env, inputs }));
+      let version;
+      ({ bin: binary, sha256: sum, version } = await install({ env, inputs }));
+      // The post step checks the binary against the sum the action ships for this version.
+      lib.appendFileCommand(env, 'GITHUB_STATE', 'version', version);
     } catch (e) {
       if (!(e instanceof InstallError)) throw e;
       console.log(`::error::${lib.escapeData(e.message)}`);

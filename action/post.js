@@ -11,6 +11,7 @@
 const { spawn } = require('node:child_process');
 const os = require('node:os');
 
+const { pinnedSums } = require('./install');
 const lib = require('./lib');
 
 async function main() {
@@ -43,8 +44,9 @@ async function main() {
   const args = lib.postArgs(inputs, state.holder);
   // The binary the main step ran (installed or given).
   const binary = state.binary || inputs.binary || 'flux-handoff';
-  // Not a binary someone put in its place since (a shared runner's tool cache or temp).
-  const problem = lib.binaryProblem(binary, state.binary_sha256, env);
+  // Not a binary someone put in its place since (a shared runner's tool cache or temp); for
+  // the action's own version, the binary whose sum the action ships.
+  const problem = lib.binaryProblem(binary, state.binary_sha256, env, shippedBinary(env, state.version));
   if (problem) {
     console.log(`::error::${lib.escapeData(problem)}; ${state.holder} may still hold fences: run flux-handoff fences`);
     process.exitCode = 1;
@@ -64,6 +66,17 @@ async function main() {
   } else {
     console.log(`::error::releasing ${state.holder} failed (exit ${code}, ${lib.outcome(code)}); run: flux-handoff fences`);
     process.exitCode = code;
+  }
+}
+
+/** The binary sum the action ships for `version` on this runner (action/checksums.txt), or null. */
+function shippedBinary(env, version) {
+  if (!version) return null;
+  try {
+    return pinnedSums(env, version).binary;
+  } catch {
+    // No release archive for this platform: the main step ran a given binary.
+    return null;
   }
 }
 

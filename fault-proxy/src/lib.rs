@@ -16,6 +16,10 @@
 //! - [`Fault::Hang`]: the request is not forwarded and gets no answer and no error; its
 //!   connection stays open (a wedged load balancer).
 //!
+//! [`Proxy::hang_reads`] hangs every read (GET: get, list, watch) whose path holds a given
+//! text, as [`Fault::Hang`] does, until [`Proxy::unhang_reads`]; other requests pass (a Lease
+//! read stuck behind a wedged connection while everything else moves).
+//!
 //! [`Proxy::freeze`] hangs every request from then on, and every response not yet sent (watch
 //! streams stall too), until [`Proxy::thaw`]: connections stay open, nothing moves.
 //! [`Proxy::hold_on`] holds one request until the test forwards it ([`Held::forward`]) — after
@@ -27,12 +31,16 @@
 //! [`pass`] holds the plain pass-through pieces the proxy shares with its neighbours (an
 //! ordered recorder, a token-adding [`pass::Forwarder`] for `kubectl`).
 
+mod classify;
 mod hold;
+mod listen;
 pub mod pass;
 pub mod precondition;
 
+pub use classify::classify;
 pub use hold::Held;
 use hold::{HoldSlot, hold};
+use listen::{bind, serve};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -46,12 +54,11 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+
 use kube::config::Kubeconfig;
 use secrecy::ExposeSecret;
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::mpsc::UnboundedReceiver;
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::net::TcpSocket;
+use tokio::task::JoinHandle;
 
 /// What to do to an armed request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,6 +108,7 @@ struct State {
     mutations: AtomicU64,
     armed: Mutex<BTreeMap<u64, Fault>>,
     armed_on: Mutex<BTreeMap<(String, u64), Fault>>,
+    hung_reads: Mutex<Vec<String>>,
     log: Mutex<Vec<Received>>,
     holds: Mutex<BTreeMap<(String, u64), Held>>,
     frozen: tokio::sync::watch::Sender<bool>,
@@ -151,6 +159,7 @@ impl Proxy {
             mutations: AtomicU64::new(0),
             armed: Mutex::default(),
             armed_on: Mutex::default(),
+            hung_reads: Mutex::default(),
             log: Mutex::default(),
             holds: Mutex::default(),
             frozen: tokio::sync::watch::Sender::new(false),
@@ -209,6 +218,18 @@ impl Proxy {
         }));
         lock(&self.state.holds).insert((key.to_string(), nth), held.clone());
         held
+    }
+
+    /// From now on every GET (get, list, watch) whose path contains `path` (e.g.
+    /// `/leases/flux-handoff`) is not forwarded and gets no answer and no error; its
+    /// connection stays open. Other requests pass. Until [`Proxy::unhang_reads`].
+    pub fn hang_reads(&self, path: &str) {
+        lock(&self.state.hung_reads).push(path.to_string());
+    }
+
+    /// Lets GETs on `path` through again (those already hung stay hung).
+    pub fn unhang_reads(&self, path: &str) {
+        lock(&self.state.hung_reads).retain(|p| p != path);
     }
 
     /// From now on every request, and every response not yet sent, hangs: no answer, no
@@ -290,87 +311,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A loopback listener with `SO_REUSEADDR`, so it can be bound again on the same port.
-fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    let socket = TcpSocket::new_v4()?;
-    socket.set_reuseaddr(true)?;
-    socket.bind(addr)?;
-    socket.listen(1024)
-}
-
-/// Accepts connections until dropped; on a refuse command closes the listener and every
-/// connection, waits, and binds the same address again.
-async fn serve(st: Arc<State>, listener: TcpListener, mut commands: UnboundedReceiver<RefuseCmd>) {
-    enum Event {
-        Conn(std::io::Result<(TcpStream, SocketAddr)>),
-        Refuse(RefuseCmd),
-    }
-    let Ok(addr) = listener.local_addr() else {
-        return;
-    };
-    let mut listener = Some(listener);
-    let mut conns = JoinSet::new();
-    loop {
-        let Some(l) = &listener else {
-            return;
-        };
-        let event = tokio::select! {
-            c = l.accept() => Event::Conn(c),
-            cmd = commands.recv() => match cmd {
-                Some(cmd) => Event::Refuse(cmd),
-                None => return,
-            },
-        };
-        match event {
-            Event::Conn(Ok((stream, _))) => {
-                // As Go's net/http (the API server) does: without it, Nagle's algorithm holds
-                // a watch event written right after the headers until the client's delayed
-                // ACK, about 40 ms on Linux.
-                let _ = stream.set_nodelay(true);
-                conns.spawn(connection(st.clone(), stream));
-            }
-            Event::Conn(Err(_)) => {}
-            Event::Refuse((d, ack)) => {
-                listener = None;
-                conns.abort_all();
-                if let Some(ack) = ack {
-                    let _ = ack.send(());
-                }
-                tokio::time::sleep(d).await;
-                // The port is ours; another process taking it meanwhile is not expected on
-                // loopback, so retry briefly rather than give up.
-                for _ in 0..100 {
-                    if let Ok(l) = bind(addr) {
-                        listener = Some(l);
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            }
-        }
-        while conns.try_join_next().is_some() {}
-    }
-}
-
-/// Serves one connection. A second handle on the socket lets [`Fault::Reset`] set a zero
-/// linger, so closing it sends RST instead of FIN.
-async fn connection(st: Arc<State>, stream: TcpStream) {
-    let Ok(std) = stream.into_std() else {
-        return;
-    };
-    let Ok(twin) = std.try_clone() else {
-        return;
-    };
-    let Ok(stream) = TcpStream::from_std(std) else {
-        return;
-    };
-    let twin = Arc::new(TcpSocket::from_std_stream(twin));
-    let service = hyper::service::service_fn(move |req| handle(st.clone(), twin.clone(), req));
-    let _ = hyper::server::conn::http1::Builder::new()
-        .serve_connection(TokioIo::new(stream), service)
-        .await;
-}
-
 /// The CA of the shared control plane, from its kubeconfig.
 fn kubeconfig_ca() -> anyhow::Result<Vec<u8>> {
     let path = testkit::plane::kubeconfig()?;
@@ -385,38 +325,6 @@ fn kubeconfig_ca() -> anyhow::Result<Vec<u8>> {
         .as_ref()
         .context("kubeconfig without a CA path")?;
     Ok(std::fs::read(ca_path)?)
-}
-
-/// `verb resource[/subresource]` of a Kubernetes API request.
-#[must_use]
-pub fn classify(method: &str, path: &str, query: &str) -> String {
-    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    // /api/v1/... or /apis/<group>/<version>/...
-    let rest: &[&str] = match parts.as_slice() {
-        ["api", _, rest @ ..] | ["apis", _, _, rest @ ..] => rest,
-        _ => return format!("{} {path}", method.to_ascii_lowercase()),
-    };
-    let rest = match rest {
-        ["namespaces", _, tail @ ..] if !tail.is_empty() => tail,
-        other => other,
-    };
-    let (resource, named) = match rest {
-        [res] => ((*res).to_string(), false),
-        [res, _name] => ((*res).to_string(), true),
-        [res, _name, sub, ..] => (format!("{res}/{sub}"), true),
-        [] => ("namespaces".to_string(), false),
-    };
-    let verb = match (method, named) {
-        ("GET", _) if query.contains("watch=true") || query.contains("watch=1") => "watch",
-        ("GET", true) => "get",
-        ("GET", false) => "list",
-        ("POST", _) => "create",
-        ("PUT", _) => "update",
-        ("PATCH", _) => "patch",
-        ("DELETE", _) => "delete",
-        (other, _) => return format!("{} {resource}", other.to_ascii_lowercase()),
-    };
-    format!("{verb} {resource}")
 }
 
 type Body = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
@@ -460,6 +368,13 @@ async fn handle(
         *c
     };
     if *st.frozen.borrow() {
+        return std::future::pending().await;
+    }
+    if method == "GET"
+        && lock(&st.hung_reads)
+            .iter()
+            .any(|p| path.contains(p.as_str()))
+    {
         return std::future::pending().await;
     }
     let held = lock(&st.holds).remove(&(key.clone(), nth_of_key));
@@ -600,54 +515,4 @@ fn bad_gateway() -> Response<Body> {
     let mut r = Response::new(full(Bytes::from_static(b"upstream failed")));
     *r.status_mut() = StatusCode::BAD_GATEWAY;
     r
-}
-
-#[cfg(test)]
-mod tests {
-    use super::classify;
-
-    #[test]
-    fn classifies_verbs_and_resources() {
-        assert_eq!(
-            classify("GET", "/api/v1/namespaces/a/configmaps/x", ""),
-            "get configmaps"
-        );
-        assert_eq!(
-            classify("GET", "/api/v1/namespaces/a/configmaps", ""),
-            "list configmaps"
-        );
-        assert_eq!(
-            classify("GET", "/api/v1/namespaces/a/pods", "watch=true"),
-            "watch pods"
-        );
-        assert_eq!(
-            classify(
-                "PATCH",
-                "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/f/kustomizations/i",
-                ""
-            ),
-            "patch kustomizations"
-        );
-        assert_eq!(
-            classify(
-                "PATCH",
-                "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/f/kustomizations/i/status",
-                ""
-            ),
-            "patch kustomizations/status"
-        );
-        assert_eq!(
-            classify("POST", "/api/v1/namespaces", ""),
-            "create namespaces"
-        );
-        assert_eq!(
-            classify(
-                "PUT",
-                "/apis/coordination.k8s.io/v1/namespaces/f/leases/l",
-                ""
-            ),
-            "update leases"
-        );
-        assert_eq!(classify("GET", "/version", ""), "get /version");
-    }
 }

@@ -263,3 +263,33 @@ async fn proxy_status_fault_carries_retry_after() {
     assert_eq!(resp.headers()["retry-after"], "1");
     assert!(!proxy.log()[0].forwarded);
 }
+
+#[tokio::test]
+async fn proxy_hang_reads_hangs_gets_on_a_path_until_lifted() {
+    let ns = TestNs::new("proxy-hang-reads").await.unwrap();
+    let proxy = Proxy::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(proxy.client().unwrap(), &ns.name);
+    api.create(&PostParams::default(), &cm("a")).await.unwrap();
+    api.create(&PostParams::default(), &cm("b")).await.unwrap();
+    proxy.hang_reads("/configmaps/a");
+    // A read of `a` gets no answer: the client's own bound is all that ends it.
+    let hung = tokio::time::timeout(std::time::Duration::from_secs(2), api.get("a")).await;
+    assert!(hung.is_err(), "the read was answered: {hung:?}");
+    // Other reads, and writes to `a` itself, pass.
+    api.get("b").await.unwrap();
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "data": { "k": "w" } })),
+    )
+    .await
+    .unwrap();
+    let log = proxy.log();
+    let reads: Vec<_> = log.iter().filter(|r| r.kind == "get configmaps").collect();
+    assert_eq!(reads.len(), 2, "{log:?}");
+    assert!(!reads[0].forwarded && reads[0].path.ends_with("/configmaps/a"));
+    assert!(reads[1].forwarded && reads[1].path.ends_with("/configmaps/b"));
+    // Lifted: `a` is read again, and holds the patch.
+    proxy.unhang_reads("/configmaps/a");
+    assert_eq!(api.get("a").await.unwrap().data.unwrap()["k"], "w");
+}

@@ -1,7 +1,8 @@
 //! What the Action trusts (issue 36, item 5; issue 48, item 6): its installer takes
 //! `download-url` only over https (plain http only to loopback), runs a tool-cache hit only
-//! when the binary's sha256 is the one the action ships for its own version (else the one
-//! recorded at install), and then a private copy of it; it takes only a version as a version,
+//! when the binary's sha256 is the one the action ships for its own version (another version:
+//! the binary of the cached archive, checked against the release's checksums read again; never
+//! what the cache's marker says), and then a private copy of it; it takes only a version as a version,
 //! creates its temporary files exclusively, and never prints a URL's credentials. The cases are
 //! node tests of `action/install.js` (`action_trust:` in action/install.test.js); this runs
 //! them by name.

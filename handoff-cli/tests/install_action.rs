@@ -2,7 +2,9 @@
 //! (tests/common/runner.rs) against a release served on loopback: the archive for the runner's
 //! platform is downloaded, checked against its checksums file, kept in the tool cache and a
 //! private copy of it run, and the post step runs the same copy, checked again; a tampered
-//! archive or a missing platform is one `::error::` and nothing runs.
+//! archive or a missing platform is one `::error::` and nothing runs. A tool-cache hit is
+//! checked against the release's sums again, and a tampered cache entry fails closed; the sums
+//! the action ships for its own version are the ones `cargo xtask dist --action-sums` writes.
 mod common;
 
 use std::net::TcpListener;
@@ -113,7 +115,9 @@ async fn install_action_installs_from_a_loopback_release_and_runs_a_handoff() {
     );
     assert_restored(&c, &before).await;
 
-    // The next job on this runner finds it in the tool cache: no download.
+    // The next job on this runner finds it in the tool cache: no download of the archive, but
+    // the release's checksums are read again (one small request; this checkout ships no sums
+    // for its version), the cached archive checked against them.
     let mut second = job(&cache, &[]);
     let inputs = [
         ("command", "run"),
@@ -126,7 +130,10 @@ async fn install_action_installs_from_a_loopback_release_and_runs_a_handoff() {
     eprintln!("--- second main step log ---\n{}", main.log);
     assert_eq!(main.code(), 0, "{}", main.log);
     assert!(main.log.contains("from the tool cache"), "{}", main.log);
-    assert_eq!(release.requests().len(), 2, "{:?}", release.requests());
+    assert_eq!(
+        release.requests()[2..],
+        [format!("/flux-handoff_{VERSION}_checksums.txt")]
+    );
     assert_restored(&c, &before).await;
     let _ = std::fs::remove_dir_all(&cache);
 }
@@ -257,4 +264,187 @@ async fn install_action_time_to_first_api_request() {
         assert!(ended.code() != 0, "{}", ended.log);
     }
     let _ = std::fs::remove_dir_all(&cache);
+}
+
+/// A main step against `cache` and the release that installs flux-handoff and is cancelled
+/// once it has made its first API request (to a listener that never answers); its log.
+async fn install_only(cache: &Path, release: &Release) -> String {
+    let mut job = job(cache, &[]);
+    let (kc, first_request) = api_listener(&job.temp);
+    let kc = kc.display().to_string();
+    let inputs = [
+        ("command", "run"),
+        ("args", "--target\ninfrastructure"),
+        ("kubeconfig", kc.as_str()),
+        ("download-url", release.url.as_str()),
+        ("run", "true"),
+    ];
+    let mut main = job.action_main(&inputs);
+    let give_up = Instant::now() + Duration::from_mins(2);
+    while first_request.lock().unwrap().is_none() {
+        assert!(
+            !main.exited(),
+            "ended before any API request:\n{}",
+            main.log()
+        );
+        assert!(Instant::now() < give_up, "{}", main.log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cancel(main).await.log
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn install_action_a_tampered_tool_cache_fails_closed_and_nothing_runs() {
+    let release = Release::new(false);
+    let cache = std::env::temp_dir().join(format!("fh-toolcache-{}", testkit::random_suffix(8)));
+    let first = install_only(&cache, &release).await;
+    assert!(first.contains("verified"), "{first}");
+    // Another job of the runner plants its own binary, archive and a marker vouching for them.
+    let entry = cache.join("flux-handoff").join(VERSION).join("amd64");
+    let name = format!("flux-handoff_{VERSION}_linux_amd64.tar.gz");
+    let stage = entry.join("stage");
+    std::fs::create_dir_all(&stage).unwrap();
+    std::fs::write(stage.join("flux-handoff"), "#!/bin/sh\ntouch planted\n").unwrap();
+    let ok = std::process::Command::new("tar")
+        .arg("-czf")
+        .arg(entry.join(&name))
+        .arg("-C")
+        .arg(&stage)
+        .arg("flux-handoff")
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    std::fs::copy(stage.join("flux-handoff"), entry.join("flux-handoff")).unwrap();
+    let sum = |path: &Path| {
+        let out = std::process::Command::new("sha256sum")
+            .arg(path)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)[..64].to_string()
+    };
+    std::fs::write(
+        cache
+            .join("flux-handoff")
+            .join(VERSION)
+            .join("amd64.complete"),
+        format!(
+            "{name} sha256:{}\nbinary sha256:{}\n",
+            sum(&entry.join(&name)),
+            sum(&entry.join("flux-handoff"))
+        ),
+    )
+    .unwrap();
+    let mut job = job(&cache, &[]);
+    let (kc, first_request) = api_listener(&job.temp);
+    let kc = kc.display().to_string();
+    let inputs = [
+        ("command", "run"),
+        ("args", "--target\ninfrastructure"),
+        ("kubeconfig", kc.as_str()),
+        ("download-url", release.url.as_str()),
+        ("run", "touch ran"),
+    ];
+    let main = finish(job.action_main(&inputs)).await;
+    job.keep_state(&main);
+    eprintln!("--- main step log ---\n{}", main.log);
+    assert_eq!(main.code(), 1, "{}", main.log);
+    assert_eq!(main.log.matches("::error::").count(), 1, "{}", main.log);
+    assert!(
+        main.log.contains("is not the release's archive"),
+        "{}",
+        main.log
+    );
+    assert!(!job.state.contains_key("pid"), "{:?}", job.state);
+    assert!(
+        first_request.lock().unwrap().is_none(),
+        "an API request was made"
+    );
+    assert!(!job.workspace.join("ran").exists());
+    assert!(!job.workspace.join("planted").exists());
+    let post = finish(job.action_post(&inputs)).await;
+    assert_eq!(post.code(), 0, "{}", post.log);
+    assert!(!job.workspace.join("planted").exists());
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
+fn install_action_dist_writes_the_sums_the_action_ships_and_install_accepts_them() {
+    let release = Release::new(false);
+    let sums = release.dir.join("action-checksums.txt");
+    let (dir, base, out) = (
+        release.dir.display().to_string(),
+        release.url.clone(),
+        sums.display().to_string(),
+    );
+    let xtask = std::process::Command::new(env!("CARGO"))
+        .args(["xtask", "dist", "index", "--dir", &dir, "--base-url", &base])
+        .args(["--action-sums", &out])
+        .current_dir(runner::repo_root())
+        .output()
+        .unwrap();
+    assert!(
+        xtask.status.success(),
+        "{}",
+        String::from_utf8_lossy(&xtask.stderr)
+    );
+    // Each archive's sum and the sum of the binary inside it.
+    let name = format!("flux-handoff_{VERSION}_linux_amd64.tar.gz");
+    let text = std::fs::read_to_string(&sums).unwrap();
+    let sum = |path: &Path| {
+        let out = std::process::Command::new("sha256sum")
+            .arg(path)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)[..64].to_string()
+    };
+    let archive = sum(&release.dir.join(&name));
+    let binary = sum(Path::new(env!("CARGO_BIN_EXE_flux-handoff")));
+    assert!(text.contains(&format!("{archive}  {name}\n")), "{text}");
+    assert!(
+        text.contains(&format!("{binary}  {name}!flux-handoff\n")),
+        "{text}"
+    );
+    // install.js takes them as the sums it ships: the archive only (no checksums file) on the
+    // first install, no request on a hit, and a swapped cached binary refused.
+    let cache = release.dir.join("cache");
+    let script = r"
+        const fs = require('node:fs');
+        const inst = require(process.env.INSTALL_JS);
+        const shipped = inst.parseChecksums(fs.readFileSync(process.env.SUMS, 'utf8'));
+        const dir = process.env.CACHE;
+        const env = { RUNNER_OS: 'Linux', RUNNER_ARCH: 'X64', RUNNER_TOOL_CACHE: dir, RUNNER_TEMP: dir };
+        const inputs = { version: process.env.VERSION, downloadUrl: process.env.BASE };
+        (async () => {
+          const first = await inst.install({ env, inputs, shipped });
+          const second = await inst.install({ env, inputs, shipped });
+          fs.writeFileSync(second.cached, '#!/bin/sh\necho evil\n');
+          const third = await inst.install({ env, inputs, shipped }).catch((e) => e.message);
+          console.log(JSON.stringify([first.how, second.how, first.sha256, third]));
+        })();
+    ";
+    let install_js = runner::repo_root().join("action").join("install.js");
+    let node = std::process::Command::new("node")
+        .args(["-e", script])
+        .env("INSTALL_JS", &install_js)
+        .env("SUMS", &sums)
+        .env("CACHE", &cache)
+        .env("VERSION", VERSION)
+        .env("BASE", &release.url)
+        .output()
+        .expect("node (the runner's JavaScript runtime) is needed for the action's tests");
+    let log = String::from_utf8_lossy(&node.stdout);
+    assert!(
+        node.status.success(),
+        "{log}{}",
+        String::from_utf8_lossy(&node.stderr)
+    );
+    let last = log.lines().last().unwrap_or_default();
+    let got: Vec<String> = serde_json::from_str(last).unwrap();
+    assert_eq!(got[..3], ["downloaded", "cached", binary.as_str()], "{log}");
+    assert!(
+        got[3].contains("is not the binary installed there"),
+        "{log}"
+    );
+    assert!(log.contains("(the sum this action ships)"), "{log}");
+    assert_eq!(release.requests(), [format!("/{name}")]);
 }

@@ -20,6 +20,13 @@
 //! `cargo xtask dist index [--dir D] --base-url URL` only rewrites both checksums files and
 //! `handoff.yaml` from the archives already in `dist/` (or D): the release's last job, after
 //! each platform's job uploaded its archive, and the `flux_plugin_` tests' loopback catalog.
+//!
+//! `--action-sums FILE` (either form) also writes the sums the Action ships for its own version
+//! (`action/checksums.txt` in the release's tree, read by `action/install.js`): each archive's
+//! sha256 as `<sha256>  <archive>`, and the sha256 of the binary inside it as
+//! `<sha256>  <archive>!flux-handoff`, so a tool-cache hit is checked against the action's own
+//! tree, never against what the writable cache says of itself. The release workflow commits
+//! that file on top of the tagged commit and points the tag at it (docs/github-actions.md).
 
 use std::fmt::Write as _;
 use std::fs;
@@ -30,6 +37,9 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, bail};
 
 use crate::paths;
+
+mod archive;
+use archive::{Entry, tar, tar_entry};
 
 /// The binary, and the prefix of every archive.
 pub const BIN: &str = "flux-handoff";
@@ -57,6 +67,8 @@ pub struct Flags {
     pub target: Option<String>,
     /// The directory of the archives (default `dist/`; `index` only).
     pub dir: Option<PathBuf>,
+    /// Where to write the sums the Action ships (`action/checksums.txt` for a release).
+    pub action_sums: Option<PathBuf>,
 }
 
 impl Flags {
@@ -77,6 +89,7 @@ impl Flags {
                 "--base-url" => f.base_url = Some(value()?),
                 "--target" if !f.index_only => f.target = Some(value()?),
                 "--dir" if f.index_only => f.dir = Some(PathBuf::from(value()?)),
+                "--action-sums" => f.action_sums = Some(PathBuf::from(value()?)),
                 other => bail!("unknown flag `{other}` for dist"),
             }
         }
@@ -118,6 +131,13 @@ pub fn run(flags: &Flags) -> anyhow::Result<()> {
             url: format!("{base}/{name}"),
             checksum: format!("sha256:{hex}"),
         });
+    }
+    if let Some(path) = &flags.action_sums {
+        fs::write(path, action_sums(&version, &archives)?)?;
+        eprintln!(
+            "xtask: wrote {} (the sums the Action ships)",
+            path.display()
+        );
     }
     let named = sums_name(&version);
     fs::write(dist.join(&named), &sums)?;
@@ -213,61 +233,29 @@ fn build(root: &Path, dist: &Path, version: &str, target: Option<&str>) -> anyho
     Ok(path)
 }
 
-/// One file of the archive.
-#[derive(Debug)]
-struct Entry {
-    path: String,
-    data: Vec<u8>,
-    mode: u32,
-}
-
-impl Entry {
-    fn file(path: &str, data: Vec<u8>, mode: u32) -> Self {
-        Self {
-            path: path.into(),
-            data,
-            mode,
+/// The sums the Action ships for `version` (`action/checksums.txt`): per archive its sha256 and
+/// the sha256 of the binary at its root (`<archive>!flux-handoff`), sha256sum lines.
+fn action_sums(version: &str, archives: &[PathBuf]) -> anyhow::Result<String> {
+    let mut out = format!(
+        "# flux-handoff {version}: the sums this action ships (cargo xtask dist --action-sums)\n"
+    );
+    for a in archives {
+        let name = a.file_name().unwrap_or_default().to_string_lossy();
+        let gz = fs::read(a)?;
+        let tar = Command::new("gzip")
+            .args(["-dc", "--"])
+            .arg(a)
+            .output()
+            .context("running gzip -dc")?;
+        if !tar.status.success() {
+            bail!("{name} is not a gzip archive");
         }
+        let bin = tar_entry(&tar.stdout, BIN)
+            .with_context(|| format!("{name} holds no {BIN} at its root"))?;
+        let _ = writeln!(out, "{}  {name}", sha256_hex(&gz));
+        let _ = writeln!(out, "{}  {name}!{BIN}", sha256_hex(bin));
     }
-}
-
-/// A ustar archive of `entries` (regular files; paths under 100 bytes), every mtime `mtime`,
-/// owner and group 0.
-fn tar(entries: &[Entry], mtime: u64) -> anyhow::Result<Vec<u8>> {
-    let mut out = Vec::new();
-    for e in entries {
-        if e.path.len() >= 100 {
-            bail!("archive path too long for ustar: {}", e.path);
-        }
-        let mut h = [0u8; 512];
-        h[..e.path.len()].copy_from_slice(e.path.as_bytes());
-        octal(&mut h[100..108], u64::from(e.mode));
-        octal(&mut h[108..116], 0);
-        octal(&mut h[116..124], 0);
-        octal(&mut h[124..136], e.data.len() as u64);
-        octal(&mut h[136..148], mtime);
-        h[148..156].copy_from_slice(b"        ");
-        h[156] = b'0';
-        h[257..263].copy_from_slice(b"ustar\0");
-        h[263..265].copy_from_slice(b"00");
-        let sum: u32 = h.iter().map(|b| u32::from(*b)).sum();
-        let text = format!("{sum:06o}\0 ");
-        h[148..156].copy_from_slice(text.as_bytes());
-        out.extend_from_slice(&h);
-        out.extend_from_slice(&e.data);
-        out.resize(out.len().div_ceil(512) * 512, 0);
-    }
-    // Two zero blocks end the archive.
-    out.resize(out.len() + 1024, 0);
     Ok(out)
-}
-
-/// `value` as a NUL-terminated octal number filling `field`.
-fn octal(field: &mut [u8], value: u64) {
-    let width = field.len() - 1;
-    let text = format!("{value:0width$o}");
-    field[..width].copy_from_slice(&text.as_bytes()[text.len() - width..]);
-    field[width] = 0;
 }
 
 /// The lowercase hex SHA-256 of `data`.
@@ -439,6 +427,46 @@ mod tests {
             platform_of("flux-handoff_0.1.0_linux_amd64.tar.gz", "0.1.0").unwrap(),
             ("linux".into(), "amd64".into())
         );
+    }
+
+    #[test]
+    fn action_sums_name_each_archive_and_the_binary_in_it() {
+        let dir = std::env::temp_dir().join(format!("xtask-sums-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let bin = b"#!/bin/sh\necho hi\n".to_vec();
+        let tar = tar(
+            &[
+                Entry::file("README.md", b"r".to_vec(), 0o644),
+                Entry::file(BIN, bin.clone(), 0o755),
+            ],
+            0,
+        )
+        .unwrap();
+        assert_eq!(tar_entry(&tar, BIN), Some(&bin[..]));
+        assert_eq!(tar_entry(&tar, "missing"), None);
+        let raw = dir.join("raw.tar");
+        fs::write(&raw, &tar).unwrap();
+        assert!(
+            Command::new("gzip")
+                .arg("-n")
+                .arg(&raw)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let archive = dir.join(format!("{BIN}_9.9.9_linux_amd64.tar.gz"));
+        fs::rename(dir.join("raw.tar.gz"), &archive).unwrap();
+        let text = action_sums("9.9.9", std::slice::from_ref(&archive)).unwrap();
+        let gz = sha256_hex(&fs::read(&archive).unwrap());
+        let lines: Vec<&str> = text.lines().skip(1).collect();
+        assert_eq!(
+            lines,
+            [
+                format!("{gz}  {BIN}_9.9.9_linux_amd64.tar.gz"),
+                format!("{}  {BIN}_9.9.9_linux_amd64.tar.gz!{BIN}", sha256_hex(&bin)),
+            ]
+        );
+        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -100,6 +100,10 @@ commands:
   dist index [--dir D] [--base-url URL]
                           only rewrite both checksums files and handoff.yaml from the
                           archives in dist/ (or D)
+  dist ... --action-sums FILE
+                          also write FILE (action/checksums.txt for a release): the sums the
+                          Action ships for its own version, each archive's sha256 and the
+                          sha256 of the binary in it (`<archive>!flux-handoff`)
   catalog [--manifest FILE]
                           check deploy/flux-plugin/catalog.yaml (the entry for Flux's plugin
                           catalog, fluxcd/plugins) and the Plugin manifest dist writes

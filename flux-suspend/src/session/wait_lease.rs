@@ -22,16 +22,18 @@
 
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, WatchEvent, WatchParams};
+use kube::api::Api;
 
 use super::{Session, SessionError, SessionOptions};
 use crate::cancel::Cancel;
 use flux_fence::lease::holder_duration;
 use flux_fence::{AnnotationKeys, Holder};
+#[cfg(test)]
+use read::{Failure, after_failure, read_limit};
+use read::{LeaseRead, LeaseReader, changed};
 use seen::{Seen, acquired, next_ask};
 
 /// How long to wait for the Lease and how often to say so.
@@ -257,21 +259,26 @@ impl Session {
         let left = || wait.budget.saturating_sub(started.elapsed());
         let mut said: Option<Instant> = None;
         let mut seen = Seen::default();
-        let mut failed_reads = 0;
+        let reader = LeaseReader {
+            api: &api,
+            name: &opts.lease.name,
+            cancel: &cancel,
+            every: wait.every,
+        };
+        // The holder last waited for, and since when: named when the budget ends on a hung read.
+        let mut last: Option<(String, Option<Timestamp>)> = None;
         loop {
-            let asked_at = Instant::now();
-            let read =
-                match read_lease(&api, &opts.lease.name, &cancel, left(), failed_reads).await? {
-                    Ok(read) => read,
-                    Err(true) => {
-                        failed_reads += 1;
-                        continue;
+            let (read, asked_at) = match reader.read(left).await? {
+                LeaseRead::Got(read, sent) => (*read, sent),
+                end => {
+                    if let (LeaseRead::Hung, Some((holder, since))) = (end, last) {
+                        return Err(still_held(&lease, holder, since, wait.budget));
                     }
-                    // Anything else (or the budget spent) is the session's to report: it reads
-                    // the Lease again, with its own bounded retries.
-                    Err(false) => return Self::start(client, opts, cancel).await,
-                };
-            failed_reads = 0;
+                    // Anything else (or the budget spent) is the session's to report: it
+                    // reads the Lease again, with its own bounded retries.
+                    return Self::start(client, opts, cancel).await;
+                }
+            };
             let (version, unchanged_for, asked) = seen.update(
                 read.as_ref(),
                 asked_at,
@@ -325,6 +332,7 @@ impl Session {
                     return Err(still_held(&lease, holder, since, wait.budget));
                 }
             }
+            last = report.clone().or(last);
             if let Some((holder, since)) = report
                 && said.is_none_or(|t| t.elapsed() >= wait.every)
             {
@@ -357,36 +365,6 @@ async fn parked(client: &Client, opts: &SessionOptions, read: Option<KubeLease>)
     }
     let holder = read.and_then(|l| l.spec?.holder_identity);
     super::held::parked_unread(opts, holder.unwrap_or_default())
-}
-
-/// One read of the Lease: `Ok(Ok(read))`; `Ok(Err(true))` after a transient failure (a refused
-/// or broken connection, a 429 or 5xx) while `left` lasts, once a backoff for `failed` earlier
-/// ones has passed — an API server restarting must not eject a queued run; `Ok(Err(false))`
-/// for any other failure; `Err` at a stop.
-async fn read_lease(
-    api: &Api<KubeLease>,
-    name: &str,
-    cancel: &Cancel,
-    left: Duration,
-    failed: u32,
-) -> Result<Result<Option<KubeLease>, bool>, SessionError> {
-    let read = cancel
-        .unless_stopped(api.get_opt(name))
-        .await
-        .ok_or_else(stopped)?;
-    match read {
-        Ok(read) => Ok(Ok(read)),
-        Err(e) if !left.is_zero() && flux_fence::api::transient_read(&e) => {
-            tracing::warn!(lease = name, error = %e, "reading the lease failed; reading it again");
-            let pause = flux_fence::api::read_backoff(failed).min(left);
-            cancel
-                .unless_stopped(tokio::time::sleep(pause))
-                .await
-                .ok_or_else(stopped)?;
-            Ok(Err(true))
-        }
-        Err(_) => Ok(Err(false)),
-    }
 }
 
 /// A stop while waiting: nothing was changed.
@@ -463,30 +441,7 @@ fn not_finished(e: &SessionError) -> Option<String> {
     }
 }
 
-/// Returns when the Lease changed after `version` (a watch event), or after `slice` at the
-/// latest; the caller reads it again either way. A watch that cannot be opened waits out a
-/// short slice instead (the caller's read is the check).
-async fn changed(api: &Api<KubeLease>, name: &str, version: &str, slice: Duration) {
-    let secs = u32::try_from(slice.as_secs()).unwrap_or(u32::MAX).max(1);
-    let params = WatchParams::default()
-        .fields(&format!("metadata.name={name}"))
-        .timeout(secs);
-    let Ok(stream) = api.watch(&params, version).await else {
-        tokio::time::sleep(slice.min(Duration::from_secs(1))).await;
-        return;
-    };
-    let mut stream = std::pin::pin!(stream);
-    let _ = tokio::time::timeout(slice + Duration::from_secs(1), async {
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(WatchEvent::Bookmark(_)) => {}
-                _ => return,
-            }
-        }
-    })
-    .await;
-}
-
+mod read;
 mod seen;
 #[cfg(test)]
 mod tests;

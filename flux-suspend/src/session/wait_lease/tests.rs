@@ -324,3 +324,47 @@ fn queue_heal_the_wait_reads_again_when_the_holder_can_next_be_asked_about() {
         assert_eq!(next_ask(duration, unchanged, asked), want, "row {i}");
     }
 }
+
+#[test]
+fn wait_fault_a_lease_read_is_bounded_by_the_budget_left_and_the_read_interval() {
+    let s = Duration::from_secs;
+    let ms = Duration::from_millis;
+    // (budget left, read interval, the read's limit)
+    let table = [
+        (s(120), s(10), s(10)),
+        (s(4), s(10), s(4)),
+        (ms(2500), s(10), ms(2500)),
+        // The read that decides the wait's end still gets a moment to answer.
+        (ms(300), s(10), s(1)),
+        (Duration::ZERO, s(10), s(1)),
+        (s(120), ms(500), s(1)),
+    ];
+    for (i, (left, every, want)) in table.into_iter().enumerate() {
+        assert_eq!(read_limit(left, every), want, "row {i}");
+    }
+}
+
+#[test]
+fn wait_fault_a_failed_lease_read_is_read_again_while_the_budget_lasts() {
+    let s = Duration::from_secs;
+    // (failure, budget left when sent, the read's limit, read again / hung / the session's)
+    let table = [
+        (Failure::NoAnswer, s(60), s(10), "again"),
+        (Failure::NoAnswer, s(10), s(10), "hung"),
+        (Failure::NoAnswer, s(3), s(3), "hung"),
+        (Failure::NoAnswer, Duration::ZERO, s(1), "hung"),
+        (Failure::Transient, s(60), s(10), "again"),
+        (Failure::Transient, Duration::from_millis(1), s(1), "again"),
+        (Failure::Transient, Duration::ZERO, s(1), "session"),
+        (Failure::Other, s(60), s(10), "session"),
+    ];
+    for (i, (failure, left, limit, want)) in table.into_iter().enumerate() {
+        let got = match after_failure(failure, left, limit) {
+            None => "again",
+            Some(LeaseRead::Hung) => "hung",
+            Some(LeaseRead::Failed) => "session",
+            Some(LeaseRead::Got(..)) => "read",
+        };
+        assert_eq!(got, want, "row {i}");
+    }
+}
