@@ -30,6 +30,8 @@ pub struct Seen {
     pub operator: bool,
     /// `kustomize.toolkit.fluxcd.io/reconcile: disabled` is present.
     pub reconcile_disabled: bool,
+    /// `spec.replicas` as read (a replicas gate's Deployment); `None` when absent.
+    pub replicas: Option<i64>,
     /// The field manager of the object's newest change when that was another writer's (not a
     /// status write, not ours: [`crate::object::other_writer`]).
     pub last_writer: Option<String>,
@@ -47,8 +49,16 @@ impl Seen {
             suspended: false,
             operator: false,
             reconcile_disabled: false,
+            replicas: None,
             last_writer: None,
         }
+    }
+
+    /// `spec.replicas` as read, if any (a replicas gate's Deployment).
+    #[must_use]
+    pub fn with_replicas(mut self, replicas: Option<i64>) -> Self {
+        self.replicas = replicas;
+        self
     }
 
     /// Whether the object is a Flux Operator kind, paused by its reconcile annotation.
@@ -115,6 +125,10 @@ pub struct Member {
     pub owner: String,
     /// Whether the member must carry `reconcile: disabled` (every member but the chain's top).
     pub needs_reconcile_disabled: bool,
+    /// A replicas gate's count: its Deployment must hold it in `spec.replicas`. A gate has no
+    /// `spec.suspend`; it is held by that count (and its `reconcile: disabled` when
+    /// `needs_reconcile_disabled`). `None` for a Flux object.
+    pub replicas: Option<i32>,
 }
 
 impl Member {
@@ -132,14 +146,41 @@ impl Member {
             uid: uid.into(),
             owner: owner.into(),
             needs_reconcile_disabled,
+            replicas: None,
         }
     }
 
+    /// The member as a replicas gate holding `replicas` (`None`: a Flux object).
+    #[must_use]
+    pub fn with_replicas(mut self, replicas: Option<i32>) -> Self {
+        self.replicas = replicas;
+        self
+    }
+
     fn owns(&self, seen: &Seen) -> bool {
-        seen.uid == self.uid
-            && seen.owner.as_deref() == Some(self.owner.as_str())
-            && seen.suspended
-            && (!self.needs_reconcile_disabled || seen.reconcile_disabled)
+        self.why_not(seen).is_none()
+    }
+
+    /// Why `seen` does not hold this member's pause: a Flux object by `spec.suspend` (or its
+    /// operator annotation), a replicas gate by its count.
+    fn why_not(&self, seen: &Seen) -> Option<Broken> {
+        let paused = match self.replicas {
+            Some(n) => (seen.replicas != Some(i64::from(n))).then_some(Broken::Rescaled),
+            None if !seen.suspended && seen.operator => Some(Broken::OperatorEnabled),
+            None if !seen.suspended => Some(Broken::Unsuspended),
+            None => None,
+        };
+        if seen.uid != self.uid {
+            Some(Broken::Recreated)
+        } else if seen.owner.as_deref() != Some(self.owner.as_str()) {
+            Some(Broken::NotOurs)
+        } else if paused.is_some() {
+            paused
+        } else if self.needs_reconcile_disabled && !seen.reconcile_disabled {
+            Some(Broken::ReconcileEnabled)
+        } else {
+            None
+        }
     }
 }
 
@@ -185,21 +226,9 @@ impl Member {
     /// Why `read` does not hold this member's pause, if it does not.
     #[must_use]
     pub fn broken(&self, read: &Read) -> Option<Broken> {
-        let Read::Seen(seen) = read else {
-            return Some(Broken::Unreadable);
-        };
-        if seen.uid != self.uid {
-            Some(Broken::Recreated)
-        } else if seen.owner.as_deref() != Some(self.owner.as_str()) {
-            Some(Broken::NotOurs)
-        } else if !seen.suspended && seen.operator {
-            Some(Broken::OperatorEnabled)
-        } else if !seen.suspended {
-            Some(Broken::Unsuspended)
-        } else if self.needs_reconcile_disabled && !seen.reconcile_disabled {
-            Some(Broken::ReconcileEnabled)
-        } else {
-            None
+        match read {
+            Read::Seen(seen) => self.why_not(seen),
+            Read::Unreadable => Some(Broken::Unreadable),
         }
     }
 }
@@ -391,5 +420,50 @@ impl Judge {
         } else {
             Verdict::Pending
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_watch_a_recheck_holds_a_replicas_gate_by_its_count_not_spec_suspend() {
+        let owner = "h-1;3";
+        let gate = Member::new(Role::Target, "g-uid", owner, true).with_replicas(Some(0));
+        // A gated Deployment as read: ours, at the count, reconcile: disabled, no spec.suspend.
+        let at = |n: Option<i64>| {
+            Seen::new("g-uid", "5")
+                .with_owner(Some(owner.into()))
+                .with_reconcile_disabled(true)
+                .with_replicas(n)
+        };
+        let table: Vec<(Seen, Option<Broken>)> = vec![
+            (at(Some(0)), None),
+            (at(Some(2)), Some(Broken::Rescaled)),
+            (at(None), Some(Broken::Rescaled)),
+            (
+                at(Some(0)).with_reconcile_disabled(false),
+                Some(Broken::ReconcileEnabled),
+            ),
+            (at(Some(0)).with_owner(None), Some(Broken::NotOurs)),
+            (
+                Seen::new("other", "5")
+                    .with_owner(Some(owner.into()))
+                    .with_replicas(Some(0)),
+                Some(Broken::Recreated),
+            ),
+        ];
+        for (seen, want) in table {
+            let reads = [Read::Seen(seen.clone())];
+            let got = first_broken(std::slice::from_ref(&gate), &reads);
+            assert_eq!(got, want.map(|w| (0, w)), "{seen:?}");
+        }
+        // The same read judged as a Flux object: not suspended.
+        let flux = Member::new(Role::Target, "g-uid", owner, true);
+        assert_eq!(
+            flux.broken(&Read::Seen(at(Some(0)))),
+            Some(Broken::Unsuspended)
+        );
     }
 }

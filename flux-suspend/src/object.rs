@@ -141,6 +141,7 @@ pub fn seen(obj: &Value, owner_key: &str) -> Seen {
         operator: flux::is_operator_object(obj),
         reconcile_disabled: flux::annotation(obj, flux::RECONCILE_ANNOTATION)
             == Some(flux::RECONCILE_DISABLED),
+        replicas: obj.pointer("/spec/replicas").and_then(Value::as_i64),
         last_writer: other_writer(obj),
     }
 }

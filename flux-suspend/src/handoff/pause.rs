@@ -295,36 +295,58 @@ impl Handoff {
     }
 
     /// A recheck of the pause this handoff proved, for the work to call before a protected
-    /// write ([`crate::io::PauseCheck::still_holds`]).
+    /// write ([`crate::io::PauseCheck::still_holds`]), and what the session watches while the
+    /// work runs: every member of the proof and every replicas gate ([`Handoff::watch_chain`]).
     #[must_use]
     pub fn pause_check(&self) -> crate::io::PauseCheck {
         crate::io::PauseCheck::new(
             self.client.clone(),
             self.fencer.keys().owner.clone(),
-            self.proof_chain(),
+            self.watch_chain(),
         )
     }
 
+    /// The members the stable-pause proof reads: the Flux objects (a replicas gate is proven
+    /// by its own wait, [`io::wait_scaled`], and has no `spec.suspend` to judge).
     pub(super) fn proof_chain(&self) -> Vec<ProofTarget> {
-        let owner = self.fencer.owner().to_string();
-        let member = |h: &HeldFence, role: Role, needs_rd: bool| ProofTarget {
-            object: h.guard.object().clone(),
-            member: Member {
-                role,
-                uid: h.guard.uid().to_string(),
-                owner: owner.clone(),
-                needs_reconcile_disabled: needs_rd,
-            },
-        };
         self.parents
             .iter()
-            .map(|h| member(h, Role::Parent, false))
+            .map(|h| self.member(h, Role::Parent, false))
             .chain(
                 self.targets
                     .iter()
                     .filter(|h| h.gate().is_none())
-                    .map(|h| member(h, Role::Target, true)),
+                    .map(|h| self.member(h, Role::Target, true)),
             )
             .collect()
+    }
+
+    /// The proof's members, then each replicas gate, held by its count and, when its fence
+    /// set it, `kustomize.toolkit.fluxcd.io/reconcile: disabled`: what must still hold while
+    /// the work runs and before a protected write.
+    pub(super) fn watch_chain(&self) -> Vec<ProofTarget> {
+        let gates = self.targets.iter().filter_map(|h| {
+            let count = h.gate()?;
+            let disabled = MarkAt::Annotation(crate::flux::RECONCILE_ANNOTATION.into());
+            let needs_rd = h.guard.held().marks.iter().any(|m| m.at == disabled);
+            let mut t = self.member(h, Role::Target, needs_rd);
+            t.member = t.member.with_replicas(Some(count));
+            Some(t)
+        });
+        let mut chain = self.proof_chain();
+        chain.extend(gates);
+        chain
+    }
+
+    fn member(&self, h: &HeldFence, role: Role, needs_rd: bool) -> ProofTarget {
+        ProofTarget {
+            object: h.guard.object().clone(),
+            member: Member::new(
+                role,
+                h.guard.uid(),
+                self.fencer.owner().to_string(),
+                needs_rd,
+            ),
+        }
     }
 }

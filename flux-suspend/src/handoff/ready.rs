@@ -339,5 +339,8 @@ async fn request(
     }
 }
 
+mod gate;
+pub(super) use gate::{both, wait_available};
+
 #[cfg(test)]
 mod tests;

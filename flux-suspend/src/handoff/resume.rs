@@ -3,7 +3,7 @@
 
 use flux_fence::engine::{Member, Rules, Settled, Source, release_members};
 
-use super::ready::{ReadyWait, wait_ready_after_release};
+use super::ready::{ReadyWait, both, wait_available, wait_ready_after_release};
 use super::{Handoff, HeldFence, ResumeReport, SuspendError, Timing};
 
 impl Handoff {
@@ -43,26 +43,27 @@ impl Handoff {
         }
     }
 
-    /// Requests a reconcile of each object `report` released (a Flux object; a replicas
-    /// gate's Deployment has its count back and no Flux Ready) and waits until each is Ready
-    /// for its current generation with that request handled, within `timing.timeout`. A stop
-    /// of the handoff's cancel ([`Handoff::with_cancel`]) ends the wait at once. Nothing is
-    /// held by then: the outcome is a report, never a release to retry.
+    /// Requests a reconcile of each Flux object `report` released and waits until each is
+    /// Ready for its current generation with that request handled; meanwhile waits until each
+    /// replicas gate's Deployment it released is available again at the count given back
+    /// (status for its generation: every replica updated and available). Both within
+    /// `timing.timeout`; a Deployment not available in time is not Ready. A stop of the
+    /// handoff's cancel ([`Handoff::with_cancel`]) ends the wait at once. Nothing is held by
+    /// then: the outcome is a report, never a release to retry.
     pub async fn wait_ready(&self, report: &ResumeReport, timing: Timing) -> ReadyWait {
-        let flux: Vec<_> = report
+        let (gates, flux): (Vec<_>, Vec<_>) = report
             .uids
             .iter()
-            .filter(|(o, _)| !crate::object::is_gate_kind(&o.resource))
             .cloned()
-            .collect();
-        wait_ready_after_release(
-            &self.client,
-            &flux,
-            &self.fencer.keys().owner,
-            timing,
-            &self.cancel,
-        )
-        .await
+            .partition(|(o, _)| crate::object::is_gate_kind(&o.resource));
+        let owner_key = &self.fencer.keys().owner;
+        // Boxed: both waits inline would grow every session future that awaits this one.
+        let (flux, gates) = Box::pin(futures::future::join(
+            wait_ready_after_release(&self.client, &flux, owner_key, timing, &self.cancel),
+            wait_available(&self.client, &gates, owner_key, timing, &self.cancel),
+        ))
+        .await;
+        both(flux, gates)
     }
 
     /// Releases every fence held through [`flux_fence::engine::release_members`]: targets

@@ -1,7 +1,9 @@
 //! While the work runs, the session watches every member of the chain it fenced: the first
 //! change that breaks the pause (the fence removed, its owner changed, the object deleted,
 //! being deleted or recreated, `spec.suspend` no longer true, `reconcile: disabled` gone) ends
-//! the work, so a broken pause is never reported as success.
+//! the work, so a broken pause is never reported as success. A replicas gate is watched the
+//! same way, held by its count instead of `spec.suspend`: a scale of its Deployment (`kubectl
+//! scale`, KEDA, an HPA) is [`Change::Rescaled`].
 //!
 //! The decision is [`what_broke`], a pure function of what was fenced ([`Member`]) and the
 //! object as read now. The I/O is one bounded watch per member (re-established from the last
@@ -60,6 +62,15 @@ pub enum Change {
     /// A Flux Operator object's `fluxcd.controlplane.io/reconcile` is not `disabled` any more
     /// (removed, or `enabled` as `flux-operator resume` writes): its pause.
     OperatorEnabled,
+    /// A replicas gate's Deployment does not hold the gate's count `from` any more: someone
+    /// scaled it (`kubectl scale`, an autoscaler such as KEDA or an HPA) to `to` (`None`:
+    /// `spec.replicas` is absent).
+    Rescaled {
+        /// The gate's count.
+        from: i32,
+        /// The count found.
+        to: Option<i64>,
+    },
 }
 
 impl Change {
@@ -70,7 +81,10 @@ impl Change {
     pub fn still_ours(&self) -> bool {
         matches!(
             self,
-            Self::Unsuspended | Self::ReconcileEnabled | Self::OperatorEnabled
+            Self::Unsuspended
+                | Self::ReconcileEnabled
+                | Self::OperatorEnabled
+                | Self::Rescaled { .. }
         )
     }
 }
@@ -89,6 +103,15 @@ impl std::fmt::Display for Change {
             }
             Self::OperatorEnabled => {
                 f.write_str("its fluxcd.controlplane.io/reconcile: disabled was removed or changed")
+            }
+            Self::Rescaled { from, to: Some(to) } => {
+                write!(
+                    f,
+                    "spec.replicas was set to {to} (the gate holds it at {from})"
+                )
+            }
+            Self::Rescaled { from, to: None } => {
+                write!(f, "spec.replicas was removed (the gate holds it at {from})")
             }
         }
     }
@@ -158,6 +181,28 @@ pub fn what_broke(
         }
         Some(_) => {}
     }
+    let paused = match member.replicas {
+        Some(from) => rescaled(obj, from),
+        None => unpaused(obj),
+    };
+    if paused.is_some() {
+        return paused;
+    }
+    if member.needs_reconcile_disabled
+        && flux::annotation(obj, flux::RECONCILE_ANNOTATION) != Some(flux::RECONCILE_DISABLED)
+    {
+        let field = [
+            "f:metadata",
+            "f:annotations",
+            &format!("f:{}", flux::RECONCILE_ANNOTATION),
+        ];
+        return Some((Change::ReconcileEnabled, manager_of(obj, &field)));
+    }
+    None
+}
+
+/// A Flux object no longer paused: its operator annotation or `spec.suspend`, and who did it.
+fn unpaused(obj: &Value) -> Option<(Change, Option<String>)> {
     if !flux::suspended(obj) && flux::is_operator_object(obj) {
         let field = [
             "f:metadata",
@@ -172,17 +217,20 @@ pub fn what_broke(
             manager_of(obj, &["f:spec", "f:suspend"]),
         ));
     }
-    if member.needs_reconcile_disabled
-        && flux::annotation(obj, flux::RECONCILE_ANNOTATION) != Some(flux::RECONCILE_DISABLED)
-    {
-        let field = [
-            "f:metadata",
-            "f:annotations",
-            &format!("f:{}", flux::RECONCILE_ANNOTATION),
-        ];
-        return Some((Change::ReconcileEnabled, manager_of(obj, &field)));
-    }
     None
+}
+
+/// A replicas gate's Deployment no longer at the gate's count `from`, and who scaled it. A
+/// scale through the `scale` subresource (`kubectl scale`, an HPA, KEDA) is recorded on
+/// `f:spec.f:replicas` of the Deployment too, in an entry with `subresource: scale`.
+fn rescaled(obj: &Value, from: i32) -> Option<(Change, Option<String>)> {
+    let to = obj.pointer("/spec/replicas").and_then(Value::as_i64);
+    (to != Some(i64::from(from))).then(|| {
+        (
+            Change::Rescaled { from, to },
+            manager_of(obj, &["f:spec", "f:replicas"]),
+        )
+    })
 }
 
 fn managed_fields(obj: &Value) -> impl Iterator<Item = &Value> {
