@@ -6,8 +6,8 @@
 //! 2. For the current pod template it keeps `replicas` Pods labelled with the template hash.
 //!    Pods are created by the model with `spec.nodeName` set, and turned Ready through the
 //!    `pods/status` subresource. As kube-controller-manager does, each template has its
-//!    ReplicaSet controlled by the Deployment, and its Pods are controlled by that ReplicaSet;
-//!    Pods of no such ReplicaSet, and ended ones (`Failed`, `Succeeded`), are not its replicas
+//!    `ReplicaSet` controlled by the Deployment, and its Pods are controlled by that `ReplicaSet`;
+//!    Pods of no such `ReplicaSet`, and ended ones (`Failed`, `Succeeded`), are not its replicas
 //!    (`replicaset`).
 //! 3. A changed template (a rollout restart writes `kubectl.kubernetes.io/restartedAt`) gets new
 //!    Pods, made Ready; then the old Pods are deleted with their grace period, the controller
@@ -206,7 +206,7 @@ async fn play(
         .list(&ListParams::default().labels(&selector))
         .await?
         .items;
-    // Its replicas only: Pods of its ReplicaSets that have not ended.
+    // Its replicas only: Pods of its `ReplicaSets` that have not ended.
     let mine = replicaset::replicas_of(&inner.client, dep, &selector, &all).await?;
     let live: Vec<&Pod> = mine
         .into_iter()

@@ -1,9 +1,9 @@
-//! The ReplicaSets of a played Deployment, as kube-controller-manager keeps them: one per pod
+//! The `ReplicaSets` of a played Deployment, as kube-controller-manager keeps them: one per pod
 //! template, named `<deployment>-<template hash>`, controlled by the Deployment
 //! (`ownerReferences` with `controller: true`), and the Pods it plays controlled by the
-//! ReplicaSet of their template. Pods that are not (another workload's with the same labels)
+//! `ReplicaSet` of their template. Pods that are not (another workload's with the same labels)
 //! and Pods that have ended (`Failed`, e.g. evicted, or `Succeeded`) are none of its replicas:
-//! a ReplicaSet controller neither counts nor deletes them.
+//! a `ReplicaSet` controller neither counts nor deletes them.
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
@@ -28,7 +28,7 @@ fn controller_uid(refs: Option<&Vec<OwnerReference>>) -> Option<&str> {
         .map(|r| r.uid.as_str())
 }
 
-/// Ensures the ReplicaSet of template `hash` exists, controlled by `dep`; returns its
+/// Ensures the `ReplicaSet` of template `hash` exists, controlled by `dep`; returns its
 /// `ownerReference` for the Pods it is to control.
 pub(super) async fn ensure(
     client: &Client,
@@ -43,33 +43,32 @@ pub(super) async fn ensure(
     let dep_uid = dep.metadata.uid.clone().unwrap_or_default();
     let name = format!("{dep_name}-{hash}");
     let api: Api<ReplicaSet> = Api::namespaced(client.clone(), &ns);
-    let rs = match api.get_opt(&name).await? {
-        Some(rs) => rs,
-        None => {
-            let mut template = template.clone();
-            template["metadata"]["labels"][TEMPLATE_HASH_LABEL] = json!(hash);
-            let mut selector = selector.clone();
-            selector["matchLabels"][TEMPLATE_HASH_LABEL] = json!(hash);
-            let rs: ReplicaSet = serde_json::from_value(json!({
-                "metadata": {
-                    "name": name,
-                    "labels": template["metadata"]["labels"],
-                    "ownerReferences": [controller_ref("apps/v1", "Deployment", &dep_name, &dep_uid)],
-                },
-                "spec": { "replicas": replicas, "selector": selector, "template": template },
-            }))?;
-            match api.create(&PostParams::default(), &rs).await {
-                Ok(rs) => rs,
-                Err(kube::Error::Api(s)) if s.code == 409 => api.get(&name).await?,
-                Err(e) => return Err(e.into()),
-            }
+    let rs = if let Some(rs) = api.get_opt(&name).await? {
+        rs
+    } else {
+        let mut template = template.clone();
+        template["metadata"]["labels"][TEMPLATE_HASH_LABEL] = json!(hash);
+        let mut selector = selector.clone();
+        selector["matchLabels"][TEMPLATE_HASH_LABEL] = json!(hash);
+        let rs: ReplicaSet = serde_json::from_value(json!({
+            "metadata": {
+                "name": name,
+                "labels": template["metadata"]["labels"],
+                "ownerReferences": [controller_ref("apps/v1", "Deployment", &dep_name, &dep_uid)],
+            },
+            "spec": { "replicas": replicas, "selector": selector, "template": template },
+        }))?;
+        match api.create(&PostParams::default(), &rs).await {
+            Ok(rs) => rs,
+            Err(kube::Error::Api(s)) if s.code == 409 => api.get(&name).await?,
+            Err(e) => return Err(e.into()),
         }
     };
     let uid = rs.metadata.uid.unwrap_or_default();
     Ok(controller_ref("apps/v1", "ReplicaSet", &name, &uid))
 }
 
-/// The Pods of `all` that are `dep`'s replicas: controlled by a ReplicaSet it controls, and
+/// The Pods of `all` that are `dep`'s replicas: controlled by a `ReplicaSet` it controls, and
 /// not ended (`Failed` or `Succeeded`).
 pub(super) async fn replicas_of<'p>(
     client: &Client,
