@@ -141,6 +141,18 @@ async fn autoscaler_an_hpa_is_named_before_any_write_and_allowed_knowingly() {
         "{err}"
     );
     assert_untouched(&c, &err).await;
+    // doctor names it too, with the same fix.
+    let target = format!("deploy/{}/{GATED}=0", c.ns.name);
+    let mut args = vec!["doctor", "--target", &target];
+    let flags = c.handoff_flags();
+    args.extend(flags.iter().map(String::as_str));
+    let out = c.run(&args).await;
+    let text = format!("{}{}", common::stdout(&out), stderr(&out));
+    let line = text
+        .lines()
+        .find(|l| l.contains("no autoscaler scales replicas gate"))
+        .unwrap_or_default();
+    assert!(line.starts_with("FAIL") && line.contains(&want), "{text}");
 
     // Accepted knowingly: the gate runs and gives the count back.
     let (code, err) = run_gate(&c, &["--allow-autoscaler"]).await;
