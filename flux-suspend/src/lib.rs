@@ -91,6 +91,7 @@ pub mod steps;
 // through their modules (`handoff::Handoff`, `judge::Proof`, ...).
 pub use cancel::Cancel;
 pub use retire::Strategy;
+pub use session::autoscaler;
 pub use session::dry_run;
 pub use session::{
     Asked, BrokenPause, Change, CleanupError, Event, LeaseWait, LeaseWaiting, Members, ObjectFence,

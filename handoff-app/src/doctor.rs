@@ -10,7 +10,9 @@
 //! `CancelHealthCheckOnNewRevision` is on ([`gate`]): without it an acknowledgement waits until
 //! an in-flight health check gives up, and doctor says how long that can be for the objects it
 //! read (an `ok` line: advice, not a failure). Pauses held past their max-hold: module `overdue`.
+//! A replicas gate's Deployment that an autoscaler targets: module `autoscaler`.
 
+mod autoscaler;
 pub mod gate;
 pub mod operator;
 mod overdue;
@@ -175,6 +177,9 @@ pub async fn doctor(
     }
     check_crds(client, &mut note).await;
     let (namespaces, waits) = check_targets(client, checkup, &mut note).await;
+    for f in autoscaler::findings(client, &checkup.targets).await {
+        note(f);
+    }
     let (found_controller, deployment) = check_controller(client, checkup).await;
     note(found_controller);
     if let Some(d) = deployment {

@@ -28,9 +28,12 @@ pub enum Feature {
     Discover,
     /// `--retire restart`: the controller Deployment and its Pods.
     RetireRestart,
-    /// A replicas gate (`deploy/NS/NAME=N`): the Deployment by name, and its Pods listed for
-    /// the proof that none of another count is left.
+    /// A replicas gate (`deploy/NS/NAME=N`): the Deployment by name, and its `ReplicaSets` and
+    /// Pods listed for the proof that none of its Pods of another count is left.
     Gate,
+    /// A replicas gate: the `HorizontalPodAutoscaler`s and KEDA `ScaledObject`s of its
+    /// namespace listed, so one that targets the Deployment is named before any write.
+    GateAutoscaler,
     /// `ghcr reassert`: the pull Secret in each consumer namespace.
     GhcrConsumers,
     /// `ghcr reassert`: the root Secret Flux pulls with (it must exist).
@@ -58,6 +61,7 @@ impl Feature {
             Self::Discover => "resume and fences find fences by label",
             Self::RetireRestart => "--retire restart",
             Self::Gate => "a replicas gate scales its Deployment and counts its Pods",
+            Self::GateAutoscaler => "a replicas gate looks for an autoscaler of its Deployment",
             Self::GhcrConsumers => "ghcr reassert writes the consumer pull Secret",
             Self::GhcrRoot => "ghcr reassert writes the root Secret",
             Self::GhcrSelector => "ghcr reassert finds consumer namespaces by label",
@@ -239,7 +243,18 @@ pub fn rights(plan: &Plan) -> Vec<Right> {
         let deploy = ("apps", "deployments");
         out.add(Feature::Gate, "get", deploy, Some(ns), Some(name));
         out.add(Feature::Gate, "patch", deploy, Some(ns), Some(name));
+        out.add(
+            Feature::Gate,
+            "list",
+            ("apps", "replicasets"),
+            Some(ns),
+            None,
+        );
         out.add(Feature::Gate, "list", ("", "pods"), Some(ns), None);
+        let hpa = ("autoscaling", "horizontalpodautoscalers");
+        out.add(Feature::GateAutoscaler, "list", hpa, Some(ns), None);
+        let keda = ("keda.sh", "scaledobjects");
+        out.add(Feature::GateAutoscaler, "list", keda, Some(ns), None);
         out.add(Feature::Events, "create", ("", "events"), Some(ns), None);
     }
     if let Some(g) = &plan.ghcr {

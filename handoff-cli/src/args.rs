@@ -267,6 +267,15 @@ pub struct PauseArgs {
     pub holder: HolderArg,
     #[command(flatten)]
     pub events: crate::notify::EventsArg,
+    /// Gate a Deployment (`deploy/NS/NAME=N`) that a `HorizontalPodAutoscaler` or a KEDA
+    /// `ScaledObject` targets. Without it such a gate is refused before anything is written
+    /// (exit 2), naming the autoscaler and the fix: pause a `ScaledObject` at the gate's count
+    /// with its own `autoscaling.keda.sh/paused-replicas: "N"` annotation (one so paused is
+    /// not refused); an HPA cannot be paused or hold 0, so remove it or change its
+    /// `scaleTargetRef` for the pause. With this flag the check is skipped, and a count the
+    /// autoscaler sets during the work is treated as any other writer's.
+    #[arg(long)]
+    pub allow_autoscaler: bool,
 }
 
 /// `resume -l`/`--all`: the paused objects to resume the pause of, chosen by label.
@@ -384,6 +393,15 @@ pub struct RunArgs {
     /// this long before it must be gone (at most a quarter of the time left before then).
     #[arg(long, default_value = "5s", value_parser = handoff_app::settings::parse_duration, value_name = "DURATION")]
     pub grace: std::time::Duration,
+    /// Gate a Deployment (`deploy/NS/NAME=N`) that a `HorizontalPodAutoscaler` or a KEDA
+    /// `ScaledObject` targets. Without it such a gate is refused before anything is written
+    /// (exit 2), naming the autoscaler and the fix: pause a `ScaledObject` at the gate's count
+    /// with its own `autoscaling.keda.sh/paused-replicas: "N"` annotation (one so paused is
+    /// not refused); an HPA cannot be paused or hold 0, so remove it or change its
+    /// `scaleTargetRef` for the pause. With this flag the check is skipped, and a count the
+    /// autoscaler sets during the work is treated as any other writer's.
+    #[arg(long)]
+    pub allow_autoscaler: bool,
     /// The command to run while paused, after `--`. It gets `FLUX_HANDOFF_HOLDER`,
     /// `FLUX_HANDOFF_PROOF` and `FLUX_HANDOFF_TARGETS` in its environment and runs in its own
     /// process group. On the first SIGINT/SIGTERM the group gets SIGTERM (SIGKILL after

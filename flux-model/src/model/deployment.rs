@@ -5,7 +5,10 @@
 //!    configured to).
 //! 2. For the current pod template it keeps `replicas` Pods labelled with the template hash.
 //!    Pods are created by the model with `spec.nodeName` set, and turned Ready through the
-//!    `pods/status` subresource.
+//!    `pods/status` subresource. As kube-controller-manager does, each template has its
+//!    `ReplicaSet` controlled by the Deployment, and its Pods are controlled by that `ReplicaSet`;
+//!    Pods of no such `ReplicaSet`, and ended ones (`Failed`, `Succeeded`), are not its replicas
+//!    (`replicaset`).
 //! 3. A changed template (a rollout restart writes `kubectl.kubernetes.io/restartedAt`) gets new
 //!    Pods, made Ready; then the old Pods are deleted with their grace period, the controller
 //!    loop restarts (the old process is killed, fact 9) and [`super::ModelEvent::RolledOut`] is
@@ -44,6 +47,8 @@ use tokio::task::JoinSet;
 use super::Inner;
 use super::events::ModelEvent;
 use super::status::now_rfc3339;
+
+mod replicaset;
 
 /// Name of the controller Deployment.
 pub const DEPLOYMENT_NAME: &str = "kustomize-controller";
@@ -196,12 +201,15 @@ async fn play(
     let template = serde_json::to_value(&spec.template)?;
     let hash = template_hash(&template);
     let replicas = spec.replicas.unwrap_or(1);
+    let selector = selector_of(&spec, &cfg.name);
     let all = pods
-        .list(&ListParams::default().labels(&selector_of(&spec, &cfg.name)))
+        .list(&ListParams::default().labels(&selector))
         .await?
         .items;
-    let live: Vec<&Pod> = all
-        .iter()
+    // Its replicas only: Pods of its `ReplicaSets` that have not ended.
+    let mine = replicaset::replicas_of(&inner.client, dep, &selector, &all).await?;
+    let live: Vec<&Pod> = mine
+        .into_iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .collect();
     let hash_of = |p: &Pod| {
@@ -227,8 +235,13 @@ async fn play(
         .collect();
     let want = usize::try_from(replicas).unwrap_or(0);
     let missing = want.saturating_sub(current);
-    for _ in 0..missing {
-        create_ready_pod(&pods, &template, &hash, cfg).await?;
+    if missing > 0 {
+        let selector = serde_json::to_value(&spec.selector)?;
+        let owner =
+            replicaset::ensure(&inner.client, dep, &template, &selector, &hash, replicas).await?;
+        for _ in 0..missing {
+            create_ready_pod(&pods, &template, (&hash, &owner), cfg).await?;
+        }
     }
     if !old.is_empty() {
         terminate_old(inner, cfg, &pods, &template, old, finishers).await;
@@ -345,7 +358,7 @@ async fn write_status(
 async fn create_ready_pod(
     pods: &Api<Pod>,
     template: &Value,
-    hash: &str,
+    (hash, owner): (&str, &Value),
     cfg: &DeploymentConfig,
 ) -> anyhow::Result<()> {
     let mut labels: BTreeMap<String, String> =
@@ -359,6 +372,7 @@ async fn create_ready_pod(
             "name": format!("{}-{hash}-{}", cfg.name, testkit::random_suffix(5)),
             "labels": labels,
             "annotations": template["metadata"]["annotations"],
+            "ownerReferences": [owner],
         },
         "spec": spec,
     }))?;

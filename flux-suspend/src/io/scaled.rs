@@ -1,7 +1,15 @@
 //! The proof of a replicas gate: its Deployment reports the gate's count for its current
 //! generation, and no Pod of any other count or template is left, terminating ones included.
+//!
+//! Only the Deployment's own Pods count ([`pods_that_count`]): those controlled by a
+//! `ReplicaSet` the Deployment controls (`ownerReferences` with `controller: true`, Pod ->
+//! `ReplicaSet` -> the Deployment's uid), listed with the field selector
+//! `status.phase!=Failed,status.phase!=Succeeded`. An evicted Pod (`Failed`, reason `Evicted`,
+//! kept until the terminated-Pod GC threshold) or another workload's Pod with the same labels
+//! changes nothing.
 
 use flux_fence::ObjectRef;
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, ListParams};
@@ -22,7 +30,8 @@ pub(crate) enum Scaled {
     Broken(Broken),
 }
 
-/// Pure: `dep` as read, with `pods` Pods matching its selector (terminating ones counted),
+/// Pure: `dep` as read, with `pods` of its own Pods left ([`pods_that_count`]: terminating ones
+/// counted),
 /// against the gate's count `want` and our owner value under `owner_key`.
 pub(crate) fn judge_scaled(
     dep: &Value,
@@ -56,6 +65,61 @@ pub(crate) fn judge_scaled(
     }
 }
 
+/// The field selector of the Pods that may still run: ended ones never count.
+const NOT_ENDED: &str = "status.phase!=Failed,status.phase!=Succeeded";
+
+/// The uid of the controller `ownerReference` of `obj` (its JSON), if any.
+fn controller_uid(obj: &Value) -> Option<&str> {
+    obj.pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))?
+        .get("uid")?
+        .as_str()
+}
+
+/// Pure: how many of `pods` (listed by the Deployment's labels) are Deployment `uid`'s, given
+/// the `ReplicaSets` `sets` listed by the same labels: a Pod counts when its controller is a
+/// `ReplicaSet` whose controller is the Deployment, and it has not ended (`Failed`,
+/// `Succeeded`). Terminating Pods count: they may still run.
+pub(crate) fn pods_that_count(uid: &str, sets: &[Value], pods: &[Value]) -> usize {
+    let owned: Vec<&str> = sets
+        .iter()
+        .filter(|rs| controller_uid(rs) == Some(uid))
+        .filter_map(|rs| rs.pointer("/metadata/uid").and_then(Value::as_str))
+        .collect();
+    pods.iter()
+        .filter(|p| controller_uid(p).is_some_and(|u| owned.contains(&u)))
+        .filter(|p| {
+            let phase = p.pointer("/status/phase").and_then(Value::as_str);
+            !matches!(phase, Some("Failed" | "Succeeded"))
+        })
+        .count()
+}
+
+/// Lists the `ReplicaSets` and the not-ended Pods matching `sel` and counts the Deployment
+/// `uid`'s Pods ([`pods_that_count`]).
+async fn count_pods(client: &Client, ns: &str, sel: &str, uid: &str) -> kube::Result<usize> {
+    let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let sets: Vec<Value> = sets
+        .list_metadata(&ListParams::default().labels(sel))
+        .await?
+        .items
+        .into_iter()
+        .map(to_json)
+        .collect();
+    let listed = pods
+        .list_metadata(&ListParams::default().labels(sel).fields(NOT_ENDED))
+        .await?;
+    let pods: Vec<Value> = listed.items.into_iter().map(to_json).collect();
+    Ok(pods_that_count(uid, &sets, &pods))
+}
+
+fn to_json<T: serde::Serialize>(v: T) -> Value {
+    serde_json::to_value(v).unwrap_or_default()
+}
+
 /// `matchLabels` of the Deployment's selector as a label selector; `None` when it has none
 /// (a selector of expressions only is not listed: every Pod of the namespace is not an
 /// answer).
@@ -69,8 +133,8 @@ fn selector(dep: &Value) -> Option<String> {
 }
 
 /// Waits until gated Deployment `obj` is scaled to `want` (its status for the current
-/// generation at `want`, and `want` Pods left), reading it and listing its Pods once per
-/// interval.
+/// generation at `want`, and `want` of its own Pods left: [`pods_that_count`]), reading it
+/// and listing its `ReplicaSets` and Pods once per interval.
 ///
 /// # Errors
 /// [`SuspendError::ScaleTimeout`] with the last counts; [`SuspendError::BrokenDuringProof`] as
@@ -85,7 +149,6 @@ pub async fn wait_scaled(
     uid: &str,
     timing: Timing,
 ) -> Result<(), SuspendError> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &obj.namespace);
     let last = std::sync::Mutex::new((0, 0));
     let done = poll(timing, || async {
         let dep = match crate::object::get_json(client, obj).await {
@@ -101,11 +164,8 @@ pub async fn wait_scaled(
                 detail: format!("{obj}: its selector has no matchLabels to find its Pods by"),
             }));
         };
-        let listed = pods
-            .list_metadata(&ListParams::default().labels(&sel))
-            .await;
-        let count = match listed {
-            Ok(l) => l.items.len(),
+        let count = match count_pods(client, &obj.namespace, &sel, uid).await {
+            Ok(n) => n,
             Err(e) => {
                 tracing::debug!(object = %obj, error = %e, "gate Pod list failed");
                 return None;
@@ -213,6 +273,50 @@ mod tests {
                 pods: 2
             }
         );
+    }
+
+    fn owned(uid: &str, owner: &str) -> Value {
+        json!({ "metadata": { "uid": uid, "ownerReferences": [
+            { "apiVersion": "apps/v1", "kind": "X", "name": "x", "uid": owner, "controller": true },
+        ] } })
+    }
+
+    #[test]
+    fn gate_pods_only_the_deployments_replicasets_pods_that_have_not_ended_count() {
+        let sets = [
+            owned("rs1", "dep"),
+            owned("rs2", "dep"),
+            owned("rs3", "other"),
+        ];
+        let pod = |owner: &str| owned("p", owner);
+        let with_phase = |owner: &str, phase: &str| {
+            let mut p = pod(owner);
+            p["status"] = json!({ "phase": phase, "reason": "Evicted" });
+            p
+        };
+        let not_controller = json!({ "metadata": { "ownerReferences": [
+            { "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "x", "uid": "rs1" },
+        ] } });
+        let table: Vec<(Vec<Value>, usize)> = vec![
+            (vec![], 0),
+            (vec![pod("rs1"), pod("rs2")], 2),
+            // A neighbour with the same labels: no owner, or another Deployment's `ReplicaSet`.
+            (vec![json!({ "metadata": {} }), pod("rs3")], 0),
+            // An owner that is a `ReplicaSet` not listed, or not the controller.
+            (vec![pod("rs9"), not_controller], 0),
+            // Ended Pods, e.g. evicted: never counted.
+            (
+                vec![with_phase("rs1", "Failed"), with_phase("rs1", "Succeeded")],
+                0,
+            ),
+            // Terminating or running Pods of its own count.
+            (vec![with_phase("rs1", "Running"), pod("rs1")], 2),
+        ];
+        for (pods, want) in table {
+            assert_eq!(pods_that_count("dep", &sets, &pods), want, "{pods:?}");
+        }
+        // A `ReplicaSet` that is not the Deployment's makes its Pods none of the Deployment's.
+        assert_eq!(pods_that_count("dep", &[], &[pod("rs1")]), 0);
     }
 
     #[test]

@@ -28,6 +28,7 @@
 //!   work's [`Cancel`] is stopped and the session ends with [`SessionError::PauseBroken`],
 //!   naming the object, the change and the field manager ([`what_broke`]).
 
+pub mod autoscaler;
 mod by_object;
 pub mod dry_run;
 mod error;

@@ -127,6 +127,10 @@ pub struct SessionOptions {
     /// time left) before it is hurried, and hurried before the holder's own deadline
     /// (flux-fence's `lease::deadline`).
     pub kill_grace: Duration,
+    /// Gate a Deployment that a `HorizontalPodAutoscaler` or a KEDA `ScaledObject` targets
+    /// (`--allow-autoscaler`): without it the preflight refuses such a replicas gate before
+    /// any write, naming the autoscaler and its fix ([`crate::autoscaler`]).
+    pub allow_autoscaler: bool,
 }
 
 impl Default for SessionOptions {
@@ -145,6 +149,7 @@ impl Default for SessionOptions {
             reason: None,
             recover_finished_runs: None,
             kill_grace: Duration::from_secs(5),
+            allow_autoscaler: false,
         }
     }
 }

@@ -57,6 +57,7 @@ pub(crate) async fn preflight(
             replicas: t.replicas,
         });
     }
+    super::autoscaler::refuse_autoscalers(client, opts).await?;
     // Several targets are fenced dependents first, so the release frees each object after the
     // objects it depends on (`spec.dependsOn`, read above: no request more).
     if chains.len() > 1 {

@@ -293,8 +293,33 @@ fn replicas_gate_rights_are_its_deployment_by_name_and_the_pods_of_its_namespace
         [
             r#"get apps/deployments Some("kube-system") Some("cluster-autoscaler")"#,
             r#"patch apps/deployments Some("kube-system") Some("cluster-autoscaler")"#,
+            r#"list apps/replicasets Some("kube-system") None"#,
             r#"list /pods Some("kube-system") None"#,
         ]
+    );
+    let autoscalers: Vec<String> = rights(&plan)
+        .iter()
+        .filter(|r| r.feature == Feature::GateAutoscaler)
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        autoscalers,
+        [
+            "list horizontalpodautoscalers.autoscaling in kube-system",
+            "list scaledobjects.keda.sh in kube-system",
+        ]
+    );
+    // Each right is one rule under its feature in the manifests.
+    let subject = Subject {
+        namespace: "flux-system".into(),
+        name: "flux-handoff".into(),
+    };
+    let yaml = manifests(&plan, &subject, &[]);
+    assert!(
+        yaml.contains(
+            "  # a replicas gate looks for an autoscaler of its Deployment\n  - apiGroups: [\"autoscaling\"]\n    resources: [\"horizontalpodautoscalers\"]\n    verbs: [\"list\"]\n  # a replicas gate looks for an autoscaler of its Deployment\n  - apiGroups: [\"keda.sh\"]\n    resources: [\"scaledobjects\"]\n    verbs: [\"list\"]\n"
+        ),
+        "{yaml}"
     );
     // Nothing on Deployments without a gate.
     assert!(rights(&base()).iter().all(|r| r.resource != "deployments"));

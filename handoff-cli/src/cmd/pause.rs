@@ -20,8 +20,9 @@ pub async fn run(
     let file = config::load_optional(global.config.as_deref()).map_err(Failure::usage)?;
     crate::notify::configure(out, &args.events, file.events_addr.as_deref())?;
     let named = args.targets.with(&args.positional);
-    let (plan, client) =
+    let (mut plan, client) =
         settings::prepare(global, (&args.select, &named, &args.holder), &file, out).await?;
+    plan.options.allow_autoscaler = args.allow_autoscaler;
     let lease = plan.options.lease.clone();
     let hints = Hints::of("pause", &plan.options);
     if args.dry_run.is_some() {

@@ -37,6 +37,7 @@ pub async fn run(
         settings::prepare(global, (&args.select, &named, &args.holder), &file, out).await?;
     // The holder's deadline stops the command this long before it must be gone.
     plan.options.kill_grace = args.grace;
+    plan.options.allow_autoscaler = args.allow_autoscaler;
     let hints = Hints::of("run", &plan.options);
     if args.dry_run.is_some() {
         return super::dry_run::run(client, plan, cancel, out, &hints, Some(program)).await;
