@@ -3,7 +3,7 @@
 //! left recovered so the next group starts clean.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use fault_proxy::Proxy;
@@ -14,7 +14,9 @@ use tokio::sync::{Mutex, watch};
 
 use super::job::{self, Ctx, Ran};
 use super::judge::{Facts, classify};
-use super::schedule::{Fault, Group};
+use super::person::{self, Done};
+use super::schedule::{Extra, Fault, Group};
+use super::stage;
 use crate::chaos::cell::{PARENT, Site, TARGET};
 use crate::chaos::liveness::{self, End, LeaseSeen, Warranted};
 use crate::chaos::nemesis::checker::{self, Event, Object, Outcome};
@@ -47,6 +49,8 @@ pub struct Judged {
     pub faults: BTreeSet<&'static str>,
     /// A job that did not deploy, classified from the history ([`liveness::classify`]).
     pub liveness: Option<Result<Warranted, String>>,
+    /// A person scaled its gate while it held it.
+    pub broken: bool,
 }
 
 /// What one group left.
@@ -58,10 +62,21 @@ pub struct Played {
     pub outside: Vec<(String, Vec<String>)>,
     /// I2 violations and what recovery could not restore.
     pub leaked: Vec<String>,
+    /// The person's pause and resume, when the group has one.
+    pub person: Option<Done>,
+    /// The holder whose gate a person scaled while it held it.
+    pub scaled: Option<String>,
+    /// The next steps run to settle it, each with its exit.
+    pub settled: Vec<String>,
 }
 
-/// Plays group `g`.
-pub async fn play(env: &Env, g: &Group) -> anyhow::Result<Played> {
+/// Plays group `g`; `model` plays the namespace's controller (a person's resume may be kept
+/// from Ready).
+pub async fn play(
+    env: &Env,
+    model: &flux_model::model::ModelHandle,
+    g: &Group,
+) -> anyhow::Result<Played> {
     let members = [PARENT, TARGET];
     let ns = env.ctx.namespace.clone();
     // The work ConfigMap names no holder when the group starts: the recorder's first events
@@ -87,19 +102,73 @@ pub async fn play(env: &Env, g: &Group) -> anyhow::Result<Played> {
             inject(&plane, &proxy, &recorder, &site, &t.fault, done).await
         }));
     }
+    // A person's `kubectl scale` of the gate while a gate job holds it (at most one a group).
+    let scaled = Arc::new(std::sync::Mutex::new(None::<String>));
+    let scales: Vec<_> = g
+        .jobs
+        .iter()
+        .filter_map(|j| match j.extra {
+            Extra::Gate { scale_ms: Some(ms) } => Some(ms),
+            _ => None,
+        })
+        .map(|ms| {
+            let (client, ns, done, scaled) =
+                (env.client.clone(), ns.clone(), done.clone(), scaled.clone());
+            tokio::spawn(async move {
+                let broke = stage::scale_during(&client, &ns, ms, done).await;
+                *scaled.lock().unwrap_or_else(PoisonError::into_inner) = broke;
+            })
+        })
+        .collect();
     let mut jobs = Vec::new();
     for j in g.jobs.clone() {
-        let ctx = env.ctx.clone();
+        let (ctx, site, scaled) = (env.ctx.clone(), env.site.clone(), scaled.clone());
         jobs.push(tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(j.at_ms)).await;
-            job::run(&ctx, &j).await
+            let ran = job::run(&ctx, &j).await?;
+            // The on-call settles the gate the person broke with the steps the run printed.
+            let broke = scaled
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            let settled = if broke.as_deref() == Some(ran.holder.as_str()) {
+                stage::settle(&site, &ran).await?
+            } else {
+                Vec::new()
+            };
+            anyhow::Ok((ran, settled))
         }));
     }
-    let mut ran = Vec::new();
-    for j in jobs {
-        ran.push(j.await??);
-    }
+    let who = person::As {
+        bin: env.ctx.handoff_bin.clone(),
+        direct: env.ctx.direct.clone(),
+        config: env.ctx.config.clone(),
+        namespace: ns.clone(),
+    };
+    let the_person = async {
+        match &g.person {
+            Some(p) => Some(person::play(&who, &env.client, model, p, (g.index, origin)).await),
+            None => None,
+        }
+    };
+    let the_jobs = async {
+        let mut ran = Vec::new();
+        for j in jobs {
+            ran.push(j.await??);
+        }
+        anyhow::Ok(ran)
+    };
+    let (the_person, ran) = tokio::join!(the_person, the_jobs);
+    let (ran, settled): (Vec<Ran>, Vec<Vec<String>>) = ran?.into_iter().unzip();
+    let the_person = the_person.transpose()?;
     done_tx.send_replace(true);
+    for s in scales {
+        s.await?;
+    }
+    let scaled = scaled
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
     let mut fired = Vec::new();
     for f in faults {
         fired.extend(f.await??);
@@ -108,7 +177,8 @@ pub async fn play(env: &Env, g: &Group) -> anyhow::Result<Played> {
     let history = recorder.events();
     let lease = recorder.leases(origin);
     drop(recorder);
-    let outcomes: Vec<Outcome> = ran.iter().flat_map(outcomes).collect();
+    let mut outcomes: Vec<Outcome> = ran.iter().flat_map(outcomes).collect();
+    outcomes.extend(the_person.iter().flat_map(|p| p.outcomes.clone()));
     let v = checker::check(&history, &members, &outcomes);
     let mut outside = Vec::new();
     let mut leaked = Vec::new();
@@ -120,9 +190,15 @@ pub async fn play(env: &Env, g: &Group) -> anyhow::Result<Played> {
         }
     }
     leaked.extend(env.site.recover_rest(None).await?.0);
-    let broken = liveness::broken_by(&member_versions(&history));
+    leaked.extend(stage::left_and_cleaned(&env.client, &ns).await?);
+    let mut broken = liveness::broken_by(&member_versions(&history));
+    broken.extend(scaled.clone());
     let budget = liveness::budget_ms(env.ctx.wait_lease);
     let finished = finished(&ran, origin);
+    let resumed: BTreeMap<String, u64> = the_person
+        .iter()
+        .filter_map(|p| Some((p.holder.clone(), since(origin, p.resume_span?.1))))
+        .collect();
     let recovers = env.ctx.github.is_some();
     let jobs = ran
         .into_iter()
@@ -134,9 +210,12 @@ pub async fn play(env: &Env, g: &Group) -> anyhow::Result<Played> {
                 lease: &lease,
                 broken: &broken,
                 finished: &finished,
+                resumed: &resumed,
                 recovers,
             };
             j.liveness = live(&j, &seen);
+            j.broken = scaled.as_deref() == Some(j.ran.holder.as_str());
+            by_history(&mut j);
             j
         })
         .collect();
@@ -145,6 +224,9 @@ pub async fn play(env: &Env, g: &Group) -> anyhow::Result<Played> {
         fired,
         outside,
         leaked,
+        person: the_person,
+        scaled,
+        settled: settled.into_iter().flatten().collect(),
     })
 }
 
@@ -212,6 +294,7 @@ fn judge(ran: Ran, fired: &[Fired]) -> Judged {
         verdict,
         faults,
         liveness: None,
+        broken: false,
     }
 }
 
@@ -240,6 +323,30 @@ fn finished(ran: &[Ran], origin: Instant) -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// A job the exit-code judge calls an ejection, whose departure the history warrants (a
+/// person's pause held on purpose, a person who broke its pause, a live holder for its whole
+/// budget), was not lost to the tool: the history decides, whatever the exit code (a refusal
+/// by a parked Lease is an exit 3 that reads like a busy Lease). Its post step must still
+/// have passed.
+fn by_history(j: &mut Judged) {
+    let post_ok = j.ran.post == Some(0);
+    if j.verdict.is_err() && j.broken {
+        // A person scaled its gate: whatever it exited (7 withheld, or 8 stopped), the
+        // server's history warrants it; what it left is judged as a leak.
+        j.verdict = Ok("a person broke the pause (scaled the gate)");
+        return;
+    }
+    if let (Err(_), Some(Ok(w))) = (&j.verdict, &j.liveness)
+        && post_ok
+        && matches!(
+            w,
+            Warranted::Parked | Warranted::PauseBroken | Warranted::LiveHolder
+        )
+    {
+        j.verdict = Ok(w.name());
+    }
+}
+
 /// What the group's history says, as each job's liveness is judged.
 struct Seen<'a> {
     origin: Instant,
@@ -247,6 +354,8 @@ struct Seen<'a> {
     lease: &'a [LeaseSeen],
     broken: &'a [String],
     finished: &'a BTreeMap<String, u64>,
+    /// Holders of a person's pause -> when its resume ended.
+    resumed: &'a BTreeMap<String, u64>,
     /// The jobs ran with `recover-finished-runs` and a stand-in GitHub API.
     recovers: bool,
 }
@@ -277,11 +386,12 @@ fn live(j: &Judged, seen: &Seen<'_>) -> Option<Result<Warranted, String>> {
         recovers: seen.recovers,
     };
     let broken = seen.broken.contains(&r.holder);
-    Some(liveness::classify_finished(
+    Some(liveness::classify_among(
         &job,
         seen.lease,
         broken,
         seen.finished,
+        seen.resumed,
     ))
 }
 
