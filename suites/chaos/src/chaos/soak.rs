@@ -117,41 +117,8 @@ pub async fn run(s: &Settings, o: &Options) -> anyhow::Result<bool> {
         if o.group.is_some_and(|only| only != g.index) {
             continue;
         }
-        let jobs: Vec<String> = g
-            .jobs
-            .iter()
-            .map(|j| {
-                let cancel = j
-                    .cancel_ms
-                    .map(|c| format!(" cancel@{c}ms"))
-                    .unwrap_or_default();
-                let fails = if j.fails { " fails" } else { "" };
-                let preempt = j
-                    .preempt_ms
-                    .map(|p| format!(" preempt@{p}ms"))
-                    .unwrap_or_default();
-                format!(
-                    "#{}@{}ms w{}{fails}{cancel}{preempt}{}",
-                    j.index, j.at_ms, j.writes, j.extra
-                )
-            })
-            .collect();
-        let faults: Vec<String> = g
-            .faults
-            .iter()
-            .map(|t| format!("{}@{}ms", t.fault, t.at_ms))
-            .collect();
-        eprintln!("soak: group {}: jobs {jobs:?} faults {faults:?}", g.index);
+        describe(g);
         let t0 = Instant::now();
-        if let Some(p) = &g.person {
-            eprintln!(
-                "soak: group {}: person pause apps @{}ms hold {}ms{}",
-                g.index,
-                p.at_ms,
-                p.hold_ms,
-                if p.ready_fails { " ready_fails" } else { "" }
-            );
-        }
         let played = group::play(&env, &mini.model, g)
             .await
             .with_context(|| format!("soak seed {} group {}", o.seed, g.index))?;
@@ -171,6 +138,44 @@ pub async fn run(s: &Settings, o: &Options) -> anyhow::Result<bool> {
     let figures = tally.report(&leaks.line, started);
     println!("{}", figures.line());
     Ok(figures.passed() && leaks.findings.is_empty())
+}
+
+/// Prints group `g`'s plan: its jobs, faults and person.
+fn describe(g: &schedule::Group) {
+    let jobs: Vec<String> = g
+        .jobs
+        .iter()
+        .map(|j| {
+            let cancel = j
+                .cancel_ms
+                .map(|c| format!(" cancel@{c}ms"))
+                .unwrap_or_default();
+            let fails = if j.fails { " fails" } else { "" };
+            let preempt = j
+                .preempt_ms
+                .map(|p| format!(" preempt@{p}ms"))
+                .unwrap_or_default();
+            format!(
+                "#{}@{}ms w{}{fails}{cancel}{preempt}{}",
+                j.index, j.at_ms, j.writes, j.extra
+            )
+        })
+        .collect();
+    let faults: Vec<String> = g
+        .faults
+        .iter()
+        .map(|t| format!("{}@{}ms", t.fault, t.at_ms))
+        .collect();
+    eprintln!("soak: group {}: jobs {jobs:?} faults {faults:?}", g.index);
+    if let Some(p) = &g.person {
+        eprintln!(
+            "soak: group {}: person pause apps @{}ms hold {}ms{}",
+            g.index,
+            p.at_ms,
+            p.hold_ms,
+            if p.ready_fails { " ready_fails" } else { "" }
+        );
+    }
 }
 
 /// Counts over the groups.

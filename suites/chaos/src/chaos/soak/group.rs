@@ -102,55 +102,10 @@ pub async fn play(
             inject(&plane, &proxy, &recorder, &site, &t.fault, done).await
         }));
     }
-    // A person's `kubectl scale` of the gate while a gate job holds it (at most one a group).
     let scaled = Arc::new(std::sync::Mutex::new(None::<String>));
-    let scales: Vec<_> = g
-        .jobs
-        .iter()
-        .filter_map(|j| match j.extra {
-            Extra::Gate { scale_ms: Some(ms) } => Some(ms),
-            _ => None,
-        })
-        .map(|ms| {
-            let (client, ns, done, scaled) =
-                (env.client.clone(), ns.clone(), done.clone(), scaled.clone());
-            tokio::spawn(async move {
-                let broke = stage::scale_during(&client, &ns, ms, done).await;
-                *scaled.lock().unwrap_or_else(PoisonError::into_inner) = broke;
-            })
-        })
-        .collect();
-    let mut jobs = Vec::new();
-    for j in g.jobs.clone() {
-        let (ctx, site, scaled) = (env.ctx.clone(), env.site.clone(), scaled.clone());
-        jobs.push(tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(j.at_ms)).await;
-            let ran = job::run(&ctx, &j).await?;
-            // The on-call settles the gate the person broke with the steps the run printed.
-            let broke = scaled
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
-            let settled = if broke.as_deref() == Some(ran.holder.as_str()) {
-                stage::settle(&site, &ran).await?
-            } else {
-                Vec::new()
-            };
-            anyhow::Ok((ran, settled))
-        }));
-    }
-    let who = person::As {
-        bin: env.ctx.handoff_bin.clone(),
-        direct: env.ctx.direct.clone(),
-        config: env.ctx.config.clone(),
-        namespace: ns.clone(),
-    };
-    let the_person = async {
-        match &g.person {
-            Some(p) => Some(person::play(&who, &env.client, model, p, (g.index, origin)).await),
-            None => None,
-        }
-    };
+    let scale_tasks = spawn_scales(env, g, &done, &scaled);
+    let jobs = spawn_jobs(env, g, &scaled);
+    let the_person = person_of(env, model, g, origin);
     let the_jobs = async {
         let mut ran = Vec::new();
         for j in jobs {
@@ -159,10 +114,14 @@ pub async fn play(
         anyhow::Ok(ran)
     };
     let (the_person, ran) = tokio::join!(the_person, the_jobs);
-    let (ran, settled): (Vec<Ran>, Vec<Vec<String>>) = ran?.into_iter().unzip();
+    let (ran, settled): (Vec<Ran>, Vec<_>) = ran?.into_iter().unzip();
+    let (settled, settled_at) = settled
+        .into_iter()
+        .flatten()
+        .unzip::<_, _, Vec<_>, Vec<_>>();
     let the_person = the_person.transpose()?;
     done_tx.send_replace(true);
-    for s in scales {
+    for s in scale_tasks {
         s.await?;
     }
     let scaled = scaled
@@ -179,18 +138,10 @@ pub async fn play(
     drop(recorder);
     let mut outcomes: Vec<Outcome> = ran.iter().flat_map(outcomes).collect();
     outcomes.extend(the_person.iter().flat_map(|p| p.outcomes.clone()));
-    let v = checker::check(&history, &members, &outcomes);
-    let mut outside = Vec::new();
-    let mut leaked = Vec::new();
-    for x in v.violations {
-        if x.invariant == "I1" {
-            outside.push((x.text, checker::around(&history, x.rv, 12, 4)));
-        } else {
-            leaked.push(x.text);
-        }
-    }
-    leaked.extend(env.site.recover_rest(None).await?.0);
+    let (outside, mut leaked) = violations(&history, &members, &outcomes);
+    // The gate and the operator object first: a gate left fenced keeps its chain's release.
     leaked.extend(stage::left_and_cleaned(&env.client, &ns).await?);
+    leaked.extend(env.site.recover_rest(None).await?.0);
     let mut broken = liveness::broken_by(&member_versions(&history));
     broken.extend(scaled.clone());
     let budget = liveness::budget_ms(env.ctx.wait_lease);
@@ -200,25 +151,18 @@ pub async fn play(
         .filter_map(|p| Some((p.holder.clone(), since(origin, p.resume_span?.1))))
         .collect();
     let recovers = env.ctx.github.is_some();
-    let jobs = ran
-        .into_iter()
-        .map(|r| {
-            let mut j = judge(r, &fired);
-            let seen = Seen {
-                origin,
-                budget_ms: budget,
-                lease: &lease,
-                broken: &broken,
-                finished: &finished,
-                resumed: &resumed,
-                recovers,
-            };
-            j.liveness = live(&j, &seen);
-            j.broken = scaled.as_deref() == Some(j.ran.holder.as_str());
-            by_history(&mut j);
-            j
-        })
-        .collect();
+    let seen = Seen {
+        origin,
+        budget_ms: budget,
+        lease: &lease,
+        broken: &broken,
+        finished: &finished,
+        resumed: &resumed,
+        recovers,
+        scaled: scaled.as_deref(),
+        settled_at: settled_at.first().copied(),
+    };
+    let jobs = ran.into_iter().map(|r| judged(r, &fired, &seen)).collect();
     Ok(Played {
         jobs,
         fired,
@@ -323,28 +267,124 @@ fn finished(ran: &[Ran], origin: Instant) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// A job the exit-code judge calls an ejection, whose departure the history warrants (a
-/// person's pause held on purpose, a person who broke its pause, a live holder for its whole
-/// budget), was not lost to the tool: the history decides, whatever the exit code (a refusal
-/// by a parked Lease is an exit 3 that reads like a busy Lease). Its post step must still
-/// have passed.
-fn by_history(j: &mut Judged) {
-    let post_ok = j.ran.post == Some(0);
-    if j.verdict.is_err() && j.broken {
-        // A person scaled its gate: whatever it exited (7 withheld, or 8 stopped), the
-        // server's history warrants it; what it left is judged as a leak.
-        j.verdict = Ok("a person broke the pause (scaled the gate)");
-        return;
+/// The checker's verdict on `history`: I1 violations (with the history around each), and
+/// the rest (I2).
+fn violations(
+    history: &[Event],
+    members: &[&str],
+    outcomes: &[Outcome],
+) -> (Vec<(String, Vec<String>)>, Vec<String>) {
+    let mut outside = Vec::new();
+    let mut leaked = Vec::new();
+    for x in checker::check(history, members, outcomes).violations {
+        if x.invariant == "I1" {
+            outside.push((x.text, checker::around(history, x.rv, 12, 4)));
+        } else {
+            leaked.push(x.text);
+        }
     }
-    if let (Err(_), Some(Ok(w))) = (&j.verdict, &j.liveness)
-        && post_ok
-        && matches!(
-            w,
-            Warranted::Parked | Warranted::PauseBroken | Warranted::LiveHolder
-        )
+    (outside, leaked)
+}
+
+/// Group `g`'s person, played from `origin` when it has one.
+async fn person_of(
+    env: &Env,
+    model: &flux_model::model::ModelHandle,
+    g: &Group,
+    origin: Instant,
+) -> Option<anyhow::Result<Done>> {
+    let who = person::As {
+        bin: env.ctx.handoff_bin.clone(),
+        direct: env.ctx.direct.clone(),
+        config: env.ctx.config.clone(),
+        namespace: env.ctx.namespace.clone(),
+    };
+    let p = g.person.as_ref()?;
+    Some(person::play(&who, &env.client, model, p, (g.index, origin)).await)
+}
+
+/// A person's `kubectl scale` of the gate while a gate job holds it (at most one a group):
+/// each task leaves the holder whose fence it broke in `scaled`.
+fn spawn_scales(
+    env: &Env,
+    g: &Group,
+    done: &watch::Receiver<bool>,
+    scaled: &Arc<std::sync::Mutex<Option<String>>>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    g.jobs
+        .iter()
+        .filter_map(|j| match j.extra {
+            Extra::Gate { scale_ms: Some(ms) } => Some(ms),
+            _ => None,
+        })
+        .map(|ms| {
+            let (client, ns) = (env.client.clone(), env.ctx.namespace.clone());
+            let (done, scaled) = (done.clone(), scaled.clone());
+            tokio::spawn(async move {
+                let broke = stage::scale_during(&client, &ns, ms, done).await;
+                *scaled.lock().unwrap_or_else(PoisonError::into_inner) = broke;
+            })
+        })
+        .collect()
+}
+
+/// What a job's task gives: how it ran, and when its holder's gate was scaled, the next
+/// steps run to settle it (each with its exit) and when they ended.
+type JobDone = (Ran, Option<(Vec<String>, Instant)>);
+
+/// Starts each job of `g` at its offset; the on-call settles the gate a person broke with the
+/// steps the run printed as soon as its post step ended.
+fn spawn_jobs(
+    env: &Env,
+    g: &Group,
+    scaled: &Arc<std::sync::Mutex<Option<String>>>,
+) -> Vec<tokio::task::JoinHandle<anyhow::Result<JobDone>>> {
+    g.jobs
+        .iter()
+        .cloned()
+        .map(|j| {
+            let (ctx, site, scaled) = (env.ctx.clone(), env.site.clone(), scaled.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(j.at_ms)).await;
+                let ran = job::run(&ctx, &j).await?;
+                let broke = scaled
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                let settled = if broke.as_deref() == Some(ran.holder.as_str()) {
+                    let lines: Vec<&str> = (ran.main_lines.iter())
+                        .chain(&ran.post_lines)
+                        .map(|(_, l)| l.as_str())
+                        .collect();
+                    Some((stage::settle(&site, &lines).await?, Instant::now()))
+                } else {
+                    None
+                };
+                anyhow::Ok((ran, settled))
+            })
+        })
+        .collect()
+}
+
+/// One job judged: by its exits, by the history (liveness), then the exit verdict corrected
+/// by the history ([`super::judge::by_history`]).
+fn judged(r: Ran, fired: &[Fired], seen: &Seen<'_>) -> Judged {
+    let mut j = judge(r, fired);
+    j.liveness = live(&j, seen);
+    j.broken = seen.scaled == Some(j.ran.holder.as_str());
+    if let Some(h) = seen.scaled
+        && !j.broken
+        && j.ran.main_error().contains(h)
+        && seen.settled_at.is_none_or(|at| j.ran.main_span.1 <= at)
+        && let Some(Err(_)) = &j.liveness
     {
-        j.verdict = Ok(w.name());
+        // Refused by what a person's scale left of the holder in front of it, before the
+        // on-call settled it: the person broke that pause.
+        j.liveness = Some(Ok(Warranted::PauseBroken));
     }
+    let post_ok = j.ran.post == Some(0);
+    j.verdict = super::judge::by_history(j.verdict, j.liveness.as_ref(), j.broken, post_ok);
+    j
 }
 
 /// What the group's history says, as each job's liveness is judged.
@@ -358,6 +398,9 @@ struct Seen<'a> {
     resumed: &'a BTreeMap<String, u64>,
     /// The jobs ran with `recover-finished-runs` and a stand-in GitHub API.
     recovers: bool,
+    /// The holder whose gate a person scaled, and when the on-call's next steps ended.
+    scaled: Option<&'a str>,
+    settled_at: Option<Instant>,
 }
 
 /// The liveness verdict of a job that did not deploy (its deploy script did not end 0).

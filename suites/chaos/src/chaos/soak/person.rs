@@ -23,7 +23,7 @@ use crate::chaos::nemesis::checker::Outcome;
 /// The Kustomization a person pauses (a sibling of the jobs' target, under the same parent).
 pub const PAUSED: &str = "apps";
 /// A bound no step of the person reaches unless something hangs.
-const BOUND: Duration = Duration::from_secs(300);
+const BOUND: Duration = Duration::from_mins(5);
 
 /// How to run the CLI as the person.
 #[derive(Debug, Clone)]
@@ -163,11 +163,8 @@ pub async fn play(
             last_line(&err)
         ));
     }
-    let lease = Api::<Lease>::namespaced(client.clone(), &who.namespace)
-        .get_opt(LEASE)
-        .await?;
-    let still = lease
-        .and_then(|l| l.spec?.holder_identity)
+    let still = held_by(client, &who.namespace)
+        .await?
         .is_some_and(|h| h == holder);
     if still {
         done.problems.push(format!(
@@ -176,6 +173,22 @@ pub async fn play(
         ));
     }
     Ok(done)
+}
+
+/// The Lease's holder, read again while the API server restarts (a fault of the group).
+async fn held_by(client: &kube::Client, ns: &str) -> anyhow::Result<Option<String>> {
+    let api = Api::<Lease>::namespaced(client.clone(), ns);
+    let mut tries = 0;
+    loop {
+        match api.get_opt(LEASE).await {
+            Ok(l) => return Ok(l.and_then(|l| l.spec?.holder_identity)),
+            Err(e) if tries >= 60 => return Err(e.into()),
+            Err(_) => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+    }
 }
 
 /// `reconcile.fluxcd.io/requestedAt` on [`PAUSED`] (best effort: the next person's resume

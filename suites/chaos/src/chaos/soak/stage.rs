@@ -1,6 +1,6 @@
 //! What the soak's jobs pause besides the chain (issue 48, deliverable 8; issue 49,
 //! deliverable 6): a Flux Operator `ResourceSet` (`tenants`) and a replicas gate's Deployment
-//! (`web`, 2 replicas, applied by the chain's target Kustomization), both played by a second
+//! (`web`, 2 replicas, applied by the `apps` Kustomization), both played by a second
 //! controller model (Flux Operator's `ResourceSet` controller, and the Deployment's Pods and
 //! status), and a person's `kubectl scale` of the gate while a job holds it.
 //!
@@ -15,8 +15,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::job::Ran;
-use crate::chaos::cell::{Site, TARGET};
+use crate::chaos::cell::Site;
 
 /// The Flux Operator object some jobs pause (`rset/NS/tenants`).
 pub const OPERATOR: &str = "tenants";
@@ -38,7 +37,7 @@ pub async fn start(client: &kube::Client, ns: &str) -> anyhow::Result<ModelHandl
     let deps: Api<Deployment> = Api::namespaced(client.clone(), ns);
     let dep: Deployment = serde_json::from_value(json!({
         "metadata": { "name": GATED, "labels": {
-            "kustomize.toolkit.fluxcd.io/name": TARGET,
+            "kustomize.toolkit.fluxcd.io/name": super::person::PAUSED,
             "kustomize.toolkit.fluxcd.io/namespace": ns,
         } },
         "spec": {
@@ -179,17 +178,14 @@ pub async fn leftovers(client: &kube::Client, ns: &str) -> anyhow::Result<Vec<St
 /// Flags a printed step may name that the site's own command line already gives.
 const GIVEN: [&str; 4] = ["--kubeconfig", "--config", "--namespace", "-n"];
 
-/// Runs the next steps `ran` printed (main step, then post step) against the API server,
-/// as an on-call would after a person broke its gate: each step with its exit.
+/// Runs the next steps a job printed (`lines`: its main step's, then its post step's)
+/// against the API server, as an on-call would after a person broke its gate: each step with
+/// its exit.
 ///
 /// # Errors
 /// A step could not be started.
-pub async fn settle(site: &Site, ran: &Ran) -> anyhow::Result<Vec<String>> {
-    let lines = ran
-        .main_lines
-        .iter()
-        .chain(&ran.post_lines)
-        .map(|(_, l)| l.as_str());
+pub async fn settle(site: &Site, lines: &[&str]) -> anyhow::Result<Vec<String>> {
+    let lines = lines.iter().copied();
     let mut done = Vec::new();
     for step in next_steps(lines) {
         let mut args: Vec<&str> = Vec::new();
@@ -259,16 +255,21 @@ fn unfenced(o: &Value, replicas: Option<i32>) -> Value {
     patch
 }
 
-/// The `flux-handoff ...` commands among `lines` (what a run prints as its next steps), in
-/// order, each as its words, without repeats.
+/// The `flux-handoff ...` commands after `next:` in `lines` (what a run prints as its next
+/// steps), in order, each as its words up to a parenthesis or a comma, without repeats.
 #[must_use]
 pub fn next_steps<'a>(lines: impl IntoIterator<Item = &'a str>) -> Vec<Vec<String>> {
     let mut out: Vec<Vec<String>> = Vec::new();
     for l in lines {
-        let mut rest = l;
+        let Some(next) = l.find("next:") else {
+            continue;
+        };
+        let mut rest = &l[next..];
         while let Some(at) = rest.find("flux-handoff ") {
             let tail = &rest[at + "flux-handoff ".len()..];
-            let end = tail.find(['`', ';', ')', '\'', '"']).unwrap_or(tail.len());
+            let end = tail
+                .find(['`', ';', '(', ')', ',', '\'', '"'])
+                .unwrap_or(tail.len());
             let words: Vec<String> = tail[..end].split_whitespace().map(str::to_string).collect();
             let command = words
                 .first()
@@ -289,15 +290,28 @@ mod tests {
     #[test]
     fn soak_next_steps_are_read_from_the_lines_a_run_printed() {
         let lines = [
-            "::error::release of deployment/ns/web withheld: field /spec/replicas was changed",
-            "next: flux-handoff fences release deployment/ns/web --keep-moved --holder gh1.1-a \
-             --holder-exited; then `flux-handoff resume --holder gh1.1-a --holder-exited`",
+            "::error::the pause was broken: Deployment ns/web: its spec.replicas moved; next: \
+             flux-handoff fences release deployment/ns/web --holder gh1.1-a --holder-exited \
+             --keep-moved (keeps field /spec/replicas as they set it), then flux-handoff \
+             resume --holder gh1.1-a --holder-exited",
             "next: flux-handoff resume --holder gh1.1-a --holder-exited",
+            "running flux-handoff resume --holder gh1.1-a --if-held",
             "see flux-handoff --help",
         ];
         let steps = next_steps(lines);
         assert_eq!(steps.len(), 2, "{steps:?}");
-        assert_eq!(steps[0][..3], ["fences", "release", "deployment/ns/web"]);
+        assert_eq!(
+            steps[0],
+            [
+                "fences",
+                "release",
+                "deployment/ns/web",
+                "--holder",
+                "gh1.1-a",
+                "--holder-exited",
+                "--keep-moved"
+            ]
+        );
         assert_eq!(
             steps[1],
             ["resume", "--holder", "gh1.1-a", "--holder-exited"]
