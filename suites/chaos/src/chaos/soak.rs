@@ -19,6 +19,7 @@
 //! work_outside_pause=N overhead_p50_ms=N overhead_p99_ms=N`; each ejection, unwarranted job or
 //! violation is printed with its seed, its group and the command that replays that group.
 
+pub mod actors;
 pub mod group;
 pub mod job;
 pub mod judge;
@@ -39,7 +40,8 @@ use super::Settings;
 use super::nemesis::history::WORK;
 use super::restart::mini::Mini;
 use super::restart::plane::Plane;
-use group::{Env, Played};
+use actors::Env;
+use group::Played;
 use judge::{Figures, percentile};
 
 /// What to run.

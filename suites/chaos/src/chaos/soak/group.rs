@@ -12,25 +12,17 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 use tokio::sync::{Mutex, watch};
 
-use super::job::{self, Ctx, Ran};
+use super::actors::{self, Env};
+use super::job::{self, Ran};
 use super::judge::{Facts, classify};
-use super::person::{self, Done};
-use super::schedule::{Extra, Fault, Group};
+use super::person::Done;
+use super::schedule::{Fault, Group};
 use super::stage;
-use crate::chaos::cell::{PARENT, Site, TARGET};
+use crate::chaos::cell::{PARENT, TARGET};
 use crate::chaos::liveness::{self, End, LeaseSeen, Warranted};
 use crate::chaos::nemesis::checker::{self, Event, Object, Outcome};
 use crate::chaos::nemesis::history::{Recorder, WORK, since};
 use crate::chaos::restart::plane::Plane;
-
-/// What the group runs against.
-pub struct Env {
-    pub ctx: Ctx,
-    pub plane: Arc<Mutex<Plane>>,
-    pub proxy: Arc<Proxy>,
-    pub client: kube::Client,
-    pub site: Arc<Site>,
-}
 
 /// One injected fault: its kind and the window it acted in.
 #[derive(Debug, Clone)]
@@ -103,9 +95,9 @@ pub async fn play(
         }));
     }
     let scaled = Arc::new(std::sync::Mutex::new(None::<String>));
-    let scale_tasks = spawn_scales(env, g, &done, &scaled);
-    let jobs = spawn_jobs(env, g, &scaled);
-    let the_person = person_of(env, model, g, origin);
+    let scale_tasks = actors::spawn_scales(env, g, &done, &scaled);
+    let jobs = actors::spawn_jobs(env, g, &scaled);
+    let the_person = actors::person_of(env, model, g, origin);
     let the_jobs = async {
         let mut ran = Vec::new();
         for j in jobs {
@@ -284,86 +276,6 @@ fn violations(
         }
     }
     (outside, leaked)
-}
-
-/// Group `g`'s person, played from `origin` when it has one.
-async fn person_of(
-    env: &Env,
-    model: &flux_model::model::ModelHandle,
-    g: &Group,
-    origin: Instant,
-) -> Option<anyhow::Result<Done>> {
-    let who = person::As {
-        bin: env.ctx.handoff_bin.clone(),
-        direct: env.ctx.direct.clone(),
-        config: env.ctx.config.clone(),
-        namespace: env.ctx.namespace.clone(),
-    };
-    let p = g.person.as_ref()?;
-    Some(person::play(&who, &env.client, model, p, (g.index, origin)).await)
-}
-
-/// A person's `kubectl scale` of the gate while a gate job holds it (at most one a group):
-/// each task leaves the holder whose fence it broke in `scaled`.
-fn spawn_scales(
-    env: &Env,
-    g: &Group,
-    done: &watch::Receiver<bool>,
-    scaled: &Arc<std::sync::Mutex<Option<String>>>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    g.jobs
-        .iter()
-        .filter_map(|j| match j.extra {
-            Extra::Gate { scale_ms: Some(ms) } => Some(ms),
-            _ => None,
-        })
-        .map(|ms| {
-            let (client, ns) = (env.client.clone(), env.ctx.namespace.clone());
-            let (done, scaled) = (done.clone(), scaled.clone());
-            tokio::spawn(async move {
-                let broke = stage::scale_during(&client, &ns, ms, done).await;
-                *scaled.lock().unwrap_or_else(PoisonError::into_inner) = broke;
-            })
-        })
-        .collect()
-}
-
-/// What a job's task gives: how it ran, and when its holder's gate was scaled, the next
-/// steps run to settle it (each with its exit) and when they ended.
-type JobDone = (Ran, Option<(Vec<String>, Instant)>);
-
-/// Starts each job of `g` at its offset; the on-call settles the gate a person broke with the
-/// steps the run printed as soon as its post step ended.
-fn spawn_jobs(
-    env: &Env,
-    g: &Group,
-    scaled: &Arc<std::sync::Mutex<Option<String>>>,
-) -> Vec<tokio::task::JoinHandle<anyhow::Result<JobDone>>> {
-    g.jobs
-        .iter()
-        .cloned()
-        .map(|j| {
-            let (ctx, site, scaled) = (env.ctx.clone(), env.site.clone(), scaled.clone());
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(j.at_ms)).await;
-                let ran = job::run(&ctx, &j).await?;
-                let broke = scaled
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clone();
-                let settled = if broke.as_deref() == Some(ran.holder.as_str()) {
-                    let lines: Vec<&str> = (ran.main_lines.iter())
-                        .chain(&ran.post_lines)
-                        .map(|(_, l)| l.as_str())
-                        .collect();
-                    Some((stage::settle(&site, &lines).await?, Instant::now()))
-                } else {
-                    None
-                };
-                anyhow::Ok((ran, settled))
-            })
-        })
-        .collect()
 }
 
 /// One job judged: by its exits, by the history (liveness), then the exit verdict corrected
