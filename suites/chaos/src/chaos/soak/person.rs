@@ -132,7 +132,7 @@ pub async fn play(
     }
     let timeout = format!("{RESUME_TIMEOUT_S}s");
     let r0 = Instant::now();
-    let resumed = who.output(&["--timeout", &timeout, "resume", PAUSED]).await;
+    let resumed = resume(who, &timeout).await;
     let r1 = Instant::now();
     if p.ready_fails {
         model.heal(PAUSED);
@@ -173,6 +173,23 @@ pub async fn play(
         ));
     }
     Ok(done)
+}
+
+/// `resume apps`, run again (at most 3 times, 1 s apart) while it exits 6 — an API error
+/// with nothing changed, e.g. its first read refused while the API server restarts — as the
+/// person would (the 200-job soak of 0dc991b counted each such first attempt's parked Lease).
+async fn resume(who: &As, timeout: &str) -> anyhow::Result<(Option<i32>, String, String)> {
+    let mut tries = 0;
+    loop {
+        let out = who
+            .output(&["--timeout", timeout, "resume", PAUSED])
+            .await?;
+        tries += 1;
+        if out.0 != Some(6) || tries == 3 {
+            return Ok(out);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// The Lease's holder, read again while the API server restarts (a fault of the group).
