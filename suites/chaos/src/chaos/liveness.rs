@@ -225,7 +225,13 @@ pub fn classify_among(
             .filter(|end| j.left_ms > *end + RESUMED_MARGIN_MS)
             .map(|end| s(j.left_ms - end))
     };
+    // A refusal read while a pause parked the Lease, exited just after its release.
+    let parked_before = matches!(
+        lease_at(lease, j.left_ms.saturating_sub(RESUMED_MARGIN_MS)),
+        LeaseAt::Parked(ref h) if *h != j.holder
+    );
     match lease_at(lease, j.left_ms) {
+        LeaseAt::Free if parked_before => Ok(Warranted::Parked),
         LeaseAt::Parked(h) if h != j.holder => match left_behind(&h) {
             None => Ok(Warranted::Parked),
             Some(ago) => Err(format!(

@@ -285,3 +285,13 @@ fn liveness_a_pause_is_a_warrant_until_its_resume_ended() {
         Ok(Warranted::Parked)
     );
 }
+
+#[test]
+fn liveness_a_refusal_in_flight_as_a_pause_ends_is_warranted() {
+    // P parked the Lease at 0 and released it at 5 s; B was refused by a read made before.
+    let mut h = vec![v(5, 0, Some("P"), "r"), v(6, 5_000, None, "")];
+    h[0].parked = true;
+    assert_eq!(classify(&waiter(5_500), &h, false), Ok(Warranted::Parked));
+    // Long after the release, a departure while the Lease is free has no warrant.
+    assert!(classify(&waiter(5_000 + RESUMED_MARGIN_MS + 1), &h, false).is_err());
+}

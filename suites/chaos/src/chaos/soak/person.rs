@@ -130,7 +130,8 @@ pub async fn play(
     if p.ready_fails {
         model.fail_at(PAUSED, Phase::Health);
     }
-    let timeout = format!("{RESUME_TIMEOUT_S}s");
+    // Ready comes within 3 s on an idle machine; a loaded one gets 10 s unless it must fail.
+    let timeout = format!("{}s", if p.ready_fails { RESUME_TIMEOUT_S } else { 10 });
     let r0 = Instant::now();
     let resumed = resume(who, &timeout).await;
     let r1 = Instant::now();
