@@ -11,12 +11,12 @@
 //! Warranted, in this order: the runner cancelled the job; the harness killed it; its deploy
 //! script failed; a person broke its pause (a member under its fence with `spec.suspend`
 //! false); it held the Lease and a fault struck while it ran (safety before liveness); it left
-//! while a deliberate pause (a parked Lease) held the Lease; it spent its whole wait budget
-//! while another holder held the Lease and was live when it left; or it spent its budget
-//! behind a holder that had stopped renewing which it had no way to prove finished (no
-//! `recover-finished-runs` source). Everything else is unwarranted: leaving before the budget
-//! was spent, leaving while the Lease was free, leaving behind a silent holder it could have
-//! recovered.
+//! while a deliberate pause (a parked Lease, until its `resume` ended) held the Lease; it
+//! spent its whole wait budget while another holder held the Lease and was live when it left;
+//! or it spent its budget behind a holder that had stopped renewing which it had no way to
+//! prove finished (no `recover-finished-runs` source). Everything else is unwarranted: leaving
+//! before the budget was spent, leaving while the Lease was free, leaving behind a silent
+//! holder it could have recovered, leaving behind a pause its resume left parked.
 //!
 //! Receive stamps lag the server's writes by the watch's delivery (milliseconds; longer
 //! around an API server restart, when the watch resumes). A late stamp makes a renewal look
@@ -183,6 +183,26 @@ pub fn classify_finished(
     broken: bool,
     finished: &BTreeMap<String, u64>,
 ) -> Result<Warranted, String> {
+    classify_among(j, lease, broken, finished, &BTreeMap::new())
+}
+
+/// How long after a person's `resume` ended a job may still have read the Lease parked by
+/// that pause before it was released (its read, then its refusal): the resume releases
+/// before it waits for Ready, so this only covers a refusal in flight.
+pub const RESUMED_MARGIN_MS: u64 = 2_000;
+
+/// As [`classify_finished`], where `resumed` maps the holders of deliberate pauses (a person's
+/// `pause`) to the moment their `resume` ended (ms from the origin): a pause is deliberate
+/// until its resume has ended; a job refused by a Lease still parked by it
+/// [`RESUMED_MARGIN_MS`] later was refused by what the resume left behind, which no one
+/// holds on purpose, and is unwarranted.
+pub fn classify_among(
+    j: &Job,
+    lease: &[LeaseSeen],
+    broken: bool,
+    finished: &BTreeMap<String, u64>,
+    resumed: &BTreeMap<String, u64>,
+) -> Result<Warranted, String> {
     match j.end {
         End::Cancelled => return Ok(Warranted::Cancelled),
         End::Killed => return Ok(Warranted::Killed),
@@ -199,8 +219,25 @@ pub fn classify_finished(
     let spent = waited >= j.budget_ms;
     let s = |ms: u64| format!("{}.{}s", ms / 1_000, ms % 1_000 / 100);
     let when = format!("left after {} of its {} budget", s(waited), s(j.budget_ms));
+    let left_behind = |h: &String| {
+        resumed
+            .get(h)
+            .filter(|end| j.left_ms > *end + RESUMED_MARGIN_MS)
+            .map(|end| s(j.left_ms - end))
+    };
+    // A refusal read while a pause parked the Lease, exited just after its release.
+    let parked_before = matches!(
+        lease_at(lease, j.left_ms.saturating_sub(RESUMED_MARGIN_MS)),
+        LeaseAt::Parked(ref h) if *h != j.holder
+    );
     match lease_at(lease, j.left_ms) {
-        LeaseAt::Parked(h) if h != j.holder => Ok(Warranted::Parked),
+        LeaseAt::Free if parked_before => Ok(Warranted::Parked),
+        LeaseAt::Parked(h) if h != j.holder => match left_behind(&h) {
+            None => Ok(Warranted::Parked),
+            Some(ago) => Err(format!(
+                "{when} while the Lease was still parked by {h}, whose resume ended {ago} before"
+            )),
+        },
         at @ LeaseAt::Held { .. } if at.live() && spent => Ok(Warranted::LiveHolder),
         LeaseAt::Held {
             ref holder,

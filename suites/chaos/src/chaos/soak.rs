@@ -19,11 +19,14 @@
 //! work_outside_pause=N overhead_p50_ms=N overhead_p99_ms=N`; each ejection, unwarranted job or
 //! violation is printed with its seed, its group and the command that replays that group.
 
+pub mod actors;
 pub mod group;
 pub mod job;
 pub mod judge;
+pub mod person;
 pub mod preempt;
 pub mod schedule;
+pub mod stage;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -37,7 +40,8 @@ use super::Settings;
 use super::nemesis::history::WORK;
 use super::restart::mini::Mini;
 use super::restart::plane::Plane;
-use group::{Env, Played};
+use actors::Env;
+use group::Played;
 use judge::{Figures, percentile};
 
 /// What to run.
@@ -78,6 +82,8 @@ pub async fn run(s: &Settings, o: &Options) -> anyhow::Result<bool> {
     Api::<ConfigMap>::namespaced(client.clone(), &mini.namespace)
         .create(&PostParams::default(), &cm)
         .await?;
+    // The Flux Operator object and the gated Deployment some jobs pause too, and their model.
+    let operator = stage::start(&client, &mini.namespace).await?;
     let proxy = fault_proxy::Proxy::start().await?;
     // The stand-in GitHub API every job's `recover-finished-runs` asks.
     let github = Arc::new(testkit::github_stub::GithubStub::start().await?);
@@ -113,38 +119,15 @@ pub async fn run(s: &Settings, o: &Options) -> anyhow::Result<bool> {
         if o.group.is_some_and(|only| only != g.index) {
             continue;
         }
-        let jobs: Vec<String> = g
-            .jobs
-            .iter()
-            .map(|j| {
-                let cancel = j
-                    .cancel_ms
-                    .map(|c| format!(" cancel@{c}ms"))
-                    .unwrap_or_default();
-                let fails = if j.fails { " fails" } else { "" };
-                let preempt = j
-                    .preempt_ms
-                    .map(|p| format!(" preempt@{p}ms"))
-                    .unwrap_or_default();
-                format!(
-                    "#{}@{}ms w{}{fails}{cancel}{preempt}",
-                    j.index, j.at_ms, j.writes
-                )
-            })
-            .collect();
-        let faults: Vec<String> = g
-            .faults
-            .iter()
-            .map(|t| format!("{}@{}ms", t.fault, t.at_ms))
-            .collect();
-        eprintln!("soak: group {}: jobs {jobs:?} faults {faults:?}", g.index);
+        describe(g);
         let t0 = Instant::now();
-        let played = group::play(&env, g)
+        let played = group::play(&env, &mini.model, g)
             .await
             .with_context(|| format!("soak seed {} group {}", o.seed, g.index))?;
         tally.add(o, g.index, &played, t0);
     }
     mini.model.shutdown().await;
+    operator.shutdown().await;
     let leaks = super::leaks::scan(&client).await?;
     for f in &leaks.findings {
         eprintln!("soak: SECRET seed={} {}", o.seed, f.text);
@@ -159,6 +142,44 @@ pub async fn run(s: &Settings, o: &Options) -> anyhow::Result<bool> {
     Ok(figures.passed() && leaks.findings.is_empty())
 }
 
+/// Prints group `g`'s plan: its jobs, faults and person.
+fn describe(g: &schedule::Group) {
+    let jobs: Vec<String> = g
+        .jobs
+        .iter()
+        .map(|j| {
+            let cancel = j
+                .cancel_ms
+                .map(|c| format!(" cancel@{c}ms"))
+                .unwrap_or_default();
+            let fails = if j.fails { " fails" } else { "" };
+            let preempt = j
+                .preempt_ms
+                .map(|p| format!(" preempt@{p}ms"))
+                .unwrap_or_default();
+            format!(
+                "#{}@{}ms w{}{fails}{cancel}{preempt}{}",
+                j.index, j.at_ms, j.writes, j.extra
+            )
+        })
+        .collect();
+    let faults: Vec<String> = g
+        .faults
+        .iter()
+        .map(|t| format!("{}@{}ms", t.fault, t.at_ms))
+        .collect();
+    eprintln!("soak: group {}: jobs {jobs:?} faults {faults:?}", g.index);
+    if let Some(p) = &g.person {
+        eprintln!(
+            "soak: group {}: person pause apps @{}ms hold {}ms{}",
+            g.index,
+            p.at_ms,
+            p.hold_ms,
+            if p.ready_fails { " ready_fails" } else { "" }
+        );
+    }
+}
+
 /// Counts over the groups.
 #[derive(Debug, Default)]
 struct Tally {
@@ -171,6 +192,11 @@ struct Tally {
     preempted: usize,
     /// `recovered: … from finished run holder …` lines of the jobs (a dead holder recovered).
     recovered: usize,
+    /// Gates a person scaled while a job held them.
+    scaled: usize,
+    /// A person's pauses taken, and resumes that exited 10 (released, not Ready).
+    pauses: usize,
+    not_ready: usize,
     /// Undisturbed jobs (exit 0, no cancel, no fault in their window).
     overheads: Vec<u64>,
     all_overheads: Vec<u64>,
@@ -240,6 +266,16 @@ impl Tally {
                 eprintln!("soak:   replay: {}", replay(o, g));
             }
         }
+        if let Some(h) = &p.scaled {
+            self.scaled += 1;
+            eprintln!("soak:   a person scaled the gate held by {h}; settled by:");
+            for s in &p.settled {
+                eprintln!("soak:     {s}");
+            }
+        }
+        if let Some(person) = &p.person {
+            self.person(o, g, person, &p.fired);
+        }
         for (text, around) in &p.outside {
             self.outside += 1;
             eprintln!("soak: VIOLATION seed={} group={g} I1: {text}", o.seed);
@@ -265,20 +301,57 @@ impl Tally {
         }));
     }
 
+    /// A person's pause and resume: a Lease its resume left is a leak; a resume that did not
+    /// exit as documented (0, or 10 when kept from Ready) with no fault in its window, or a
+    /// pause that failed so, is an ejection of the person.
+    fn person(&mut self, o: &Options, g: usize, p: &person::Done, fired: &[group::Fired]) {
+        self.pauses += usize::from(p.resume_span.is_some());
+        self.not_ready += usize::from(p.resume_code == Some(10));
+        eprintln!(
+            "soak:   person {} resume exit {:?}{}",
+            p.holder,
+            p.resume_code,
+            if p.ready_failed {
+                " (apps kept from Ready)"
+            } else {
+                ""
+            }
+        );
+        let faulted = fired
+            .iter()
+            .any(|f| f.kind == "restart" || f.kind == "hang");
+        for text in &p.problems {
+            if text.contains("still held") {
+                self.leaked += 1;
+                eprintln!("soak: LEAK seed={} group={g} person: {text}", o.seed);
+            } else if faulted {
+                eprintln!("soak:   person (fault in the group): {text}");
+                continue;
+            } else {
+                self.ejections += 1;
+                eprintln!("soak: EJECTION seed={} group={g} person: {text}", o.seed);
+            }
+            eprintln!("soak:   replay: {}", replay(o, g));
+        }
+    }
+
     /// Prints the counts behind the figures on stderr; the figures.
     fn report(&mut self, leaks: &str, started: Instant) -> Figures {
         let figures = self.figures();
         eprintln!("soak: exits: {}", self.exits.join(", "));
         eprintln!(
             "soak: faults fired: restart={} hang={} flux_resume={} refuse={} cancels={} \
-             preempted={} recovered={}",
+             preempted={} recovered={} person_pauses={} resumes_not_ready={} gates_scaled={}",
             self.fired("restart"),
             self.fired("hang"),
             self.fired("flux_resume"),
             self.fired("refuse"),
             self.cancels,
             self.preempted,
-            self.recovered
+            self.recovered,
+            self.pauses,
+            self.not_ready,
+            self.scaled
         );
         eprintln!(
             "soak: overhead over all {} jobs that reached their command's end: p50={}ms \

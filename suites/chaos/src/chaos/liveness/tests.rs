@@ -260,3 +260,38 @@ fn liveness_wait_budgets_of_the_suites() {
     assert_eq!(budget_ms("x"), 0);
     assert_eq!(budget_ms(""), 0);
 }
+
+#[test]
+fn liveness_a_pause_is_a_warrant_until_its_resume_ended() {
+    // A person's pause P parked the Lease at 0 and its resume ended at 5 s, but the Lease was
+    // never released (a resume whose failed Ready wait kept it).
+    let mut parked = vec![v(5, 0, Some("P"), "r")];
+    parked[0].parked = true;
+    let resumed = BTreeMap::from([("P".to_string(), 5_000)]);
+    let none = BTreeMap::new();
+    let refused_at = |left: u64| classify_among(&waiter(left), &parked, false, &none, &resumed);
+    // Refused while the pause was held on purpose, or by a read in flight as it ended.
+    assert_eq!(refused_at(1_000), Ok(Warranted::Parked));
+    assert_eq!(refused_at(5_000 + RESUMED_MARGIN_MS), Ok(Warranted::Parked));
+    // Refused by what the resume left behind: no one holds it on purpose any more.
+    let e = refused_at(9_000).expect_err("parked after its resume ended");
+    assert!(
+        e.contains("still parked by P, whose resume ended 4.0s before"),
+        "{e}"
+    );
+    // A pause nobody resumed stays a warrant.
+    assert_eq!(
+        classify_among(&waiter(9_000), &parked, false, &none, &none),
+        Ok(Warranted::Parked)
+    );
+}
+
+#[test]
+fn liveness_a_refusal_in_flight_as_a_pause_ends_is_warranted() {
+    // P parked the Lease at 0 and released it at 5 s; B was refused by a read made before.
+    let mut h = vec![v(5, 0, Some("P"), "r"), v(6, 5_000, None, "")];
+    h[0].parked = true;
+    assert_eq!(classify(&waiter(5_500), &h, false), Ok(Warranted::Parked));
+    // Long after the release, a departure while the Lease is free has no warrant.
+    assert!(classify(&waiter(5_000 + RESUMED_MARGIN_MS + 1), &h, false).is_err());
+}

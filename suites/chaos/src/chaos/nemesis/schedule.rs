@@ -240,6 +240,16 @@ fn fault(rng: &mut StdRng) -> Fault {
     }
 }
 
+/// Whether the Action job of actor `index` of `seed` is preempted, and how long after it
+/// acquired the Lease (the soak's preemption, `soak/job.rs`): a third of the jobs the runner
+/// does not cancel. Drawn from a generator of its own, so every plan is what it was before.
+#[must_use]
+pub fn preempt_of(seed: u64, index: usize, cancel_ms: Option<u64>) -> Option<u64> {
+    let mut rng =
+        StdRng::seed_from_u64(seed.wrapping_mul(8_191).wrapping_add(index as u64) ^ 0x5052);
+    (cancel_ms.is_none() && rng.random_bool(0.33)).then(|| rng.random_range(100..1_500))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,6 +286,18 @@ mod tests {
                 .iter()
                 .any(|a| matches!(a.role, Role::Action { .. }))
         }));
+    }
+
+    #[test]
+    fn nemesis_some_action_jobs_are_preempted_never_cancelled_ones() {
+        let drawn: Vec<Option<u64>> = (0..300).map(|i| preempt_of(1, i, None)).collect();
+        let n = drawn.iter().filter(|p| p.is_some()).count();
+        assert!((60..140).contains(&n), "{n}");
+        assert_eq!(
+            drawn,
+            (0..300).map(|i| preempt_of(1, i, None)).collect::<Vec<_>>()
+        );
+        assert!((0..300).all(|i| preempt_of(1, i, Some(500)).is_none()));
     }
 
     #[test]

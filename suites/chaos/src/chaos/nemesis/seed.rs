@@ -48,6 +48,9 @@ struct Stage {
     action: PathBuf,
     handoff_bin: PathBuf,
     seed: u64,
+    /// The stand-in GitHub API the seed's Action jobs ask (`recover-finished-runs`): a
+    /// preempted job's run is `completed`, so the next jobs may recover what it left.
+    github: Arc<testkit::github_stub::GithubStub>,
 }
 
 impl std::ops::Deref for Stage {
@@ -103,6 +106,7 @@ pub async fn play(s: &Settings, env: &Env, plan: &Plan) -> anyhow::Result<Played
         action: env.action.clone(),
         handoff_bin: s.bin.clone(),
         seed: plan.seed,
+        github: Arc::new(testkit::github_stub::GithubStub::start().await?),
     });
     let before = cell.state().await?;
     let cm: ConfigMap =
@@ -276,7 +280,7 @@ async fn act(
                 dir: cell.dir.join("jobs"),
                 seed: cell.seed,
                 wait_lease: WAIT_LEASE,
-                github: None,
+                github: Some(cell.github.clone()),
             };
             let j = Job {
                 index,
@@ -284,7 +288,8 @@ async fn act(
                 writes: a.writes,
                 fails: *fails,
                 cancel_ms: *cancel_ms,
-                preempt_ms: None,
+                preempt_ms: super::schedule::preempt_of(cell.seed, index, *cancel_ms),
+                extra: crate::chaos::soak::schedule::Extra::None,
             };
             let ran = job::run(&ctx, &j).await?;
             let steps = crate::chaos::soak::group::outcomes(&ran);
@@ -293,7 +298,8 @@ async fn act(
                 started: ran.main_span.0,
                 left: ran.main_span.1,
                 cancelled: ran.cancel.is_some(),
-                killed: false,
+                // A preempted runner: every process of the job killed at once, no post step.
+                killed: ran.preempted,
                 ended: Ended::Script(ran.command.map(|c| c.0)),
             };
             (steps.into(), 2, Some(deploy))

@@ -3,7 +3,7 @@
 //! left recovered so the next group starts clean.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use fault_proxy::Proxy;
@@ -12,23 +12,17 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 use tokio::sync::{Mutex, watch};
 
-use super::job::{self, Ctx, Ran};
+use super::actors::{self, Env};
+use super::job::{self, Ran};
 use super::judge::{Facts, classify};
+use super::person::Done;
 use super::schedule::{Fault, Group};
-use crate::chaos::cell::{PARENT, Site, TARGET};
+use super::stage;
+use crate::chaos::cell::{PARENT, TARGET};
 use crate::chaos::liveness::{self, End, LeaseSeen, Warranted};
 use crate::chaos::nemesis::checker::{self, Event, Object, Outcome};
 use crate::chaos::nemesis::history::{Recorder, WORK, since};
 use crate::chaos::restart::plane::Plane;
-
-/// What the group runs against.
-pub struct Env {
-    pub ctx: Ctx,
-    pub plane: Arc<Mutex<Plane>>,
-    pub proxy: Arc<Proxy>,
-    pub client: kube::Client,
-    pub site: Arc<Site>,
-}
 
 /// One injected fault: its kind and the window it acted in.
 #[derive(Debug, Clone)]
@@ -47,6 +41,8 @@ pub struct Judged {
     pub faults: BTreeSet<&'static str>,
     /// A job that did not deploy, classified from the history ([`liveness::classify`]).
     pub liveness: Option<Result<Warranted, String>>,
+    /// A person scaled its gate while it held it.
+    pub broken: bool,
 }
 
 /// What one group left.
@@ -58,10 +54,21 @@ pub struct Played {
     pub outside: Vec<(String, Vec<String>)>,
     /// I2 violations and what recovery could not restore.
     pub leaked: Vec<String>,
+    /// The person's pause and resume, when the group has one.
+    pub person: Option<Done>,
+    /// The holder whose gate a person scaled while it held it.
+    pub scaled: Option<String>,
+    /// The next steps run to settle it, each with its exit.
+    pub settled: Vec<String>,
 }
 
-/// Plays group `g`.
-pub async fn play(env: &Env, g: &Group) -> anyhow::Result<Played> {
+/// Plays group `g`; `model` plays the namespace's controller (a person's resume may be kept
+/// from Ready).
+pub async fn play(
+    env: &Env,
+    model: &flux_model::model::ModelHandle,
+    g: &Group,
+) -> anyhow::Result<Played> {
     let members = [PARENT, TARGET];
     let ns = env.ctx.namespace.clone();
     // The work ConfigMap names no holder when the group starts: the recorder's first events
@@ -87,19 +94,32 @@ pub async fn play(env: &Env, g: &Group) -> anyhow::Result<Played> {
             inject(&plane, &proxy, &recorder, &site, &t.fault, done).await
         }));
     }
-    let mut jobs = Vec::new();
-    for j in g.jobs.clone() {
-        let ctx = env.ctx.clone();
-        jobs.push(tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(j.at_ms)).await;
-            job::run(&ctx, &j).await
-        }));
-    }
-    let mut ran = Vec::new();
-    for j in jobs {
-        ran.push(j.await??);
-    }
+    let scaled = Arc::new(std::sync::Mutex::new(None::<String>));
+    let scale_tasks = actors::spawn_scales(env, g, &done, &scaled);
+    let jobs = actors::spawn_jobs(env, g, &scaled);
+    let the_person = actors::person_of(env, model, g, origin);
+    let the_jobs = async {
+        let mut ran = Vec::new();
+        for j in jobs {
+            ran.push(j.await??);
+        }
+        anyhow::Ok(ran)
+    };
+    let (the_person, ran) = tokio::join!(the_person, the_jobs);
+    let (ran, settled): (Vec<Ran>, Vec<_>) = ran?.into_iter().unzip();
+    let (settled, settled_at) = settled
+        .into_iter()
+        .flatten()
+        .unzip::<_, _, Vec<_>, Vec<_>>();
+    let the_person = the_person.transpose()?;
     done_tx.send_replace(true);
+    for s in scale_tasks {
+        s.await?;
+    }
+    let scaled = scaled
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
     let mut fired = Vec::new();
     for f in faults {
         fired.extend(f.await??);
@@ -108,43 +128,41 @@ pub async fn play(env: &Env, g: &Group) -> anyhow::Result<Played> {
     let history = recorder.events();
     let lease = recorder.leases(origin);
     drop(recorder);
-    let outcomes: Vec<Outcome> = ran.iter().flat_map(outcomes).collect();
-    let v = checker::check(&history, &members, &outcomes);
-    let mut outside = Vec::new();
-    let mut leaked = Vec::new();
-    for x in v.violations {
-        if x.invariant == "I1" {
-            outside.push((x.text, checker::around(&history, x.rv, 12, 4)));
-        } else {
-            leaked.push(x.text);
-        }
-    }
+    let mut outcomes: Vec<Outcome> = ran.iter().flat_map(outcomes).collect();
+    outcomes.extend(the_person.iter().flat_map(|p| p.outcomes.clone()));
+    let (outside, mut leaked) = violations(&history, &members, &outcomes);
+    // The gate and the operator object first: a gate left fenced keeps its chain's release.
+    leaked.extend(stage::left_and_cleaned(&env.client, &ns).await?);
     leaked.extend(env.site.recover_rest(None).await?.0);
-    let broken = liveness::broken_by(&member_versions(&history));
+    let mut broken = liveness::broken_by(&member_versions(&history));
+    broken.extend(scaled.clone());
     let budget = liveness::budget_ms(env.ctx.wait_lease);
     let finished = finished(&ran, origin);
-    let recovers = env.ctx.github.is_some();
-    let jobs = ran
-        .into_iter()
-        .map(|r| {
-            let mut j = judge(r, &fired);
-            let seen = Seen {
-                origin,
-                budget_ms: budget,
-                lease: &lease,
-                broken: &broken,
-                finished: &finished,
-                recovers,
-            };
-            j.liveness = live(&j, &seen);
-            j
-        })
+    let resumed: BTreeMap<String, u64> = the_person
+        .iter()
+        .filter_map(|p| Some((p.holder.clone(), since(origin, p.resume_span?.1))))
         .collect();
+    let recovers = env.ctx.github.is_some();
+    let seen = Seen {
+        origin,
+        budget_ms: budget,
+        lease: &lease,
+        broken: &broken,
+        finished: &finished,
+        resumed: &resumed,
+        recovers,
+        scaled: scaled.as_deref(),
+        settled_at: settled_at.first().copied(),
+    };
+    let jobs = ran.into_iter().map(|r| judged(r, &fired, &seen)).collect();
     Ok(Played {
         jobs,
         fired,
         outside,
         leaked,
+        person: the_person,
+        scaled,
+        settled: settled.into_iter().flatten().collect(),
     })
 }
 
@@ -212,6 +230,7 @@ fn judge(ran: Ran, fired: &[Fired]) -> Judged {
         verdict,
         faults,
         liveness: None,
+        broken: false,
     }
 }
 
@@ -240,6 +259,46 @@ fn finished(ran: &[Ran], origin: Instant) -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// The checker's verdict on `history`: I1 violations (with the history around each), and
+/// the rest (I2).
+fn violations(
+    history: &[Event],
+    members: &[&str],
+    outcomes: &[Outcome],
+) -> (Vec<(String, Vec<String>)>, Vec<String>) {
+    let mut outside = Vec::new();
+    let mut leaked = Vec::new();
+    for x in checker::check(history, members, outcomes).violations {
+        if x.invariant == "I1" {
+            outside.push((x.text, checker::around(history, x.rv, 12, 4)));
+        } else {
+            leaked.push(x.text);
+        }
+    }
+    (outside, leaked)
+}
+
+/// One job judged: by its exits, by the history (liveness), then the exit verdict corrected
+/// by the history ([`super::judge::by_history`]).
+fn judged(r: Ran, fired: &[Fired], seen: &Seen<'_>) -> Judged {
+    let mut j = judge(r, fired);
+    j.liveness = live(&j, seen);
+    j.broken = seen.scaled == Some(j.ran.holder.as_str());
+    if let Some(h) = seen.scaled
+        && !j.broken
+        && j.ran.main_error().contains(h)
+        && seen.settled_at.is_none_or(|at| j.ran.main_span.1 <= at)
+        && let Some(Err(_)) = &j.liveness
+    {
+        // Refused by what a person's scale left of the holder in front of it, before the
+        // on-call settled it: the person broke that pause.
+        j.liveness = Some(Ok(Warranted::PauseBroken));
+    }
+    let post_ok = j.ran.post == Some(0);
+    j.verdict = super::judge::by_history(j.verdict, j.liveness.as_ref(), j.broken, post_ok);
+    j
+}
+
 /// What the group's history says, as each job's liveness is judged.
 struct Seen<'a> {
     origin: Instant,
@@ -247,8 +306,13 @@ struct Seen<'a> {
     lease: &'a [LeaseSeen],
     broken: &'a [String],
     finished: &'a BTreeMap<String, u64>,
+    /// Holders of a person's pause -> when its resume ended.
+    resumed: &'a BTreeMap<String, u64>,
     /// The jobs ran with `recover-finished-runs` and a stand-in GitHub API.
     recovers: bool,
+    /// The holder whose gate a person scaled, and when the on-call's next steps ended.
+    scaled: Option<&'a str>,
+    settled_at: Option<Instant>,
 }
 
 /// The liveness verdict of a job that did not deploy (its deploy script did not end 0).
@@ -277,11 +341,12 @@ fn live(j: &Judged, seen: &Seen<'_>) -> Option<Result<Warranted, String>> {
         recovers: seen.recovers,
     };
     let broken = seen.broken.contains(&r.holder);
-    Some(liveness::classify_finished(
+    Some(liveness::classify_among(
         &job,
         seen.lease,
         broken,
         seen.finished,
+        seen.resumed,
     ))
 }
 

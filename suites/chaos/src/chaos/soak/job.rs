@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::judge::Cancel;
-use super::schedule::{COMMAND_FAILS_WITH, Job};
+use super::schedule::{COMMAND_FAILS_WITH, Extra, Job};
 use crate::chaos::nemesis::work;
 
 /// The runner waits this long after SIGINT before SIGTERM (`ProcessInvoker`'s `_sigintTimeout`).
@@ -197,9 +197,11 @@ fn runner_env(ctx: &Ctx, job: &Job, dir: &Path) -> anyhow::Result<Vec<(String, S
             ctx.direct.display().to_string(),
         ),
     ];
-    let args = [
-        "--target",
-        crate::chaos::cell::TARGET,
+    let mut args = vec!["--target".to_string(), crate::chaos::cell::TARGET.into()];
+    if let Some(t) = extra_target(job.extra, &ctx.namespace) {
+        args.extend(["--target".into(), t]);
+    }
+    for a in [
         "--namespace",
         &ctx.namespace,
         "--interval",
@@ -208,8 +210,10 @@ fn runner_env(ctx: &Ctx, job: &Job, dir: &Path) -> anyhow::Result<Vec<(String, S
         "30s",
         "--grace",
         "1s",
-    ]
-    .join("\n");
+    ] {
+        args.push(a.into());
+    }
+    let args = args.join("\n");
     // Inputs as the runner passes them (INPUT_<NAME>, upper-cased, hyphens kept).
     for (name, value) in [
         ("COMMAND", "run".to_string()),
@@ -232,6 +236,16 @@ fn runner_env(ctx: &Ctx, job: &Job, dir: &Path) -> anyhow::Result<Vec<(String, S
         e.push((format!("INPUT_{name}"), value));
     }
     Ok(e)
+}
+
+/// The target `extra` adds, in namespace `ns` ([`super::stage`] sets them up).
+#[must_use]
+pub fn extra_target(extra: Extra, ns: &str) -> Option<String> {
+    match extra {
+        Extra::None => None,
+        Extra::Operator => Some(format!("rset/{ns}/{}", super::stage::OPERATOR)),
+        Extra::Gate { .. } => Some(format!("deploy/{ns}/{}=0", super::stage::GATED)),
+    }
 }
 
 /// The files the runner hands one step, fresh for it.
@@ -506,6 +520,7 @@ mod tests {
             fails: true,
             cancel_ms: None,
             preempt_ms: None,
+            extra: Extra::None,
         };
         let s = script(&job);
         assert!(s.contains("nemesis-work \"$SOAK_NS\" 3 || rc=$?"), "{s}");

@@ -10,6 +10,8 @@
 
 use std::collections::BTreeSet;
 
+use crate::chaos::liveness::Warranted;
+
 /// How the runner's cancel went, as far as it got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Cancel {
@@ -116,6 +118,34 @@ fn faults(k: &BTreeSet<&'static str>) -> String {
             "faults meanwhile: {}",
             k.iter().copied().collect::<Vec<_>>().join(",")
         )
+    }
+}
+
+/// The exit-code verdict of a job, corrected by the server's history: a job the exit-code
+/// judge calls an ejection whose departure the history warrants — a person broke its pause
+/// (`broken`: a person's `kubectl scale` answered with its fence on the gate; whatever it
+/// exited, 7 withheld or 8 stopped), or, with its post step passed, a person's pause held on
+/// purpose, a broken member, a live holder for its whole budget — was not lost to the tool
+/// (a refusal by a parked Lease is an exit 3 that reads like a busy Lease).
+pub fn by_history(
+    verdict: Result<&'static str, String>,
+    liveness: Option<&Result<Warranted, String>>,
+    broken: bool,
+    post_ok: bool,
+) -> Result<&'static str, String> {
+    if verdict.is_ok() {
+        return verdict;
+    }
+    if broken {
+        return Ok("a person broke the pause (scaled the gate)");
+    }
+    match liveness {
+        Some(Ok(w @ (Warranted::Parked | Warranted::PauseBroken | Warranted::LiveHolder)))
+            if post_ok =>
+        {
+            Ok(w.name())
+        }
+        _ => verdict,
     }
 }
 

@@ -38,6 +38,33 @@ pub struct Job {
     /// step never runs; GitHub then reports the run `completed`, and the next jobs must
     /// recover its Lease and fences (issue 48, 8).
     pub preempt_ms: Option<u64>,
+    /// What it pauses besides the chain's target.
+    pub extra: Extra,
+}
+
+/// A job's target besides `infrastructure` (issue 48, deliverable 8; issue 49, deliverable 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extra {
+    None,
+    /// A Flux Operator `ResourceSet` (`rset/NS/tenants`), paused by its reconcile annotation.
+    Operator,
+    /// A replicas gate (`deploy/NS/web=0`) of a Deployment the chain's Kustomization applies;
+    /// with `scale_ms`, a person runs `kubectl scale` that long after the gate is proven (0
+    /// Pods left) while the job holds it: a broken pause.
+    Gate {
+        scale_ms: Option<u64>,
+    },
+}
+
+impl fmt::Display for Extra {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::None => Ok(()),
+            Self::Operator => write!(f, " +rset"),
+            Self::Gate { scale_ms: None } => write!(f, " +gate"),
+            Self::Gate { scale_ms: Some(ms) } => write!(f, " +gate scale@{ms}ms"),
+        }
+    }
 }
 
 /// A fault of the group's window.
@@ -86,12 +113,31 @@ pub struct Timed {
     pub fault: Fault,
 }
 
+/// A person's maintenance among the queue (issue 48, deliverable 8): `pause apps --reason
+/// ... --wait-lease`, held for `hold_ms`, then `resume apps --timeout` (which waits for
+/// Ready after releasing). When `ready_fails`, the controller model fails every reconcile of
+/// `apps` until the resume has ended: the resume must exit 10 (released, not Ready) and
+/// leave no Lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Person {
+    /// When the pause starts, from the group's start.
+    pub at_ms: u64,
+    /// How long the pause is held once it was taken.
+    pub hold_ms: u64,
+    pub ready_fails: bool,
+}
+
+/// The `--timeout` of a person's `resume apps` (its Ready wait), in seconds.
+pub const RESUME_TIMEOUT_S: u64 = 3;
+
 /// 2–4 jobs queued on one Lease at once, and the faults of their window.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Group {
     pub index: usize,
     pub jobs: Vec<Job>,
     pub faults: Vec<Timed>,
+    /// A person's pause and resume among the jobs.
+    pub person: Option<Person>,
 }
 
 /// The whole soak.
@@ -143,9 +189,10 @@ pub fn plan(seed: u64, jobs: usize) -> Plan {
                 fails: rng.random_bool(0.1),
                 cancel_ms: rng.random_bool(0.2).then(|| rng.random_range(300..8000)),
                 preempt_ms: None,
+                extra: Extra::None,
             })
             .collect::<Vec<Job>>();
-        let jobs = preempt(seed, g, jobs);
+        let jobs = extras(seed, g, preempt(seed, g, jobs));
         index += n;
         let m = match rng.random_range(0..10u8) {
             0..=3 => 0,
@@ -163,6 +210,7 @@ pub fn plan(seed: u64, jobs: usize) -> Plan {
             index: g,
             jobs,
             faults,
+            person: person(seed, g),
         });
     }
     Plan { seed, groups }
@@ -179,6 +227,41 @@ fn refuse(seed: u64, g: usize) -> Option<Timed> {
             ms: rng.random_range(2_000..4_000),
         },
     })
+}
+
+/// Group `g`'s person, if it has one: from a generator of its own, as [`refuse`]. The pause
+/// starts while the group's jobs arrive, so some queue behind it and some come after it.
+fn person(seed: u64, g: usize) -> Option<Person> {
+    let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(4_201).wrapping_add(g as u64) ^ 0x5045);
+    rng.random_bool(0.25).then(|| Person {
+        at_ms: rng.random_range(0..2_500),
+        hold_ms: rng.random_range(500..2_500),
+        ready_fails: rng.random_bool(0.5),
+    })
+}
+
+/// Group `g`'s jobs with their extra targets drawn, from a generator of their own (the rest
+/// of every plan is what it was before they existed): a fifth of the jobs pause a Flux
+/// Operator object too, a fifth a replicas gate; at most one gate job of a group, one the
+/// runner neither cancels nor preempts, meets a person's `kubectl scale`.
+fn extras(seed: u64, g: usize, mut jobs: Vec<Job>) -> Vec<Job> {
+    let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(5_303).wrapping_add(g as u64) ^ 0x4558);
+    let mut scaled = false;
+    for j in &mut jobs {
+        j.extra = match rng.random_range(0..10u8) {
+            0 | 1 => Extra::Operator,
+            2 | 3 => {
+                let calm = j.cancel_ms.is_none() && j.preempt_ms.is_none();
+                let scale = calm && !scaled && rng.random_bool(0.4);
+                scaled |= scale;
+                Extra::Gate {
+                    scale_ms: scale.then(|| rng.random_range(100..800)),
+                }
+            }
+            _ => Extra::None,
+        };
+    }
+    jobs
 }
 
 /// Group `g`'s jobs with their preemptions drawn, from a generator of their own (the rest of
@@ -265,5 +348,22 @@ mod tests {
         kinds.sort_unstable();
         kinds.dedup();
         assert_eq!(kinds, ["flux_resume", "hang", "refuse", "restart"]);
+        let persons: Vec<&Person> = p.groups.iter().filter_map(|g| g.person.as_ref()).collect();
+        assert!((5..40).contains(&persons.len()), "{}", persons.len());
+        assert!(persons.iter().any(|p| p.ready_fails));
+        assert!(persons.iter().any(|p| !p.ready_fails));
+        let count = |f: fn(&Extra) -> bool| jobs.iter().filter(|j| f(&j.extra)).count();
+        assert!((20..70).contains(&count(|e| *e == Extra::Operator)));
+        assert!((20..70).contains(&count(|e| matches!(e, Extra::Gate { .. }))));
+        let scaled = count(|e| matches!(e, Extra::Gate { scale_ms: Some(_) }));
+        assert!((5..30).contains(&scaled), "{scaled}");
+        for g in &p.groups {
+            let n = g
+                .jobs
+                .iter()
+                .filter(|j| matches!(j.extra, Extra::Gate { scale_ms: Some(_) }))
+                .count();
+            assert!(n <= 1);
+        }
     }
 }

@@ -206,3 +206,28 @@ fn soak_a_preempted_job_is_lost_to_the_runner_not_the_tool() {
     f.preempted = true;
     assert_eq!(classify(&f), Ok("preempted: the runner died, no post step"));
 }
+
+#[test]
+fn soak_the_history_overrules_an_exit_code_ejection() {
+    let busy = || Err::<&'static str, String>("exit 3 while the Lease was only busy".into());
+    // Refused by a person's pause held on purpose: exit 3 reads like a busy Lease.
+    let parked = Ok(Warranted::Parked);
+    assert_eq!(
+        by_history(busy(), Some(&parked), false, true),
+        Ok("parked_pause")
+    );
+    // ... but its post step must still have passed.
+    assert!(by_history(busy(), Some(&parked), false, false).is_err());
+    // A person scaled its gate: exit 7 (withheld) or 8 (stopped) alike.
+    let withheld = Err::<&'static str, String>("exit 7 (no fault injected meanwhile)".into());
+    assert!(by_history(withheld, None, true, false).is_ok());
+    // Unwarranted in the history, or warranted by something the exit code already judges.
+    let unwarranted = Err("left after 3.4s while the Lease was free".to_string());
+    assert!(by_history(busy(), Some(&unwarranted), false, true).is_err());
+    let cancelled = Ok(Warranted::Cancelled);
+    assert!(by_history(busy(), Some(&cancelled), false, true).is_err());
+    assert_eq!(
+        by_history(Ok("succeeded"), None, false, true),
+        Ok("succeeded")
+    );
+}
