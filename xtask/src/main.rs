@@ -21,7 +21,7 @@
 //! - `cargo xtask verify [--quick]` — the model check of the handoff protocol.
 //! - `cargo xtask chaos [--quick] [--only S,S]` / `chaos --nemesis [--seeds N] [--seed S]` — the
 //!   chaos suite and the randomized nemesis (docs/chaos.md).
-//! - `cargo xtask soak [--jobs N] [--seed S] [--group G] [--dev]` — the merge-queue soak: N
+//! - `cargo xtask soak [--jobs N] [--seed S] [--group G] [--dev] [--actors]` — the merge-queue soak: N
 //!   deploy jobs through the GitHub Action under cancels and faults (docs/chaos.md, "Soak").
 
 mod actionlint;
@@ -190,7 +190,7 @@ commands:
                           order; ends `nemesis: seeds=N operations=N faults=N
                           violations=N unwarranted=N`. Seeds 1..N (default 10), or S..S+N. ci
                           runs a quick one
-  soak [--jobs N] [--seed S] [--group G] [--dev]
+  soak [--jobs N] [--seed S] [--group G] [--dev] [--actors]
                           the merge-queue soak: N deploy jobs (default 200) through the GitHub
                           Action (node main.js, then post.js), queued on one Lease in groups
                           of 2-4, under the runner's cancels, API server restarts, hung
@@ -198,7 +198,10 @@ commands:
                           own; ends `soak: jobs=N ejections=N unwarranted=N
                           leaked_fences=N work_outside_pause=N overhead_p50_ms=N
                           overhead_p99_ms=N`. --group G
-                          replays one group of the seed's schedule. ci runs --jobs 20
+                          replays one group of the seed's schedule. --actors adds a
+                          person's pause/resume, replicas gates with a person's scale and
+                          Flux Operator targets (not in ci yet: docs/chaos.md says why).
+                          ci runs --jobs 20
 
 environment:
   FLUX_HANDOFF_CLUSTER_DIR  state directory of `cluster up|down|check` (default

@@ -26,6 +26,8 @@ pub struct Flags {
     pub seed: u64,
     pub group: Option<u64>,
     pub dev: bool,
+    /// A person's pause/resume, gates with a scale and Flux Operator targets among the jobs.
+    pub actors: bool,
 }
 
 impl Default for Flags {
@@ -35,12 +37,13 @@ impl Default for Flags {
             seed: 1,
             group: None,
             dev: false,
+            actors: false,
         }
     }
 }
 
 impl Flags {
-    /// `[--jobs N] [--seed S] [--group G] [--dev]`, in any order, each at most once.
+    /// `[--jobs N] [--seed S] [--group G] [--dev] [--actors]`, in any order, each at most once.
     pub fn parse(args: &[&str]) -> anyhow::Result<Self> {
         let mut f = Self::default();
         let mut seen: Vec<&str> = Vec::new();
@@ -52,6 +55,7 @@ impl Flags {
             seen.push(a);
             match *a {
                 "--dev" => f.dev = true,
+                "--actors" => f.actors = true,
                 "--jobs" => f.jobs = chaos::number(it.next(), a)?,
                 "--seed" => f.seed = chaos::number(it.next(), a)?,
                 "--group" => f.group = Some(chaos::number(it.next(), a)?),
@@ -76,6 +80,9 @@ pub fn run(flags: &Flags) -> anyhow::Result<()> {
         .args(["--seed", &flags.seed.to_string()]);
     if let Some(g) = flags.group {
         cmd.args(["--group", &g.to_string()]);
+    }
+    if flags.actors {
+        cmd.arg("--actors");
     }
     let status = cmd.status().context("cannot start flux-chaos")?;
     if !status.success() {
@@ -104,9 +111,11 @@ mod tests {
                 jobs: 20,
                 seed: 7,
                 group: Some(3),
-                dev: true
+                dev: true,
+                actors: false,
             }
         );
+        assert!(Flags::parse(&["--actors"]).unwrap().actors);
         for bad in [
             &["--jobs"][..],
             &["--jobs", "x"],

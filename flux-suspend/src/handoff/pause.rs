@@ -71,8 +71,10 @@ impl Handoff {
                 Step::FenceParents => {
                     for p in &parents {
                         let span = member_span("fence", p, false);
-                        if let Some(refused) =
-                            self.fence(p, false, None, opts).instrument(span).await?
+                        // Boxed: a fence's future inline would grow every pause future.
+                        if let Some(refused) = Box::pin(self.fence(p, false, None, opts))
+                            .instrument(span)
+                            .await?
                         {
                             return Ok(refused);
                         }
@@ -98,8 +100,9 @@ impl Handoff {
                     for t in &targets {
                         let span = member_span("fence", t, true);
                         let replicas = super::gate_of(chains, t);
-                        if let Some(refused) =
-                            self.fence(t, true, replicas, opts).instrument(span).await?
+                        if let Some(refused) = Box::pin(self.fence(t, true, replicas, opts))
+                            .instrument(span)
+                            .await?
                         {
                             return Ok(refused);
                         }

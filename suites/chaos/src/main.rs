@@ -45,6 +45,7 @@ const SCENARIOS: [&str; 12] = [
 /// `FLUX_HANDOFF_KUBECONFIG`.
 #[derive(Debug, clap::Parser)]
 #[command(name = "flux-chaos")]
+#[allow(clippy::struct_excessive_bools)] // command-line switches, each independent
 struct Args {
     /// Fewer rounds per scenario.
     #[arg(long)]
@@ -89,6 +90,10 @@ struct Args {
     /// Soak: play only this group of the schedule (a replay).
     #[arg(long, value_name = "G", requires = "soak")]
     group: Option<usize>,
+    /// Soak: also a person's pause/resume, replicas gates with a person's scale and Flux
+    /// Operator targets among the jobs.
+    #[arg(long, requires = "soak")]
+    actors: bool,
     /// Soak and nemesis: the repository's `action/` directory.
     #[arg(long, value_name = "DIR")]
     action: Option<PathBuf>,
@@ -150,6 +155,7 @@ async fn soak(args: &Args, s: &Settings) -> anyhow::Result<bool> {
         seed: args.seed.unwrap_or(1),
         jobs: args.jobs,
         group: args.group,
+        actors: args.actors,
         action,
         plane_dir,
     };

@@ -51,6 +51,9 @@ pub struct Options {
     pub jobs: usize,
     /// Play only this group of the plan (a replay).
     pub group: Option<usize>,
+    /// Draw a person's pause/resume, replicas gates with a scale and Flux Operator targets
+    /// ([`schedule::plan_with`]).
+    pub actors: bool,
     /// The repository's `action/` directory.
     pub action: PathBuf,
     /// The control plane's state directory; its kubeconfig is `<dir>/envtest/kubeconfig`,
@@ -62,8 +65,10 @@ pub struct Options {
 #[must_use]
 pub fn replay(o: &Options, g: usize) -> String {
     format!(
-        "cargo xtask soak --jobs {} --seed {} --group {g} --dev",
-        o.jobs, o.seed
+        "cargo xtask soak --jobs {} --seed {} --group {g} --dev{}",
+        o.jobs,
+        o.seed,
+        if o.actors { " --actors" } else { "" }
     )
 }
 
@@ -113,7 +118,7 @@ pub async fn run(s: &Settings, o: &Options) -> anyhow::Result<bool> {
         client: client.clone(),
         site,
     };
-    let plan = schedule::plan(o.seed, o.jobs);
+    let plan = schedule::plan_with(o.seed, o.jobs, o.actors);
     let mut tally = Tally::default();
     for g in &plan.groups {
         if o.group.is_some_and(|only| only != g.index) {
