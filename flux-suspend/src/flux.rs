@@ -22,6 +22,15 @@ pub const OPERATOR_RECONCILE_ANNOTATION: &str = "fluxcd.controlplane.io/reconcil
 /// Labels kustomize-controller puts on what a Kustomization applies.
 pub const PARENT_NAME_LABEL: &str = "kustomize.toolkit.fluxcd.io/name";
 pub const PARENT_NAMESPACE_LABEL: &str = "kustomize.toolkit.fluxcd.io/namespace";
+/// Labels helm-controller's post-renderer puts on what a `HelmRelease` installs.
+pub const HELM_NAME_LABEL: &str = "helm.toolkit.fluxcd.io/name";
+pub const HELM_NAMESPACE_LABEL: &str = "helm.toolkit.fluxcd.io/namespace";
+/// Labels Flux Operator puts on what a `ResourceSet` applies: its resource manager's owner
+/// labels, group `resourceset.fluxcd.controlplane.io` (flux-operator v0.59.0
+/// `api/v1/resourceset_types.go` `GroupOwnerLabelResourceSet`, set by `SetOwnerLabels` in
+/// `internal/controller/resourceset_controller.go`).
+pub const RESOURCESET_NAME_LABEL: &str = "resourceset.fluxcd.controlplane.io/name";
+pub const RESOURCESET_NAMESPACE_LABEL: &str = "resourceset.fluxcd.controlplane.io/namespace";
 
 /// One status condition, as Flux writes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,12 +125,93 @@ impl std::fmt::Display for NamespacedName {
     }
 }
 
-/// The Kustomization that applied `obj`, from kustomize-controller's labels. The namespace
-/// label defaults to the object's own namespace.
+/// The Kustomization that applied `obj`, from kustomize-controller's labels only (every
+/// applier: [`owner_of`]). The namespace label defaults to the object's own namespace.
 #[must_use]
 pub fn parent_of(obj: &Value) -> Option<NamespacedName> {
-    let name = label(obj, PARENT_NAME_LABEL)?;
-    let namespace = label(obj, PARENT_NAMESPACE_LABEL)
+    labelled(obj, PARENT_NAME_LABEL, PARENT_NAMESPACE_LABEL)
+}
+
+/// The kind of Flux object that applies another ([`owner_of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OwnerKind {
+    /// A Kustomization (`kustomize.toolkit.fluxcd.io/name|namespace` labels): paused as the
+    /// target's parent.
+    Kustomization,
+    /// A `HelmRelease` (`helm.toolkit.fluxcd.io/name|namespace` labels): paused as the
+    /// target's parent, exactly as a Kustomization is.
+    HelmRelease,
+    /// A Flux Operator `ResourceSet` (`resourceset.fluxcd.controlplane.io/name|namespace`
+    /// labels): never paused as a whole; the target is frozen in it instead
+    /// ([`excluded_from_set`]).
+    ResourceSet,
+}
+
+/// The Flux object that applies an object: its kind and `namespace/name`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct FluxOwner {
+    pub kind: OwnerKind,
+    pub at: NamespacedName,
+}
+
+/// The Flux object that applies `obj`, from the labels its applier puts on it, in this order:
+/// a Kustomization's, a `HelmRelease`'s, a `ResourceSet`'s. Each namespace label defaults to
+/// the object's own namespace; an empty name or namespace is no owner.
+#[must_use]
+pub fn owner_of(obj: &Value) -> Option<FluxOwner> {
+    [
+        (
+            OwnerKind::Kustomization,
+            PARENT_NAME_LABEL,
+            PARENT_NAMESPACE_LABEL,
+        ),
+        (
+            OwnerKind::HelmRelease,
+            HELM_NAME_LABEL,
+            HELM_NAMESPACE_LABEL,
+        ),
+        (
+            OwnerKind::ResourceSet,
+            RESOURCESET_NAME_LABEL,
+            RESOURCESET_NAMESPACE_LABEL,
+        ),
+    ]
+    .into_iter()
+    .find_map(|(kind, name, namespace)| {
+        labelled(obj, name, namespace).map(|at| FluxOwner { kind, at })
+    })
+}
+
+/// The `ResourceSet` whose apply must skip `obj` while it is a target: the one its
+/// `resourceset.fluxcd.controlplane.io` labels name, unless `obj` is itself a Flux Operator
+/// object (its own pause, [`OPERATOR_RECONCILE_ANNOTATION`], already excludes it). The set
+/// skips an in-cluster object carrying [`OPERATOR_RECONCILE_ANNOTATION`] `disabled` (flux-operator
+/// v0.59.0 `internal/controller/resourceset_controller.go`: its apply's `ExclusionSelector`).
+#[must_use]
+pub fn excluded_from_set(obj: &Value) -> Option<NamespacedName> {
+    if is_operator_object(obj) {
+        return None;
+    }
+    labelled(obj, RESOURCESET_NAME_LABEL, RESOURCESET_NAMESPACE_LABEL)
+}
+
+/// Whether `obj` carries what makes its `ResourceSet` skip it: true when no set applies it
+/// ([`excluded_from_set`]), else [`OPERATOR_RECONCILE_ANNOTATION`] reading `disabled` (any
+/// case, as the set's selector compares it).
+#[must_use]
+pub fn set_skips(obj: &Value) -> bool {
+    excluded_from_set(obj).is_none()
+        || annotation(obj, OPERATOR_RECONCILE_ANNOTATION)
+            .is_some_and(|v| v.eq_ignore_ascii_case(RECONCILE_DISABLED))
+}
+
+/// The `namespace/name` of labels `name_key` and `namespace_key`, the namespace defaulting to
+/// `obj`'s own.
+fn labelled(obj: &Value, name_key: &str, namespace_key: &str) -> Option<NamespacedName> {
+    let name = label(obj, name_key)?;
+    let namespace = label(obj, namespace_key)
         .or_else(|| obj.pointer("/metadata/namespace").and_then(Value::as_str))?;
     (!name.is_empty() && !namespace.is_empty()).then(|| NamespacedName {
         namespace: namespace.to_string(),
@@ -152,3 +242,6 @@ pub fn depends_on(obj: &Value) -> Vec<NamespacedName> {
         })
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests;

@@ -29,7 +29,7 @@
 //!
 //! # The flow
 //!
-//! 1. Find the chain: the target and the Kustomization that applies it ([`flux::parent_of`]).
+//! 1. Find the chain: the target and the Flux object that applies it ([`flux::owner_of`]).
 //! 2. Quiesce only where the retirement strategy needs it ([`quiesce::blockers`]).
 //! 3. Fence top-down: `spec.suspend=true`, a fresh `reconcile.fluxcd.io/requestedAt` nonce, an
 //!    owner annotation, and for a child `kustomize.toolkit.fluxcd.io/reconcile: disabled`.

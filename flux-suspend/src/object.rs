@@ -139,8 +139,11 @@ pub fn seen(obj: &Value, owner_key: &str) -> Seen {
         owner: flux::annotation(obj, owner_key).map(str::to_string),
         suspended: flux::suspended(obj),
         operator: flux::is_operator_object(obj),
+        // Excluded from every applier: its parent Kustomization's apply and, for an object a
+        // ResourceSet generates, the set's (`fluxcd.controlplane.io/reconcile: disabled`).
         reconcile_disabled: flux::annotation(obj, flux::RECONCILE_ANNOTATION)
-            == Some(flux::RECONCILE_DISABLED),
+            == Some(flux::RECONCILE_DISABLED)
+            && flux::set_skips(obj),
         replicas: obj.pointer("/spec/replicas").and_then(Value::as_i64),
         last_writer: other_writer(obj),
     }

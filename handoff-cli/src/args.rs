@@ -74,12 +74,18 @@ pub struct TargetArgs {
     /// Flux object to pause: `[kind/][namespace/]name`, kind `ks` (Kustomization, default),
     /// `hr` (`HelmRelease`), `rset` (`ResourceSet`) or `fi` (`FluxInstance`); or a replicas
     /// gate `deploy/namespace/name=N`: the Deployment scaled to N under the pause of the
-    /// Kustomization that applies it, its count restored on release. Repeatable. Default: the
+    /// Flux object that applies it (see --parent), its count restored on release. Repeatable. Default: the
     /// config file's `[[targets]]`.
     #[arg(long, short = 't', value_name = "TARGET")]
     pub target: Vec<String>,
-    /// The Kustomization that applies the target, `[namespace/]name`; default: from the
-    /// target's kustomize.toolkit.fluxcd.io/name|namespace labels. `none` for a top-level object.
+    /// The Kustomization that applies the target, `[namespace/]name`, paused above it. Default:
+    /// from the labels of the Flux object that applies it — a Kustomization's
+    /// (kustomize.toolkit.fluxcd.io/name|namespace) or a `HelmRelease`'s
+    /// (helm.toolkit.fluxcd.io/name|namespace) is paused as the parent; a `ResourceSet`'s
+    /// (resourceset.fluxcd.controlplane.io/name|namespace) is not paused: the target is frozen
+    /// in it with fluxcd.controlplane.io/reconcile: disabled, restored exactly. A Flux object
+    /// with none of these labels is top-level (no parent); a replicas gate with none is refused
+    /// (exit 2) unless `none` accepts it knowingly. `none`: no parent.
     #[arg(long, value_name = "PARENT")]
     pub parent: Option<String>,
     /// How in-flight reconciles are retired: `ack` waits for each object's acknowledgement of

@@ -2,7 +2,7 @@
 
 use super::{
     AcquireOutcome, CONTENDED_BACKOFF_START, Handoff, HeldFence, ObjectRef, PauseOptions,
-    PauseOutcome, Step, SuspendError, member_marks, new_nonce, suspended_by,
+    PauseOutcome, Step, SuspendError, in_set, member_marks, new_nonce, suspended_by,
 };
 
 impl Handoff {
@@ -16,19 +16,25 @@ impl Handoff {
         let by = suspended_by(&self.fencer.owner().holder, opts.reason.as_deref());
         // A gate has no nonce: nothing acknowledges a Deployment's fence.
         let nonce = replicas.is_none().then(new_nonce);
+        let mut known = self.take_read(obj);
+        if is_target && known.is_none() {
+            // Whether a ResourceSet applies it is on its labels: one read, which the first
+            // CAS then decides on (a missing object is the acquire's NotFound).
+            known = crate::object::get_json(&self.client, obj).await.ok();
+        }
         let marks = member_marks(
             obj,
             nonce.as_deref().unwrap_or_default(),
             is_target,
             &by,
             replicas,
+            in_set(is_target, known.as_ref()),
         );
         // A busy controller moves the resourceVersion with every status write, so a CAS can
         // lose several rounds in a row. Contention is a value: re-read and try again, backing
         // off, within the phase budget — never a write without the test.
         let deadline = tokio::time::Instant::now() + opts.timing.timeout;
         let mut backoff = CONTENDED_BACKOFF_START;
-        let mut known = self.take_read(obj);
         let outcome = loop {
             let outcome = self
                 .fencer

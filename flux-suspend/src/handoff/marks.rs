@@ -59,24 +59,42 @@ pub(crate) fn gate_marks(replicas: i32) -> Vec<Mark> {
     ]
 }
 
+/// The mark that freezes a target in the `ResourceSet` that generates it
+/// ([`crate::flux::excluded_from_set`]): `fluxcd.controlplane.io/reconcile: disabled`, which the
+/// set's apply skips, so the set is never paused as a whole (other tenants' objects go on being
+/// applied). Not exclusive (an object a person froze already is gated as it is) and restored
+/// exactly: the prior value, or its absence.
+pub(crate) fn set_exclusion_mark() -> Mark {
+    Mark::annotation(OPERATOR_RECONCILE_ANNOTATION, RECONCILE_DISABLED)
+}
+
 /// The marks of one member's fence: a replicas gate's when it has a count, else a Flux
-/// object's ([`fence_marks`]).
+/// object's ([`fence_marks`]); with [`set_exclusion_mark`] for a target `in_set` (its labels
+/// name a `ResourceSet` that applies it).
 pub(crate) fn member_marks(
     obj: &ObjectRef,
     nonce: &str,
     is_target: bool,
     by: &str,
     replicas: Option<i32>,
+    in_set: bool,
 ) -> Vec<Mark> {
-    match replicas {
+    let operator = crate::object::is_operator_kind(&obj.resource);
+    let mut marks = match replicas {
         Some(n) => gate_marks(n),
-        None => fence_marks(
-            nonce,
-            is_target,
-            crate::object::is_operator_kind(&obj.resource),
-            by,
-        ),
+        None => fence_marks(nonce, is_target, operator, by),
+    };
+    // An operator kind's own pause is that annotation already.
+    if is_target && in_set && !operator {
+        marks.push(set_exclusion_mark());
     }
+    marks
+}
+
+/// Whether a target read as `read` is frozen in its `ResourceSet` by its fence: its labels name
+/// a set that applies it ([`crate::flux::excluded_from_set`]).
+pub(crate) fn in_set(is_target: bool, read: Option<&serde_json::Value>) -> bool {
+    is_target && read.and_then(crate::flux::excluded_from_set).is_some()
 }
 
 /// The exclusive mark that pauses an object's controller: `spec.suspend=true`, or for a Flux
@@ -130,5 +148,39 @@ mod tests {
                 is_target
             );
         }
+    }
+
+    #[test]
+    fn a_target_generated_by_a_resourceset_is_frozen_in_it_by_a_non_exclusive_exact_mark() {
+        use crate::object::{deployment, helm_release, kustomization, resource_set};
+        let exclusion = MarkAt::Annotation(OPERATOR_RECONCILE_ANNOTATION.into());
+        // (object, target, gate, in_set) -> how many marks sit at the operator annotation.
+        let cases = [
+            (kustomization("a", "k"), true, None, true, 1),
+            (kustomization("a", "k"), true, None, false, 0),
+            (kustomization("a", "k"), false, None, true, 0),
+            (helm_release("a", "h"), true, None, true, 1),
+            (deployment("a", "d"), true, Some(0), true, 1),
+            (deployment("a", "d"), true, Some(0), false, 0),
+            // A generated ResourceSet: its own exclusive pause is the same annotation.
+            (resource_set("a", "r"), true, None, true, 1),
+        ];
+        for (obj, target, gate, in_set, want) in cases {
+            let marks = member_marks(&obj, "n1", target, "by", gate, in_set);
+            let at_it: Vec<&Mark> = marks.iter().filter(|m| m.at == exclusion).collect();
+            assert_eq!(at_it.len(), want, "{obj} target={target} in_set={in_set}");
+            if let Some(m) = at_it.first() {
+                assert_eq!(m.value, json!("disabled"), "{obj}");
+                assert_eq!(m.restore, Restore::Exact, "{obj}");
+                let operator = crate::object::is_operator_kind(&obj.resource);
+                assert_eq!(m.exclusive, operator, "{obj}");
+            }
+        }
+        let read = |labels: serde_json::Value| json!({ "metadata": { "namespace": "a", "labels": labels } });
+        let generated = read(json!({ "resourceset.fluxcd.controlplane.io/name": "t" }));
+        assert!(in_set(true, Some(&generated)));
+        assert!(!in_set(false, Some(&generated)));
+        assert!(!in_set(true, None));
+        assert!(!in_set(true, Some(&read(json!({ "app": "web" })))));
     }
 }

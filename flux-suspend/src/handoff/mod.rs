@@ -10,7 +10,7 @@ use crate::cancel::Cancel;
 pub use crate::error::{OtherWriter, SuspendError};
 pub use marks::SUSPENDED_BY_ANNOTATION;
 pub use marks::suspended_by;
-pub(crate) use marks::{REPLICAS_POINTER, gate_marks, member_marks, pause_mark};
+pub(crate) use marks::{REPLICAS_POINTER, gate_marks, in_set, member_marks, pause_mark};
 
 mod fence;
 mod marks;

@@ -287,7 +287,8 @@ impl Fence {
             replicas,
             read,
         } = self;
-        let marks = member_marks(&object, &new_nonce(), target, by, replicas);
+        let in_set = crate::handoff::in_set(target, read.as_ref());
+        let marks = member_marks(&object, &new_nonce(), target, by, replicas, in_set);
         // Kept to name who set a refused mark (its managed fields).
         let seen = read.clone();
         let found = fencer

@@ -24,8 +24,8 @@ pub struct TargetSpec {
 }
 
 impl TargetSpec {
-    /// A target whose parent is read from its `kustomize.toolkit.fluxcd.io/name|namespace`
-    /// labels (none when it has no such labels).
+    /// A target whose parent is read from the labels of the Flux object that applies it
+    /// ([`ParentSpec::FromLabels`]; none when it has no such labels).
     #[must_use]
     pub fn new(object: ObjectRef) -> Self {
         Self {
@@ -36,7 +36,7 @@ impl TargetSpec {
     }
 
     /// A replicas gate: Deployment `object` scaled to `replicas` under the pause of the
-    /// Kustomization that applies it (its labels), its prior count kept in the fence's record
+    /// Kustomization or `HelmRelease` that applies it (its labels; [`ParentSpec::FromLabels`]), its prior count kept in the fence's record
     /// and restored exactly on release (a count someone else changed meanwhile is withheld,
     /// the fence kept). The pause is proven once the Flux chain is and the Deployment reports
     /// that count with no Pod of any other left.
@@ -70,9 +70,16 @@ impl TargetSpec {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum ParentSpec {
-    /// Read the target's `kustomize.toolkit.fluxcd.io/name|namespace` labels.
+    /// Read the labels of whichever Flux object applies the target
+    /// ([`crate::flux::owner_of`]): a Kustomization's or a `HelmRelease`'s
+    /// (`kustomize.toolkit.fluxcd.io/name|namespace`, `helm.toolkit.fluxcd.io/name|namespace`)
+    /// make it the parent, paused above the target; a `ResourceSet`'s
+    /// (`resourceset.fluxcd.controlplane.io/name|namespace`) pause no parent: the target's fence
+    /// freezes it in the set instead. No such labels: a top-level Flux object has no parent; a
+    /// replicas gate is refused (accept it with [`ParentSpec::TopLevel`]).
     FromLabels,
-    /// A top-level object: no parent.
+    /// A top-level object: no parent (`--parent none`; for a replicas gate no Flux object
+    /// applies, what accepts it knowingly).
     TopLevel,
     /// This object.
     Explicit(ObjectRef),

@@ -16,11 +16,12 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use serde_json::Value;
 
+use crate::flux::OwnerKind;
 use crate::flux::order::{Node, release_order};
 use crate::handoff::Chain;
-use crate::object::{api, kustomization};
+use crate::object::{api, helm_release, kustomization};
 use crate::session::recover::{Recovered, finished_runs};
-use crate::session::{ParentSpec, SessionError, SessionOptions};
+use crate::session::{ParentSpec, SessionError, SessionOptions, TargetSpec};
 
 /// Recovers what finished CI runs hold (when asked to), then reads the Lease and each target
 /// and parent; returns the chains and what was recovered.
@@ -39,13 +40,7 @@ pub(crate) async fn preflight(
     let mut reads: Reads = Vec::new();
     for t in &opts.targets {
         let obj = read_once(client, &t.object, &mut reads).await?;
-        let parent = match &t.parent {
-            ParentSpec::TopLevel => None,
-            ParentSpec::Explicit(p) => Some(p.clone()),
-            ParentSpec::FromLabels => crate::flux::parent_of(&obj)
-                .map(|p| kustomization(&p.namespace, &p.name))
-                .filter(|p| *p != t.object),
-        };
+        let parent = parent_for(t, &obj)?;
         if let Some(p) = &parent {
             let read = read_once(client, p, &mut reads).await?;
             refuse_foreign(p, &read, &opts.keys, opts.reason.as_deref(), holder)?;
@@ -70,6 +65,44 @@ pub(crate) async fn preflight(
         chains.sort_by_key(|c| ordered.fence_rank(&c.target));
     }
     Ok((chains, recovered, reads))
+}
+
+/// The parent to pause above target `t`, read as `obj`: as `t.parent` says, or from the labels
+/// of whichever Flux object applies it ([`crate::flux::owner_of`]): a Kustomization or a
+/// `HelmRelease` is paused as the parent; a `ResourceSet` is not paused at all (the target's
+/// fence freezes it in the set: [`crate::flux::excluded_from_set`]), so there is no parent.
+///
+/// # Errors
+/// A replicas gate whose Deployment no Flux object applies (no owner labels, no `--parent`):
+/// nothing would keep its applier (Helm by hand, a kubectl pipeline, another `GitOps` tool) from
+/// putting the count back, so it is refused with the flag that accepts it knowingly. A Flux
+/// object without such labels is a top-level object (`flux-system`) and has no parent.
+pub(crate) fn parent_for(t: &TargetSpec, obj: &Value) -> Result<Option<ObjectRef>, SessionError> {
+    let owner = match &t.parent {
+        ParentSpec::TopLevel => return Ok(None),
+        ParentSpec::Explicit(p) => return Ok(Some(p.clone())),
+        ParentSpec::FromLabels => crate::flux::owner_of(obj),
+    };
+    let Some(owner) = owner else {
+        if t.replicas.is_some() || crate::object::is_gate_kind(&t.object.resource) {
+            return Err(SessionError::Invalid(format!(
+                "{} has no Flux owner (no {}, {} or {} label): name the Kustomization that \
+                 applies it with --parent NAMESPACE/NAME, or gate it knowingly with --parent none",
+                t.object,
+                crate::flux::PARENT_NAME_LABEL,
+                crate::flux::HELM_NAME_LABEL,
+                crate::flux::RESOURCESET_NAME_LABEL,
+            )));
+        }
+        return Ok(None);
+    };
+    let at = &owner.at;
+    let parent = match owner.kind {
+        OwnerKind::Kustomization => kustomization(&at.namespace, &at.name),
+        OwnerKind::HelmRelease => helm_release(&at.namespace, &at.name),
+        _ => return Ok(None),
+    };
+    Ok((parent != t.object).then_some(parent))
 }
 
 /// Each object as the preflight read it, once: the pause decides its first fence CAS on it.
@@ -212,3 +245,6 @@ fn refuse_foreign(
         why,
     })
 }
+
+#[cfg(test)]
+mod tests;

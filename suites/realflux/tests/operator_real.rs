@@ -6,9 +6,12 @@
 //! The operator reconciles `ResourceSet`s in every namespace and the one `FluxInstance`
 //! `flux-system/flux` (its `RUNTIME_NAMESPACE`); its `--storage-path` is empty, so a
 //! `FluxInstance` stops at the preflight check and installs nothing over the plane's Flux.
-//! `flux-handoff` is `$FLUX_HANDOFF_BIN` (xtask builds it), else built here with cargo.
+//! `flux-handoff` is `$FLUX_HANDOFF_BIN` (xtask builds it), else built here with cargo. The
+//! `rset_parent_` tests (`rset_parent/`) take a Kustomization a `ResourceSet` generates as the
+//! target: frozen in its set, the set itself never paused.
 
 mod real;
+mod rset_parent;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
