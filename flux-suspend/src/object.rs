@@ -112,6 +112,21 @@ pub fn helm_release(namespace: &str, name: &str) -> ObjectRef {
     ObjectRef::new(helmrelease_resource(), namespace, name)
 }
 
+/// The Flux object a pause of `obj` suspends as its parent, from its labels
+/// ([`flux::owner_of`]): the Kustomization or `HelmRelease` that applies it. `None` when none
+/// does, or when a `ResourceSet` generates it (the set is never suspended: the object is
+/// excluded from its apply instead).
+#[must_use]
+pub fn parent_from_labels(obj: &Value) -> Option<ObjectRef> {
+    let owner = flux::owner_of(obj)?;
+    let at = &owner.at;
+    match owner.kind {
+        flux::OwnerKind::Kustomization => Some(kustomization(&at.namespace, &at.name)),
+        flux::OwnerKind::HelmRelease => Some(helm_release(&at.namespace, &at.name)),
+        _ => None,
+    }
+}
+
 /// The dynamic API for `obj`'s kind and namespace.
 #[must_use]
 pub fn api(client: &Client, obj: &ObjectRef) -> Api<DynamicObject> {

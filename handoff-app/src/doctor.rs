@@ -309,9 +309,9 @@ async fn check_targets(
         };
         let parent = match &t.parent {
             ParentSpec::Explicit(p) => Some(p.clone()),
-            ParentSpec::FromLabels => flux_suspend::flux::parent_of(&obj)
-                .map(|p| flux_suspend::object::kustomization(&p.namespace, &p.name))
-                .filter(|p| *p != t.object),
+            ParentSpec::FromLabels => {
+                flux_suspend::object::parent_from_labels(&obj).filter(|p| *p != t.object)
+            }
             _ => None,
         };
         if let Some(p) = parent {

@@ -16,10 +16,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use serde_json::Value;
 
-use crate::flux::OwnerKind;
 use crate::flux::order::{Node, release_order};
 use crate::handoff::Chain;
-use crate::object::{api, helm_release, kustomization};
+use crate::object::api;
 use crate::session::recover::{Recovered, finished_runs};
 use crate::session::{ParentSpec, SessionError, SessionOptions, TargetSpec};
 
@@ -78,12 +77,13 @@ pub(crate) async fn preflight(
 /// putting the count back, so it is refused with the flag that accepts it knowingly. A Flux
 /// object without such labels is a top-level object (`flux-system`) and has no parent.
 pub(crate) fn parent_for(t: &TargetSpec, obj: &Value) -> Result<Option<ObjectRef>, SessionError> {
-    let owner = match &t.parent {
-        ParentSpec::TopLevel => return Ok(None),
-        ParentSpec::Explicit(p) => return Ok(Some(p.clone())),
-        ParentSpec::FromLabels => crate::flux::owner_of(obj),
-    };
-    let Some(owner) = owner else {
+    if let ParentSpec::TopLevel = &t.parent {
+        return Ok(None);
+    }
+    if let ParentSpec::Explicit(p) = &t.parent {
+        return Ok(Some(p.clone()));
+    }
+    if crate::flux::owner_of(obj).is_none() {
         if t.replicas.is_some() || crate::object::is_gate_kind(&t.object.resource) {
             return Err(SessionError::Invalid(format!(
                 "{} has no Flux owner (no {}, {} or {} label): name the Kustomization that \
@@ -95,12 +95,9 @@ pub(crate) fn parent_for(t: &TargetSpec, obj: &Value) -> Result<Option<ObjectRef
             )));
         }
         return Ok(None);
-    };
-    let at = &owner.at;
-    let parent = match owner.kind {
-        OwnerKind::Kustomization => kustomization(&at.namespace, &at.name),
-        OwnerKind::HelmRelease => helm_release(&at.namespace, &at.name),
-        _ => return Ok(None),
+    }
+    let Some(parent) = crate::object::parent_from_labels(obj) else {
+        return Ok(None);
     };
     Ok((parent != t.object).then_some(parent))
 }

@@ -124,7 +124,8 @@ pub async fn handoff(
             name: "kustomize-controller".into(),
         })
         .with_reason("flux-bench");
-    let paused = handoff.pause(&[chain], &opts, &mut |_| {}).await;
+    // Boxed: the pause's future is larger than clippy's large_futures bound.
+    let paused = Box::pin(handoff.pause(&[chain], &opts, &mut |_| {})).await;
     let worked = match paused {
         Ok(PauseOutcome::Proven(_)) => match work {
             Some((consumers, config)) => reassert(client, lease.handle(), ns, consumers, config)
@@ -138,7 +139,7 @@ pub async fn handoff(
         Ok(other) => Err(anyhow::anyhow!("the pause was not proven: {other:?}")),
         Err(e) => Err(anyhow::Error::new(e).context("pausing")),
     };
-    let resumed = handoff.resume(None).await;
+    let resumed = Box::pin(handoff.resume(None)).await;
     let released = lease.release().await;
     worked?;
     let _ = resumed.context("resuming")?;

@@ -176,6 +176,7 @@ pub fn sizes(seed: u64, jobs: usize) -> Vec<usize> {
 
 /// The schedule of `jobs` jobs from `seed`; with `actors`, a person's pause and resume,
 /// replicas gates with a person's scale and Flux Operator targets among them (`--actors`).
+#[cfg(test)]
 #[must_use]
 pub fn plan(seed: u64, jobs: usize) -> Plan {
     plan_with(seed, jobs, true)
