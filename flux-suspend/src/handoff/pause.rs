@@ -299,7 +299,7 @@ impl Handoff {
 
     /// A recheck of the pause this handoff proved, for the work to call before a protected
     /// write ([`crate::io::PauseCheck::still_holds`]), and what the session watches while the
-    /// work runs: every member of the proof and every replicas gate ([`Handoff::watch_chain`]).
+    /// work runs: every member of the proof and every replicas gate (`Handoff::watch_chain`).
     #[must_use]
     pub fn pause_check(&self) -> crate::io::PauseCheck {
         crate::io::PauseCheck::new(

@@ -133,7 +133,7 @@ fn selector(dep: &Value) -> Option<String> {
 }
 
 /// Waits until gated Deployment `obj` is scaled to `want` (its status for the current
-/// generation at `want`, and `want` of its own Pods left: [`pods_that_count`]), reading it
+/// generation at `want`, and `want` of its own Pods left: `pods_that_count`), reading it
 /// and listing its `ReplicaSets` and Pods once per interval.
 ///
 /// # Errors
