@@ -101,8 +101,11 @@ impl Fencer {
         f
     }
 
-    /// The client.
-    pub(crate) fn client(&self) -> &Client {
+    /// The client every fence read and write of this fencer goes through: a caller's read of
+    /// an object it is about to fence goes through it too, so the first compare-and-swap can
+    /// start from that read on the same connection (no second read).
+    #[must_use]
+    pub fn client(&self) -> &Client {
         &self.client
     }
 

@@ -20,7 +20,10 @@ impl Handoff {
         if is_target && known.is_none() {
             // Whether a ResourceSet applies it is on its labels: one read, which the first
             // CAS then decides on (a missing object is the acquire's NotFound).
-            known = crate::object::get_json(&self.client, obj).await.ok();
+            // Through the fencer's client, as the acquire's own read would have gone.
+            known = crate::object::get_json(self.fencer.client(), obj)
+                .await
+                .ok();
         }
         let marks = member_marks(
             obj,
