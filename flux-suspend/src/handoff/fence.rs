@@ -20,10 +20,7 @@ impl Handoff {
         if is_target && known.is_none() {
             // Whether a ResourceSet applies it is on its labels: one read, which the first
             // CAS then decides on (a missing object is the acquire's NotFound).
-            // Through the fencer's client, as the acquire's own read would have gone.
-            known = crate::object::get_json(self.fencer.client(), obj)
-                .await
-                .ok();
+            known = self.read_to_fence(obj).await?;
         }
         let marks = member_marks(
             obj,
@@ -132,6 +129,24 @@ impl Handoff {
             self.targets.push(held);
         } else {
             self.parents.push(held);
+        }
+    }
+
+    /// The target as read before its fence, through the fencer's client (as the acquire's own
+    /// read would have gone), so the first CAS starts from it; `None` when it does not exist
+    /// (the acquire then reports it). A failed read fails the fence as the acquire's would
+    /// have: a `ResourceSet`'s target fenced without its exclusion could never be proven.
+    async fn read_to_fence(
+        &self,
+        obj: &ObjectRef,
+    ) -> Result<Option<serde_json::Value>, SuspendError> {
+        match crate::object::get_json(self.fencer.client(), obj).await {
+            Ok(v) => Ok(Some(v)),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+            Err(source) => Err(SuspendError::Kube {
+                step: "reading the target to fence",
+                source,
+            }),
         }
     }
 }

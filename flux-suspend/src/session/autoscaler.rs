@@ -220,8 +220,11 @@ pub async fn list(client: &Client, kind: Kind, namespace: &str) -> Result<Listin
 /// # Errors
 /// An API error other than 403 or 404.
 pub async fn check(client: &Client, gate: &ObjectRef, want: i32) -> Result<Verdict, kube::Error> {
-    let hpas = list(client, Kind::Hpa, &gate.namespace).await?;
-    let scaled = list(client, Kind::Keda, &gate.namespace).await?;
+    // Independent reads: both at once.
+    let (hpas, scaled) = futures::try_join!(
+        list(client, Kind::Hpa, &gate.namespace),
+        list(client, Kind::Keda, &gate.namespace),
+    )?;
     Ok(decide(&gate.name, want, &hpas, &scaled))
 }
 
