@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use testkit::TestNs;
 use testkit::fixtures::helmrelease_resource;
 
-const GATED: &str = "cluster-autoscaler";
+use common::gate::GATED;
 const RELEASE: &str = "autoscaler";
 const RECONCILE: &str = "kustomize.toolkit.fluxcd.io/reconcile";
 
@@ -57,19 +57,7 @@ impl Stage {
             releases.create(&PostParams::default(), &hr).await.unwrap();
         }
         let deps: Api<Deployment> = Api::namespaced(ns.client.clone(), &ns.name);
-        let dep: Deployment = serde_json::from_value(json!({
-            "metadata": { "name": GATED, "labels": labels(&ns.name) },
-            "spec": {
-                "replicas": 2,
-                "selector": { "matchLabels": { "app": GATED } },
-                "template": {
-                    "metadata": { "labels": { "app": GATED } },
-                    "spec": { "containers": [{ "name": "ca", "image": "registry.k8s.io/ca:v1" }] },
-                },
-            },
-        }))
-        .unwrap();
-        deps.create(&PostParams::default(), &dep).await.unwrap();
+        common::gate::create(&ns, labels(&ns.name)).await;
         let config = ModelConfig::namespaced(&ns.name).with_workload(&ns.name, GATED);
         let config = if helm { config.helm() } else { config };
         let model = FluxModel::start(ns.client.clone(), config);
@@ -91,14 +79,8 @@ impl Stage {
     /// -c WORKS`.
     fn run(&self, extra: &[&str]) -> Command {
         let kubeconfig = testkit::plane::kubeconfig().unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_flux-handoff"));
-        cmd.env_remove("GITHUB_ACTIONS")
-            .env_remove("FLUX_HANDOFF_CONFIG")
-            .env_remove("FLUX_HANDOFF_HOLDER")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(["--namespace", &self.ns.name, "--interval", "200ms"])
-            .args(["--timeout", "30s", "run", "--target"])
+        let mut cmd = common::cli_in(&self.ns.name, &kubeconfig, "30s");
+        cmd.args(["run", "--target"])
             .arg(format!("deploy/{}/{GATED}=0", self.ns.name))
             .args(["--lease", &format!("{}/flux-handoff", self.ns.name)])
             .args(extra)

@@ -17,12 +17,31 @@ pub const GATED: &str = "cluster-autoscaler";
 /// the model creates them).
 pub async fn cluster(prefix: &str) -> Cluster {
     let ns = TestNs::new(prefix).await.unwrap();
-    let deps: Api<Deployment> = Api::namespaced(ns.client.clone(), &ns.name);
-    let dep: Deployment = serde_json::from_value(json!({
-        "metadata": { "name": GATED, "labels": {
+    create(
+        &ns,
+        json!({
             "kustomize.toolkit.fluxcd.io/name": TARGET,
             "kustomize.toolkit.fluxcd.io/namespace": ns.name,
-        } },
+        }),
+    )
+    .await;
+    let name = ns.name.clone();
+    let model = start_seeded(&ns.client, &ns.name, |c| c.with_workload(&name, GATED))
+        .await
+        .unwrap();
+    Cluster {
+        kubeconfig: testkit::plane::kubeconfig().unwrap(),
+        ns,
+        model,
+    }
+}
+
+/// Creates the gated Deployment in `ns`: 2 replicas, selector `app=cluster-autoscaler`,
+/// labelled `labels` (who applies it).
+pub async fn create(ns: &TestNs, labels: serde_json::Value) {
+    let deps: Api<Deployment> = Api::namespaced(ns.client.clone(), &ns.name);
+    let dep: Deployment = serde_json::from_value(json!({
+        "metadata": { "name": GATED, "labels": labels },
         "spec": {
             "replicas": 2,
             "selector": { "matchLabels": { "app": GATED } },
@@ -34,13 +53,4 @@ pub async fn cluster(prefix: &str) -> Cluster {
     }))
     .unwrap();
     deps.create(&PostParams::default(), &dep).await.unwrap();
-    let name = ns.name.clone();
-    let model = start_seeded(&ns.client, &ns.name, |c| c.with_workload(&name, GATED))
-        .await
-        .unwrap();
-    Cluster {
-        kubeconfig: testkit::plane::kubeconfig().unwrap(),
-        ns,
-        model,
-    }
 }

@@ -50,22 +50,7 @@ impl Cluster {
 
     /// [`Cluster::cli`] through another kubeconfig (a proxy's) and with its own `--timeout`.
     pub fn cli_with(&self, kubeconfig: &std::path::Path, timeout: &str) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_flux-handoff"));
-        c.env_remove("GITHUB_ACTIONS")
-            .env_remove("FLUX_HANDOFF_CONFIG")
-            .env_remove("FLUX_HANDOFF_HOLDER")
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args([
-                "--namespace",
-                &self.ns.name,
-                "--interval",
-                "200ms",
-                "--timeout",
-                timeout,
-            ])
-            .stdin(Stdio::null());
-        c
+        cli_in(&self.ns.name, kubeconfig, timeout)
     }
 
     /// Flags every handoff subcommand takes: this test's Lease and controller.
@@ -92,6 +77,27 @@ impl Cluster {
             .await
             .unwrap()
     }
+}
+
+/// `flux-handoff` through `kubeconfig` with the global flags pointing at `namespace`, a 200 ms
+/// interval and `timeout`, none of the caller's CI or config environment inherited.
+pub fn cli_in(namespace: &str, kubeconfig: &std::path::Path, timeout: &str) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_flux-handoff"));
+    c.env_remove("GITHUB_ACTIONS")
+        .env_remove("FLUX_HANDOFF_CONFIG")
+        .env_remove("FLUX_HANDOFF_HOLDER")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args([
+            "--namespace",
+            namespace,
+            "--interval",
+            "200ms",
+            "--timeout",
+            timeout,
+        ])
+        .stdin(Stdio::null());
+    c
 }
 
 /// `cmd` as a step of GitHub run `run`, attempt 1, of repository `repo`, whose API is the
